@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs stoke's Debian 12 build and test dependencies. Idempotent: does
+# nothing (not even `apt-get update`) when everything is already installed.
+# Runs apt-get as root, or through sudo when not root.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config python3
+  libtbb-dev libxsimd-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
+  libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,10 @@
+// Umbrella header: everything a trainer or inspection application needs.
+#pragma once
+
+#include "stoke/config.hpp"
+#include "stoke/device.hpp"
+#include "stoke/error.hpp"
+#include "stoke/log.hpp"
+#include "stoke/system.hpp"
+#include "stoke/threads.hpp"
+#include "stoke/version.hpp"

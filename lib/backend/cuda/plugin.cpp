@@ -1,0 +1,84 @@
+// The plugin's entry point and its device probe.
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <nvrtc.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "backend/cuda_plugin_api.hpp"
+
+namespace stoke::cuda {
+namespace {
+
+GpuInfo describe_device(int index, const cudaDeviceProp& prop) {
+  GpuInfo gpu;
+  gpu.index = index;
+  gpu.name = prop.name;
+  gpu.compute_major = prop.major;
+  gpu.compute_minor = prop.minor;
+  gpu.total_memory = prop.totalGlobalMem;
+  gpu.integrated = prop.integrated != 0;
+  gpu.multiprocessors = prop.multiProcessorCount;
+  char bus[32];
+  std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.0", prop.pciDomainID, prop.pciBusID,
+                prop.pciDeviceID);
+  gpu.pci_bus_id = bus;
+  return gpu;
+}
+
+class Plugin final : public detail::CudaPlugin {
+ public:
+  int abi_version() const noexcept override { return detail::kCudaPluginAbi; }
+
+  CudaInfo probe() noexcept override {
+    CudaInfo info;
+    info.plugin_built = true;
+    info.plugin_loaded = true;
+    try {
+      cudaDriverGetVersion(&info.driver_version);
+      cudaRuntimeGetVersion(&info.runtime_version);
+      info.cudnn_version = static_cast<int>(cudnnGetVersion());
+      int major = 0, minor = 0;
+      if (nvrtcVersion(&major, &minor) == NVRTC_SUCCESS) info.nvrtc_version = major * 1000 + minor * 10;
+
+      int count = 0;
+      // Any error here means "no usable device": without a driver the runtime
+      // answers cudaErrorInsufficientDriver, not cudaErrorNoDevice.
+      const cudaError_t status = cudaGetDeviceCount(&count);
+      if (status != cudaSuccess) {
+        info.device_error = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(status);
+        cudaGetLastError();
+        return info;
+      }
+      if (count == 0) info.device_error = "the CUDA runtime reports no devices";
+      for (int i = 0; i < count; ++i) {
+        cudaDeviceProp prop{};
+        if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+        GpuInfo gpu = describe_device(i, prop);
+        int previous = 0;
+        cudaGetDevice(&previous);
+        std::size_t free_bytes = 0, total_bytes = 0;
+        if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+          gpu.free_memory = free_bytes;
+        }
+        cudaSetDevice(previous);
+        cudaGetLastError();
+        info.gpus.push_back(std::move(gpu));
+      }
+    } catch (const std::exception& e) {
+      info.device_error = std::string("CUDA probe failed: ") + e.what();
+    } catch (...) {
+      info.device_error = "CUDA probe failed";
+    }
+    return info;
+  }
+};
+
+}  // namespace
+}  // namespace stoke::cuda
+
+extern "C" __attribute__((visibility("default"))) stoke::detail::CudaPlugin* stoke_cuda_plugin() {
+  static stoke::cuda::Plugin plugin;
+  return &plugin;
+}

@@ -1,0 +1,26 @@
+// The contract between libstoke and the CUDA plugin (libstoke_cuda.so).
+// libstoke dlopens the plugin and calls stoke_cuda_plugin(); nothing in
+// libstoke links a CUDA library. Both sides are built from the same tree with
+// the same compiler, so the interface is a C++ class; kCudaPluginAbi guards
+// against a plugin from another build.
+#pragma once
+
+#include "stoke/system.hpp"
+
+namespace stoke::detail {
+
+inline constexpr int kCudaPluginAbi = 1;
+
+class CudaPlugin {
+ public:
+  virtual ~CudaPlugin() = default;
+  virtual int abi_version() const noexcept = 0;
+  // Versions and devices. Never throws: failures go to CudaInfo::device_error.
+  virtual CudaInfo probe() noexcept = 0;
+};
+
+}  // namespace stoke::detail
+
+// Exported by the plugin; returns a process-lifetime instance.
+extern "C" stoke::detail::CudaPlugin* stoke_cuda_plugin();
+using StokeCudaPluginEntry = stoke::detail::CudaPlugin* (*)();

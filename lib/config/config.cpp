@@ -1,0 +1,374 @@
+#include "stoke/config.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "config/parse.hpp"
+#include "core/text.hpp"
+#include "stoke/error.hpp"
+
+extern char** environ;
+
+namespace stoke {
+namespace {
+
+using detail::BadValue;
+
+// One row of DESIGN.md's knob table: parse `value` into Settings and return the
+// canonical text shown in reports.
+struct Knob {
+  const char* name;
+  const char* default_text;
+  const char* accepted;
+  const char* meaning;
+  std::string (*apply)(Settings&, std::string_view);
+};
+
+std::string on_off(bool v) { return v ? "on" : "off"; }
+std::string toggle_text(Toggle t) {
+  return t == Toggle::kAuto ? "auto" : (t == Toggle::kOn ? "on" : "off");
+}
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+const Knob kKnobs[] = {
+    {"STOKE_GPU_DEVICE", "auto", "auto, cpu, or a comma list of distinct device indices (0,1)",
+     "device: auto = best discrete GPU, else CPU",
+     [](Settings& s, std::string_view v) {
+       s.gpu_device = detail::parse_device_request(v);
+       return detail::format_device_request(s.gpu_device);
+     }},
+    {"STOKE_GPU_MEM_PERCENT", "60", "a percentage in (0, 100], e.g. 60",
+     "device pool cap, % of the device's total memory",
+     [](Settings& s, std::string_view v) {
+       s.gpu_mem_percent = detail::parse_percent(v);
+       return number_text(s.gpu_mem_percent);
+     }},
+    {"STOKE_GPU_MEM_MAX", "none", "none, or a size greater than zero such as 8G, 512M, 1073741824",
+     "absolute device pool cap",
+     [](Settings& s, std::string_view v) {
+       if (detail::to_lower(detail::trim(v)) == "none") {
+         s.gpu_mem_max.reset();
+         return std::string("none");
+       }
+       s.gpu_mem_max = detail::parse_bytes(v);
+       return detail::format_size(*s.gpu_mem_max);
+     }},
+    {"STOKE_GPU_STREAMS", "on", "on or off", "separate copy and compute streams (overlap)",
+     [](Settings& s, std::string_view v) {
+       s.gpu_streams = detail::parse_bool(v);
+       return on_off(s.gpu_streams);
+     }},
+    {"STOKE_GPU_GRAPH", "auto", "auto, on or off", "capture the train step as a CUDA graph",
+     [](Settings& s, std::string_view v) {
+       s.gpu_graph = detail::parse_toggle(v);
+       return toggle_text(s.gpu_graph);
+     }},
+    {"STOKE_GPU_JIT", "auto", "auto, on or off", "compile custom kernels with NVRTC for the device",
+     [](Settings& s, std::string_view v) {
+       s.gpu_jit = detail::parse_toggle(v);
+       return toggle_text(s.gpu_jit);
+     }},
+    {"STOKE_HOST_PINNED", "on", "on or off", "page-locked host staging buffers",
+     [](Settings& s, std::string_view v) {
+       s.host_pinned = detail::parse_bool(v);
+       return on_off(s.host_pinned);
+     }},
+    {"STOKE_HOST_PINNED_MAX", "512M", "a size greater than zero such as 512M or 1G",
+     "cap of pinned host memory",
+     [](Settings& s, std::string_view v) {
+       s.host_pinned_max = detail::parse_bytes(v);
+       return detail::format_size(s.host_pinned_max);
+     }},
+    {"STOKE_CPU_THREADS", "auto", "auto or an integer in [1, 4096]",
+     "threads of the library's oneTBB arena",
+     [](Settings& s, std::string_view v) {
+       if (detail::to_lower(detail::trim(v)) == "auto") {
+         s.cpu_threads.reset();
+         return std::string("auto");
+       }
+       s.cpu_threads = static_cast<int>(detail::parse_integer(v, 1, 4096));
+       return std::to_string(*s.cpu_threads);
+     }},
+    {"STOKE_CPU_SIMD", "auto", "auto, scalar, sse4, avx2 or avx512", "instruction set of the CPU kernels",
+     [](Settings& s, std::string_view v) {
+       s.cpu_simd = detail::parse_simd(v);
+       return std::string(s.cpu_simd.automatic ? "auto" : to_string(s.cpu_simd.level));
+     }},
+    {"STOKE_PREFETCH_DEPTH", "2", "an integer in [1, 64]", "batches in flight",
+     [](Settings& s, std::string_view v) {
+       s.prefetch_depth = static_cast<int>(detail::parse_integer(v, 1, 64));
+       return std::to_string(s.prefetch_depth);
+     }},
+    {"STOKE_CACHE", "off", "off, ram, ram:SIZE (e.g. ram:4G) or file:PATH",
+     "cache of preprocessed images",
+     [](Settings& s, std::string_view v) {
+       s.cache = detail::parse_cache(v);
+       switch (s.cache.kind) {
+         case CacheSpec::Kind::kOff: return std::string("off");
+         case CacheSpec::Kind::kRam:
+           return s.cache.ram_budget ? "ram:" + detail::format_size(s.cache.ram_budget)
+                                     : std::string("ram");
+         case CacheSpec::Kind::kFile: return "file:" + s.cache.path;
+       }
+       return std::string("off");
+     }},
+    {"STOKE_LOG_LEVEL", "warn", "error, warn, info or debug", "library log verbosity",
+     [](Settings& s, std::string_view v) {
+       s.log_level = detail::parse_log_level(v);
+       return std::string(to_string(s.log_level));
+     }},
+};
+
+// STOKE_* variables that are not knobs but are read by the library.
+const char* const kAuxiliaryNames[] = {
+    "STOKE_CONFIG",       // config file path
+    "STOKE_CUDA_PLUGIN",  // plugin path, or off
+};
+
+// "cpu_threads" -> "STOKE_CPU_THREADS"; full names pass through upper-cased.
+std::string canonical_name(std::string_view name) {
+  std::string upper(detail::trim(name));
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  if (upper.rfind("STOKE_", 0) != 0) upper = "STOKE_" + upper;
+  return upper;
+}
+
+const Knob* find_knob(std::string_view canonical) {
+  for (const auto& knob : kKnobs) {
+    if (canonical == knob.name) return &knob;
+  }
+  return nullptr;
+}
+
+bool is_auxiliary(std::string_view canonical) {
+  return std::any_of(std::begin(kAuxiliaryNames), std::end(kAuxiliaryNames),
+                     [&](const char* n) { return canonical == n; });
+}
+
+// " (did you mean STOKE_X?)" for a near miss, "" otherwise.
+std::string suggestion(std::string_view unknown) {
+  std::string best;
+  std::size_t best_distance = std::string::npos;
+  for (const auto& knob : kKnobs) {
+    const auto d = detail::edit_distance(unknown, knob.name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = knob.name;
+    }
+  }
+  for (const char* name : kAuxiliaryNames) {
+    const auto d = detail::edit_distance(unknown, name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = name;
+    }
+  }
+  if (best_distance <= std::max<std::size_t>(3, unknown.size() / 4)) {
+    return " (did you mean " + best + "?)";
+  }
+  return "";
+}
+
+std::vector<std::pair<std::string, std::string>> process_environment() {
+  std::vector<std::pair<std::string, std::string>> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view entry(*e);
+    const auto eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    env.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return env;
+}
+
+}  // namespace
+
+const char* to_string(ConfigSource source) noexcept {
+  switch (source) {
+    case ConfigSource::kDefault: return "default";
+    case ConfigSource::kFile: return "file";
+    case ConfigSource::kEnvironment: return "environment";
+    case ConfigSource::kApi: return "api";
+  }
+  return "unknown";
+}
+
+Config::Config() {
+  for (const auto& knob : kKnobs) {
+    KnobValue value;
+    value.name = knob.name;
+    value.value = knob.apply(settings_, knob.default_text);
+    value.meaning = knob.meaning;
+    knobs_.push_back(std::move(value));
+  }
+}
+
+std::vector<std::string> Config::known_names() {
+  std::vector<std::string> names;
+  for (const auto& knob : kKnobs) names.emplace_back(knob.name);
+  return names;
+}
+
+void Config::assign(std::string_view name, std::string_view value, ConfigSource source,
+                    std::string origin) {
+  const std::string canonical = canonical_name(name);
+  const Knob* knob = find_knob(canonical);
+  if (!knob) {
+    throw ConfigError("unknown setting " + std::string(name) +
+                      (origin.empty() ? "" : " (" + origin + ")") + suggestion(canonical) +
+                      "; known settings: see `stoke-info` or docs/configuration.md");
+  }
+  std::string canonical_value;
+  try {
+    canonical_value = knob->apply(settings_, value);
+  } catch (const BadValue& e) {
+    throw ConfigError(std::string(knob->name) + "=" + std::string(value) + " is invalid (" +
+                      e.what() + ")" + (origin.empty() ? "" : " from " + origin) +
+                      "; accepted: " + knob->accepted);
+  }
+  auto it = std::find_if(knobs_.begin(), knobs_.end(),
+                         [&](const KnobValue& k) { return k.name == knob->name; });
+  it->value = std::move(canonical_value);
+  it->source = source;
+  it->origin = std::move(origin);
+}
+
+void Config::set(std::string_view name, std::string_view value) {
+  assign(name, value, ConfigSource::kApi, "api");
+}
+
+const KnobValue& Config::knob(std::string_view name) const {
+  const std::string canonical = canonical_name(name);
+  for (const auto& k : knobs_) {
+    if (k.name == canonical) return k;
+  }
+  throw ConfigError("unknown setting " + std::string(name) + suggestion(canonical));
+}
+
+Config Config::load(const ConfigLoadOptions& options) {
+  Config config;
+  const auto env = options.environment ? *options.environment : process_environment();
+
+  std::optional<std::filesystem::path> file = options.file;
+  if (!file) {
+    for (const auto& [key, value] : env) {
+      if (key == "STOKE_CONFIG" && !value.empty()) file = value;
+    }
+  }
+  if (file) {
+    std::ifstream in(*file);
+    if (!in) throw ConfigError("cannot read config file " + file->string() + " (from " +
+                               (options.file ? "the API" : "STOKE_CONFIG") + ")");
+    std::string line;
+    int line_number = 0;
+    while (std::getline(in, line)) {
+      ++line_number;
+      const std::string origin = file->string() + ":" + std::to_string(line_number);
+      auto text = detail::trim(std::string_view(line).substr(0, line.find('#')));
+      if (text.empty()) continue;
+      const auto eq = text.find('=');
+      if (eq == std::string_view::npos) {
+        throw ConfigError("config file " + origin + ": expected `NAME = value`, got '" +
+                          std::string(text) + "'");
+      }
+      const auto key = detail::trim(text.substr(0, eq));
+      if (canonical_name(key) == "STOKE_CONFIG") {
+        throw ConfigError("config file " + origin + ": STOKE_CONFIG cannot be set in a config file");
+      }
+      config.assign(key, detail::trim(text.substr(eq + 1)), ConfigSource::kFile, origin);
+    }
+  }
+
+  for (const auto& [key, value] : env) {
+    if (key.rfind("STOKE_", 0) != 0) continue;
+    if (find_knob(key)) {
+      config.assign(key, value, ConfigSource::kEnvironment, "environment");
+    } else if (!is_auxiliary(key)) {
+      config.warnings_.push_back("unknown environment variable " + key + "=" + value +
+                                 " is ignored" + suggestion(key));
+    }
+  }
+
+  config.check_threads(options.physical_cores > 0 ? options.physical_cores
+                                                  : query_cpu().physical_cores);
+  config.apply_logging();
+  for (const auto& warning : config.warnings_) log_warn(warning);
+  return config;
+}
+
+void Config::check_threads(int physical_cores) {
+  if (settings_.cpu_threads && *settings_.cpu_threads > physical_cores) {
+    warnings_.push_back("STOKE_CPU_THREADS=" + std::to_string(*settings_.cpu_threads) +
+                        " is more than the " + std::to_string(physical_cores) +
+                        " physical cores; oversubscribed threads usually slow preprocessing down");
+  }
+  const auto cpu = query_cpu();
+  if (!settings_.cpu_simd.automatic && settings_.cpu_simd.level > cpu.simd) {
+    warnings_.push_back(std::string("STOKE_CPU_SIMD=") + to_string(settings_.cpu_simd.level) +
+                        " is above what this CPU supports; using " + to_string(cpu.simd));
+  }
+}
+
+void Config::apply_logging() const { set_log_level(settings_.log_level); }
+
+std::string Config::report() const {
+  std::size_t name_width = 0, value_width = 5;
+  for (const auto& k : knobs_) {
+    name_width = std::max(name_width, k.name.size());
+    value_width = std::max(value_width, k.value.size());
+  }
+  std::ostringstream out;
+  out << "configuration (value and where it came from)\n";
+  for (const auto& k : knobs_) {
+    out << "  " << k.name << std::string(name_width - k.name.size() + 2, ' ') << k.value
+        << std::string(value_width - k.value.size() + 2, ' ') << to_string(k.source);
+    if (k.source == ConfigSource::kFile) out << " " << k.origin;
+    out << "\n";
+  }
+  for (const auto& w : warnings_) out << "  warning: " << w << "\n";
+  return out.str();
+}
+
+std::string Config::to_json() const {
+  using detail::json_quote;
+  std::ostringstream out;
+  out << "{\"knobs\":[";
+  for (std::size_t i = 0; i < knobs_.size(); ++i) {
+    const auto& k = knobs_[i];
+    out << (i ? "," : "") << "{\"name\":" << json_quote(k.name) << ",\"value\":" << json_quote(k.value)
+        << ",\"source\":" << json_quote(to_string(k.source)) << ",\"origin\":" << json_quote(k.origin)
+        << "}";
+  }
+  out << "],\"warnings\":[";
+  for (std::size_t i = 0; i < warnings_.size(); ++i) out << (i ? "," : "") << json_quote(warnings_[i]);
+  out << "]}";
+  return out.str();
+}
+
+int resolve_cpu_threads(const Settings& settings, const CpuInfo& cpu, bool gpu_computes) {
+  if (settings.cpu_threads) return *settings.cpu_threads;
+  const int cores = std::max(1, cpu.physical_cores);
+  return gpu_computes ? std::max(1, cores - 1) : cores;
+}
+
+SimdLevel resolve_simd(const Settings& settings, const CpuInfo& cpu) {
+  if (settings.cpu_simd.automatic) return cpu.simd;
+  return std::min(settings.cpu_simd.level, cpu.simd);
+}
+
+std::uint64_t parse_size(std::string_view text, std::string_view what) {
+  try {
+    return detail::parse_bytes(text);
+  } catch (const BadValue& e) {
+    throw ConfigError(std::string(what) + "=" + std::string(text) + " is invalid (" + e.what() +
+                      "); accepted: a size greater than zero such as 512M, 8G or 1073741824");
+  }
+}
+
+}  // namespace stoke

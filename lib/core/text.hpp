@@ -1,0 +1,20 @@
+// Small text helpers shared by the modules: JSON escaping, trimming, case.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "stoke/export.hpp"
+
+namespace stoke::detail {
+
+// `s` as a JSON string literal, quotes included.
+STOKE_INTERNAL std::string json_quote(std::string_view s);
+
+STOKE_INTERNAL std::string_view trim(std::string_view s);
+STOKE_INTERNAL std::string to_lower(std::string_view s);
+
+// Levenshtein distance, for "did you mean" suggestions.
+STOKE_INTERNAL std::size_t edit_distance(std::string_view a, std::string_view b);
+
+}  // namespace stoke::detail

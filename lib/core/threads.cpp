@@ -1,0 +1,97 @@
+#include "stoke/threads.hpp"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "stoke/error.hpp"
+#include "stoke/system.hpp"
+
+namespace stoke {
+namespace {
+
+// The arena is one of the two pieces of process state the design allows (the
+// other is the backend registry). Callers hold a shared_ptr while they run, so
+// a resize never destroys an arena under running work.
+struct ArenaSlot {
+  std::mutex mutex;
+  std::shared_ptr<tbb::task_arena> arena;
+  int threads = 0;
+};
+
+ArenaSlot& slot() {
+  static ArenaSlot s;
+  return s;
+}
+
+std::shared_ptr<tbb::task_arena> current_arena(int* threads_out = nullptr) {
+  auto& s = slot();
+  std::lock_guard lock(s.mutex);
+  if (!s.arena) {
+    s.threads = std::max(1, query_cpu().physical_cores);
+    s.arena = std::make_shared<tbb::task_arena>(s.threads);
+  }
+  if (threads_out) *threads_out = s.threads;
+  return s.arena;
+}
+
+}  // namespace
+
+void set_thread_count(int threads) {
+  if (threads < 1) {
+    throw InvalidArgument("stoke::set_thread_count: thread count must be at least 1, got " +
+                          std::to_string(threads));
+  }
+  auto& s = slot();
+  std::lock_guard lock(s.mutex);
+  if (s.arena && s.threads == threads) return;
+  s.threads = threads;
+  s.arena = std::make_shared<tbb::task_arena>(threads);
+}
+
+int thread_count() noexcept {
+  int threads = 0;
+  try {
+    current_arena(&threads);
+  } catch (...) {
+    return 1;
+  }
+  return threads;
+}
+
+void parallel_for(std::size_t begin, std::size_t end, std::size_t grain,
+                  const std::function<void(std::size_t, std::size_t)>& body,
+                  Execution execution) {
+  if (end <= begin) return;
+  if (grain == 0) grain = 1;
+  if (execution == Execution::kSerial) {
+    for (std::size_t b = begin; b < end; b += grain) body(b, std::min(end, b + grain));
+    return;
+  }
+  // Parallelize over chunk indices so both modes see the same chunk boundaries.
+  const std::size_t chunks = (end - begin + grain - 1) / grain;
+  auto arena = current_arena();
+  arena->execute([&] {
+    tbb::parallel_for(
+        tbb::blocked_range<std::size_t>(0, chunks, 1),
+        [&](const tbb::blocked_range<std::size_t>& r) {
+          for (std::size_t c = r.begin(); c < r.end(); ++c) {
+            const std::size_t b = begin + c * grain;
+            body(b, std::min(end, b + grain));
+          }
+        },
+        tbb::simple_partitioner());
+  });
+}
+
+void run_in_arena(const std::function<void()>& fn) {
+  auto arena = current_arena();
+  arena->execute(fn);
+}
+
+}  // namespace stoke
