@@ -20,11 +20,10 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    const auto config = stoke::Config::load();
-    const auto system = stoke::query_system();
-    const auto selection = stoke::select_device(config, system);
-    const int threads = stoke::resolve_cpu_threads(config.settings(), system.cpu, selection.use_gpu);
-    const auto simd = stoke::resolve_simd(config.settings(), system.cpu);
+    const auto runtime = stoke::init();
+    const auto& config = runtime.config;
+    const auto& system = runtime.system;
+    const auto& selection = runtime.device;
     if (json) {
       std::cout << "{\"stoke_version\":\"" << stoke::version() << "\",\"system\":"
                 << stoke::system_to_json(system) << ",\"selection\":{\"use_gpu\":"
@@ -32,14 +31,14 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < selection.gpus.size(); ++i) {
         std::cout << (i ? "," : "") << selection.gpus[i];
       }
-      std::cout << "],\"cpu_threads\":" << threads << ",\"simd\":\"" << stoke::to_string(simd)
+      std::cout << "],\"cpu_threads\":" << runtime.cpu_threads
+                << ",\"simd\":\"" << stoke::to_string(runtime.simd)
                 << "\"},\"config\":" << config.to_json() << "}\n";
       return 0;
     }
     std::cout << "stoke " << stoke::version() << "\n\n"
-              << stoke::format_system(system) << "\nselected device: "
-              << stoke::describe(selection, system.cuda.gpus) << "\ncpu threads: " << threads
-              << ", simd: " << stoke::to_string(simd) << "\n\n"
+              << stoke::format_system(system) << "\n"
+              << stoke::describe(runtime) << "\n"
               << config.report();
     return 0;
   } catch (const stoke::Error& e) {

@@ -117,7 +117,7 @@ class STOKE_API Config {
  private:
   void assign(std::string_view name, std::string_view value, ConfigSource source,
               std::string origin);
-  void check_threads(int physical_cores);
+  void check_against(const CpuInfo& cpu);  // oversubscription, forced SIMD
 
   Settings settings_;
   std::vector<KnobValue> knobs_;

@@ -5,6 +5,7 @@
 #include "stoke/device.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
+#include "stoke/runtime.hpp"
 #include "stoke/system.hpp"
 #include "stoke/threads.hpp"
 #include "stoke/version.hpp"

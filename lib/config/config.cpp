@@ -295,20 +295,21 @@ Config Config::load(const ConfigLoadOptions& options) {
     }
   }
 
-  config.check_threads(options.physical_cores > 0 ? options.physical_cores
-                                                  : query_cpu().physical_cores);
+  auto cpu = query_cpu();
+  if (options.physical_cores > 0) cpu.physical_cores = options.physical_cores;
+  config.check_against(cpu);
   config.apply_logging();
   for (const auto& warning : config.warnings_) log_warn(warning);
   return config;
 }
 
-void Config::check_threads(int physical_cores) {
+void Config::check_against(const CpuInfo& cpu) {
+  const int physical_cores = cpu.physical_cores;
   if (settings_.cpu_threads && *settings_.cpu_threads > physical_cores) {
     warnings_.push_back("STOKE_CPU_THREADS=" + std::to_string(*settings_.cpu_threads) +
                         " is more than the " + std::to_string(physical_cores) +
                         " physical cores; oversubscribed threads usually slow preprocessing down");
   }
-  const auto cpu = query_cpu();
   if (!settings_.cpu_simd.automatic && settings_.cpu_simd.level > cpu.simd) {
     warnings_.push_back(std::string("STOKE_CPU_SIMD=") + to_string(settings_.cpu_simd.level) +
                         " is above what this CPU supports; using " + to_string(cpu.simd));

@@ -1,6 +1,8 @@
 #include "stoke/threads.hpp"
 
 #include <tbb/blocked_range.h>
+#include <tbb/global_control.h>
+#include <tbb/info.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
@@ -21,6 +23,10 @@ namespace {
 struct ArenaSlot {
   std::mutex mutex;
   std::shared_ptr<tbb::task_arena> arena;
+  // Raises oneTBB's process-wide worker limit when more threads than logical
+  // CPUs are requested (allowed, and warned about by Config), so the arena
+  // really has the threads it reports.
+  std::unique_ptr<tbb::global_control> allow_oversubscription;
   int threads = 0;
 };
 
@@ -51,6 +57,11 @@ void set_thread_count(int threads) {
   std::lock_guard lock(s.mutex);
   if (s.arena && s.threads == threads) return;
   s.threads = threads;
+  s.allow_oversubscription.reset();
+  if (threads > tbb::info::default_concurrency()) {
+    s.allow_oversubscription = std::make_unique<tbb::global_control>(
+        tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
+  }
   s.arena = std::make_shared<tbb::task_arena>(threads);
 }
 
