@@ -222,7 +222,7 @@ void Config::assign(std::string_view name, std::string_view value, ConfigSource 
   if (!knob) {
     throw ConfigError("unknown setting " + std::string(name) +
                       (origin.empty() ? "" : " (" + origin + ")") + suggestion(canonical) +
-                      "; known settings: see `stoke-info` or docs/configuration.md");
+                      "; known settings: see `stoke-info` or README.md");
   }
   std::string canonical_value;
   try {

@@ -43,7 +43,12 @@ out=$(env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$tmp/lib" STOKE_CUDA_PLUGIN="$t
 grep -q "cannot load" <<<"$out" || fail "broken plugin not reported: $out"
 grep -q "selected device: CPU" <<<"$out" || fail "CPU not selected with a broken plugin: $out"
 
-# 5. JSON output parses.
+# 5. CUDA_VISIBLE_DEVICES reaches the process and is shown (here it hides every device).
+out=$(CUDA_VISIBLE_DEVICES=-1 "$info") || fail "stoke-info failed with CUDA_VISIBLE_DEVICES=-1"
+grep -q "CUDA_VISIBLE_DEVICES=-1" <<<"$out" || fail "CUDA_VISIBLE_DEVICES not shown: $out"
+grep -q "selected device: CPU" <<<"$out" || fail "CPU not selected with no visible device: $out"
+
+# 6. JSON output parses.
 STOKE_CUDA_PLUGIN=off "$info" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["selection"]["use_gpu"] is False' ||
   fail "--json is not valid JSON"
 echo "PASS"
