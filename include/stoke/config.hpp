@@ -71,6 +71,13 @@ struct KnobValue {
   std::string meaning;  // one line from the knob table
 };
 
+// A STOKE_* environment variable the library does not know (ignored).
+struct UnknownVariable {
+  std::string name;
+  std::string value;
+  std::string suggestion;  // nearest known name, or "" when nothing is close
+};
+
 struct ConfigLoadOptions {
   // Config file: this path if set; else the file named by STOKE_CONFIG in the
   // environment; else none. Format: `NAME = value` lines, `#` comments.
@@ -102,6 +109,7 @@ class STOKE_API Config {
   // Warnings found while loading (unknown variables, oversubscribed threads,
   // forced SIMD above the CPU). Also logged once at load.
   const std::vector<std::string>& warnings() const noexcept { return warnings_; }
+  const std::vector<UnknownVariable>& unknown_variables() const noexcept { return unknown_; }
 
   // The effective configuration as a table (name, value, source) and as JSON.
   std::string report() const;
@@ -122,6 +130,7 @@ class STOKE_API Config {
   Settings settings_;
   std::vector<KnobValue> knobs_;
   std::vector<std::string> warnings_;
+  std::vector<UnknownVariable> unknown_;
 };
 
 // STOKE_CPU_THREADS resolved: the explicit value, else physical cores - 1 when

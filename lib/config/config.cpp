@@ -152,8 +152,8 @@ bool is_auxiliary(std::string_view canonical) {
                      [&](const char* n) { return canonical == n; });
 }
 
-// " (did you mean STOKE_X?)" for a near miss, "" otherwise.
-std::string suggestion(std::string_view unknown) {
+// The nearest known name for a near miss, "" otherwise.
+std::string nearest_name(std::string_view unknown) {
   std::string best;
   std::size_t best_distance = std::string::npos;
   for (const auto& knob : kKnobs) {
@@ -170,10 +170,13 @@ std::string suggestion(std::string_view unknown) {
       best = name;
     }
   }
-  if (best_distance <= std::max<std::size_t>(3, unknown.size() / 4)) {
-    return " (did you mean " + best + "?)";
-  }
-  return "";
+  return best_distance <= std::max<std::size_t>(3, unknown.size() / 4) ? best : std::string();
+}
+
+// " (did you mean STOKE_X?)" for a near miss, "" otherwise.
+std::string suggestion(std::string_view unknown) {
+  const auto nearest = nearest_name(unknown);
+  return nearest.empty() ? "" : " (did you mean " + nearest + "?)";
 }
 
 std::vector<std::pair<std::string, std::string>> process_environment() {
@@ -290,6 +293,7 @@ Config Config::load(const ConfigLoadOptions& options) {
     if (find_knob(key)) {
       config.assign(key, value, ConfigSource::kEnvironment, "environment");
     } else if (!is_auxiliary(key)) {
+      config.unknown_.push_back({key, value, nearest_name(key)});
       config.warnings_.push_back("unknown environment variable " + key + "=" + value +
                                  " is ignored" + suggestion(key));
     }
