@@ -7,6 +7,12 @@ if(NOT STOKE_CUDA STREQUAL "OFF")
   find_package(CUDNN QUIET)
   if(CUDAToolkit_FOUND AND CUDNN_FOUND)
     set(STOKE_HAVE_CUDA ON)
+    # nvcc precompiles the custom kernels (the fallback when STOKE_GPU_JIT is off).
+    if(NOT CMAKE_CUDA_COMPILER)
+      set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
+    endif()
+    set(CMAKE_CUDA_ARCHITECTURES ${STOKE_CUDA_ARCHITECTURES})
+    enable_language(CUDA)
     message(STATUS "stoke: CUDA plugin enabled (CUDA ${CUDAToolkit_VERSION}, cuDNN ${CUDNN_VERSION}, "
                    "architectures ${STOKE_CUDA_ARCHITECTURES})")
   elseif(STOKE_CUDA STREQUAL "ON")

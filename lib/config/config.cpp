@@ -129,6 +129,7 @@ const Knob kKnobs[] = {
 const char* const kAuxiliaryNames[] = {
     "STOKE_CONFIG",       // config file path
     "STOKE_CUDA_PLUGIN",  // plugin path, or off
+    "STOKE_JIT_CACHE",    // directory of NVRTC-compiled kernels
 };
 
 // "cpu_threads" -> "STOKE_CPU_THREADS"; full names pass through upper-cased.

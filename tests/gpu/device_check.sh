@@ -56,6 +56,13 @@ timeout 240 "$bundle/bin/stoke_gpu_tests" --gtest_output="json:$OUT/gpu-tests.js
 log "gpu tests rc=$?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[       OK|FAILED" "$OUT/gpu-tests.txt" | tail -60 >>"$OUT/summary.txt"
 
+log "CUDA plugin internals (JIT vs precompiled kernels, NVRTC)"
+export STOKE_JIT_CACHE="$OUT/jit-cache"
+timeout 180 "$bundle/bin/stoke_cuda_tests" --gtest_output="json:$OUT/cuda-tests.json" \
+  >"$OUT/cuda-tests.txt" 2>&1
+log "cuda tests rc=$?"
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED" "$OUT/cuda-tests.txt" | tail -40 >>"$OUT/summary.txt"
+
 log "unit tests (CPU paths on this machine)"
 timeout 120 "$bundle/bin/stoke_unit_tests" --gtest_brief=1 >"$OUT/unit-tests.txt" 2>&1
 log "unit tests rc=$?"

@@ -15,7 +15,8 @@ cmake --build "$build" -j "$(nproc)"
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/deps"
 cp "$build"/bin/* "$bundle/bin/" 2>/dev/null || true
-cp "$build"/tests/stoke_unit_tests "$build"/tests/stoke_gpu_tests "$bundle/bin/"
+cp "$build"/tests/stoke_unit_tests "$build"/tests/stoke_gpu_tests "$build"/tests/stoke_cuda_tests \
+  "$bundle/bin/"
 find "$build/bench" -maxdepth 1 -type f -executable -exec cp {} "$bundle/bin/" \; 2>/dev/null || true
 cp -P "$build"/lib/libstoke.so* "$bundle/lib/"
 cp "$build"/lib/libstoke_cuda.so "$bundle/lib/"

@@ -1,0 +1,37 @@
+// Elementwise kernels of the CUDA backend. Self-contained (no headers) so that
+// NVRTC compiles this file at run time for the exact device, and nvcc
+// precompiles the same text for STOKE_CUDA_ARCHITECTURES.
+// Every kernel is a grid-stride loop over n elements.
+
+extern "C" __global__ void stoke_relu_forward(const float* x, float* y, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const float v = x[i];
+    y[i] = v > 0.0f ? v : 0.0f;
+  }
+}
+
+// dx = dy where the forward input was positive.
+extern "C" __global__ void stoke_relu_backward(const float* x, const float* dy, float* dx,
+                                               long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+  }
+}
+
+// y = a + b (the residual add).
+extern "C" __global__ void stoke_add(const float* a, const float* b, float* y, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    y[i] = a[i] + b[i];
+  }
+}
+
+// y += alpha * x (gradient accumulation).
+extern "C" __global__ void stoke_axpy(float alpha, const float* x, float* y, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    y[i] += alpha * x[i];
+  }
+}

@@ -1,0 +1,34 @@
+// Optimizer updates over the flat parameter block: one sweep per step.
+// Self-contained for NVRTC.
+
+// SGD with momentum and (coupled) weight decay:
+//   g = grad + weight_decay * w;  v = momentum * v + g;  w -= lr * v
+extern "C" __global__ void stoke_sgd_update(float* w, const float* grad, float* velocity, float lr,
+                                            float momentum, float weight_decay, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const float g = grad[i] + weight_decay * w[i];
+    const float v = momentum * velocity[i] + g;
+    velocity[i] = v;
+    w[i] -= lr * v;
+  }
+}
+
+// Adam / AdamW. bias1 = 1 - beta1^t, bias2 = 1 - beta2^t are computed on the
+// host per step. decoupled != 0 applies weight decay AdamW-style.
+extern "C" __global__ void stoke_adam_update(float* w, const float* grad, float* m, float* v,
+                                             float lr, float beta1, float beta2, float eps,
+                                             float weight_decay, int decoupled, float bias1,
+                                             float bias2, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    float g = grad[i];
+    if (!decoupled) g += weight_decay * w[i];
+    const float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    const float step = (mi / bias1) / (sqrtf(vi / bias2) + eps);
+    w[i] -= lr * (step + (decoupled ? weight_decay * w[i] : 0.0f));
+  }
+}

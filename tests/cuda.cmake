@@ -1,0 +1,13 @@
+# Tests of the CUDA plugin's internals, linked against stoke_cuda_core. The
+# NVRTC tests run on any machine (NVRTC needs no GPU); suites named Gpu* need a
+# device, skip with the reason elsewhere and carry the label `gpu`.
+if(STOKE_HAVE_CUDA)
+  file(GLOB stoke_cuda_test_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cuda/*.cpp)
+  add_executable(stoke_cuda_tests ${stoke_cuda_test_sources})
+  target_include_directories(stoke_cuda_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(stoke_cuda_tests PRIVATE stoke_cuda_core GTest::gtest_main stoke_warnings)
+  gtest_discover_tests(stoke_cuda_tests DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+                       TEST_FILTER "-Gpu*")
+  gtest_discover_tests(stoke_cuda_tests DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+                       TEST_FILTER "Gpu*" PROPERTIES LABELS gpu)
+endif()
