@@ -7,6 +7,7 @@
 #include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -86,11 +87,31 @@ void parallel_for(std::size_t begin, std::size_t end, std::size_t grain,
   }
   // Parallelize over chunk indices so both modes see the same chunk boundaries.
   const std::size_t chunks = (end - begin + grain - 1) / grain;
+  // Explicit release/acquire around the loop: the caller's writes happen
+  // before every body, every body happens before the return. oneTBB already
+  // guarantees this, but through synchronization that ThreadSanitizer cannot
+  // see in Debian's uninstrumented libtbb; these two atomics make the order
+  // visible to it at the cost of one atomic operation per chunk.
+  std::atomic<int> published{0};
+  std::atomic<std::size_t> finished{0};
+  // Releases on every exit from a chunk, exceptions included.
+  struct ReleaseOnExit {
+    std::atomic<std::size_t>& counter;
+    ~ReleaseOnExit() { counter.fetch_add(1, std::memory_order_release); }
+  };
+  // Acquires on every return to the caller, exceptions included.
+  struct AcquireOnExit {
+    std::atomic<std::size_t>& counter;
+    ~AcquireOnExit() { (void)counter.load(std::memory_order_acquire); }
+  } acquire{finished};
+  published.store(1, std::memory_order_release);
   auto arena = current_arena();
   arena->execute([&] {
     tbb::parallel_for(
         tbb::blocked_range<std::size_t>(0, chunks, 1),
         [&](const tbb::blocked_range<std::size_t>& r) {
+          (void)published.load(std::memory_order_acquire);
+          ReleaseOnExit release{finished};
           for (std::size_t c = r.begin(); c < r.end(); ++c) {
             const std::size_t b = begin + c * grain;
             body(b, std::min(end, b + grain));

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the build tree into a temporary prefix and builds a small consumer
 # project against it with find_package(stoke), then runs it.
-#   usage: consumer_test.sh BUILD_DIR CONSUMER_SOURCE CMAKE CXX
+#   usage: consumer_test.sh BUILD_DIR CONSUMER_SOURCE CMAKE CXX [CXX_FLAGS LINKER_FLAGS]
+# (the flags carry sanitizer options into the consumer build)
 set -euo pipefail
-build=$1 src=$2 cmake=$3 cxx=$4
+build=$1 src=$2 cmake=$3 cxx=$4 cxx_flags=${5:-} linker_flags=${6:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$cmake" --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log"
 "$cmake" -S "$src" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
-  -DCMAKE_CXX_COMPILER="$cxx" >"$tmp/configure.log" || { cat "$tmp/configure.log"; exit 1; }
+  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS="$cxx_flags" \
+  -DCMAKE_EXE_LINKER_FLAGS="$linker_flags" >"$tmp/configure.log" || { cat "$tmp/configure.log"; exit 1; }
 "$cmake" --build "$tmp/build" >"$tmp/build.log" || { cat "$tmp/build.log"; exit 1; }
 STOKE_CUDA_PLUGIN=off "$tmp/build/consumer"
