@@ -157,7 +157,7 @@ STOKE_API std::size_t dtype_size(OutputDtype dtype) noexcept;
 //   kMeanStd: out = (x - mean[c]) / std[c]
 //   kMinMax:  out = lo + x * (hi - lo)
 // Both are one multiply-add per value: out = pixel * scale[c] + bias[c].
-struct Normalization {
+struct STOKE_API Normalization {
   enum class Kind { kMeanStd, kMinMax };
   Kind kind = Kind::kMinMax;
   float mean[3] = {0.f, 0.f, 0.f};

@@ -41,8 +41,8 @@ const RowKernels* row_kernels_avx512();
 STOKE_INTERNAL const RowKernels& row_kernels(SimdLevel level);
 
 // IEEE conversions used by the scalar path (round to nearest even).
-std::uint16_t float_to_half(float value) noexcept;
-std::uint16_t float_to_bfloat16(float value) noexcept;
+STOKE_INTERNAL std::uint16_t float_to_half(float value) noexcept;
+STOKE_INTERNAL std::uint16_t float_to_bfloat16(float value) noexcept;
 STOKE_INTERNAL float half_to_float(std::uint16_t bits) noexcept;
 STOKE_INTERNAL float bfloat16_to_float(std::uint16_t bits) noexcept;
 
