@@ -78,6 +78,8 @@ class STOKE_API Dataset {
   Split split(std::size_t index) const;
   // The file of a file-backed sample; for IDX "<images file>#<index>".
   std::string path(std::size_t index) const;
+  // The stored file path without a copy; empty for in-memory samples.
+  const std::string& file(std::size_t index) const;
   // IDX samples: the pixels (gray); empty view for file-backed datasets.
   ImageView pixels(std::size_t index) const;
   bool in_memory() const noexcept;

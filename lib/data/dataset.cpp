@@ -290,6 +290,12 @@ std::string Dataset::path(std::size_t index) const {
   return storage_->paths[r];
 }
 
+const std::string& Dataset::file(std::size_t index) const {
+  static const std::string kNone;
+  const auto r = row(index);
+  return in_memory() ? kNone : storage_->paths[r];
+}
+
 ImageView Dataset::pixels(std::size_t index) const {
   const auto r = row(index);
   if (!in_memory()) return {};
