@@ -1,0 +1,224 @@
+// Datasets (folder per class, CSV manifest, IDX), seeded stratified splits, the
+// synthetic industrial-inspection generator, and the Loader: a oneTBB pipeline
+// read -> decode -> deterministic preprocess -> cache -> augment -> batch that
+// fills caller-provided batch buffers, identically for any thread count.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stoke/config.hpp"
+#include "stoke/export.hpp"
+#include "stoke/image.hpp"
+
+namespace stoke {
+
+// ---- Datasets -----------------------------------------------------------------
+
+enum class Split : std::int8_t { kNone = -1, kTrain = 0, kVal = 1, kTest = 2 };
+STOKE_API const char* to_string(Split split) noexcept;
+
+// Files that were skipped (skip_corrupt) and why; nothing is dropped silently.
+struct STOKE_API DatasetReport {
+  std::string source;          // the folder, manifest or IDX file
+  std::size_t candidates = 0;  // entries seen
+  std::size_t used = 0;
+  struct Skipped {
+    std::string path;
+    std::string reason;
+  };
+  std::vector<Skipped> skipped;
+  std::vector<std::string> empty_classes;
+  std::string to_string() const;
+};
+
+struct DatasetOptions {
+  // Bad entries (missing file, unsupported format, corrupt header, unknown
+  // label) are listed in the report and skipped instead of throwing; an empty
+  // class is listed instead of throwing.
+  bool skip_corrupt = false;
+  // Decode every image fully at load (catches corrupt pixel data, not only a
+  // corrupt header); slower. Off: headers only.
+  bool verify_decode = false;
+  // Manifest: the accepted labels in label order; empty: the sorted distinct
+  // labels found (numerically sorted when all are integers).
+  std::vector<std::string> classes;
+  // Folder source: file extensions taken as images (lower case).
+  std::vector<std::string> extensions = {".jpg", ".jpeg", ".png"};
+};
+
+// A list of labelled images: files (folder, manifest) or in-memory gray
+// pixels (IDX). Cheap to copy (shares its storage).
+class STOKE_API Dataset {
+ public:
+  Dataset();
+
+  // root/<class>/<image>; classes in sorted folder-name order.
+  static Dataset from_folder(const std::filesystem::path& root, const DatasetOptions& options = {});
+  // CSV lines `path,label[,split]` (a header line starting with `path` is
+  // skipped); relative paths are relative to the manifest's folder. split is
+  // train/val/test.
+  static Dataset from_manifest(const std::filesystem::path& csv, const DatasetOptions& options = {});
+  // IDX (MNIST format) images (ubyte, rank 3) and labels (ubyte, rank 1),
+  // gzip-compressed or plain.
+  static Dataset from_idx(const std::filesystem::path& images, const std::filesystem::path& labels,
+                          const DatasetOptions& options = {});
+
+  std::size_t size() const noexcept;
+  bool empty() const noexcept { return size() == 0; }
+  const std::vector<std::string>& class_names() const noexcept;
+  std::int32_t label(std::size_t index) const;
+  Split split(std::size_t index) const;
+  // The file of a file-backed sample; for IDX "<images file>#<index>".
+  std::string path(std::size_t index) const;
+  // The stored file path without a copy; empty for in-memory samples.
+  const std::string& file(std::size_t index) const;
+  // IDX samples: the pixels (gray); empty view for file-backed datasets.
+  ImageView pixels(std::size_t index) const;
+  bool in_memory() const noexcept;
+  const DatasetReport& report() const noexcept;
+
+  // The samples at `indices` (in that order), sharing storage.
+  Dataset subset(std::span<const std::size_t> indices) const;
+  // Hash of every sample's identity (path, file size and mtime, label; IDX:
+  // content), used in cache keys: a changed listing changes it.
+  std::uint64_t fingerprint() const;
+
+  // Internal: the sources build a Storage (lib/data/dataset_storage.hpp).
+  struct Storage;
+  static Dataset from_storage(std::shared_ptr<const Storage> storage);
+
+ private:
+  std::uint32_t row(std::size_t index) const;
+
+  std::shared_ptr<const Storage> storage_;
+  std::vector<std::uint32_t> rows_;  // indices into storage_
+};
+
+// Indices into a Dataset per split.
+struct SplitIndices {
+  std::vector<std::size_t> train;
+  std::vector<std::size_t> val;
+  std::vector<std::size_t> test;
+};
+
+// Per class, shuffles that class's indices with a generator seeded by (seed,
+// class) and cuts them by the percentages (which must sum to 100; 2 or 3
+// values: train/val[/test]); every split gets floor(count * pct / 100) and the
+// remainders go to train. Same seed: same split on any machine or thread count.
+STOKE_API SplitIndices stratified_split(const Dataset& dataset, std::span<const double> percents,
+                                        std::uint64_t seed);
+// The split column of a manifest.
+STOKE_API SplitIndices manifest_split(const Dataset& dataset);
+
+// ---- Synthetic industrial-inspection images ----------------------------------
+
+struct SyntheticOptions {
+  int width = 2448;
+  int height = 2048;
+  double defect_fraction = 0.3;  // share of images labelled defect
+  std::uint64_t seed = 1;
+  enum class Format { kJpeg, kPng } format = Format::kJpeg;
+  int jpeg_quality = 90;
+};
+
+// One RGB image: a brushed-metal texture with low-frequency shading and grain;
+// with `defect`, scratches and spots. Deterministic in (seed, defect).
+STOKE_API void synthetic_inspection_image(int width, int height, std::uint64_t seed, bool defect, Image& out);
+
+// Writes `count` images as root/ok/NNNNNN.{jpg,png} and root/defect/...,
+// in parallel on the library arena; image i depends only on (options.seed, i).
+// Returns the folder-per-class root (for Dataset::from_folder).
+STOKE_API std::filesystem::path write_synthetic_dataset(const std::filesystem::path& root,
+                                                        std::size_t count,
+                                                        const SyntheticOptions& options = {});
+
+// ---- Loader ---------------------------------------------------------------------
+
+// The deterministic part, computed once per sample (and cached).
+struct PreprocessOptions {
+  int width = 224;   // output
+  int height = 224;
+  int channels = 3;  // 1 or 3
+  // Resize target before the crop to (width, height); 0: the output size.
+  int resize_width = 0;
+  int resize_height = 0;
+  ResizeFilter filter = ResizeFilter::kAuto;
+  Normalization normalization;  // default: min-max to [0, 1]
+  OutputDtype dtype = OutputDtype::kFloat32;
+};
+
+// Random per (seed, epoch, sample); off by default.
+struct AugmentOptions {
+  bool random_crop = false;        // else the centre crop
+  float hflip_probability = 0.f;
+  float vflip_probability = 0.f;
+  float brightness = 0.f;          // shift uniform in [-brightness, brightness] of full scale
+  float contrast = 0.f;            // factor uniform in [1 - contrast, 1 + contrast]
+  bool enabled() const noexcept {
+    return random_crop || hflip_probability > 0 || vflip_probability > 0 || brightness > 0 || contrast > 0;
+  }
+};
+
+struct LoaderOptions {
+  PreprocessOptions preprocess;
+  AugmentOptions augment;
+  std::size_t batch_size = 32;
+  bool shuffle = true;
+  bool drop_last = false;           // drop a short last batch
+  std::uint64_t seed = 0;
+  std::size_t max_in_flight = 0;    // images being processed at once; 0: 2 x threads
+  std::optional<CacheSpec> cache;   // empty: STOKE_CACHE from the environment
+  std::optional<SimdLevel> simd;    // empty: STOKE_CPU_SIMD resolved for this CPU
+};
+
+struct LoaderStats {
+  std::uint64_t decoded = 0;      // images read and decoded
+  std::uint64_t cache_hits = 0;   // deterministic results taken from the cache
+  std::uint64_t cache_entries = 0;
+  std::uint64_t cache_bytes = 0;
+  bool cache_file_reused = false; // file cache found valid at construction
+  std::string cache_note;         // why a cache file was rebuilt, if it was
+};
+
+// Turns a Dataset into batches of (N, C, H, W) tensors of the configured dtype.
+// Thread-safe for one caller at a time; the work runs on the library arena.
+class STOKE_API Loader {
+ public:
+  Loader(Dataset dataset, LoaderOptions options);
+  ~Loader();
+  Loader(Loader&&) noexcept;
+  Loader& operator=(Loader&&) noexcept;
+
+  // Writes the samples of batch `batch_index` of `epoch` into images
+  // ((N, C, H, W), N = batch_size) and labels (N), and returns how many it
+  // wrote (the last batch may be short). The batch's content depends only on
+  // the options, the epoch and the index. requires: images.size() >=
+  // batch_size * sample_bytes(), labels.size() >= batch_size,
+  // batch_index < batches_per_epoch() (InvalidArgument otherwise). Throws
+  // DecodeError/IoError naming the file when a sample cannot be read.
+  std::size_t fill_batch(std::uint64_t epoch, std::uint64_t batch_index, std::span<std::byte> images,
+                         std::span<std::int32_t> labels);
+
+  std::size_t batches_per_epoch() const noexcept;
+  std::size_t batch_size() const noexcept;
+  std::size_t sample_bytes() const noexcept;  // C * H * W * dtype size
+  std::array<std::size_t, 4> output_shape() const noexcept;  // {batch_size, C, H, W}
+  OutputDtype dtype() const noexcept;
+  const Dataset& dataset() const noexcept;
+  LoaderStats stats() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stoke

@@ -1,0 +1,222 @@
+// Images and the pixel work of the preprocessing pipeline: decoding (JPEG with
+// DCT-domain downscaling, PNG 8/16 bit), gray<->RGB, and the SIMD pixel kernels
+// (bilinear and area resize, crop, flip, brightness/contrast jitter, and the
+// fused resize + normalize + HWC->CHW + dtype pass).
+//
+// Pixels are uint8, interleaved (HWC), 1 or 3 channels. Kernels run on the
+// instruction set given by a SimdLevel (see resolve_simd); every level gives the
+// same results as the scalar path within the tolerances in docs/pipeline.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "stoke/export.hpp"
+#include "stoke/system.hpp"
+
+namespace stoke {
+
+// A read-only window onto HWC uint8 pixels; `stride` is bytes between rows
+// (>= width * channels), so a crop is a view with an offset pointer.
+struct ImageView {
+  const std::uint8_t* data = nullptr;
+  int width = 0;
+  int height = 0;
+  int channels = 0;
+  std::size_t stride = 0;
+  const std::uint8_t* row(int y) const noexcept { return data + static_cast<std::size_t>(y) * stride; }
+};
+
+struct MutableImageView {
+  std::uint8_t* data = nullptr;
+  int width = 0;
+  int height = 0;
+  int channels = 0;
+  std::size_t stride = 0;
+  std::uint8_t* row(int y) const noexcept { return data + static_cast<std::size_t>(y) * stride; }
+  operator ImageView() const noexcept { return {data, width, height, channels, stride}; }
+};
+
+// An owning, tightly packed HWC uint8 image. Its buffer only grows: reshaping
+// to a size that fits reuses the memory, so decoding image after image into
+// the same Image allocates nothing once the largest has been seen.
+class STOKE_API Image {
+ public:
+  Image() = default;
+  Image(int width, int height, int channels) { reshape(width, height, channels); }
+
+  // Sets the shape; contents are unspecified afterwards. InvalidArgument for
+  // non-positive sizes or channels other than 1 or 3.
+  void reshape(int width, int height, int channels);
+
+  int width() const noexcept { return width_; }
+  int height() const noexcept { return height_; }
+  int channels() const noexcept { return channels_; }
+  std::size_t stride() const noexcept { return static_cast<std::size_t>(width_) * channels_; }
+  std::size_t size_bytes() const noexcept { return stride() * height_; }
+  std::size_t capacity() const noexcept { return capacity_; }
+  std::uint8_t* data() noexcept { return buffer_.get(); }
+  const std::uint8_t* data() const noexcept { return buffer_.get(); }
+
+  ImageView view() const noexcept { return {data(), width_, height_, channels_, stride()}; }
+  MutableImageView mutable_view() noexcept { return {data(), width_, height_, channels_, stride()}; }
+
+ private:
+  std::unique_ptr<std::uint8_t[]> buffer_;
+  std::size_t capacity_ = 0;
+  int width_ = 0;
+  int height_ = 0;
+  int channels_ = 0;
+};
+
+enum class ImageFormat { kUnknown, kJpeg, kPng };
+STOKE_API const char* to_string(ImageFormat format) noexcept;
+
+// From the first bytes (magic numbers), not the file name.
+STOKE_API ImageFormat sniff_format(std::span<const std::uint8_t> bytes) noexcept;
+
+struct ImageInfo {
+  ImageFormat format = ImageFormat::kUnknown;
+  int width = 0;
+  int height = 0;
+  int channels = 0;   // as stored: 1 (gray) or 3 (color; alpha is dropped on decode)
+  int bit_depth = 8;  // PNG: 1..16; JPEG: 8
+};
+
+struct DecodeOptions {
+  int channels = 0;    // 0: as stored; 1: gray; 3: RGB (converted as needed)
+  int min_width = 0;   // JPEG: decode at the smallest DCT scale n/8 (n = 1..8)
+  int min_height = 0;  // whose size is still >= these; 0: full size
+};
+
+// Decodes JPEG and PNG into caller-owned Images. Holds a libjpeg-turbo handle
+// and reusable read/row buffers, so one Decoder per thread decodes without
+// allocating in steady state. Not thread-safe; move-only.
+// Every failure (truncated or corrupt data, unsupported format, CMYK JPEG, an
+// unreadable file) throws DecodeError (IoError for a file that cannot be read)
+// whose message names `name` / the path and the reason.
+class STOKE_API Decoder {
+ public:
+  Decoder();
+  ~Decoder();
+  Decoder(Decoder&&) noexcept;
+  Decoder& operator=(Decoder&&) noexcept;
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
+
+  ImageInfo info(std::span<const std::uint8_t> bytes, std::string_view name);
+  // The size decode() would produce for these bytes and options.
+  ImageInfo output_info(std::span<const std::uint8_t> bytes, std::string_view name,
+                        const DecodeOptions& options);
+  void decode(std::span<const std::uint8_t> bytes, std::string_view name,
+              const DecodeOptions& options, Image& out);
+  // Reads the file into an internal reused buffer, then decodes it.
+  void decode_file(const std::filesystem::path& path, const DecodeOptions& options, Image& out);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The JPEG DCT scale (numerator over 8) decode() picks: the smallest n in 1..8
+// with ceil(width * n / 8) >= min_width and ceil(height * n / 8) >= min_height.
+STOKE_API int jpeg_scale_eighths(int width, int height, int min_width, int min_height) noexcept;
+
+// Reads a whole file into `out` (reused). IoError naming the path on failure.
+STOKE_API void read_file(const std::filesystem::path& path, std::vector<std::uint8_t>& out);
+
+// Encoders, used by the synthetic dataset generator and tests. `bit_depth` 16
+// stores each 8-bit value v as v * 257. Throw on failure (IoError for files).
+STOKE_API std::vector<std::uint8_t> encode_jpeg(ImageView image, int quality);
+STOKE_API std::vector<std::uint8_t> encode_png(ImageView image, int bit_depth = 8);
+STOKE_API void write_file(const std::filesystem::path& path, std::span<const std::uint8_t> bytes);
+
+// gray -> RGB repeats the value; RGB -> gray is BT.601 luma
+// (77 R + 150 G + 29 B + 128) >> 8. `dst` is reshaped.
+STOKE_API void convert_channels(ImageView src, int channels, Image& dst);
+
+// ---- Pixel kernels ----------------------------------------------------------
+
+// kBilinear: half-pixel-centre bilinear (OpenCV INTER_LINEAR). kArea: each
+// output pixel averages the source area it covers (antialiased; OpenCV
+// INTER_AREA); an axis that is upscaled uses bilinear. kAuto: area when the
+// image shrinks by 2x or more on an axis, else bilinear.
+enum class ResizeFilter { kBilinear, kArea, kAuto };
+STOKE_API const char* to_string(ResizeFilter filter) noexcept;
+
+enum class OutputDtype { kFloat32, kFloat16, kBFloat16 };
+STOKE_API const char* to_string(OutputDtype dtype) noexcept;
+STOKE_API std::size_t dtype_size(OutputDtype dtype) noexcept;
+
+// Per-channel normalization applied to x = pixel / 255:
+//   kMeanStd: out = (x - mean[c]) / std[c]
+//   kMinMax:  out = lo + x * (hi - lo)
+// Both are one multiply-add per value: out = pixel * scale[c] + bias[c].
+struct STOKE_API Normalization {
+  enum class Kind { kMeanStd, kMinMax };
+  Kind kind = Kind::kMinMax;
+  float mean[3] = {0.f, 0.f, 0.f};
+  float std[3] = {1.f, 1.f, 1.f};
+  float lo = 0.f;
+  float hi = 1.f;
+
+  static Normalization mean_std(std::span<const float> mean, std::span<const float> std);
+  static Normalization min_max(float lo, float hi);
+  // The affine form; InvalidArgument for a zero std or hi == lo.
+  void affine(int channel, float& scale, float& bias) const;
+};
+
+// A resize / normalize engine for one SimdLevel. Keeps its coefficient tables
+// (rebuilt only when the source/target sizes or the filter change) and row
+// scratch, so repeated calls allocate nothing. Not thread-safe: one per thread.
+class STOKE_API Resampler {
+ public:
+  explicit Resampler(SimdLevel level);
+  ~Resampler();
+  Resampler(Resampler&&) noexcept;
+  Resampler& operator=(Resampler&&) noexcept;
+
+  SimdLevel level() const noexcept;
+
+  // Resizes src into dst (its width/height/channels are the target;
+  // channels must match src).
+  void resize(ImageView src, MutableImageView dst, ResizeFilter filter);
+
+  // The fused pass: resize src to (width, height), normalize per channel and
+  // write planar CHW of `dtype` to dst (channels * height * width elements,
+  // bytes in dst as float / IEEE half / bfloat16, round to nearest even).
+  // Reads the source once.
+  void resize_normalize_chw(ImageView src, int width, int height, ResizeFilter filter,
+                            const Normalization& norm, OutputDtype dtype, void* dst);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Crop windows (views, no copy). center_crop: the centred window (rounding the
+// offset down). random_crop: offsets uniform from `seed` (same seed, same window).
+// InvalidArgument when the window does not fit.
+STOKE_API ImageView crop(ImageView src, int x, int y, int width, int height);
+STOKE_API ImageView center_crop(ImageView src, int width, int height);
+STOKE_API ImageView random_crop(ImageView src, int width, int height, std::uint64_t seed);
+
+// In-place flips.
+STOKE_API void flip_horizontal(MutableImageView image) noexcept;
+STOKE_API void flip_vertical(MutableImageView image) noexcept;
+
+// In place: v' = clamp(round(contrast * v + brightness * 255 + (1 - contrast) * 128), 0, 255)
+// (round to nearest even), i.e. brightness shifts by a fraction of full scale and
+// contrast stretches about mid-gray.
+STOKE_API void adjust_brightness_contrast(MutableImageView image, float brightness, float contrast,
+                                          SimdLevel level);
+
+// The SIMD level kernels use by default: resolve_simd(Config::load().settings(), query_cpu()).
+STOKE_API SimdLevel default_simd_level();
+
+}  // namespace stoke

@@ -1,0 +1,384 @@
+// Dataset sources: folder per class and CSV manifest (file-backed, each file's
+// format and header checked at load), plus the shared Dataset accessors and
+// the splits. IDX lives in idx.cpp.
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "data/dataset_storage.hpp"
+#include "data/rng.hpp"
+#include "stoke/error.hpp"
+#include "stoke/threads.hpp"
+
+namespace stoke {
+namespace fs = std::filesystem;
+using data_detail::fnv1a;
+
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+// Why the file cannot be used, or "" when it is fine. Reads the first 64 KiB
+// for the header (the whole file when the header lies further in, or when a
+// full decode is asked for).
+std::string check_image_file(const fs::path& path, bool verify_decode, Decoder& decoder,
+                             std::vector<std::uint8_t>& buffer, Image& scratch) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) return "file not found";
+  if (!fs::is_regular_file(status)) return "not a regular file";
+  const auto size = fs::file_size(path, ec);
+  if (ec) return "cannot stat: " + ec.message();
+  if (size == 0) return "file is empty";
+  try {
+    if (verify_decode) {
+      decoder.decode_file(path, {}, scratch);
+      return "";
+    }
+    std::ifstream in(path, std::ios::binary);
+    buffer.resize(std::min<std::uintmax_t>(size, 64 * 1024));
+    in.read(reinterpret_cast<char*>(buffer.data()), static_cast<std::streamsize>(buffer.size()));
+    if (in.gcount() != static_cast<std::streamsize>(buffer.size())) return "short read";
+    if (sniff_format(buffer) == ImageFormat::kUnknown) return "unsupported format (not JPEG or PNG)";
+    try {
+      decoder.info(buffer, path.string());
+    } catch (const DecodeError&) {
+      if (size <= buffer.size()) throw;
+      read_file(path, buffer);
+      decoder.info(buffer, path.string());
+    }
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Checks every file in parallel (one Decoder per chunk); then, in index
+// order, throws for the first bad one or moves bad ones to the report.
+void validate_files(Dataset::Storage& s, const DatasetOptions& options) {
+  std::vector<std::string> problems(s.paths.size());
+  parallel_for(0, s.paths.size(), 16, [&](std::size_t begin, std::size_t end) {
+    Decoder decoder;
+    std::vector<std::uint8_t> buffer;
+    Image scratch;
+    for (std::size_t i = begin; i < end; ++i) {
+      problems[i] = check_image_file(s.paths[i], options.verify_decode, decoder, buffer, scratch);
+    }
+  });
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < s.paths.size(); ++i) {
+    if (!problems[i].empty()) {
+      if (!options.skip_corrupt) {
+        throw DecodeError("dataset " + s.report.source + ": image '" + s.paths[i] + "': " + problems[i] +
+                          " (set skip_corrupt to skip and list such files)");
+      }
+      s.report.skipped.push_back({s.paths[i], problems[i]});
+      continue;
+    }
+    if (kept != i) {  // never self-move: it empties the string
+      s.paths[kept] = std::move(s.paths[i]);
+      s.labels[kept] = s.labels[i];
+      s.splits[kept] = s.splits[i];
+    }
+    ++kept;
+  }
+  s.paths.resize(kept);
+  s.labels.resize(kept);
+  s.splits.resize(kept);
+}
+
+// Identity per file: path, size, modification time and label.
+void compute_identities(Dataset::Storage& s) {
+  s.identity.resize(s.paths.size());
+  for (std::size_t i = 0; i < s.paths.size(); ++i) {
+    std::error_code ec;
+    const std::uint64_t size = fs::file_size(s.paths[i], ec);
+    const auto mtime = fs::last_write_time(s.paths[i], ec).time_since_epoch().count();
+    std::uint64_t h = fnv1a(s.paths[i].data(), s.paths[i].size());
+    h = fnv1a(&size, sizeof size, h);
+    h = fnv1a(&mtime, sizeof mtime, h);
+    s.identity[i] = fnv1a(&s.labels[i], sizeof s.labels[i], h);
+  }
+}
+
+void check_classes_nonempty(Dataset::Storage& s, const DatasetOptions& options) {
+  std::vector<std::size_t> counts(s.classes.size(), 0);
+  for (auto label : s.labels) ++counts[label];
+  for (std::size_t c = 0; c < counts.size(); ++c) {
+    if (counts[c] != 0) continue;
+    if (!options.skip_corrupt) {
+      throw InvalidArgument("dataset " + s.report.source + ": class '" + s.classes[c] +
+                            "' has no usable images (set skip_corrupt to list it in the report instead)");
+    }
+    s.report.empty_classes.push_back(s.classes[c]);
+  }
+}
+
+Dataset finish(std::shared_ptr<Dataset::Storage> storage, const DatasetOptions& options) {
+  auto& s = *storage;
+  s.splits.resize(s.paths.size(), Split::kNone);
+  validate_files(s, options);
+  check_classes_nonempty(s, options);
+  compute_identities(s);
+  s.report.used = s.paths.size();
+  return Dataset::from_storage(std::move(storage));
+}
+
+}  // namespace
+
+Dataset Dataset::from_folder(const fs::path& root, const DatasetOptions& options) {
+  auto storage = std::make_shared<Storage>();
+  auto& s = *storage;
+  s.report.source = root.string();
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) {
+    throw IoError("dataset folder '" + root.string() + "' does not exist or is not a directory");
+  }
+  std::vector<fs::path> class_dirs;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    if (entry.is_directory()) class_dirs.push_back(entry.path());
+  }
+  std::sort(class_dirs.begin(), class_dirs.end());
+  if (class_dirs.empty()) {
+    throw InvalidArgument("dataset folder '" + root.string() + "' has no class subfolders (expected root/<class>/<image>)");
+  }
+  for (const auto& dir : class_dirs) {
+    const auto label = static_cast<std::int32_t>(s.classes.size());
+    s.classes.push_back(dir.filename().string());
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (!entry.is_regular_file()) continue;
+      const std::string ext = lower(entry.path().extension().string());
+      if (std::find(options.extensions.begin(), options.extensions.end(), ext) == options.extensions.end()) {
+        s.report.skipped.push_back({entry.path().string(), "ignored: extension not taken as an image"});
+        continue;
+      }
+      files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (auto& f : files) {
+      s.paths.push_back(f.string());
+      s.labels.push_back(label);
+    }
+  }
+  s.report.candidates = s.paths.size();
+  return finish(std::move(storage), options);
+}
+
+Dataset Dataset::from_manifest(const fs::path& csv, const DatasetOptions& options) {
+  auto storage = std::make_shared<Storage>();
+  auto& s = *storage;
+  s.report.source = csv.string();
+  std::ifstream in(csv);
+  if (!in) throw IoError("cannot open manifest '" + csv.string() + "'");
+  const fs::path base = csv.parent_path();
+  struct Row {
+    std::string path, label;
+    Split split;
+    int line;
+  };
+  std::vector<Row> rows;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const std::string text = trim(line);
+    if (text.empty() || text[0] == '#') continue;
+    std::vector<std::string> fields;
+    std::stringstream ss(text);
+    for (std::string f; std::getline(ss, f, ',');) fields.push_back(trim(f));
+    if (number == 1 && !fields.empty() && lower(fields[0]) == "path") continue;
+    const std::string where = csv.string() + ":" + std::to_string(number);
+    if (fields.size() < 2 || fields.size() > 3 || fields[0].empty() || fields[1].empty()) {
+      throw InvalidArgument("manifest " + where + ": expected `path,label[,split]`, got '" + text + "'");
+    }
+    Split split = Split::kNone;
+    if (fields.size() == 3) {
+      const std::string v = lower(fields[2]);
+      if (v == "train") split = Split::kTrain;
+      else if (v == "val" || v == "valid" || v == "validation") split = Split::kVal;
+      else if (v == "test") split = Split::kTest;
+      else if (!v.empty()) throw InvalidArgument("manifest " + where + ": unknown split '" + fields[2] + "' (train, val, test)");
+    }
+    fs::path p = fields[0];
+    if (p.is_relative()) p = base / p;
+    rows.push_back({p.string(), fields[1], split, number});
+  }
+  s.report.candidates = rows.size();
+  if (!options.classes.empty()) {
+    s.classes = options.classes;
+  } else {
+    std::set<std::string> distinct;
+    for (const auto& r : rows) distinct.insert(r.label);
+    s.classes.assign(distinct.begin(), distinct.end());
+    const bool numeric = std::all_of(s.classes.begin(), s.classes.end(), [](const std::string& v) {
+      long long x;
+      return std::from_chars(v.data(), v.data() + v.size(), x).ptr == v.data() + v.size();
+    });
+    if (numeric) {
+      std::sort(s.classes.begin(), s.classes.end(),
+                [](const std::string& a, const std::string& b) { return std::stoll(a) < std::stoll(b); });
+    }
+  }
+  std::map<std::string, std::int32_t> index;
+  for (std::size_t c = 0; c < s.classes.size(); ++c) index[s.classes[c]] = static_cast<std::int32_t>(c);
+  for (const auto& r : rows) {
+    const auto it = index.find(r.label);
+    if (it == index.end()) {
+      const std::string reason = "unknown label '" + r.label + "' (line " + std::to_string(r.line) + ")";
+      if (!options.skip_corrupt) {
+        throw InvalidArgument("manifest " + csv.string() + ":" + std::to_string(r.line) + ": image '" + r.path +
+                              "': " + reason);
+      }
+      s.report.skipped.push_back({r.path, reason});
+      continue;
+    }
+    s.paths.push_back(r.path);
+    s.labels.push_back(it->second);
+    s.splits.push_back(r.split);
+  }
+  return finish(std::move(storage), options);
+}
+
+// ---- Accessors ------------------------------------------------------------------
+
+Dataset::Dataset() : storage_(std::make_shared<Storage>()) {}
+
+Dataset Dataset::from_storage(std::shared_ptr<const Storage> storage) {
+  Dataset d;
+  const std::size_t n = storage->labels.size();
+  d.storage_ = std::move(storage);
+  d.rows_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) d.rows_[i] = static_cast<std::uint32_t>(i);
+  return d;
+}
+
+std::size_t Dataset::size() const noexcept { return rows_.size(); }
+const std::vector<std::string>& Dataset::class_names() const noexcept { return storage_->classes; }
+bool Dataset::in_memory() const noexcept { return !storage_->pixels.empty(); }
+const DatasetReport& Dataset::report() const noexcept { return storage_->report; }
+
+std::uint32_t Dataset::row(std::size_t index) const {
+  if (index >= rows_.size()) {
+    throw InvalidArgument("Dataset: index " + std::to_string(index) + " out of range (size " +
+                          std::to_string(rows_.size()) + ")");
+  }
+  return rows_[index];
+}
+
+std::int32_t Dataset::label(std::size_t index) const { return storage_->labels[row(index)]; }
+Split Dataset::split(std::size_t index) const {
+  const auto r = row(index);
+  return r < storage_->splits.size() ? storage_->splits[r] : Split::kNone;
+}
+
+std::string Dataset::path(std::size_t index) const {
+  const auto r = row(index);
+  if (in_memory()) return storage_->report.source + "#" + std::to_string(r);
+  return storage_->paths[r];
+}
+
+const std::string& Dataset::file(std::size_t index) const {
+  static const std::string kNone;
+  const auto r = row(index);
+  return in_memory() ? kNone : storage_->paths[r];
+}
+
+ImageView Dataset::pixels(std::size_t index) const {
+  const auto r = row(index);
+  if (!in_memory()) return {};
+  const auto& s = *storage_;
+  const std::size_t bytes = static_cast<std::size_t>(s.pixel_width) * s.pixel_height;
+  return {s.pixels.data() + r * bytes, s.pixel_width, s.pixel_height, 1, static_cast<std::size_t>(s.pixel_width)};
+}
+
+Dataset Dataset::subset(std::span<const std::size_t> indices) const {
+  Dataset d;
+  d.storage_ = storage_;
+  d.rows_.reserve(indices.size());
+  for (std::size_t i : indices) d.rows_.push_back(row(i));
+  return d;
+}
+
+std::uint64_t Dataset::fingerprint() const {
+  std::uint64_t h = fnv1a(storage_->classes.data(), 0);
+  for (const auto& name : storage_->classes) h = fnv1a(name.data(), name.size() + 1, h);
+  for (auto r : rows_) h = fnv1a(&storage_->identity[r], sizeof(std::uint64_t), h);
+  return h;
+}
+
+std::string DatasetReport::to_string() const {
+  std::string out = "dataset " + source + ": " + std::to_string(used) + " of " + std::to_string(candidates) +
+                    " entries used";
+  if (!skipped.empty()) out += ", " + std::to_string(skipped.size()) + " skipped";
+  out += "\n";
+  for (const auto& s : skipped) out += "  skipped " + s.path + ": " + s.reason + "\n";
+  for (const auto& c : empty_classes) out += "  empty class: " + c + "\n";
+  return out;
+}
+
+const char* to_string(Split split) noexcept {
+  switch (split) {
+    case Split::kTrain: return "train";
+    case Split::kVal: return "val";
+    case Split::kTest: return "test";
+    case Split::kNone: break;
+  }
+  return "none";
+}
+
+// ---- Splits ---------------------------------------------------------------------
+
+SplitIndices stratified_split(const Dataset& dataset, std::span<const double> percents, std::uint64_t seed) {
+  double sum = 0;
+  for (double p : percents) sum += p;
+  if ((percents.size() != 2 && percents.size() != 3) || std::abs(sum - 100.0) > 1e-6 ||
+      std::any_of(percents.begin(), percents.end(), [](double p) { return p < 0; })) {
+    throw InvalidArgument("stratified_split: need 2 or 3 non-negative percentages summing to 100, got " +
+                          std::to_string(percents.size()) + " summing to " + std::to_string(sum));
+  }
+  std::vector<std::vector<std::size_t>> by_class(dataset.class_names().size());
+  for (std::size_t i = 0; i < dataset.size(); ++i) by_class[dataset.label(i)].push_back(i);
+  SplitIndices out;
+  for (std::size_t c = 0; c < by_class.size(); ++c) {
+    auto& members = by_class[c];
+    data_detail::Rng rng(data_detail::hash_seed(seed, c, 0x5EED));
+    rng.shuffle(members.begin(), members.end());
+    const auto n = members.size();
+    const auto n_val = static_cast<std::size_t>(std::floor(n * percents[1] / 100.0));
+    const auto n_test = percents.size() == 3 ? static_cast<std::size_t>(std::floor(n * percents[2] / 100.0)) : 0;
+    const auto n_train = n - n_val - n_test;
+    out.train.insert(out.train.end(), members.begin(), members.begin() + n_train);
+    out.val.insert(out.val.end(), members.begin() + n_train, members.begin() + n_train + n_val);
+    out.test.insert(out.test.end(), members.begin() + n_train + n_val, members.end());
+  }
+  for (auto* v : {&out.train, &out.val, &out.test}) std::sort(v->begin(), v->end());
+  return out;
+}
+
+SplitIndices manifest_split(const Dataset& dataset) {
+  SplitIndices out;
+  for (std::size_t i = 0; i < dataset.size(); ++i) {
+    switch (dataset.split(i)) {
+      case Split::kTrain: out.train.push_back(i); break;
+      case Split::kVal: out.val.push_back(i); break;
+      case Split::kTest: out.test.push_back(i); break;
+      case Split::kNone: break;
+    }
+  }
+  return out;
+}
+
+}  // namespace stoke

@@ -1,0 +1,298 @@
+// The Loader: one tbb::parallel_pipeline per batch on the library arena,
+//   serial: pick the next sample of the batch (epoch permutation)
+//   parallel: cache lookup, else read the file into the token's reused buffer
+//   parallel: decode (JPEG at the smallest DCT scale covering the resize
+//             target) -> resize -> cache; crop/flip/jitter from a per-sample
+//             seed -> normalize + CHW + dtype into the sample's slot
+// Tokens bound the images in flight. Every per-sample decision depends only on
+// (seed, epoch, sample), and each sample writes only its own slot, so a batch
+// is byte-identical for any thread count. Per-thread workers keep decoder,
+// resampler and image buffers, so steady state allocates nothing per image.
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_pipeline.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+
+#include "data/cache.hpp"
+#include "data/rng.hpp"
+#include "stoke/data.hpp"
+#include "stoke/error.hpp"
+#include "stoke/threads.hpp"
+
+namespace stoke {
+namespace {
+
+using data_detail::Rng;
+
+struct Token {
+  std::size_t slot = 0;   // position in the batch
+  std::size_t index = 0;  // dataset index
+  const std::uint8_t* cached = nullptr;
+  std::vector<std::uint8_t> bytes;  // file contents, reused
+};
+
+struct Worker {
+  explicit Worker(SimdLevel level) : resampler(level) {}
+  Decoder decoder;
+  Resampler resampler;
+  Image decoded;
+  Image converted;
+  Image resized;
+  Image augmented;
+};
+
+// read_file without building a std::filesystem::path (an allocation per image).
+void read_whole(const std::string& path, std::vector<std::uint8_t>& out) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) throw IoError("cannot open '" + path + "': " + std::strerror(errno));
+  std::fseek(file, 0, SEEK_END);
+  const long size = std::ftell(file);
+  std::fseek(file, 0, SEEK_SET);
+  out.resize(size > 0 ? static_cast<std::size_t>(size) : 0);
+  const std::size_t got = out.empty() ? 0 : std::fread(out.data(), 1, out.size(), file);
+  std::fclose(file);
+  if (size < 0 || got != out.size()) throw IoError("cannot read '" + path + "': short read");
+}
+
+std::uint64_t cache_key(const Dataset& dataset, const PreprocessOptions& p, int rw, int rh) {
+  // Everything that determines the cached bytes, plus a format tag.
+  const std::int64_t fields[] = {1, rw, rh, p.channels, static_cast<int>(p.filter)};
+  return data_detail::fnv1a(fields, sizeof fields, dataset.fingerprint());
+}
+
+}  // namespace
+
+struct Loader::Impl {
+  Dataset dataset;
+  LoaderOptions options;
+  SimdLevel level = SimdLevel::kScalar;
+  int channels = 3, width = 0, height = 0;        // output
+  int resize_width = 0, resize_height = 0;        // deterministic stage
+  std::size_t entry_bytes = 0;
+  std::size_t sample_bytes = 0;
+  bool direct = false;  // no cache, no augmentation, no crop: decode -> fused pass -> slot
+  std::unique_ptr<data_detail::SampleCache> cache;
+  tbb::enumerable_thread_specific<Worker> workers;
+  std::vector<Token> tokens;
+  std::vector<Token*> free_tokens;
+  std::mutex free_mutex;
+  std::vector<std::size_t> order;
+  std::uint64_t order_epoch = ~0ull;
+  std::atomic<std::uint64_t> decoded_count{0};
+  std::atomic<std::uint64_t> hits{0};
+
+  explicit Impl(SimdLevel lvl) : level(lvl), workers([lvl] { return Worker(lvl); }) {}
+
+  void prepare_order(std::uint64_t epoch) {
+    if (order_epoch == epoch) return;
+    order.resize(dataset.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    if (options.shuffle) Rng(data_detail::hash_seed(options.seed, epoch, 0x5AFF1E)).shuffle(order.begin(), order.end());
+    order_epoch = epoch;
+  }
+
+  // The deterministic stage into `out` (rw x rh x C uint8, tightly packed).
+  void deterministic(Worker& w, const Token& t, MutableImageView out) {
+    ImageView source;
+    if (dataset.in_memory()) {
+      source = dataset.pixels(t.index);
+    } else {
+      w.decoder.decode(t.bytes, dataset.file(t.index), {channels, resize_width, resize_height}, w.decoded);
+      source = w.decoded.view();
+      decoded_count.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (source.channels != channels) {
+      convert_channels(source, channels, w.converted);
+      source = w.converted.view();
+    }
+    w.resampler.resize(source, out, options.preprocess.filter);
+  }
+
+  void process(Worker& w, const Token& t, std::byte* slot) {
+    const auto& pre = options.preprocess;
+    if (direct && !dataset.in_memory()) {
+      w.decoder.decode(t.bytes, dataset.file(t.index), {channels, width, height}, w.decoded);
+      decoded_count.fetch_add(1, std::memory_order_relaxed);
+      w.resampler.resize_normalize_chw(w.decoded.view(), width, height, pre.filter, pre.normalization, pre.dtype, slot);
+      return;
+    }
+    ImageView stage;
+    if (t.cached) {
+      stage = {t.cached, resize_width, resize_height, channels, static_cast<std::size_t>(resize_width) * channels};
+    } else {
+      std::uint8_t* target = cache ? cache->reserve(t.index) : nullptr;
+      if (!target) {
+        w.resized.reshape(resize_width, resize_height, channels);
+        target = w.resized.data();
+      }
+      const std::size_t stride = static_cast<std::size_t>(resize_width) * channels;
+      deterministic(w, t, {target, resize_width, resize_height, channels, stride});
+      if (cache && target != w.resized.data()) cache->commit(t.index);
+      stage = {target, resize_width, resize_height, channels, stride};
+    }
+    const auto& aug = options.augment;
+    ImageView view = center_crop(stage, width, height);
+    if (aug.enabled()) {
+      // Fixed draw order, whatever is enabled, so each stream is stable.
+      Rng rng(data_detail::hash_seed(options.seed, order_epoch, t.index ^ 0xA0A0A0A0ull));
+      const std::uint64_t crop_seed = rng.next();
+      const bool hflip = rng.unit() < aug.hflip_probability;
+      const bool vflip = rng.unit() < aug.vflip_probability;
+      const float brightness = aug.brightness * (2.f * rng.unit() - 1.f);
+      const float contrast = 1.f + aug.contrast * (2.f * rng.unit() - 1.f);
+      if (aug.random_crop) view = random_crop(stage, width, height, crop_seed);
+      if (hflip || vflip || aug.brightness > 0 || aug.contrast > 0) {
+        w.augmented.reshape(width, height, channels);
+        for (int y = 0; y < height; ++y) {
+          std::memcpy(w.augmented.data() + y * w.augmented.stride(), view.row(y), w.augmented.stride());
+        }
+        auto m = w.augmented.mutable_view();
+        if (hflip) flip_horizontal(m);
+        if (vflip) flip_vertical(m);
+        if (aug.brightness > 0 || aug.contrast > 0) adjust_brightness_contrast(m, brightness, contrast, level);
+        view = w.augmented.view();
+      }
+    }
+    w.resampler.resize_normalize_chw(view, width, height, pre.filter, pre.normalization, pre.dtype, slot);
+  }
+};
+
+Loader::Loader(Dataset dataset, LoaderOptions options) {
+  const auto& pre = options.preprocess;
+  if (pre.width <= 0 || pre.height <= 0 || (pre.channels != 1 && pre.channels != 3)) {
+    throw InvalidArgument("stoke::Loader: output must be positive width/height and 1 or 3 channels, got " +
+                          std::to_string(pre.width) + "x" + std::to_string(pre.height) + "x" +
+                          std::to_string(pre.channels));
+  }
+  if (options.batch_size == 0) throw InvalidArgument("stoke::Loader: batch_size must be at least 1");
+  const int rw = pre.resize_width ? pre.resize_width : pre.width;
+  const int rh = pre.resize_height ? pre.resize_height : pre.height;
+  if (rw < pre.width || rh < pre.height) {
+    throw InvalidArgument("stoke::Loader: resize target " + std::to_string(rw) + "x" + std::to_string(rh) +
+                          " is smaller than the output " + std::to_string(pre.width) + "x" +
+                          std::to_string(pre.height) + " it is cropped to");
+  }
+  for (int c = 0; c < pre.channels; ++c) {
+    float s, b;
+    pre.normalization.affine(c, s, b);  // validates
+  }
+  Config config;
+  if (!options.simd || !options.cache) config = Config::load();
+  const SimdLevel level = options.simd ? *options.simd : resolve_simd(config.settings(), query_cpu());
+  impl_ = std::make_unique<Impl>(level);
+  auto& s = *impl_;
+  s.channels = pre.channels;
+  s.width = pre.width;
+  s.height = pre.height;
+  s.resize_width = rw;
+  s.resize_height = rh;
+  s.entry_bytes = static_cast<std::size_t>(rw) * rh * pre.channels;
+  s.sample_bytes = static_cast<std::size_t>(pre.width) * pre.height * pre.channels * dtype_size(pre.dtype);
+  const CacheSpec spec = options.cache ? *options.cache : config.settings().cache;
+  s.cache = data_detail::SampleCache::create(spec, dataset.size(), s.entry_bytes, cache_key(dataset, pre, rw, rh));
+  s.direct = !s.cache && !options.augment.enabled() && rw == pre.width && rh == pre.height;
+  const std::size_t in_flight =
+      options.max_in_flight ? options.max_in_flight : static_cast<std::size_t>(2 * thread_count());
+  s.tokens.resize(std::max<std::size_t>(1, in_flight));
+  s.dataset = std::move(dataset);
+  s.options = std::move(options);
+}
+
+Loader::~Loader() = default;
+Loader::Loader(Loader&&) noexcept = default;
+Loader& Loader::operator=(Loader&&) noexcept = default;
+
+std::size_t Loader::batches_per_epoch() const noexcept {
+  const std::size_t n = impl_->dataset.size(), b = impl_->options.batch_size;
+  return impl_->options.drop_last ? n / b : (n + b - 1) / b;
+}
+std::size_t Loader::batch_size() const noexcept { return impl_->options.batch_size; }
+std::size_t Loader::sample_bytes() const noexcept { return impl_->sample_bytes; }
+std::array<std::size_t, 4> Loader::output_shape() const noexcept {
+  return {impl_->options.batch_size, static_cast<std::size_t>(impl_->channels),
+          static_cast<std::size_t>(impl_->height), static_cast<std::size_t>(impl_->width)};
+}
+OutputDtype Loader::dtype() const noexcept { return impl_->options.preprocess.dtype; }
+const Dataset& Loader::dataset() const noexcept { return impl_->dataset; }
+
+LoaderStats Loader::stats() const {
+  LoaderStats st;
+  st.decoded = impl_->decoded_count.load();
+  st.cache_hits = impl_->hits.load();
+  if (impl_->cache) {
+    st.cache_entries = impl_->cache->entries();
+    st.cache_bytes = impl_->cache->bytes();
+    st.cache_file_reused = impl_->cache->reused();
+    st.cache_note = impl_->cache->note();
+  }
+  return st;
+}
+
+std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, std::span<std::byte> images,
+                               std::span<std::int32_t> labels) {
+  auto& s = *impl_;
+  const std::size_t batch = s.options.batch_size;
+  if (batch_index >= batches_per_epoch()) {
+    throw InvalidArgument("Loader::fill_batch: batch " + std::to_string(batch_index) + " out of range (" +
+                          std::to_string(batches_per_epoch()) + " batches per epoch)");
+  }
+  if (images.size() < batch * s.sample_bytes || labels.size() < batch) {
+    throw InvalidArgument("Loader::fill_batch: buffers too small: images " + std::to_string(images.size()) +
+                          " bytes (need " + std::to_string(batch * s.sample_bytes) + "), labels " +
+                          std::to_string(labels.size()) + " (need " + std::to_string(batch) + ")");
+  }
+  if (reinterpret_cast<std::uintptr_t>(images.data()) % dtype_size(s.options.preprocess.dtype) != 0) {
+    throw InvalidArgument("Loader::fill_batch: image buffer is not aligned to its element size");
+  }
+  s.prepare_order(epoch);
+  const std::size_t first = batch_index * batch;
+  const std::size_t count = std::min(batch, s.dataset.size() - first);
+  s.free_tokens.clear();
+  for (auto& t : s.tokens) s.free_tokens.push_back(&t);
+  std::size_t next = 0;
+  run_in_arena([&] {
+    tbb::parallel_pipeline(
+        s.tokens.size(),
+        tbb::make_filter<void, Token*>(tbb::filter_mode::serial_in_order,
+                                       [&](tbb::flow_control& fc) -> Token* {
+                                         if (next >= count) {
+                                           fc.stop();
+                                           return nullptr;
+                                         }
+                                         Token* t;
+                                         {
+                                           std::lock_guard lock(s.free_mutex);
+                                           t = s.free_tokens.back();
+                                           s.free_tokens.pop_back();
+                                         }
+                                         t->slot = next;
+                                         t->index = s.order[first + next];
+                                         ++next;
+                                         return t;
+                                       }) &
+            tbb::make_filter<Token*, Token*>(tbb::filter_mode::parallel,
+                                             [&](Token* t) {
+                                               t->cached = s.cache ? s.cache->find(t->index) : nullptr;
+                                               if (t->cached) {
+                                                 s.hits.fetch_add(1, std::memory_order_relaxed);
+                                               } else if (!s.dataset.in_memory()) {
+                                                 read_whole(s.dataset.file(t->index), t->bytes);
+                                               }
+                                               return t;
+                                             }) &
+            tbb::make_filter<Token*, void>(tbb::filter_mode::parallel, [&](Token* t) {
+              s.process(s.workers.local(), *t, images.data() + t->slot * s.sample_bytes);
+              labels[t->slot] = s.dataset.label(t->index);
+              std::lock_guard lock(s.free_mutex);
+              s.free_tokens.push_back(t);
+            }));
+  });
+  return count;
+}
+
+}  // namespace stoke

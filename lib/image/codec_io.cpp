@@ -1,0 +1,150 @@
+// Whole-file I/O, the JPEG/PNG encoders (for the synthetic dataset and tests)
+// and gray<->RGB conversion.
+#include <png.h>
+#include <turbojpeg.h>
+
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "stoke/error.hpp"
+#include "stoke/image.hpp"
+
+namespace stoke {
+namespace {
+
+struct PngWriteState {
+  std::jmp_buf jump;
+  char message[256];
+  std::vector<std::uint8_t>* out;
+};
+
+void png_write_error(png_structp png, png_const_charp message) {
+  auto* state = static_cast<PngWriteState*>(png_get_error_ptr(png));
+  std::snprintf(state->message, sizeof state->message, "%s", message ? message : "libpng error");
+  std::longjmp(state->jump, 1);
+}
+
+void png_write_bytes(png_structp png, png_bytep data, png_size_t length) {
+  auto* state = static_cast<PngWriteState*>(png_get_io_ptr(png));
+  state->out->insert(state->out->end(), data, data + length);
+}
+
+void png_flush(png_structp) {}
+
+// No C++ objects in this frame (see decode.cpp); rows are prepared by the caller.
+int png_write_rows(PngWriteState& state, int width, int height, int channels, int bit_depth,
+                   std::uint8_t** rows) {
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &state, png_write_error, nullptr);
+  if (!png) return 1;
+  png_infop info = png_create_info_struct(png);
+  if (!info || setjmp(state.jump)) {
+    png_destroy_write_struct(&png, &info);
+    return 1;
+  }
+  png_set_write_fn(png, &state, png_write_bytes, png_flush);
+  png_set_IHDR(png, info, width, height, bit_depth, channels == 3 ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_GRAY,
+               PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_set_compression_level(png, 1);  // fast: the generator writes many large files
+  png_write_info(png, info);
+  if (bit_depth == 16) png_set_swap(png);  // rows hold host-order (little-endian) uint16
+  png_write_image(png, rows);
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  return 0;
+}
+
+}  // namespace
+
+void read_file(const std::filesystem::path& path, std::vector<std::uint8_t>& out) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) {
+    throw IoError("cannot open '" + path.string() + "': " + std::strerror(errno));
+  }
+  std::fseek(file, 0, SEEK_END);
+  const long size = std::ftell(file);
+  std::fseek(file, 0, SEEK_SET);
+  if (size < 0) {
+    std::fclose(file);
+    throw IoError("cannot read '" + path.string() + "': not a regular file");
+  }
+  out.resize(static_cast<std::size_t>(size));
+  const std::size_t got = size ? std::fread(out.data(), 1, out.size(), file) : 0;
+  std::fclose(file);
+  if (got != out.size()) throw IoError("cannot read '" + path.string() + "': short read");
+}
+
+void write_file(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  if (!file) throw IoError("cannot create '" + path.string() + "': " + std::strerror(errno));
+  const std::size_t put = bytes.empty() ? 0 : std::fwrite(bytes.data(), 1, bytes.size(), file);
+  if (std::fclose(file) != 0 || put != bytes.size()) {
+    throw IoError("cannot write '" + path.string() + "' (disk full?)");
+  }
+}
+
+std::vector<std::uint8_t> encode_jpeg(ImageView image, int quality) {
+  tjhandle tj = tjInitCompress();
+  if (!tj) throw DecodeError("encode_jpeg: libjpeg-turbo could not create a compressor");
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  const int rc = tjCompress2(tj, image.data, image.width, static_cast<int>(image.stride), image.height,
+                             image.channels == 1 ? TJPF_GRAY : TJPF_RGB, &buffer, &size,
+                             image.channels == 1 ? TJSAMP_GRAY : TJSAMP_420, quality, 0);
+  std::string error = rc != 0 ? tjGetErrorStr2(tj) : "";
+  std::vector<std::uint8_t> out;
+  if (rc == 0) out.assign(buffer, buffer + size);
+  tjFree(buffer);
+  tjDestroy(tj);
+  if (rc != 0) throw DecodeError("encode_jpeg: " + error);
+  return out;
+}
+
+std::vector<std::uint8_t> encode_png(ImageView image, int bit_depth) {
+  if (bit_depth != 8 && bit_depth != 16) {
+    throw InvalidArgument("encode_png: bit depth must be 8 or 16, got " + std::to_string(bit_depth));
+  }
+  const std::size_t row_values = static_cast<std::size_t>(image.width) * image.channels;
+  std::vector<std::uint16_t> wide;
+  std::vector<std::uint8_t*> rows(image.height);
+  if (bit_depth == 16) {
+    wide.resize(row_values * image.height);
+    for (int y = 0; y < image.height; ++y) {
+      for (std::size_t i = 0; i < row_values; ++i) wide[y * row_values + i] = image.row(y)[i] * 257;
+      rows[y] = reinterpret_cast<std::uint8_t*>(wide.data() + y * row_values);
+    }
+  } else {
+    for (int y = 0; y < image.height; ++y) rows[y] = const_cast<std::uint8_t*>(image.row(y));
+  }
+  std::vector<std::uint8_t> out;
+  PngWriteState state{};
+  state.out = &out;
+  if (png_write_rows(state, image.width, image.height, image.channels, bit_depth, rows.data()) != 0) {
+    throw DecodeError(std::string("encode_png: ") + state.message);
+  }
+  return out;
+}
+
+void convert_channels(ImageView src, int channels, Image& dst) {
+  if (channels != 1 && channels != 3) {
+    throw InvalidArgument("convert_channels: channels must be 1 or 3, got " + std::to_string(channels));
+  }
+  dst.reshape(src.width, src.height, channels);
+  for (int y = 0; y < src.height; ++y) {
+    const std::uint8_t* s = src.row(y);
+    std::uint8_t* d = dst.data() + y * dst.stride();
+    if (src.channels == channels) {
+      std::memcpy(d, s, dst.stride());
+    } else if (channels == 3) {
+      for (int x = 0; x < src.width; ++x) d[3 * x] = d[3 * x + 1] = d[3 * x + 2] = s[x];
+    } else {
+      for (int x = 0; x < src.width; ++x) {
+        d[x] = static_cast<std::uint8_t>((77 * s[3 * x] + 150 * s[3 * x + 1] + 29 * s[3 * x + 2] + 128) >> 8);
+      }
+    }
+  }
+}
+
+}  // namespace stoke

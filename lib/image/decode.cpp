@@ -1,0 +1,258 @@
+// JPEG (libjpeg-turbo, DCT-domain scaling) and PNG (libpng) decoding into
+// caller-owned, reused Images. Corrupt data never crashes: libjpeg-turbo
+// reports through return codes (with warnings promoted to errors, so a
+// truncated file is an error and not a gray-filled image), and libpng's
+// longjmp lands in png_read_into, whose frame owns no C++ objects.
+#include <png.h>
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <csetjmp>
+#include <cstring>
+#include <string>
+
+#include "stoke/error.hpp"
+#include "stoke/image.hpp"
+
+namespace stoke {
+namespace {
+
+[[noreturn]] void decode_fail(std::string_view name, const std::string& reason) {
+  throw DecodeError("cannot decode image '" + std::string(name) + "': " + reason);
+}
+
+// ---- PNG ---------------------------------------------------------------------
+
+struct PngSource {
+  const std::uint8_t* data;
+  std::size_t size;
+  std::size_t offset;
+};
+
+struct PngErrorState {
+  std::jmp_buf jump;
+  char message[256];
+};
+
+void png_on_error(png_structp png, png_const_charp message) {
+  auto* state = static_cast<PngErrorState*>(png_get_error_ptr(png));
+  std::snprintf(state->message, sizeof state->message, "%s", message ? message : "libpng error");
+  std::longjmp(state->jump, 1);
+}
+
+void png_on_warning(png_structp, png_const_charp) {}
+
+void png_read_bytes(png_structp png, png_bytep out, png_size_t length) {
+  auto* src = static_cast<PngSource*>(png_get_io_ptr(png));
+  if (length > src->size - src->offset) png_error(png, "file is truncated");
+  std::memcpy(out, src->data + src->offset, length);
+  src->offset += length;
+}
+
+struct PngRequest {
+  int want_channels = 0;                   // 0: as stored
+  std::uint8_t* pixels = nullptr;          // null: header only
+  std::size_t capacity = 0;
+  std::uint8_t** row_pointers = nullptr;   // height entries when pixels != null
+  ImageInfo info;                          // out: stored format
+  int out_channels = 0;                    // out
+};
+
+// Returns 0 or an error with state.message set. No C++ objects live in this
+// frame, so the longjmp from png_on_error skips no destructors.
+int png_read_into(const PngSource& source, PngRequest& req, PngErrorState& state,
+                  std::uint8_t** (*rows_for)(PngRequest&, int height)) {
+  PngSource src = source;
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &state, png_on_error, png_on_warning);
+  if (!png) return std::snprintf(state.message, sizeof state.message, "out of memory"), 1;
+  png_infop info = png_create_info_struct(png);
+  if (!info) {
+    png_destroy_read_struct(&png, nullptr, nullptr);
+    return std::snprintf(state.message, sizeof state.message, "out of memory"), 1;
+  }
+  if (setjmp(state.jump)) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return 1;
+  }
+  png_set_read_fn(png, &src, png_read_bytes);
+  png_read_info(png, info);
+  const int color = png_get_color_type(png, info);
+  const int depth = png_get_bit_depth(png, info);
+  req.info.format = ImageFormat::kPng;
+  req.info.width = static_cast<int>(png_get_image_width(png, info));
+  req.info.height = static_cast<int>(png_get_image_height(png, info));
+  req.info.bit_depth = depth;
+  req.info.channels = (color & PNG_COLOR_MASK_COLOR) ? 3 : 1;
+  const int want = req.want_channels ? req.want_channels : req.info.channels;
+  req.out_channels = want;
+  if (!req.pixels) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return 0;
+  }
+  if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (depth == 16) png_set_scale_16(png);  // rounds v * 255 / 65535
+  png_set_strip_alpha(png);
+  if (png_get_valid(png, info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(png);  // then stripped
+  if (want == 3 && req.info.channels == 1) png_set_gray_to_rgb(png);
+  if (want == 1 && req.info.channels == 3) png_set_rgb_to_gray_fixed(png, 1, -1, -1);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  if (static_cast<int>(png_get_channels(png, info)) != want) {
+    png_error(png, "unexpected channel count after conversion");
+  }
+  std::uint8_t** rows = rows_for(req, req.info.height);
+  png_read_image(png, rows);
+  png_read_end(png, nullptr);
+  png_destroy_read_struct(&png, &info, nullptr);
+  return 0;
+}
+
+// ---- JPEG --------------------------------------------------------------------
+
+struct TjHandle {
+  tjhandle handle = nullptr;
+  TjHandle() : handle(tjInitDecompress()) {}
+  ~TjHandle() {
+    if (handle) tjDestroy(handle);
+  }
+  TjHandle(const TjHandle&) = delete;
+  TjHandle& operator=(const TjHandle&) = delete;
+};
+
+}  // namespace
+
+int jpeg_scale_eighths(int width, int height, int min_width, int min_height) noexcept {
+  if (min_width <= 0 && min_height <= 0) return 8;  // no target: full size
+  for (int n = 1; n < 8; ++n) {
+    // libjpeg-turbo's scaled size is ceil(size * n / 8) (TJSCALED).
+    const int w = (width * n + 7) / 8;
+    const int h = (height * n + 7) / 8;
+    if (w >= min_width && h >= min_height) return n;
+  }
+  return 8;
+}
+
+ImageFormat sniff_format(std::span<const std::uint8_t> bytes) noexcept {
+  if (bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF) {
+    return ImageFormat::kJpeg;
+  }
+  static constexpr std::uint8_t kPngMagic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  if (bytes.size() >= 8 && std::memcmp(bytes.data(), kPngMagic, 8) == 0) return ImageFormat::kPng;
+  return ImageFormat::kUnknown;
+}
+
+struct Decoder::Impl {
+  TjHandle tj;
+  std::vector<std::uint8_t> file_bytes;
+  std::vector<std::uint8_t*> row_pointers;
+  Image* target = nullptr;
+
+  ImageInfo jpeg_info(std::span<const std::uint8_t> bytes, std::string_view name) {
+    if (!tj.handle) decode_fail(name, "libjpeg-turbo could not create a decompressor");
+    int width = 0, height = 0, subsamp = 0, colorspace = 0;
+    if (tjDecompressHeader3(tj.handle, bytes.data(), static_cast<unsigned long>(bytes.size()), &width,
+                            &height, &subsamp, &colorspace) != 0) {
+      decode_fail(name, std::string("bad JPEG header: ") + tjGetErrorStr2(tj.handle));
+    }
+    if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
+      throw DecodeError("cannot decode image '" + std::string(name) +
+                        "': CMYK/YCCK JPEG is not supported (convert it to RGB)");
+    }
+    return {ImageFormat::kJpeg, width, height, colorspace == TJCS_GRAY ? 1 : 3, 8};
+  }
+};
+
+Decoder::Decoder() : impl_(std::make_unique<Impl>()) {}
+Decoder::~Decoder() = default;
+Decoder::Decoder(Decoder&&) noexcept = default;
+Decoder& Decoder::operator=(Decoder&&) noexcept = default;
+
+ImageInfo Decoder::info(std::span<const std::uint8_t> bytes, std::string_view name) {
+  switch (sniff_format(bytes)) {
+    case ImageFormat::kJpeg: return impl_->jpeg_info(bytes, name);
+    case ImageFormat::kPng: {
+      PngSource src{bytes.data(), bytes.size(), 0};
+      PngRequest req;
+      PngErrorState state{};
+      if (png_read_into(src, req, state, nullptr) != 0) decode_fail(name, std::string("PNG: ") + state.message);
+      return req.info;
+    }
+    case ImageFormat::kUnknown: break;
+  }
+  decode_fail(name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG or PNG)");
+}
+
+ImageInfo Decoder::output_info(std::span<const std::uint8_t> bytes, std::string_view name,
+                               const DecodeOptions& options) {
+  ImageInfo info = this->info(bytes, name);
+  if (options.channels) info.channels = options.channels;
+  if (info.format == ImageFormat::kJpeg) {
+    const int n = jpeg_scale_eighths(info.width, info.height, options.min_width, options.min_height);
+    info.width = (info.width * n + 7) / 8;
+    info.height = (info.height * n + 7) / 8;
+  }
+  return info;
+}
+
+void Decoder::decode(std::span<const std::uint8_t> bytes, std::string_view name,
+                     const DecodeOptions& options, Image& out) {
+  if (options.channels != 0 && options.channels != 1 && options.channels != 3) {
+    throw InvalidArgument("stoke::Decoder: channels must be 0, 1 or 3, got " +
+                          std::to_string(options.channels));
+  }
+  const ImageFormat format = sniff_format(bytes);
+  if (format == ImageFormat::kJpeg) {
+    const ImageInfo stored = impl_->jpeg_info(bytes, name);
+    const int channels = options.channels ? options.channels : stored.channels;
+    const int n = jpeg_scale_eighths(stored.width, stored.height, options.min_width, options.min_height);
+    const int width = (stored.width * n + 7) / 8;
+    const int height = (stored.height * n + 7) / 8;
+    out.reshape(width, height, channels);
+    // libjpeg-turbo does not expand gray to RGB: decode gray into the start of
+    // each RGB row, then widen each row in place from its end.
+    const bool widen = channels == 3 && stored.channels == 1;
+    // Warnings (premature end of data, corrupt entropy segments) are errors.
+    const int flags = TJFLAG_STOPONWARNING;
+    if (tjDecompress2(impl_->tj.handle, bytes.data(), static_cast<unsigned long>(bytes.size()), out.data(),
+                      width, static_cast<int>(out.stride()), height,
+                      (channels == 1 || widen) ? TJPF_GRAY : TJPF_RGB, flags) != 0) {
+      decode_fail(name, std::string("JPEG: ") + tjGetErrorStr2(impl_->tj.handle));
+    }
+    if (widen) {
+      for (int y = 0; y < height; ++y) {
+        std::uint8_t* row = out.data() + y * out.stride();
+        for (int x = width - 1; x >= 0; --x) row[3 * x] = row[3 * x + 1] = row[3 * x + 2] = row[x];
+      }
+    }
+    return;
+  }
+  if (format == ImageFormat::kPng) {
+    PngSource src{bytes.data(), bytes.size(), 0};
+    PngErrorState state{};
+    PngRequest header;
+    header.want_channels = options.channels;
+    if (png_read_into(src, header, state, nullptr) != 0) decode_fail(name, std::string("PNG: ") + state.message);
+    out.reshape(header.info.width, header.info.height, header.out_channels);
+    auto& rows = impl_->row_pointers;
+    rows.resize(header.info.height);
+    for (int y = 0; y < header.info.height; ++y) rows[y] = out.data() + y * out.stride();
+    PngRequest req;
+    req.want_channels = options.channels;
+    req.pixels = out.data();
+    req.capacity = out.size_bytes();
+    req.row_pointers = rows.data();
+    if (png_read_into(src, req, state, [](PngRequest& r, int) { return r.row_pointers; }) != 0) {
+      decode_fail(name, std::string("PNG: ") + state.message);
+    }
+    return;
+  }
+  decode_fail(name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG or PNG)");
+}
+
+void Decoder::decode_file(const std::filesystem::path& path, const DecodeOptions& options, Image& out) {
+  read_file(path, impl_->file_bytes);
+  decode(impl_->file_bytes, path.string(), options, out);
+}
+
+}  // namespace stoke

@@ -1,0 +1,49 @@
+// The per-instruction-set row kernels behind Resampler and the jitter. Each
+// instruction set compiles kernels_impl.hpp once in its own translation unit
+// (kernels_<isa>.cpp, flags in module.cmake) into its own namespace, and
+// exposes a table of function pointers; the scalar table is the reference the
+// SIMD ones are tested against. Arithmetic is ordered identically in every
+// table (multiply then add, no FMA contraction), so float results match the
+// scalar path exactly and uint8 results differ by at most rounding ties.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "stoke/export.hpp"
+#include "stoke/system.hpp"
+
+namespace stoke::image_detail {
+
+struct RowKernels {
+  // acc[i] = sum_k weights[k] * rows[k][i], i < n (uint8 rows, k < taps).
+  void (*vertical)(const std::uint8_t* const* rows, const float* weights, int taps, std::size_t n,
+                   float* acc);
+  // out[j] = sum_k weights[k * weight_stride + j] * src[index[j] + k * tap_step], j < n.
+  void (*horizontal)(const float* src, const std::int32_t* index, const float* weights,
+                     std::size_t weight_stride, int taps, int tap_step, std::size_t n, float* out);
+  // out[j] = round_even(clamp(v[j], 0, 255)).
+  void (*store_u8)(const float* v, std::size_t n, std::uint8_t* out);
+  // out[j] = v[j] * scale + bias as float / half / bfloat16 bits.
+  void (*store_f32)(const float* v, std::size_t n, float scale, float bias, float* out);
+  void (*store_f16)(const float* v, std::size_t n, float scale, float bias, std::uint16_t* out);
+  void (*store_bf16)(const float* v, std::size_t n, float scale, float bias, std::uint16_t* out);
+  // p[j] = round_even(clamp(p[j] * alpha + beta, 0, 255)).
+  void (*affine_u8)(std::uint8_t* p, std::size_t n, float alpha, float beta);
+};
+
+const RowKernels* row_kernels_scalar();
+const RowKernels* row_kernels_sse4();    // nullptr when not built for x86-64
+const RowKernels* row_kernels_avx2();
+const RowKernels* row_kernels_avx512();
+
+// The table for `level`, never above what this CPU runs (clamped down).
+STOKE_INTERNAL const RowKernels& row_kernels(SimdLevel level);
+
+// IEEE conversions used by the scalar path (round to nearest even).
+STOKE_INTERNAL std::uint16_t float_to_half(float value) noexcept;
+STOKE_INTERNAL std::uint16_t float_to_bfloat16(float value) noexcept;
+STOKE_INTERNAL float half_to_float(std::uint16_t bits) noexcept;
+STOKE_INTERNAL float bfloat16_to_float(std::uint16_t bits) noexcept;
+
+}  // namespace stoke::image_detail

@@ -1,0 +1,196 @@
+// Row kernels, compiled once per instruction set. The including file defines
+// STOKE_ISA (0 scalar, 1 SSE4.1, 2 AVX2, 3 AVX-512) and STOKE_ISA_NS (a
+// namespace unique to that translation unit, so no inline function compiled
+// with wider instructions can be picked by the linker for another level).
+//
+// The vector loops use xsimd batches for the arithmetic; the three things
+// xsimd 8.1 does not offer fast (uint8 -> float widening load, float gather on
+// AVX2, float -> uint8 / half / bfloat16 narrowing stores) are one intrinsic
+// each per instruction set. Every vector loop has a scalar tail that performs
+// the same operations in the same order.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+
+#include "image/kernels.hpp"
+
+#if STOKE_ISA > 0
+#include <immintrin.h>
+
+#include <xsimd/xsimd.hpp>
+#endif
+
+namespace stoke::image_detail::STOKE_ISA_NS {
+namespace {
+
+inline float clamp_u8_range(float v) { return v < 0.f ? 0.f : (v > 255.f ? 255.f : v); }
+inline std::uint8_t round_u8(float v) {
+  return static_cast<std::uint8_t>(std::nearbyint(clamp_u8_range(v)));
+}
+
+#if STOKE_ISA == 1
+using Arch = xsimd::sse4_1;
+#elif STOKE_ISA == 2
+using Arch = xsimd::fma3<xsimd::avx2>;
+#elif STOKE_ISA == 3
+using Arch = xsimd::avx512bw;
+#endif
+
+#if STOKE_ISA > 0
+using FloatBatch = xsimd::batch<float, Arch>;
+constexpr std::size_t kLanes = FloatBatch::size;
+
+inline FloatBatch load_u8(const std::uint8_t* p) {
+#if STOKE_ISA == 1
+  std::int32_t word;
+  std::memcpy(&word, p, 4);
+  return _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(word)));
+#elif STOKE_ISA == 2
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+#else
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#endif
+}
+
+inline FloatBatch gather(const float* base, const std::int32_t* index) {
+#if STOKE_ISA == 1
+  return _mm_setr_ps(base[index[0]], base[index[1]], base[index[2]], base[index[3]]);
+#elif STOKE_ISA == 2
+  return _mm256_i32gather_ps(base, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(index)), 4);
+#else
+  return _mm512_i32gather_ps(_mm512_loadu_si512(index), base, 4);
+#endif
+}
+
+// Rounds to nearest even (the default MXCSR mode) and saturates to [0, 255].
+inline void store_u8_batch(FloatBatch v, std::uint8_t* out) {
+#if STOKE_ISA == 1
+  const __m128i i32 = _mm_cvtps_epi32(v);
+  const __m128i u16 = _mm_packus_epi32(i32, i32);
+  const std::int32_t word = _mm_cvtsi128_si32(_mm_packus_epi16(u16, u16));
+  std::memcpy(out, &word, 4);
+#elif STOKE_ISA == 2
+  const __m256i i32 = _mm256_cvtps_epi32(v);
+  const __m128i u16 = _mm_packus_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm_packus_epi16(u16, u16));
+#else
+  const __m512i i32 = _mm512_max_epi32(_mm512_cvtps_epi32(v), _mm512_setzero_si512());
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtusepi32_epi8(i32));
+#endif
+}
+
+// Values are below 2^16 after the bfloat16 shift, so unsigned packing is exact.
+inline void store_u16_from_u32(xsimd::batch<std::uint32_t, Arch> v, std::uint16_t* out) {
+#if STOKE_ISA == 1
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm_packus_epi32(v, v));
+#elif STOKE_ISA == 2
+  const __m256i x = v;
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
+                   _mm_packus_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1)));
+#else
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(v));
+#endif
+}
+#endif
+
+void vertical(const std::uint8_t* const* rows, const float* weights, int taps, std::size_t n,
+              float* acc) {
+  std::size_t i = 0;
+#if STOKE_ISA > 0
+  for (; i + kLanes <= n; i += kLanes) {
+    FloatBatch sum = FloatBatch(weights[0]) * load_u8(rows[0] + i);
+    for (int k = 1; k < taps; ++k) sum = sum + FloatBatch(weights[k]) * load_u8(rows[k] + i);
+    sum.store_unaligned(acc + i);
+  }
+#endif
+  for (; i < n; ++i) {
+    float sum = weights[0] * static_cast<float>(rows[0][i]);
+    for (int k = 1; k < taps; ++k) sum = sum + weights[k] * static_cast<float>(rows[k][i]);
+    acc[i] = sum;
+  }
+}
+
+void horizontal(const float* src, const std::int32_t* index, const float* weights,
+                std::size_t weight_stride, int taps, int tap_step, std::size_t n, float* out) {
+  std::size_t j = 0;
+#if STOKE_ISA > 0
+  for (; j + kLanes <= n; j += kLanes) {
+    FloatBatch sum = FloatBatch::load_unaligned(weights + j) * gather(src, index + j);
+    for (int k = 1; k < taps; ++k) {
+      sum = sum + FloatBatch::load_unaligned(weights + k * weight_stride + j) *
+                      gather(src + k * tap_step, index + j);
+    }
+    sum.store_unaligned(out + j);
+  }
+#endif
+  for (; j < n; ++j) {
+    float sum = weights[j] * src[index[j]];
+    for (int k = 1; k < taps; ++k) {
+      sum = sum + weights[k * weight_stride + j] * src[index[j] + k * tap_step];
+    }
+    out[j] = sum;
+  }
+}
+
+void store_u8(const float* v, std::size_t n, std::uint8_t* out) {
+  std::size_t j = 0;
+#if STOKE_ISA > 0
+  for (; j + kLanes <= n; j += kLanes) store_u8_batch(FloatBatch::load_unaligned(v + j), out + j);
+#endif
+  for (; j < n; ++j) out[j] = round_u8(v[j]);
+}
+
+void store_f32(const float* v, std::size_t n, float scale, float bias, float* out) {
+  std::size_t j = 0;
+#if STOKE_ISA > 0
+  const FloatBatch s(scale), b(bias);
+  for (; j + kLanes <= n; j += kLanes) (FloatBatch::load_unaligned(v + j) * s + b).store_unaligned(out + j);
+#endif
+  for (; j < n; ++j) out[j] = v[j] * scale + bias;
+}
+
+void store_f16(const float* v, std::size_t n, float scale, float bias, std::uint16_t* out) {
+  std::size_t j = 0;
+#if STOKE_ISA >= 2
+  const FloatBatch s(scale), b(bias);
+  for (; j + kLanes <= n; j += kLanes) {
+    const FloatBatch x = FloatBatch::load_unaligned(v + j) * s + b;
+#if STOKE_ISA == 2
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+#else
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+#endif
+  }
+#endif
+  // SSE4.1 has no half conversion instruction (F16C comes with AVX).
+  for (; j < n; ++j) out[j] = float_to_half(v[j] * scale + bias);
+}
+
+void store_bf16(const float* v, std::size_t n, float scale, float bias, std::uint16_t* out) {
+  std::size_t j = 0;
+#if STOKE_ISA > 0
+  using U32 = xsimd::batch<std::uint32_t, Arch>;
+  const FloatBatch s(scale), b(bias);
+  const U32 one(1u), half_ulp(0x7FFFu);
+  for (; j + kLanes <= n; j += kLanes) {
+    const U32 bits = xsimd::bitwise_cast<U32>(FloatBatch::load_unaligned(v + j) * s + b);
+    store_u16_from_u32((bits + half_ulp + ((bits >> 16) & one)) >> 16, out + j);
+  }
+#endif
+  for (; j < n; ++j) out[j] = float_to_bfloat16(v[j] * scale + bias);
+}
+
+void affine_u8(std::uint8_t* p, std::size_t n, float alpha, float beta) {
+  std::size_t j = 0;
+#if STOKE_ISA > 0
+  const FloatBatch a(alpha), b(beta);
+  for (; j + kLanes <= n; j += kLanes) store_u8_batch(load_u8(p + j) * a + b, p + j);
+#endif
+  for (; j < n; ++j) p[j] = round_u8(static_cast<float>(p[j]) * alpha + beta);
+}
+
+constexpr RowKernels kTable{vertical, horizontal, store_u8, store_f32, store_f16, store_bf16, affine_u8};
+
+}  // namespace
+}  // namespace stoke::image_detail::STOKE_ISA_NS

@@ -1,0 +1,232 @@
+// Separable resize: a vertical pass (uint8 source rows -> one float row, the
+// only pass that touches the full-size source) then a horizontal gather pass
+// on the much shorter row, then a store that rounds to uint8 or normalizes and
+// writes one CHW plane row. Coefficients are tabulated once per
+// (size, size, filter) and kept; row scratch is kept, so steady state
+// allocates nothing.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "image/kernels.hpp"
+#include "stoke/error.hpp"
+#include "stoke/image.hpp"
+
+namespace stoke {
+namespace {
+
+using image_detail::RowKernels;
+
+// One axis's filter: output i reads source taps start[i] .. start[i]+taps-1.
+struct AxisPlan {
+  int src = 0;
+  int dst = 0;
+  bool area = false;
+  int taps = 0;
+  std::vector<std::int32_t> start;
+  std::vector<float> weights;  // k-major: weights[k * dst + i]
+};
+
+bool use_area(ResizeFilter filter, int src, int dst) {
+  if (src <= dst) return false;  // upscale or same: bilinear (area would be a box)
+  if (filter == ResizeFilter::kArea) return true;
+  if (filter == ResizeFilter::kAuto) return src >= 2 * dst;
+  return false;
+}
+
+// Returns whether the plan changed.
+bool build_axis(AxisPlan& plan, int src, int dst, ResizeFilter filter) {
+  const bool area = use_area(filter, src, dst);
+  if (plan.src == src && plan.dst == dst && plan.area == area && plan.taps > 0) return false;
+  plan.src = src;
+  plan.dst = dst;
+  plan.area = area;
+  const double scale = static_cast<double>(src) / dst;
+  if (src == dst) {
+    plan.taps = 1;
+  } else if (area) {
+    plan.taps = std::min(src, static_cast<int>(std::ceil(scale)) + 1);
+  } else {
+    plan.taps = std::min(src, 2);
+  }
+  plan.start.assign(dst, 0);
+  plan.weights.assign(static_cast<std::size_t>(plan.taps) * dst, 0.f);
+  std::vector<double> w(plan.taps);
+  for (int i = 0; i < dst; ++i) {
+    std::fill(w.begin(), w.end(), 0.0);
+    int start = i;
+    if (src == dst) {
+      w[0] = 1.0;
+    } else if (area) {
+      const double lo = i * scale;
+      const double hi = (i + 1) * scale;
+      const int first = static_cast<int>(std::floor(lo));
+      const int last = std::min(src - 1, static_cast<int>(std::ceil(hi)) - 1);
+      start = std::min(first, src - plan.taps);
+      for (int j = first; j <= last; ++j) {
+        const double overlap = std::min<double>(j + 1, hi) - std::max<double>(j, lo);
+        if (overlap > 0) w[j - start] = overlap / scale;
+      }
+    } else {
+      double center = (i + 0.5) * scale - 0.5;
+      if (center < 0) center = 0;
+      int x0 = static_cast<int>(std::floor(center));
+      double frac = center - x0;
+      if (x0 >= src - 1) {
+        x0 = src - 1;
+        frac = 0;
+      }
+      start = std::min(x0, src - plan.taps);
+      w[x0 - start] += 1.0 - frac;
+      if (frac > 0) w[x0 + 1 - start] += frac;
+    }
+    plan.start[i] = start;
+    for (int k = 0; k < plan.taps; ++k) {
+      plan.weights[static_cast<std::size_t>(k) * dst + i] = static_cast<float>(w[k]);
+    }
+  }
+  return true;
+}
+
+void check_view(ImageView src, const char* what) {
+  if (!src.data || src.width <= 0 || src.height <= 0 || (src.channels != 1 && src.channels != 3) ||
+      src.stride < static_cast<std::size_t>(src.width) * src.channels) {
+    throw InvalidArgument(std::string("stoke::Resampler: bad ") + what + " view (" +
+                          std::to_string(src.width) + "x" + std::to_string(src.height) + "x" +
+                          std::to_string(src.channels) + ", stride " + std::to_string(src.stride) +
+                          "); channels must be 1 or 3 and stride >= width * channels");
+  }
+}
+
+}  // namespace
+
+struct Resampler::Impl {
+  SimdLevel level;
+  const RowKernels* kernels;
+  AxisPlan x;
+  AxisPlan y;
+  int channels = 0;
+  // Horizontal gather tables: planar (one output per x; channel by pointer
+  // offset) and interleaved (one output per x*C + c).
+  std::vector<std::int32_t> planar_index;
+  std::vector<std::int32_t> interleaved_index;
+  std::vector<float> interleaved_weights;
+  bool interleaved_ready = false;
+  std::vector<float> acc;
+  std::vector<float> row;
+  std::vector<const std::uint8_t*> rows;
+  std::vector<float> row_weights;
+
+  void prepare(ImageView src, int width, int height, ResizeFilter filter) {
+    const bool x_changed = build_axis(x, src.width, width, filter);
+    build_axis(y, src.height, height, filter);
+    const int c = src.channels;
+    if (x_changed || channels != c) {
+      channels = c;
+      planar_index.resize(width);
+      for (int i = 0; i < width; ++i) planar_index[i] = x.start[i] * c;
+      interleaved_ready = false;
+    }
+    acc.resize(static_cast<std::size_t>(src.width) * c);
+    row.resize(static_cast<std::size_t>(width) * c);
+    rows.resize(y.taps);
+    row_weights.resize(y.taps);
+  }
+
+  void prepare_interleaved() {
+    if (interleaved_ready) return;
+    const int c = channels;
+    const std::size_t n = static_cast<std::size_t>(x.dst) * c;
+    interleaved_index.resize(n);
+    interleaved_weights.resize(n * x.taps);
+    for (std::size_t j = 0; j < n; ++j) {
+      const int i = static_cast<int>(j / c);
+      interleaved_index[j] = x.start[i] * c + static_cast<int>(j % c);
+      for (int k = 0; k < x.taps; ++k) {
+        interleaved_weights[k * n + j] = x.weights[static_cast<std::size_t>(k) * x.dst + i];
+      }
+    }
+    interleaved_ready = true;
+  }
+
+  // The vertical pass for output row `out_y` into acc.
+  void vertical(ImageView src, int out_y) {
+    const int taps = y.taps;
+    for (int k = 0; k < taps; ++k) {
+      rows[k] = src.row(y.start[out_y] + k);
+      row_weights[k] = y.weights[static_cast<std::size_t>(k) * y.dst + out_y];
+    }
+    kernels->vertical(rows.data(), row_weights.data(), taps,
+                      static_cast<std::size_t>(src.width) * src.channels, acc.data());
+  }
+};
+
+Resampler::Resampler(SimdLevel level) : impl_(std::make_unique<Impl>()) {
+  impl_->level = level;
+  impl_->kernels = &image_detail::row_kernels(level);
+}
+Resampler::~Resampler() = default;
+Resampler::Resampler(Resampler&&) noexcept = default;
+Resampler& Resampler::operator=(Resampler&&) noexcept = default;
+
+SimdLevel Resampler::level() const noexcept { return impl_->level; }
+
+void Resampler::resize(ImageView src, MutableImageView dst, ResizeFilter filter) {
+  check_view(src, "source");
+  check_view(dst, "destination");
+  if (src.channels != dst.channels) {
+    throw InvalidArgument("stoke::Resampler::resize: source has " + std::to_string(src.channels) +
+                          " channels, destination " + std::to_string(dst.channels) +
+                          "; convert with convert_channels first");
+  }
+  auto& s = *impl_;
+  s.prepare(src, dst.width, dst.height, filter);
+  s.prepare_interleaved();
+  const std::size_t n = static_cast<std::size_t>(dst.width) * dst.channels;
+  for (int oy = 0; oy < dst.height; ++oy) {
+    s.vertical(src, oy);
+    s.kernels->horizontal(s.acc.data(), s.interleaved_index.data(), s.interleaved_weights.data(), n,
+                          s.x.taps, dst.channels, n, s.row.data());
+    s.kernels->store_u8(s.row.data(), n, dst.row(oy));
+  }
+}
+
+void Resampler::resize_normalize_chw(ImageView src, int width, int height, ResizeFilter filter,
+                                     const Normalization& norm, OutputDtype dtype, void* dst) {
+  check_view(src, "source");
+  if (width <= 0 || height <= 0 || !dst) {
+    throw InvalidArgument("stoke::Resampler::resize_normalize_chw: bad target " +
+                          std::to_string(width) + "x" + std::to_string(height));
+  }
+  auto& s = *impl_;
+  s.prepare(src, width, height, filter);
+  const int c = src.channels;
+  float scale[3], bias[3];
+  for (int ch = 0; ch < c; ++ch) norm.affine(ch, scale[ch], bias[ch]);
+  const std::size_t plane = static_cast<std::size_t>(width) * height;
+  const std::size_t w = static_cast<std::size_t>(width);
+  for (int oy = 0; oy < height; ++oy) {
+    s.vertical(src, oy);
+    for (int ch = 0; ch < c; ++ch) {
+      s.kernels->horizontal(s.acc.data() + ch, s.planar_index.data(), s.x.weights.data(), w, s.x.taps, c,
+                            w, s.row.data());
+      const std::size_t offset = ch * plane + oy * w;
+      switch (dtype) {
+        case OutputDtype::kFloat32:
+          s.kernels->store_f32(s.row.data(), w, scale[ch], bias[ch], static_cast<float*>(dst) + offset);
+          break;
+        case OutputDtype::kFloat16:
+          s.kernels->store_f16(s.row.data(), w, scale[ch], bias[ch],
+                               static_cast<std::uint16_t*>(dst) + offset);
+          break;
+        case OutputDtype::kBFloat16:
+          s.kernels->store_bf16(s.row.data(), w, scale[ch], bias[ch],
+                                static_cast<std::uint16_t*>(dst) + offset);
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace stoke

@@ -1,0 +1,284 @@
+// The Loader: batch layout and labels, epoch permutations, thread-count
+// independence, the cache (RAM and file: reuse, invalidation, truncation).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include <unistd.h>
+
+#include "stoke/data.hpp"
+#include "stoke/error.hpp"
+#include "stoke/threads.hpp"
+
+namespace stoke {
+namespace {
+namespace fs = std::filesystem;
+
+fs::path fresh_dir(const std::string& name) {
+  // Per process: CTest runs tests of this binary in parallel processes.
+  const fs::path dir = fs::path(STOKE_TEST_BINARY_DIR) / "test_tmp" / (name + "_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Ten 2x2 gray images whose pixels all equal 10 * i, labels i % 3.
+Dataset valued_idx(const fs::path& root) {
+  std::string images("\0\0\x08\x03\0\0\0\x0a\0\0\0\x02\0\0\0\x02", 16);
+  for (int i = 0; i < 10; ++i) images.append(4, static_cast<char>(10 * i));
+  std::string labels("\0\0\x08\x01\0\0\0\x0a", 8);
+  for (int i = 0; i < 10; ++i) labels.push_back(static_cast<char>(i % 3));
+  std::ofstream(root / "i.idx", std::ios::binary) << images;
+  std::ofstream(root / "l.idx", std::ios::binary) << labels;
+  return Dataset::from_idx(root / "i.idx", root / "l.idx");
+}
+
+// A small synthetic JPEG dataset, written once per test binary run.
+const Dataset& jpeg_dataset() {
+  static const Dataset dataset = [] {
+    const fs::path root = fresh_dir("loader_jpeg");
+    SyntheticOptions o;
+    o.width = 96;
+    o.height = 80;
+    o.defect_fraction = 0.5;
+    o.seed = 11;
+    write_synthetic_dataset(root, 10, o);
+    return Dataset::from_folder(root);
+  }();
+  return dataset;
+}
+
+CacheSpec no_cache() { return CacheSpec{}; }
+CacheSpec ram_cache() {
+  CacheSpec c;
+  c.kind = CacheSpec::Kind::kRam;
+  return c;
+}
+CacheSpec file_cache(const fs::path& path) {
+  CacheSpec c;
+  c.kind = CacheSpec::Kind::kFile;
+  c.path = path.string();
+  return c;
+}
+
+LoaderOptions augmenting(CacheSpec cache) {
+  LoaderOptions o;
+  o.preprocess.width = 32;
+  o.preprocess.height = 24;
+  o.preprocess.resize_width = 40;
+  o.preprocess.resize_height = 30;
+  const float mean[] = {0.5f, 0.4f, 0.3f}, stdev[] = {0.2f, 0.25f, 0.3f};
+  o.preprocess.normalization = Normalization::mean_std(mean, stdev);
+  o.augment.random_crop = true;
+  o.augment.hflip_probability = 0.5f;
+  o.augment.vflip_probability = 0.3f;
+  o.augment.brightness = 0.1f;
+  o.augment.contrast = 0.2f;
+  o.batch_size = 4;
+  o.seed = 99;
+  o.cache = cache;
+  return o;
+}
+
+struct Epoch {
+  std::vector<std::byte> images;
+  std::vector<std::int32_t> labels;
+  bool operator==(const Epoch&) const = default;
+};
+
+Epoch run_epoch(Loader& loader, std::uint64_t epoch) {
+  Epoch out;
+  const std::size_t per_batch = loader.batch_size() * loader.sample_bytes();
+  std::vector<std::byte> images(per_batch);
+  std::vector<std::int32_t> labels(loader.batch_size());
+  for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b) {
+    const std::size_t n = loader.fill_batch(epoch, b, images, labels);
+    out.images.insert(out.images.end(), images.begin(), images.begin() + n * loader.sample_bytes());
+    out.labels.insert(out.labels.end(), labels.begin(), labels.begin() + n);
+  }
+  return out;
+}
+
+class ThreadCountGuard {
+ public:
+  ThreadCountGuard() : saved_(thread_count()) {}
+  ~ThreadCountGuard() { set_thread_count(saved_); }
+
+ private:
+  int saved_;
+};
+
+TEST(DataLoader, EveryEpochIsAPermutationWithMatchingLabelsAndAShortLastBatch) {
+  LoaderOptions o;
+  o.preprocess.width = 2;
+  o.preprocess.height = 2;
+  o.preprocess.channels = 1;
+  o.preprocess.normalization = Normalization::min_max(0.f, 255.f);  // output == pixel value
+  o.batch_size = 4;
+  o.cache = no_cache();
+  Loader loader(valued_idx(fresh_dir("perm")), o);
+  EXPECT_EQ(loader.batches_per_epoch(), 3u);
+  EXPECT_EQ(loader.sample_bytes(), 16u);
+  EXPECT_EQ(loader.output_shape(), (std::array<std::size_t, 4>{4, 1, 2, 2}));
+  std::vector<float> images(16);
+  std::vector<std::int32_t> labels(4);
+  EXPECT_EQ(loader.fill_batch(0, 2, std::as_writable_bytes(std::span(images)), labels), 2u);
+  std::vector<int> first_order;
+  for (std::uint64_t epoch = 0; epoch < 3; ++epoch) {
+    std::vector<int> order;
+    for (std::size_t b = 0; b < 3; ++b) {
+      const std::size_t n = loader.fill_batch(epoch, b, std::as_writable_bytes(std::span(images)), labels);
+      for (std::size_t i = 0; i < n; ++i) {
+        const int value = static_cast<int>(std::lround(images[i * 4] / 10.f));
+        for (int p = 1; p < 4; ++p) ASSERT_FLOAT_EQ(images[i * 4 + p], images[i * 4]);
+        EXPECT_EQ(labels[i], value % 3);
+        order.push_back(value);
+      }
+    }
+    std::vector<int> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    for (int i = 0; i < 10; ++i) ASSERT_EQ(sorted[i], i);
+    if (epoch == 0) first_order = order;
+    else EXPECT_NE(order, first_order);  // shuffled per epoch
+  }
+  EXPECT_THROW(loader.fill_batch(0, 3, std::as_writable_bytes(std::span(images)), labels), InvalidArgument);
+  std::vector<std::int32_t> few(2);
+  EXPECT_THROW(loader.fill_batch(0, 0, std::as_writable_bytes(std::span(images)), few), InvalidArgument);
+}
+
+TEST(DataLoader, BatchesAreByteIdenticalForOneAndTwoThreads) {
+  ThreadCountGuard guard;
+  set_thread_count(1);
+  Loader one(jpeg_dataset(), augmenting(no_cache()));
+  const Epoch a0 = run_epoch(one, 0), a1 = run_epoch(one, 1);
+  set_thread_count(2);
+  LoaderOptions o = augmenting(no_cache());
+  o.max_in_flight = 3;
+  Loader two(jpeg_dataset(), o);
+  EXPECT_TRUE(run_epoch(two, 1) == a1);
+  EXPECT_TRUE(run_epoch(two, 0) == a0);
+  EXPECT_FALSE(a0 == a1);  // augmentation and order change per epoch
+}
+
+TEST(DataLoader, DirectPathMatchesDecodeAndFusedKernel) {
+  LoaderOptions o;
+  o.preprocess.width = 24;
+  o.preprocess.height = 20;
+  o.shuffle = false;
+  o.batch_size = 3;
+  o.cache = no_cache();
+  o.simd = SimdLevel::kScalar;
+  Loader loader(jpeg_dataset(), o);
+  std::vector<float> images(3 * 3 * 20 * 24);
+  std::vector<std::int32_t> labels(3);
+  loader.fill_batch(0, 0, std::as_writable_bytes(std::span(images)), labels);
+  Decoder decoder;
+  Image decoded;
+  decoder.decode_file(jpeg_dataset().path(1), {3, 24, 20}, decoded);
+  std::vector<float> expected(3 * 20 * 24);
+  Resampler(SimdLevel::kScalar)
+      .resize_normalize_chw(decoded.view(), 24, 20, ResizeFilter::kAuto, o.preprocess.normalization,
+                            OutputDtype::kFloat32, expected.data());
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), images.begin() + expected.size()));
+  EXPECT_EQ(labels[1], jpeg_dataset().label(1));
+}
+
+TEST(DataLoader, RamCacheServesLaterEpochsWithIdenticalContent) {
+  Loader cached(jpeg_dataset(), augmenting(ram_cache()));
+  Loader uncached(jpeg_dataset(), augmenting(no_cache()));
+  EXPECT_TRUE(run_epoch(cached, 0) == run_epoch(uncached, 0));
+  const auto decoded = cached.stats().decoded;
+  EXPECT_EQ(decoded, 10u);
+  EXPECT_TRUE(run_epoch(cached, 1) == run_epoch(uncached, 1));
+  EXPECT_EQ(cached.stats().decoded, decoded);  // nothing decoded again
+  EXPECT_EQ(cached.stats().cache_hits, 10u);
+  EXPECT_EQ(cached.stats().cache_entries, 10u);
+}
+
+TEST(DataLoader, RamCacheBudgetBoundsEntries) {
+  CacheSpec small = ram_cache();
+  small.ram_budget = 40 * 30 * 3 * 4;  // four entries
+  Loader loader(jpeg_dataset(), augmenting(small));
+  Loader uncached(jpeg_dataset(), augmenting(no_cache()));
+  EXPECT_TRUE(run_epoch(loader, 0) == run_epoch(uncached, 0));
+  EXPECT_TRUE(run_epoch(loader, 1) == run_epoch(uncached, 1));
+  EXPECT_EQ(loader.stats().cache_entries, 4u);
+  EXPECT_EQ(loader.stats().cache_hits, 4u);
+}
+
+TEST(DataLoader, FileCacheIsReusedAndRebuiltWhenStaleTruncatedOrCorrupt) {
+  const fs::path path = fresh_dir("file_cache") / "cache.bin";
+  Loader reference(jpeg_dataset(), augmenting(no_cache()));
+  const Epoch expected = run_epoch(reference, 2);
+  {
+    Loader build(jpeg_dataset(), augmenting(file_cache(path)));
+    EXPECT_FALSE(build.stats().cache_file_reused);
+    EXPECT_TRUE(run_epoch(build, 2) == expected);
+  }
+  ASSERT_TRUE(fs::exists(path));
+  {
+    Loader reuse(jpeg_dataset(), augmenting(file_cache(path)));
+    EXPECT_TRUE(reuse.stats().cache_file_reused) << reuse.stats().cache_note;
+    EXPECT_TRUE(run_epoch(reuse, 2) == expected);
+    EXPECT_EQ(reuse.stats().decoded, 0u);
+  }
+  const auto size = fs::file_size(path);
+  fs::resize_file(path, size - 100);
+  {
+    Loader truncated(jpeg_dataset(), augmenting(file_cache(path)));
+    EXPECT_FALSE(truncated.stats().cache_file_reused);
+    EXPECT_NE(truncated.stats().cache_note.find("truncated"), std::string::npos) << truncated.stats().cache_note;
+    EXPECT_TRUE(run_epoch(truncated, 2) == expected);
+  }
+  {  // flip one pixel byte inside the entries
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(4096 + 777);
+    char c;
+    f.get(c);
+    f.seekp(4096 + 777);
+    f.put(static_cast<char>(c ^ 0x40));
+  }
+  {
+    Loader corrupt(jpeg_dataset(), augmenting(file_cache(path)));
+    EXPECT_NE(corrupt.stats().cache_note.find("checksum"), std::string::npos) << corrupt.stats().cache_note;
+    EXPECT_TRUE(run_epoch(corrupt, 2) == expected);
+  }
+  {  // another resize target: another key
+    LoaderOptions o = augmenting(file_cache(path));
+    o.preprocess.resize_width = 44;
+    Loader stale(jpeg_dataset(), o);
+    EXPECT_NE(stale.stats().cache_note.find("stale"), std::string::npos) << stale.stats().cache_note;
+  }
+}
+
+TEST(DataLoader, UndecodableSampleThrowsNamingTheFile) {
+  const fs::path root = fresh_dir("loader_bad");
+  fs::create_directories(root / "a");
+  Image image(64, 64, 3);
+  std::fill(image.data(), image.data() + image.size_bytes(), 9);
+  auto bytes = encode_jpeg(image.view(), 90);
+  write_file(root / "a" / "good.jpg", bytes);
+  bytes.resize(bytes.size() - 50);
+  write_file(root / "a" / "cut.jpg", bytes);
+  LoaderOptions o;
+  o.preprocess.width = 16;
+  o.preprocess.height = 16;
+  o.batch_size = 2;
+  o.cache = no_cache();
+  Loader loader(Dataset::from_folder(root), o);
+  std::vector<float> images(2 * 3 * 16 * 16);
+  std::vector<std::int32_t> labels(2);
+  try {
+    loader.fill_batch(0, 0, std::as_writable_bytes(std::span(images)), labels);
+    FAIL() << "no error";
+  } catch (const DecodeError& e) {
+    EXPECT_NE(std::string(e.what()).find("cut.jpg"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace stoke
