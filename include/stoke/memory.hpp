@@ -241,6 +241,8 @@ class STOKE_API HostStaging {
   // `device` < 0: no device (pageable only; with pinning requested that is a
   // fallback). Pinned memory comes from the CUDA plugin for that device.
   HostStaging(const Settings& settings, int device);
+  // With a device handle already open (null: no device). For the prefetcher and tests.
+  HostStaging(const Settings& settings, std::shared_ptr<detail::CudaDevice> device);
   ~HostStaging();
   HostStaging(const HostStaging&) = delete;
   HostStaging& operator=(const HostStaging&) = delete;

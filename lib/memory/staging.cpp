@@ -47,6 +47,13 @@ HostStaging::HostStaging(const Settings& settings, int device)
   device_ = detail::try_open_cuda_device(device, &open_error_);
 }
 
+HostStaging::HostStaging(const Settings& settings, std::shared_ptr<detail::CudaDevice> device)
+    : device_(std::move(device)), pinned_total_(std::make_shared<std::atomic<std::uint64_t>>(0)) {
+  report_.pinning_requested = settings.host_pinned;
+  report_.pinned_cap = settings.host_pinned_max;
+  if (!device_) open_error_ = "no CUDA device in use";
+}
+
 HostStaging::~HostStaging() = default;
 
 void HostStaging::fall_back_locked(const std::string& reason) {
