@@ -6,13 +6,14 @@
 #include <string>
 
 #include "backend/cuda_device_api.hpp"
+#include "stoke/export.hpp"
 
 namespace stoke::detail {
 
 // Throws Unsupported naming why the device cannot be used.
-std::shared_ptr<CudaDevice> open_cuda_device(int index);
+STOKE_INTERNAL std::shared_ptr<CudaDevice> open_cuda_device(int index);
 
 // As above, but returns null and sets *why instead of throwing.
-std::shared_ptr<CudaDevice> try_open_cuda_device(int index, std::string* why) noexcept;
+STOKE_INTERNAL std::shared_ptr<CudaDevice> try_open_cuda_device(int index, std::string* why) noexcept;
 
 }  // namespace stoke::detail
