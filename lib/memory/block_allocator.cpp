@@ -1,5 +1,6 @@
 #include "memory/block_allocator.hpp"
 
+#include <bit>
 #include <cstdio>
 #include <string>
 
@@ -17,10 +18,11 @@ std::string hex(std::uintptr_t address) {
 }  // namespace
 
 BlockAllocator::BlockAllocator(std::size_t alignment) : alignment_(alignment) {
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+  if (alignment < 64 || (alignment & (alignment - 1)) != 0) {
     throw InvalidArgument("BlockAllocator: alignment " + std::to_string(alignment) +
-                          " is not a power of two");
+                          " is not a power of two >= 64");
   }
+  used_.reserve(1024);
 }
 
 std::size_t BlockAllocator::round_up(std::size_t bytes) const noexcept {
@@ -28,37 +30,75 @@ std::size_t BlockAllocator::round_up(std::size_t bytes) const noexcept {
   return (bytes + alignment_ - 1) & ~(alignment_ - 1);
 }
 
-std::uint64_t BlockAllocator::largest_free_block() const noexcept {
-  return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first;
+// Sizes are >= 64, so the top level is >= 6 and the sub-bin step is >= 2.
+std::pair<int, int> BlockAllocator::bin_of(std::size_t size) noexcept {
+  const int top = std::bit_width(size) - 1;
+  const int sub = static_cast<int>(size >> (top - kSubBits)) - kSubBins;
+  return {top, sub};
 }
 
-BlockAllocator::BlockMap::iterator BlockAllocator::insert_block(std::uintptr_t address,
-                                                                const Block& block) {
-  if (spare_blocks_.empty()) return blocks_.emplace(address, block).first;
-  auto node = std::move(spare_blocks_.back());
-  spare_blocks_.pop_back();
-  node.key() = address;
-  node.mapped() = block;
-  return blocks_.insert(std::move(node)).position;
+BlockAllocator::Block* BlockAllocator::new_block() {
+  if (spare_.empty()) return &storage_.emplace_back();
+  Block* block = spare_.back();
+  spare_.pop_back();
+  *block = Block{};
+  return block;
 }
 
-void BlockAllocator::erase_block(BlockMap::iterator it) {
-  spare_blocks_.push_back(blocks_.extract(it));
+void BlockAllocator::drop_block(Block* block) { spare_.push_back(block); }
+
+void BlockAllocator::insert_free(Block* block) {
+  block->state = State::kFree;
+  const auto [top, sub] = bin_of(block->size);
+  Block*& head = bins_[top][sub];
+  block->prev_free = nullptr;
+  block->next_free = head;
+  if (head) head->prev_free = block;
+  head = block;
+  top_bitmap_ |= 1ull << top;
+  sub_bitmap_[top] |= 1u << sub;
+  ++free_blocks_;
 }
 
-void BlockAllocator::insert_free(std::size_t size, std::uintptr_t address) {
-  if (spare_free_.empty()) {
-    free_by_size_.emplace(size, address);
-    return;
+void BlockAllocator::remove_free(Block* block) {
+  const auto [top, sub] = bin_of(block->size);
+  if (block->prev_free) {
+    block->prev_free->next_free = block->next_free;
+  } else {
+    bins_[top][sub] = block->next_free;
+    if (!block->next_free) {
+      sub_bitmap_[top] &= ~(1u << sub);
+      if (!sub_bitmap_[top]) top_bitmap_ &= ~(1ull << top);
+    }
   }
-  auto node = std::move(spare_free_.back());
-  spare_free_.pop_back();
-  node.value() = {size, address};
-  free_by_size_.insert(std::move(node));
+  if (block->next_free) block->next_free->prev_free = block->prev_free;
+  block->prev_free = block->next_free = nullptr;
+  --free_blocks_;
 }
 
-void BlockAllocator::erase_free(std::size_t size, std::uintptr_t address) {
-  spare_free_.push_back(free_by_size_.extract({size, address}));
+BlockAllocator::Block* BlockAllocator::find_fit(std::size_t size) {
+  // Every block in a bin at or above the bin of size + one sub-bin step - 1
+  // holds `size`: take the first such non-empty bin.
+  const int own_top = std::bit_width(size) - 1;
+  const std::size_t step = std::size_t{1} << (own_top - kSubBits);
+  if (size <= (~std::size_t{0} >> 1)) {
+    auto [top, sub] = bin_of(size + step - 1);
+    std::uint32_t subs = sub_bitmap_[top] & (~0u << sub);
+    if (!subs) {
+      const std::uint64_t tops = top + 1 < kBins ? top_bitmap_ & (~0ull << (top + 1)) : 0;
+      if (tops) {
+        top = std::countr_zero(tops);
+        subs = sub_bitmap_[top];
+      }
+    }
+    if (subs) return bins_[top][std::countr_zero(subs)];
+  }
+  // Only the request's own bin can still hold a fitting block.
+  const auto [top, sub] = bin_of(size);
+  for (Block* b = bins_[top][sub]; b; b = b->next_free) {
+    if (b->size >= size) return b;
+  }
+  return nullptr;
 }
 
 void BlockAllocator::add_chunk(std::uintptr_t base, std::size_t size) {
@@ -69,91 +109,106 @@ void BlockAllocator::add_chunk(std::uintptr_t base, std::size_t size) {
   }
   auto next = chunks_.lower_bound(base);
   const bool overlaps_next = next != chunks_.end() && next->first < base + size;
-  const bool overlaps_prev = next != chunks_.begin() &&
-                             std::prev(next)->first + std::prev(next)->second > base;
+  const bool overlaps_prev =
+      next != chunks_.begin() && std::prev(next)->first + std::prev(next)->second.size > base;
   if (overlaps_next || overlaps_prev) {
     throw InvalidArgument("BlockAllocator: chunk at " + hex(base) + " overlaps another chunk");
   }
-  chunks_.emplace(base, size);
-  insert_block(base, Block{size, base, State::kFree});
-  insert_free(size, base);
+  Block* block = new_block();
+  block->address = base;
+  block->size = size;
+  block->chunk = base;
+  chunks_.emplace(base, ChunkInfo{size, block});
+  insert_free(block);
   reserved_ += size;
 }
 
 std::uintptr_t BlockAllocator::allocate(std::size_t bytes) {
   const std::size_t size = round_up(bytes);
   if (size < bytes) return 0;  // overflow
-  auto best = free_by_size_.lower_bound({size, 0});
-  if (best == free_by_size_.end()) return 0;
-  const auto [block_size, address] = *best;
-  spare_free_.push_back(free_by_size_.extract(best));
-
-  auto it = blocks_.find(address);
-  it->second.state = State::kUsed;
-  if (block_size > size) {
-    // The remainder stays free; it cannot merge with anything, since its
-    // right neighbour was already adjacent to a free block and would have been
-    // merged when it was freed.
-    it->second.size = size;
-    insert_block(address + size, Block{block_size - size, it->second.chunk, State::kFree});
-    insert_free(block_size - size, address + size);
+  Block* block = find_fit(size);
+  if (!block) return 0;
+  remove_free(block);
+  if (block->size > size) {
+    // The remainder stays free. It cannot merge with its right neighbour: that
+    // one was adjacent to a free block and would have been merged already.
+    Block* rest = new_block();
+    rest->address = block->address + size;
+    rest->size = block->size - size;
+    rest->chunk = block->chunk;
+    rest->prev_phys = block;
+    rest->next_phys = block->next_phys;
+    if (rest->next_phys) rest->next_phys->prev_phys = rest;
+    block->next_phys = rest;
+    block->size = size;
+    insert_free(rest);
+  }
+  block->state = State::kUsed;
+  if (spare_nodes_.empty()) {
+    used_.emplace(block->address, block);
+  } else {
+    auto node = std::move(spare_nodes_.back());
+    spare_nodes_.pop_back();
+    node.key() = block->address;
+    node.mapped() = block;
+    used_.insert(std::move(node));
   }
   in_use_ += size;
   if (in_use_ > peak_in_use_) peak_in_use_ = in_use_;
   ++live_;
   ++total_;
-  return address;
+  return block->address;
 }
 
-BlockAllocator::BlockMap::iterator BlockAllocator::live_block(std::uintptr_t address,
-                                                              const char* operation) {
-  auto it = blocks_.find(address);
-  if (it == blocks_.end() || it->second.state != State::kUsed) {
+BlockAllocator::Block* BlockAllocator::live_block(std::uintptr_t address, const char* operation) {
+  auto it = used_.find(address);
+  if (it == used_.end() || it->second->state != State::kUsed) {
     throw InvalidArgument(std::string("memory pool: ") + operation + " of " + hex(address) +
                           ", which is not a live allocation of this pool (double free or "
                           "foreign pointer)");
   }
-  return it;
+  return it->second;
 }
 
-void BlockAllocator::release(BlockMap::iterator it) {
-  it->second.state = State::kFree;
-  const std::uintptr_t chunk = it->second.chunk;
-  auto next = std::next(it);
-  if (next != blocks_.end() && next->second.state == State::kFree && next->second.chunk == chunk) {
-    erase_free(next->second.size, next->first);
-    it->second.size += next->second.size;
-    erase_block(next);
+void BlockAllocator::release(Block* block) {
+  spare_nodes_.push_back(used_.extract(block->address));
+  Block* next = block->next_phys;
+  if (next && next->state == State::kFree) {
+    remove_free(next);
+    block->size += next->size;
+    block->next_phys = next->next_phys;
+    if (block->next_phys) block->next_phys->prev_phys = block;
+    drop_block(next);
   }
-  if (it != blocks_.begin()) {
-    auto prev = std::prev(it);
-    if (prev->second.state == State::kFree && prev->second.chunk == chunk) {
-      erase_free(prev->second.size, prev->first);
-      prev->second.size += it->second.size;
-      erase_block(it);
-      it = prev;
-    }
+  Block* prev = block->prev_phys;
+  if (prev && prev->state == State::kFree) {
+    remove_free(prev);
+    prev->size += block->size;
+    prev->next_phys = block->next_phys;
+    if (prev->next_phys) prev->next_phys->prev_phys = prev;
+    drop_block(block);
+    block = prev;
   }
-  insert_free(it->second.size, it->first);
+  insert_free(block);
 }
 
 std::size_t BlockAllocator::free(std::uintptr_t address) {
-  auto it = live_block(address, "free");
-  const std::size_t size = it->second.size;
+  Block* block = live_block(address, "free");
+  const std::size_t size = block->size;
   in_use_ -= size;
   --live_;
-  release(it);
+  release(block);
   return size;
 }
 
 std::size_t BlockAllocator::free_after(std::uintptr_t address, std::uint64_t fence) {
-  auto it = live_block(address, "free");
-  const std::size_t size = it->second.size;
-  it->second.state = State::kPending;
+  Block* block = live_block(address, "free");
+  const std::size_t size = block->size;
+  block->state = State::kPending;
   in_use_ -= size;
   --live_;
   pending_bytes_ += size;
-  pending_.emplace_back(address, fence);
+  pending_.emplace_back(block, fence);
   return size;
 }
 
@@ -162,14 +217,13 @@ std::size_t BlockAllocator::reclaim(const std::function<bool(std::uint64_t)>& pa
   std::size_t freed = 0;
   std::size_t kept = 0;
   for (std::size_t i = 0; i < pending_.size(); ++i) {
-    const auto [address, fence] = pending_[i];
+    const auto [block, fence] = pending_[i];
     if (!passed(fence)) {
       pending_[kept++] = pending_[i];
       continue;
     }
-    auto it = blocks_.find(address);
-    pending_bytes_ -= it->second.size;
-    release(it);
+    pending_bytes_ -= block->size;
+    release(block);
     if (released) released(fence);
     ++freed;
   }
@@ -180,12 +234,12 @@ std::size_t BlockAllocator::reclaim(const std::function<bool(std::uint64_t)>& pa
 std::vector<BlockAllocator::Chunk> BlockAllocator::take_free_chunks() {
   std::vector<Chunk> taken;
   for (auto chunk = chunks_.begin(); chunk != chunks_.end();) {
-    auto it = blocks_.find(chunk->first);
-    if (it->second.state == State::kFree && it->second.size == chunk->second) {
-      erase_free(it->second.size, it->first);
-      erase_block(it);
-      reserved_ -= chunk->second;
-      taken.push_back({chunk->first, chunk->second});
+    Block* block = chunk->second.first;
+    if (block->state == State::kFree && !block->next_phys) {
+      remove_free(block);
+      reserved_ -= block->size;
+      taken.push_back({block->address, block->size});
+      drop_block(block);
       chunk = chunks_.erase(chunk);
     } else {
       ++chunk;
@@ -197,13 +251,24 @@ std::vector<BlockAllocator::Chunk> BlockAllocator::take_free_chunks() {
 std::vector<BlockAllocator::Chunk> BlockAllocator::chunks() const {
   std::vector<Chunk> all;
   all.reserve(chunks_.size());
-  for (const auto& [base, size] : chunks_) all.push_back({base, size});
+  for (const auto& [base, info] : chunks_) all.push_back({base, info.size});
   return all;
 }
 
+std::uint64_t BlockAllocator::largest_free_block() const noexcept {
+  if (!top_bitmap_) return 0;
+  const int top = 63 - std::countl_zero(top_bitmap_);
+  const int sub = 31 - std::countl_zero(sub_bitmap_[top]);
+  std::uint64_t largest = 0;
+  for (const Block* b = bins_[top][sub]; b; b = b->next_free) {
+    if (b->size > largest) largest = b->size;
+  }
+  return largest;
+}
+
 std::size_t BlockAllocator::block_size(std::uintptr_t address) const {
-  auto it = blocks_.find(address);
-  return it != blocks_.end() && it->second.state == State::kUsed ? it->second.size : 0;
+  auto it = used_.find(address);
+  return it != used_.end() && it->second->state == State::kUsed ? it->second->size : 0;
 }
 
 }  // namespace stoke::detail

@@ -1,17 +1,24 @@
-// The pool's bookkeeping: best fit with coalescing over address ranges
-// ("chunks") it never dereferences. Not thread-safe; MemoryPool locks around it.
+// The pool's bookkeeping: good-fit allocation with immediate coalescing over
+// address ranges ("chunks") it never dereferences, so that it can manage device
+// memory. Not thread-safe; MemoryPool locks around it.
 //
-// Two ordered indexes: every block by address (to find neighbours when
-// coalescing) and free blocks by (size, address) (best fit = lower_bound).
-// Tree nodes are recycled through node handles, so steady-state alloc/free
-// does no heap allocation of its own.
+// Two-level segregated fit (TLSF, Masmano et al. 2004) kept out of band:
+// free blocks sit in bins of 32 sub-ranges per power of two, found in O(1)
+// through two bitmaps; every block links to its neighbours in address order,
+// so freeing coalesces in O(1); live blocks are found by address in a hash
+// map. A request is served from the first non-empty bin whose every block is
+// large enough (wasting at most 1/32 of the request in bin choice, never in
+// the block itself: blocks are split to the 256-rounded size); if that finds
+// nothing, the request's own bin is scanned, so a refusal means no free block
+// fits.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
-#include <set>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -26,14 +33,16 @@ class STOKE_INTERNAL BlockAllocator {
     std::size_t size = 0;
   };
 
-  // Requires: alignment is a power of two.
+  // Requires: alignment is a power of two >= 64.
   explicit BlockAllocator(std::size_t alignment = 256);
+  BlockAllocator(const BlockAllocator&) = delete;
+  BlockAllocator& operator=(const BlockAllocator&) = delete;
 
   // Requires: base is aligned, size a non-zero multiple of the alignment, the
   // range overlaps no other chunk. Blocks never coalesce across chunks.
   void add_chunk(std::uintptr_t base, std::size_t size);
 
-  // Best fit. Returns 0 when no free block holds round_up(bytes) (0 -> alignment).
+  // Returns 0 when no free block holds round_up(bytes) (0 -> alignment).
   std::uintptr_t allocate(std::size_t bytes);
 
   // Frees a live block now (coalescing with free neighbours) and returns its
@@ -63,40 +72,57 @@ class STOKE_INTERNAL BlockAllocator {
   void reset_peak() noexcept { peak_in_use_ = in_use_; }
   std::uint64_t pending_bytes() const noexcept { return pending_bytes_; }
   std::uint64_t free_bytes() const noexcept { return reserved_ - in_use_ - pending_bytes_; }
-  std::uint64_t largest_free_block() const noexcept;
+  std::uint64_t largest_free_block() const noexcept;  // O(blocks in the top bin)
   std::uint64_t live_allocations() const noexcept { return live_; }
   std::uint64_t total_allocations() const noexcept { return total_; }
-  std::size_t free_block_count() const noexcept { return free_by_size_.size(); }
+  std::size_t free_block_count() const noexcept { return free_blocks_; }
   std::size_t pending_count() const noexcept { return pending_.size(); }
   std::size_t chunk_count() const noexcept { return chunks_.size(); }
   // Rounded size of a live block; 0 if `address` is not one.
   std::size_t block_size(std::uintptr_t address) const;
 
  private:
+  static constexpr int kSubBins = 32;  // per power of two
+  static constexpr int kSubBits = 5;
+  static constexpr int kBins = 64;
+
   enum class State : std::uint8_t { kFree, kUsed, kPending };
   struct Block {
+    std::uintptr_t address = 0;
     std::size_t size = 0;
-    std::uintptr_t chunk = 0;  // base of the chunk the block lies in
+    std::uintptr_t chunk = 0;      // base of the chunk the block lies in
+    Block* prev_phys = nullptr;    // neighbours in address order, same chunk
+    Block* next_phys = nullptr;
+    Block* prev_free = nullptr;    // bin list, while free
+    Block* next_free = nullptr;
     State state = State::kFree;
   };
-  using BlockMap = std::map<std::uintptr_t, Block>;
-  using FreeSet = std::set<std::pair<std::size_t, std::uintptr_t>>;
 
-  BlockMap::iterator insert_block(std::uintptr_t address, const Block& block);
-  void erase_block(BlockMap::iterator it);
-  void insert_free(std::size_t size, std::uintptr_t address);
-  void erase_free(std::size_t size, std::uintptr_t address);
-  BlockMap::iterator live_block(std::uintptr_t address, const char* operation);
-  // Marks a used/pending block free and merges it with free neighbours.
-  void release(BlockMap::iterator it);
+  static std::pair<int, int> bin_of(std::size_t size) noexcept;
+  Block* new_block();
+  void drop_block(Block* block);
+  void insert_free(Block* block);
+  void remove_free(Block* block);
+  Block* find_fit(std::size_t size);
+  Block* live_block(std::uintptr_t address, const char* operation);
+  // Makes a used/pending block free and merges it with free neighbours.
+  void release(Block* block);
 
   std::size_t alignment_;
-  BlockMap blocks_;
-  FreeSet free_by_size_;
-  std::map<std::uintptr_t, std::size_t> chunks_;  // base -> size
-  std::vector<std::pair<std::uintptr_t, std::uint64_t>> pending_;  // address, fence
-  std::vector<BlockMap::node_type> spare_blocks_;
-  std::vector<FreeSet::node_type> spare_free_;
+  Block* bins_[kBins][kSubBins] = {};
+  std::uint64_t top_bitmap_ = 0;           // bit f: some bins_[f][*] non-empty
+  std::uint32_t sub_bitmap_[kBins] = {};   // bit s: bins_[f][s] non-empty
+  std::deque<Block> storage_;              // stable addresses
+  std::vector<Block*> spare_;              // recycled Block records
+  std::unordered_map<std::uintptr_t, Block*> used_;  // used and pending blocks
+  std::vector<decltype(used_)::node_type> spare_nodes_;
+  struct ChunkInfo {
+    std::size_t size = 0;
+    Block* first = nullptr;  // the block at the base: never merged away
+  };
+  std::map<std::uintptr_t, ChunkInfo> chunks_;
+  std::vector<std::pair<Block*, std::uint64_t>> pending_;
+  std::size_t free_blocks_ = 0;
   std::uint64_t reserved_ = 0;
   std::uint64_t in_use_ = 0;
   std::uint64_t peak_in_use_ = 0;

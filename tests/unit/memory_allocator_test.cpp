@@ -118,7 +118,7 @@ TEST(BlockAllocator, RandomAllocFreeMatchesModelAndCoalescesFully) {
   EXPECT_EQ(blocks.reserved(), 0u);
 }
 
-TEST(BlockAllocator, BestFitPicksTheSmallestBlockThatHolds) {
+TEST(BlockAllocator, GoodFitServesFromTheSmallestSufficientBin) {
   BlockAllocator blocks(kAlign);
   blocks.add_chunk(0x10000, 64 * kAlign);
   // Carve free holes of 4, 2 and 8 blocks separated by live blocks.
