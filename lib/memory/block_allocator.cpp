@@ -17,12 +17,57 @@ std::string hex(std::uintptr_t address) {
 
 }  // namespace
 
+BlockAllocator::AddressTable::AddressTable() : slots_(1024), shift_(64 - 10) {}
+
+void BlockAllocator::AddressTable::grow() {
+  std::vector<std::pair<std::uintptr_t, Block*>> old(slots_.size() * 2);
+  old.swap(slots_);
+  --shift_;
+  count_ = 0;
+  for (const auto& [key, block] : old) {
+    if (key) insert(key, block);
+  }
+}
+
+void BlockAllocator::AddressTable::insert(std::uintptr_t address, Block* block) {
+  if (2 * (count_ + 1) > slots_.size()) grow();
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t i = home(address);
+  while (slots_[i].first) i = (i + 1) & mask;
+  slots_[i] = {address, block};
+  ++count_;
+}
+
+BlockAllocator::Block* BlockAllocator::AddressTable::find(std::uintptr_t address) const noexcept {
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = home(address); slots_[i].first; i = (i + 1) & mask) {
+    if (slots_[i].first == address) return slots_[i].second;
+  }
+  return nullptr;
+}
+
+void BlockAllocator::AddressTable::erase(std::uintptr_t address) noexcept {
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t i = home(address);
+  while (slots_[i].first != address) i = (i + 1) & mask;
+  // Backward-shift deletion: pull later entries of the probe run into the
+  // hole unless that would move them before their home slot.
+  for (std::size_t j = (i + 1) & mask; slots_[j].first; j = (j + 1) & mask) {
+    const std::size_t h = home(slots_[j].first);
+    if (((j - h) & mask) >= ((j - i) & mask)) {
+      slots_[i] = slots_[j];
+      i = j;
+    }
+  }
+  slots_[i] = {0, nullptr};
+  --count_;
+}
+
 BlockAllocator::BlockAllocator(std::size_t alignment) : alignment_(alignment) {
   if (alignment < 64 || (alignment & (alignment - 1)) != 0) {
     throw InvalidArgument("BlockAllocator: alignment " + std::to_string(alignment) +
                           " is not a power of two >= 64");
   }
-  used_.reserve(1024);
 }
 
 std::size_t BlockAllocator::round_up(std::size_t bytes) const noexcept {
@@ -144,15 +189,7 @@ std::uintptr_t BlockAllocator::allocate(std::size_t bytes) {
     insert_free(rest);
   }
   block->state = State::kUsed;
-  if (spare_nodes_.empty()) {
-    used_.emplace(block->address, block);
-  } else {
-    auto node = std::move(spare_nodes_.back());
-    spare_nodes_.pop_back();
-    node.key() = block->address;
-    node.mapped() = block;
-    used_.insert(std::move(node));
-  }
+  used_.insert(block->address, block);
   in_use_ += size;
   if (in_use_ > peak_in_use_) peak_in_use_ = in_use_;
   ++live_;
@@ -161,17 +198,17 @@ std::uintptr_t BlockAllocator::allocate(std::size_t bytes) {
 }
 
 BlockAllocator::Block* BlockAllocator::live_block(std::uintptr_t address, const char* operation) {
-  auto it = used_.find(address);
-  if (it == used_.end() || it->second->state != State::kUsed) {
+  Block* block = used_.find(address);
+  if (!block || block->state != State::kUsed) {
     throw InvalidArgument(std::string("memory pool: ") + operation + " of " + hex(address) +
                           ", which is not a live allocation of this pool (double free or "
                           "foreign pointer)");
   }
-  return it->second;
+  return block;
 }
 
 void BlockAllocator::release(Block* block) {
-  spare_nodes_.push_back(used_.extract(block->address));
+  used_.erase(block->address);
   Block* next = block->next_phys;
   if (next && next->state == State::kFree) {
     remove_free(next);
@@ -267,8 +304,8 @@ std::uint64_t BlockAllocator::largest_free_block() const noexcept {
 }
 
 std::size_t BlockAllocator::block_size(std::uintptr_t address) const {
-  auto it = used_.find(address);
-  return it != used_.end() && it->second->state == State::kUsed ? it->second->size : 0;
+  const Block* block = used_.find(address);
+  return block && block->state == State::kUsed ? block->size : 0;
 }
 
 }  // namespace stoke::detail

@@ -18,7 +18,6 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -114,8 +113,25 @@ class STOKE_INTERNAL BlockAllocator {
   std::uint32_t sub_bitmap_[kBins] = {};   // bit s: bins_[f][s] non-empty
   std::deque<Block> storage_;              // stable addresses
   std::vector<Block*> spare_;              // recycled Block records
-  std::unordered_map<std::uintptr_t, Block*> used_;  // used and pending blocks
-  std::vector<decltype(used_)::node_type> spare_nodes_;
+  // Used and pending blocks by address: open addressing, linear probing,
+  // Fibonacci hashing over a power-of-two table (no division, no nodes).
+  class AddressTable {
+   public:
+    AddressTable();
+    void insert(std::uintptr_t address, Block* block);
+    Block* find(std::uintptr_t address) const noexcept;
+    void erase(std::uintptr_t address) noexcept;  // requires: present
+
+   private:
+    std::size_t home(std::uintptr_t address) const noexcept {
+      return static_cast<std::size_t>((address * 0x9E3779B97F4A7C15ull) >> shift_);
+    }
+    void grow();
+    std::vector<std::pair<std::uintptr_t, Block*>> slots_;  // key 0: empty
+    std::size_t count_ = 0;
+    int shift_ = 0;
+  };
+  AddressTable used_;
   struct ChunkInfo {
     std::size_t size = 0;
     Block* first = nullptr;  // the block at the base: never merged away
