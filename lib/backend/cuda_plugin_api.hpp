@@ -5,11 +5,15 @@
 // against a plugin from another build.
 #pragma once
 
+#include <memory>
+
+#include "backend/cuda_device_api.hpp"
 #include "stoke/system.hpp"
 
 namespace stoke::detail {
 
-inline constexpr int kCudaPluginAbi = 1;
+// 2: open_device (memory, streams, events, copies; see cuda_device_api.hpp).
+inline constexpr int kCudaPluginAbi = 2;
 
 class CudaPlugin {
  public:
@@ -17,6 +21,10 @@ class CudaPlugin {
   virtual int abi_version() const noexcept = 0;
   // Versions and devices. Never throws: failures go to CudaInfo::device_error.
   virtual CudaInfo probe() noexcept = 0;
+  // A handle on device `index` (shared: pools, staging and prefetchers of the
+  // same device may hold it together). GpuLibraryError when the device cannot
+  // be opened; InvalidArgument for an index that does not exist.
+  virtual std::shared_ptr<CudaDevice> open_device(int index) = 0;
 };
 
 }  // namespace stoke::detail

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "backend/cuda/device_runtime.hpp"
 #include "backend/cuda_plugin_api.hpp"
 
 namespace stoke::cuda {
@@ -30,6 +31,10 @@ GpuInfo describe_device(int index, const cudaDeviceProp& prop) {
 class Plugin final : public detail::CudaPlugin {
  public:
   int abi_version() const noexcept override { return detail::kCudaPluginAbi; }
+
+  std::shared_ptr<detail::CudaDevice> open_device(int index) override {
+    return cuda::open_device(index);
+  }
 
   CudaInfo probe() noexcept override {
     CudaInfo info;

@@ -1,0 +1,173 @@
+// The plugin's per-device object: memory, pinned host memory, streams, events
+// and copies for libstoke's pool, staging buffers and prefetcher.
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "backend/cuda/check.hpp"
+#include "backend/cuda/device_runtime.hpp"
+#include "backend/cuda_device_api.hpp"
+
+namespace stoke::cuda {
+namespace {
+
+// Makes the object's device current for the duration of a call and restores
+// the caller's device afterwards, so the pool never changes global state.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (previous_ != device) STOKE_CUDA_CHECK(cudaSetDevice(device));
+    switched_ = previous_ != device;
+  }
+  ~DeviceScope() {
+    if (switched_ && previous_ >= 0) cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = -1;
+  bool switched_ = false;
+};
+
+class Device final : public detail::CudaDevice {
+ public:
+  explicit Device(int index) : index_(index) {
+    int count = 0;
+    STOKE_CUDA_CHECK(cudaGetDeviceCount(&count));
+    if (index < 0 || index >= count) {
+      throw InvalidArgument("CUDA device " + std::to_string(index) + " does not exist (" +
+                            std::to_string(count) + " devices visible)");
+    }
+    cudaDeviceProp prop{};
+    STOKE_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+    name_ = "cuda:" + std::to_string(index) + " (" + prop.name + ")";
+    total_ = prop.totalGlobalMem;
+  }
+
+  int index() const noexcept override { return index_; }
+  std::string name() const override { return name_; }
+  std::uint64_t total_memory() const override { return total_; }
+  std::uint64_t free_memory() const override {
+    DeviceScope scope(index_);
+    std::size_t free_bytes = 0, total_bytes = 0;
+    STOKE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return free_bytes;
+  }
+
+  void* device_alloc(std::size_t bytes) override {
+    DeviceScope scope(index_);
+    void* ptr = nullptr;
+    const cudaError_t status = cudaMalloc(&ptr, bytes);
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clear the sticky-free error so later calls succeed
+      return nullptr;
+    }
+    STOKE_CUDA_CHECK(status);
+    return ptr;
+  }
+  void device_free(void* ptr) noexcept override {
+    if (!ptr) return;
+    try {
+      DeviceScope scope(index_);
+      STOKE_CUDA_WARN(cudaFree(ptr));
+    } catch (...) {
+    }
+  }
+
+  void* pinned_alloc(std::size_t bytes) override {
+    DeviceScope scope(index_);
+    void* ptr = nullptr;
+    const cudaError_t status = cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable);
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    STOKE_CUDA_CHECK(status);
+    return ptr;
+  }
+  void pinned_free(void* ptr) noexcept override {
+    if (ptr) STOKE_CUDA_WARN(cudaFreeHost(ptr));
+  }
+
+  detail::GpuStream create_stream() override {
+    DeviceScope scope(index_);
+    cudaStream_t stream = nullptr;
+    STOKE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    return stream;
+  }
+  void destroy_stream(detail::GpuStream stream) noexcept override {
+    if (stream) STOKE_CUDA_WARN(cudaStreamDestroy(static_cast<cudaStream_t>(stream)));
+  }
+  void synchronize(detail::GpuStream stream) override {
+    DeviceScope scope(index_);
+    STOKE_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+  }
+
+  detail::GpuEvent create_event(bool timing) override {
+    DeviceScope scope(index_);
+    cudaEvent_t event = nullptr;
+    STOKE_CUDA_CHECK(cudaEventCreateWithFlags(&event, timing ? cudaEventDefault
+                                                             : cudaEventDisableTiming));
+    return event;
+  }
+  void destroy_event(detail::GpuEvent event) noexcept override {
+    if (event) STOKE_CUDA_WARN(cudaEventDestroy(static_cast<cudaEvent_t>(event)));
+  }
+  void record(detail::GpuEvent event, detail::GpuStream stream) override {
+    DeviceScope scope(index_);
+    STOKE_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event),
+                                     static_cast<cudaStream_t>(stream)));
+  }
+  bool query(detail::GpuEvent event) override {
+    const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (status == cudaErrorNotReady) {
+      cudaGetLastError();
+      return false;
+    }
+    STOKE_CUDA_CHECK(status);
+    return true;
+  }
+  void wait(detail::GpuEvent event) override {
+    STOKE_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+  }
+  void stream_wait(detail::GpuStream stream, detail::GpuEvent event) override {
+    DeviceScope scope(index_);
+    STOKE_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
+                                         static_cast<cudaEvent_t>(event), 0));
+  }
+  float elapsed_ms(detail::GpuEvent start, detail::GpuEvent end) override {
+    float ms = 0.0f;
+    STOKE_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start),
+                                          static_cast<cudaEvent_t>(end)));
+    return ms;
+  }
+
+  void copy_to_device(void* dst, const void* src, std::size_t bytes,
+                      detail::GpuStream stream) override {
+    DeviceScope scope(index_);
+    STOKE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                     static_cast<cudaStream_t>(stream)));
+  }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes,
+                    detail::GpuStream stream) override {
+    DeviceScope scope(index_);
+    STOKE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
+                                     static_cast<cudaStream_t>(stream)));
+  }
+
+ private:
+  int index_;
+  std::string name_;
+  std::uint64_t total_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<detail::CudaDevice> open_device(int index) {
+  return std::make_shared<Device>(index);
+}
+
+}  // namespace stoke::cuda

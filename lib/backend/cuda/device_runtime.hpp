@@ -1,0 +1,12 @@
+// The plugin-side factory of detail::CudaDevice (see cuda_device_api.hpp).
+#pragma once
+
+#include <memory>
+
+#include "backend/cuda_device_api.hpp"
+
+namespace stoke::cuda {
+
+std::shared_ptr<detail::CudaDevice> open_device(int index);
+
+}  // namespace stoke::cuda

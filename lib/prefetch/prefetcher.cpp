@@ -1,0 +1,353 @@
+// The prefetch ring: one producer thread, slots handed over in ring order
+// under one mutex and two condition variables.
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "memory/cuda_device.hpp"
+#include "prefetch/transport.hpp"
+#include "stoke/error.hpp"
+#include "stoke/prefetch.hpp"
+
+namespace stoke {
+namespace detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::size_t round_up(std::size_t bytes, std::size_t multiple) {
+  return (bytes + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace
+
+class PrefetchState {
+ public:
+  enum class SlotState { kFree, kFilling, kReady, kHeld };
+  struct Slot {
+    StagingBuffer staging;  // images, then labels at label_offset
+    SlotState state = SlotState::kFree;
+    std::uint64_t epoch = 0;
+    std::uint64_t index = 0;
+    std::size_t count = 0;
+  };
+
+  PrefetchState(const PrefetchOptions& options, FillBatch fill,
+                std::shared_ptr<CudaDevice> device)
+      : options_(options), fill_(std::move(fill)) {
+    image_capacity_ = options.sample_bytes * options.batch_size;
+    label_offset_ = round_up(image_capacity_, kPoolAlignment);
+    Settings staging_settings;
+    // Pinning only serves uploads: without a device it is not a fallback.
+    staging_settings.host_pinned = options.host_pinned && device != nullptr;
+    staging_settings.host_pinned_max = options.host_pinned_max;
+    staging_ = std::make_unique<HostStaging>(staging_settings, device);
+    slots_.resize(static_cast<std::size_t>(options.depth));
+    for (auto& slot : slots_) {
+      slot.staging = staging_->allocate(label_offset_ + options.batch_size * sizeof(std::int32_t));
+    }
+    transport_ = device ? make_cuda_transport(device, options.depth, image_capacity_,
+                                              options.batch_size, options.gpu_streams,
+                                              options.compute_stream)
+                        : std::make_unique<SlotTransport>();
+  }
+
+  ~PrefetchState() {
+    // Destroyed when the Prefetcher and every Batch are gone: the transport
+    // waits for the device before the staging buffers go.
+    transport_.reset();
+  }
+
+  void start() { producer_ = std::thread([this] { produce(); }); }
+
+  void shutdown() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    producer_cv_.notify_all();
+    if (producer_.joinable()) producer_.join();
+  }
+
+  void request_stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    producer_cv_.notify_all();
+  }
+
+  std::optional<Batch> next(const std::shared_ptr<PrefetchState>& self) {
+    const auto start = Clock::now();
+    std::unique_lock lock(mutex_);
+    Slot& slot = slots_[take_slot_];
+    if (slot.state == SlotState::kHeld) {
+      throw InvalidArgument("Prefetcher::next(): the consumer already holds all " +
+                            std::to_string(slots_.size()) +
+                            " slots; release a batch first or raise STOKE_PREFETCH_DEPTH");
+    }
+    consumer_cv_.wait(lock, [&] { return slot.state == SlotState::kReady || producer_done_; });
+    if (slot.state != SlotState::kReady) {
+      if (error_) std::rethrow_exception(error_);
+      return std::nullopt;
+    }
+    const double waited = seconds_since(start);
+    stats_.wait_seconds += waited;
+    stats_.max_wait_seconds = std::max(stats_.max_wait_seconds, waited);
+    ++stats_.batches;
+    stats_.samples += slot.count;
+    slot.state = SlotState::kHeld;
+    const int index = static_cast<int>(take_slot_);
+    take_slot_ = (take_slot_ + 1) % slots_.size();
+    lock.unlock();
+
+    transport_->before_use(index);
+    Batch batch;
+    batch.state_ = self;
+    batch.slot_ = index;
+    batch.epoch_ = slot.epoch;
+    batch.index_ = slot.index;
+    batch.count_ = slot.count;
+    batch.images_ = {slot.staging.data(), slot.count * options_.sample_bytes};
+    batch.labels_ = {reinterpret_cast<std::int32_t*>(slot.staging.data() + label_offset_),
+                     slot.count};
+    batch.device_images_ = transport_->device_images(index);
+    batch.device_labels_ = transport_->device_labels(index);
+    return batch;
+  }
+
+  void release(int index) noexcept {
+    transport_->after_use(index);
+    {
+      std::lock_guard lock(mutex_);
+      slots_[static_cast<std::size_t>(index)].state = SlotState::kFree;
+    }
+    producer_cv_.notify_all();
+  }
+
+  PrefetchStats stats() const {
+    std::lock_guard lock(mutex_);
+    PrefetchStats s = stats_;
+    s.copy_seconds = transport_->copy_seconds();
+    s.bytes_copied = transport_->bytes_copied();
+    s.depth = static_cast<int>(slots_.size());
+    s.on_device = transport_->device_images(0) != nullptr;
+    s.gpu_streams = s.on_device && options_.gpu_streams;
+    s.staging = staging_->report();
+    return s;
+  }
+
+ private:
+  // Returns false when stopped.
+  bool produce_one(std::uint64_t epoch, std::uint64_t batch, bool* epoch_ended) {
+    std::unique_lock lock(mutex_);
+    Slot& slot = slots_[fill_slot_];
+    producer_cv_.wait(lock, [&] { return stop_ || slot.state == SlotState::kFree; });
+    if (stop_) return false;
+    slot.state = SlotState::kFilling;
+    const int index = static_cast<int>(fill_slot_);
+    lock.unlock();
+
+    std::size_t count = 0;
+    try {
+      transport_->before_fill(index);
+      auto* labels = reinterpret_cast<std::int32_t*>(slot.staging.data() + label_offset_);
+      const auto start = Clock::now();
+      count = fill_(epoch, batch, {slot.staging.data(), image_capacity_},
+                    {labels, options_.batch_size});
+      const double filled = seconds_since(start);
+      if (count > options_.batch_size) {
+        throw InvalidArgument("fill_batch for epoch " + std::to_string(epoch) + ", batch " +
+                              std::to_string(batch) + " returned " + std::to_string(count) +
+                              " samples, more than the batch size " +
+                              std::to_string(options_.batch_size));
+      }
+      if (count > 0) {
+        transport_->after_fill(index, slot.staging.data(), count * options_.sample_bytes, labels,
+                               count);
+      }
+      lock.lock();
+      stats_.fill_seconds += filled;
+    } catch (...) {
+      if (!lock.owns_lock()) lock.lock();
+      slot.state = SlotState::kFree;
+      throw;
+    }
+    if (count == 0) {
+      slot.state = SlotState::kFree;
+      *epoch_ended = true;
+      return true;
+    }
+    slot.epoch = epoch;
+    slot.index = batch;
+    slot.count = count;
+    slot.state = SlotState::kReady;
+    fill_slot_ = (fill_slot_ + 1) % slots_.size();
+    lock.unlock();
+    consumer_cv_.notify_all();
+    return true;
+  }
+
+  void produce_all() {
+    const std::uint64_t last_epoch = options_.first_epoch + options_.epochs;
+    for (std::uint64_t epoch = options_.first_epoch; epoch < last_epoch; ++epoch) {
+      for (std::uint64_t batch = 0;
+           options_.batches_per_epoch == 0 || batch < options_.batches_per_epoch; ++batch) {
+        bool epoch_ended = false;
+        if (!produce_one(epoch, batch, &epoch_ended)) return;
+        if (epoch_ended) break;
+      }
+    }
+  }
+
+  void produce() {
+    try {
+      produce_all();
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      error_ = std::current_exception();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      producer_done_ = true;
+    }
+    consumer_cv_.notify_all();
+  }
+
+  PrefetchOptions options_;
+  FillBatch fill_;
+  std::size_t image_capacity_ = 0;
+  std::size_t label_offset_ = 0;
+  std::unique_ptr<HostStaging> staging_;
+  std::vector<Slot> slots_;
+  std::unique_ptr<SlotTransport> transport_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable producer_cv_;  // a slot was freed, or stop
+  std::condition_variable consumer_cv_;  // a slot is ready, or the producer is done
+  std::size_t fill_slot_ = 0;  // next slot the producer fills
+  std::size_t take_slot_ = 0;  // next slot the consumer takes
+  bool stop_ = false;
+  bool producer_done_ = false;
+  std::exception_ptr error_;
+  PrefetchStats stats_;
+  std::thread producer_;
+};
+
+}  // namespace detail
+
+PrefetchOptions PrefetchOptions::from_settings(const Settings& settings) {
+  PrefetchOptions options;
+  options.depth = settings.prefetch_depth;
+  options.gpu_streams = settings.gpu_streams;
+  options.host_pinned = settings.host_pinned;
+  options.host_pinned_max = settings.host_pinned_max;
+  return options;
+}
+
+namespace {
+
+void validate(const PrefetchOptions& o) {
+  if (o.sample_bytes == 0 || o.batch_size == 0) {
+    throw InvalidArgument("Prefetcher: sample_bytes (" + std::to_string(o.sample_bytes) +
+                          ") and batch_size (" + std::to_string(o.batch_size) +
+                          ") must both be positive");
+  }
+  if (o.depth < 1 || o.depth > 64) {
+    throw InvalidArgument("Prefetcher: depth " + std::to_string(o.depth) +
+                          " is outside [1, 64] (STOKE_PREFETCH_DEPTH)");
+  }
+}
+
+std::shared_ptr<detail::CudaDevice> open_for(const PrefetchOptions& o) {
+  validate(o);
+  return o.device >= 0 ? detail::open_cuda_device(o.device) : nullptr;
+}
+
+}  // namespace
+
+Prefetcher::Prefetcher(PrefetchOptions options, FillBatch fill)
+    : Prefetcher(options, std::move(fill), open_for(options)) {}
+
+Prefetcher::Prefetcher(PrefetchOptions options, FillBatch fill,
+                       std::shared_ptr<detail::CudaDevice> device)
+    : options_(std::move(options)) {
+  validate(options_);
+  if (!fill) throw InvalidArgument("Prefetcher: no fill_batch function");
+  state_ = std::make_shared<detail::PrefetchState>(options_, std::move(fill), std::move(device));
+  state_->start();
+}
+
+Prefetcher::~Prefetcher() { state_->shutdown(); }
+
+std::optional<Batch> Prefetcher::next() { return state_->next(state_); }
+
+void Prefetcher::stop() { state_->request_stop(); }
+
+PrefetchStats Prefetcher::stats() const { return state_->stats(); }
+
+Batch::Batch(Batch&& other) noexcept { *this = std::move(other); }
+
+Batch& Batch::operator=(Batch&& other) noexcept {
+  if (this != &other) {
+    release();
+    state_ = std::move(other.state_);
+    slot_ = std::exchange(other.slot_, -1);
+    epoch_ = other.epoch_;
+    index_ = other.index_;
+    count_ = std::exchange(other.count_, 0);
+    images_ = std::exchange(other.images_, {});
+    labels_ = std::exchange(other.labels_, {});
+    device_images_ = std::exchange(other.device_images_, nullptr);
+    device_labels_ = std::exchange(other.device_labels_, nullptr);
+  }
+  return *this;
+}
+
+Batch::~Batch() { release(); }
+
+void Batch::release() noexcept {
+  if (!state_) return;
+  state_->release(slot_);
+  state_.reset();
+  slot_ = -1;
+  count_ = 0;
+  images_ = {};
+  labels_ = {};
+  device_images_ = nullptr;
+  device_labels_ = nullptr;
+}
+
+std::string format_prefetch_stats(const PrefetchStats& s) {
+  std::ostringstream out;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "prefetch: depth %d, %s, %llu batches (%llu samples)\n"
+                "  consumer waited %.3f s (max %.3f s per batch), producer filled %.3f s\n"
+                "  copies %.3f s for %.1f MiB\n",
+                s.depth, s.on_device ? (s.gpu_streams ? "CUDA, copy stream" : "CUDA, one stream")
+                                     : "CPU (no copies)",
+                static_cast<unsigned long long>(s.batches),
+                static_cast<unsigned long long>(s.samples), s.wait_seconds, s.max_wait_seconds,
+                s.fill_seconds, s.copy_seconds, static_cast<double>(s.bytes_copied) / (1 << 20));
+  out << line;
+  if (s.on_device) {
+    out << "  " << (s.staging.fell_back ? "staging pageable: " + s.staging.fallback_reason
+                                        : std::string("staging pinned"))
+        << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace stoke
