@@ -1,0 +1,59 @@
+// Inference for inspection applications: load a checkpoint, classify raw
+// 8-bit images with the preprocessing saved in it.
+//
+// Thread safety: a Classifier may be shared by threads; calls are serialized
+// by an internal mutex (one forward at a time, each using the backend's
+// parallelism). For parallel callers, create one Classifier per thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "stoke/nn/checkpoint.hpp"
+
+namespace stoke::nn {
+
+// value = (pixel * scale - mean[c]) / std[c]; stored in checkpoint metadata
+// under "preprocess.scale", "preprocess.mean", "preprocess.std".
+struct STOKE_API Preprocessing {
+  float scale = 1.0f / 255.0f;
+  std::vector<float> mean = {0.0f};  // one per channel (or one for all)
+  std::vector<float> std = {1.0f};
+
+  void to_metadata(std::map<std::string, std::string>& metadata) const;
+  // Defaults for keys that are absent; InvalidArgument for malformed values.
+  static Preprocessing from_metadata(const std::map<std::string, std::string>& metadata);
+};
+
+struct Prediction {
+  int label = -1;
+  float confidence = 0.0f;           // probability of label
+  std::vector<float> probabilities;  // one per class
+};
+
+class STOKE_API Classifier {
+ public:
+  // Loads the checkpoint onto backend (default: the registry's default backend).
+  explicit Classifier(const std::string& checkpoint_path, Backend* backend = nullptr);
+
+  const ModelSpec& spec() const noexcept { return model_->spec(); }
+  const Preprocessing& preprocessing() const noexcept { return preprocessing_; }
+
+  // pixels: height x width x channels, interleaved (HWC), uint8; the size must
+  // be the model's input size (InvalidArgument otherwise; resize upstream).
+  Prediction classify(const std::uint8_t* pixels, int height, int width, int channels);
+  // count images of that size back to back.
+  std::vector<Prediction> classify_batch(const std::uint8_t* pixels, int count, int height, int width,
+                                         int channels);
+
+ private:
+  std::mutex mutex_;
+  std::unique_ptr<Model> model_;
+  Preprocessing preprocessing_;
+};
+
+}  // namespace stoke::nn

@@ -1,0 +1,246 @@
+// Layers: the building blocks of a Model. A layer owns its output and
+// input-gradient tensors (allocated on its backend at the first call for a
+// shape and reused after), keeps what its backward pass needs, and declares
+// its parameters as slots that the Model binds to views of one flat block.
+// Every computation goes through the Backend interface, so one layer runs on
+// any backend. Layers are used by one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stoke/backend.hpp"
+#include "stoke/tensor.hpp"
+
+namespace stoke::nn {
+
+enum class Init : std::uint8_t { kHe, kZeros, kOnes };
+
+// A parameter to be placed in the model's flat block. value/grad point to the
+// layer's members, which the Model sets to views of the parameter and gradient blocks.
+struct ParamSlot {
+  std::string name;
+  Shape shape;
+  Init init = Init::kHe;
+  std::int64_t fan_in = 1;  // for He initialization: std = sqrt(2 / fan_in)
+  Tensor* value = nullptr;
+  Tensor* grad = nullptr;
+};
+
+// State that is saved but not trained (batch-norm running statistics).
+struct BufferSlot {
+  std::string name;
+  Tensor* value = nullptr;
+};
+
+class STOKE_API Layer {
+ public:
+  Layer(Backend& backend, std::string name) : backend_(&backend), name_(std::move(name)) {}
+  virtual ~Layer();
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& name() const noexcept { return name_; }
+  Backend& backend() const noexcept { return *backend_; }
+
+  // InvalidArgument when the layer cannot take `in`.
+  virtual Shape output_shape(const Shape& in) const = 0;
+  // Returns the layer's output tensor (valid until the next forward).
+  virtual const Tensor& forward(const Tensor& x, bool training) = 0;
+  // Requires the forward of the same batch before. Returns dx (undefined when
+  // input gradients are off) and writes the parameter gradients.
+  virtual const Tensor& backward(const Tensor& dy) = 0;
+
+  virtual void parameters(std::vector<ParamSlot>& out);
+  virtual void buffers(std::vector<BufferSlot>& out);
+  // Bytes this layer allocates for one training step at input shape `in`
+  // (outputs, saved statistics, input gradients); the memory plan sums them.
+  virtual std::size_t activation_bytes(const Shape& in) const = 0;
+  // Largest backend workspace one of its ops takes at input shape `in`.
+  virtual std::size_t workspace_bytes(const Shape& in) const;
+  // The first layer of a model needs no input gradient.
+  virtual void set_input_grad(bool needed) { input_grad_ = needed; }
+  // One line per layer, indented by depth.
+  virtual void describe(std::string& out, int depth, const Shape& in) const;
+
+ protected:
+  // (Re)allocates t on the layer's backend when its shape differs.
+  void ensure(Tensor& t, const Shape& shape) const;
+  // The undefined tensor returned as "no input gradient".
+  static const Tensor& none_tensor();
+
+  Backend* backend_;
+  std::string name_;
+  bool input_grad_ = true;
+};
+
+class STOKE_API Conv2d final : public Layer {
+ public:
+  Conv2d(Backend& backend, std::string name, int in_channels, int out_channels, int kernel,
+         Conv2dParams params = {}, bool bias = false);
+  Shape output_shape(const Shape& in) const override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& dy) override;
+  void parameters(std::vector<ParamSlot>& out) override;
+  std::size_t activation_bytes(const Shape& in) const override;
+  std::size_t workspace_bytes(const Shape& in) const override;
+
+ private:
+  int in_channels_, out_channels_, kernel_;
+  Conv2dParams params_;
+  bool has_bias_;
+  Tensor weight_, weight_grad_, bias_, bias_grad_, x_, y_, dx_;
+};
+
+class STOKE_API BatchNorm2d final : public Layer {
+ public:
+  BatchNorm2d(Backend& backend, std::string name, int channels, BatchNormParams params = {});
+  Shape output_shape(const Shape& in) const override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& dy) override;
+  void parameters(std::vector<ParamSlot>& out) override;
+  void buffers(std::vector<BufferSlot>& out) override;
+  std::size_t activation_bytes(const Shape& in) const override;
+
+ private:
+  int channels_;
+  BatchNormParams params_;
+  Tensor gamma_, gamma_grad_, beta_, beta_grad_, running_mean_, running_var_;
+  Tensor save_mean_, save_invstd_, x_, y_, dx_;
+};
+
+class STOKE_API Relu final : public Layer {
+ public:
+  using Layer::Layer;
+  Shape output_shape(const Shape& in) const override { return in; }
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& dy) override;
+  std::size_t activation_bytes(const Shape& in) const override;
+
+ private:
+  Tensor y_, dx_;
+};
+
+enum class PoolKind : std::uint8_t { kMax, kAverage };
+
+class STOKE_API Pool2d final : public Layer {
+ public:
+  Pool2d(Backend& backend, std::string name, PoolKind kind, Pool2dParams params);
+  Shape output_shape(const Shape& in) const override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& dy) override;
+  std::size_t activation_bytes(const Shape& in) const override;
+
+ private:
+  PoolKind kind_;
+  Pool2dParams params_;
+  Tensor x_, y_, dx_;
+};
+
+// (N, C, H, W) -> (N, C)
+class STOKE_API GlobalAvgPool final : public Layer {
+ public:
+  using Layer::Layer;
+  Shape output_shape(const Shape& in) const override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& dy) override;
+  std::size_t activation_bytes(const Shape& in) const override;
+
+ private:
+  Shape in_shape_;
+  Tensor y_, dx_;
+};
+
+// (N, ...) -> (N, rest) as a view: no memory, no copy.
+class STOKE_API Flatten final : public Layer {
+ public:
+  using Layer::Layer;
+  Shape output_shape(const Shape& in) const override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& dy) override;
+  std::size_t activation_bytes(const Shape&) const override { return 0; }
+
+ private:
+  Shape in_shape_;
+  Tensor y_, dx_;
+};
+
+// x (N, in) -> (N, out), with bias.
+class STOKE_API Linear final : public Layer {
+ public:
+  Linear(Backend& backend, std::string name, int in_features, int out_features);
+  Shape output_shape(const Shape& in) const override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& dy) override;
+  void parameters(std::vector<ParamSlot>& out) override;
+  std::size_t activation_bytes(const Shape& in) const override;
+
+ private:
+  int in_, out_;
+  Tensor weight_, weight_grad_, bias_, bias_grad_, x_, y_, dx_;
+};
+
+// Inverted dropout; the mask seed advances every training forward, so runs
+// with the same seed draw the same masks. Identity at inference.
+class STOKE_API Dropout final : public Layer {
+ public:
+  Dropout(Backend& backend, std::string name, float p, std::uint64_t seed);
+  Shape output_shape(const Shape& in) const override { return in; }
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& dy) override;
+  std::size_t activation_bytes(const Shape& in) const override;
+
+ private:
+  float p_;
+  std::uint64_t seed_;
+  std::uint64_t calls_ = 0;
+  bool identity_ = false;
+  Tensor x_, y_, mask_, dx_;
+};
+
+// Layers applied in order.
+class STOKE_API Sequential : public Layer {
+ public:
+  using Layer::Layer;
+  void add(std::unique_ptr<Layer> layer);
+  const std::vector<std::unique_ptr<Layer>>& layers() const noexcept { return layers_; }
+
+  Shape output_shape(const Shape& in) const override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& dy) override;
+  void parameters(std::vector<ParamSlot>& out) override;
+  void buffers(std::vector<BufferSlot>& out) override;
+  std::size_t activation_bytes(const Shape& in) const override;
+  std::size_t workspace_bytes(const Shape& in) const override;
+  void set_input_grad(bool needed) override;
+  void describe(std::string& out, int depth, const Shape& in) const override;
+
+ private:
+  std::vector<std::unique_ptr<Layer>> layers_;
+  const Tensor* last_ = nullptr;
+};
+
+// ResNet basic block: relu(bn(conv3x3(relu(bn(conv3x3(x))))) + shortcut(x)),
+// the shortcut a 1x1 strided conv + bn when the shape changes, else identity.
+class STOKE_API BasicBlock final : public Layer {
+ public:
+  BasicBlock(Backend& backend, std::string name, int in_channels, int out_channels, int stride);
+  Shape output_shape(const Shape& in) const override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& dy) override;
+  void parameters(std::vector<ParamSlot>& out) override;
+  void buffers(std::vector<BufferSlot>& out) override;
+  std::size_t activation_bytes(const Shape& in) const override;
+  std::size_t workspace_bytes(const Shape& in) const override;
+  void describe(std::string& out, int depth, const Shape& in) const override;
+
+ private:
+  Sequential main_;
+  std::unique_ptr<Sequential> shortcut_;  // null: identity
+  Tensor sum_, y_, dsum_, dx_;
+};
+
+}  // namespace stoke::nn

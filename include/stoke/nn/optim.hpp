@@ -1,0 +1,117 @@
+// Optimizers (one flat sweep over the model's parameter block per step),
+// learning-rate schedules, and the training step that ties model, loss and
+// optimizer together without host synchronization.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stoke/nn/model.hpp"
+
+namespace stoke::nn {
+
+class STOKE_API Optimizer {
+ public:
+  virtual ~Optimizer();
+  virtual std::string kind() const = 0;  // "sgd", "adam", "adamw"
+  // Applies model.gradients() to model.parameters() with learning rate lr.
+  virtual void step(Model& model, float lr) = 0;
+  // State tensors (same element count as the parameter block), for checkpoints.
+  virtual std::vector<NamedTensor> state() const = 0;
+  std::int64_t steps() const noexcept { return steps_; }
+  void set_steps(std::int64_t steps) noexcept { steps_ = steps; }
+  // Tensors of state per parameter (0, 1 or 2), for the memory plan.
+  virtual int slots() const noexcept = 0;
+
+ protected:
+  std::int64_t steps_ = 0;
+};
+
+struct SgdOptions {
+  float momentum = 0.9f;
+  float weight_decay = 5e-4f;
+  bool nesterov = false;
+};
+
+class STOKE_API Sgd final : public Optimizer {
+ public:
+  Sgd(const Model& model, SgdOptions options = {});
+  std::string kind() const override { return "sgd"; }
+  void step(Model& model, float lr) override;
+  std::vector<NamedTensor> state() const override;
+  // The velocity is kept even at momentum 0 (the update is the same), so the
+  // state layout does not depend on the options.
+  int slots() const noexcept override { return 1; }
+
+ private:
+  SgdOptions options_;
+  Tensor velocity_;
+};
+
+struct AdamOptions {
+  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+  float weight_decay = 0.0f;
+  bool decoupled_weight_decay = false;  // AdamW
+};
+
+class STOKE_API Adam final : public Optimizer {
+ public:
+  Adam(const Model& model, AdamOptions options = {});
+  std::string kind() const override { return options_.decoupled_weight_decay ? "adamw" : "adam"; }
+  void step(Model& model, float lr) override;
+  std::vector<NamedTensor> state() const override;
+  int slots() const noexcept override { return 2; }
+
+ private:
+  AdamOptions options_;
+  Tensor m_, v_;
+};
+
+// Learning rate as a function of the step (0-based). A linear warm-up from
+// lr/warmup_steps to lr over the first warmup_steps, then the schedule.
+enum class ScheduleKind : std::uint8_t { kConstant, kStep, kCosine };
+
+struct STOKE_API LrSchedule {
+  ScheduleKind kind = ScheduleKind::kConstant;
+  float base_lr = 0.1f;
+  std::int64_t warmup_steps = 0;
+  std::int64_t total_steps = 1;   // cosine: decays to min_lr at total_steps
+  float min_lr = 0.0f;
+  std::int64_t step_size = 1000;  // step: lr *= gamma every step_size steps
+  float gamma = 0.1f;
+
+  float lr(std::int64_t step) const noexcept;
+};
+
+struct StepStats {
+  float loss = 0.0f;      // mean cross-entropy of the batch
+  float accuracy = 0.0f;  // fraction of the batch classified right
+};
+
+// Forward, softmax cross-entropy, backward and the optimizer update of one
+// batch, all issued on the model's backend without a host synchronization.
+// Its loss buffers are counted in Model::memory_plan.
+class STOKE_API TrainStep {
+ public:
+  TrainStep(Model& model, Optimizer& optimizer);
+  // x (N, C, H, W) float32, labels (N) int32, both on the model's backend.
+  void run(const Tensor& x, const Tensor& labels, float lr);
+  // Synchronizes and reads the last batch's loss and accuracy.
+  StepStats stats() const;
+  // Device tensors of the last step (1 element each), for readers that sync themselves.
+  const Tensor& loss() const noexcept { return loss_; }
+  const Tensor& correct() const noexcept { return correct_; }
+
+ private:
+  Model& model_;
+  Optimizer& optimizer_;
+  Tensor probs_, dlogits_, loss_, correct_;
+  std::int64_t batch_ = 0;
+};
+
+// Loss and accuracy of the model on (x, labels) in inference mode.
+STOKE_API StepStats evaluate(Model& model, const Tensor& x, const Tensor& labels);
+
+}  // namespace stoke::nn

@@ -1,0 +1,218 @@
+// Convolution as im2col + sgemm, one image at a time per chunk of the batch.
+// Each chunk owns a slice of the backend workspace (its column buffer and,
+// backward, its partial weight/bias gradients), so chunks never share writes
+// and the partials are reduced in chunk order (deterministic).
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/blas.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/naive.hpp"
+
+namespace stoke::cpu {
+
+namespace {
+
+struct Geometry {
+  int n, c, h, w, k, r, s, p, q, groups, cg, kg;
+  int rows() const { return cg * r * s; }  // im2col rows per group
+  int cols() const { return p * q; }
+  bool direct = false;  // 1x1, stride 1, no padding: x is its own column matrix
+};
+
+Geometry geometry(const Shape& x, const Shape& w, const Conv2dParams& prm) {
+  const Shape y = conv2d_output_shape(x, w, prm);
+  Geometry g{};
+  g.n = static_cast<int>(x[0]); g.c = static_cast<int>(x[1]);
+  g.h = static_cast<int>(x[2]); g.w = static_cast<int>(x[3]);
+  g.k = static_cast<int>(w[0]); g.r = static_cast<int>(w[2]); g.s = static_cast<int>(w[3]);
+  g.p = static_cast<int>(y[2]); g.q = static_cast<int>(y[3]);
+  g.groups = prm.groups; g.cg = g.c / g.groups; g.kg = g.k / g.groups;
+  g.direct = g.r == 1 && g.s == 1 && prm.stride_h == 1 && prm.stride_w == 1 && prm.pad_h == 0 &&
+             prm.pad_w == 0;
+  return g;
+}
+
+// x (cg, h, w) of one image and group -> col (rows, cols).
+void im2col(const float* x, float* col, const Geometry& g, const Conv2dParams& prm) {
+  for (int c = 0; c < g.cg; ++c)
+    for (int r = 0; r < g.r; ++r)
+      for (int s = 0; s < g.s; ++s) {
+        float* out = col + static_cast<std::size_t>((c * g.r + r) * g.s + s) * g.cols();
+        const int ow = s * prm.dilation_w - prm.pad_w;
+        // Output columns q whose input column iw = q*stride + ow lies inside [0, w).
+        int q_lo = 0;
+        while (q_lo < g.q && q_lo * prm.stride_w + ow < 0) ++q_lo;
+        int q_hi = g.q;
+        while (q_hi > q_lo && (q_hi - 1) * prm.stride_w + ow >= g.w) --q_hi;
+        for (int p = 0; p < g.p; ++p, out += g.q) {
+          const int ih = p * prm.stride_h - prm.pad_h + r * prm.dilation_h;
+          if (ih < 0 || ih >= g.h) {
+            std::fill(out, out + g.q, 0.0f);
+            continue;
+          }
+          const float* row = x + (static_cast<std::size_t>(c) * g.h + ih) * g.w;
+          std::fill(out, out + q_lo, 0.0f);
+          if (prm.stride_w == 1) {
+            std::memcpy(out + q_lo, row + q_lo + ow, sizeof(float) * static_cast<std::size_t>(q_hi - q_lo));
+          } else {
+            for (int q = q_lo; q < q_hi; ++q) out[q] = row[q * prm.stride_w + ow];
+          }
+          std::fill(out + q_hi, out + g.q, 0.0f);
+        }
+      }
+}
+
+// col (rows, cols) -> dx (cg, h, w) of one image and group, accumulating.
+void col2im(const float* col, float* dx, const Geometry& g, const Conv2dParams& prm) {
+  for (int c = 0; c < g.cg; ++c)
+    for (int r = 0; r < g.r; ++r)
+      for (int s = 0; s < g.s; ++s) {
+        const float* in = col + static_cast<std::size_t>((c * g.r + r) * g.s + s) * g.cols();
+        const int ow = s * prm.dilation_w - prm.pad_w;
+        for (int p = 0; p < g.p; ++p, in += g.q) {
+          const int ih = p * prm.stride_h - prm.pad_h + r * prm.dilation_h;
+          if (ih < 0 || ih >= g.h) continue;
+          float* row = dx + (static_cast<std::size_t>(c) * g.h + ih) * g.w;
+          for (int q = 0; q < g.q; ++q) {
+            const int iw = q * prm.stride_w + ow;
+            if (iw >= 0 && iw < g.w) row[iw] += in[q];
+          }
+        }
+      }
+}
+
+std::size_t forward_floats_per_chunk(const Geometry& g) {
+  return g.direct ? 0 : static_cast<std::size_t>(g.rows()) * g.cols();
+}
+std::size_t backward_floats_per_chunk(const Geometry& g) {
+  return forward_floats_per_chunk(g) + static_cast<std::size_t>(g.k) * g.rows() + g.k;
+}
+
+}  // namespace
+
+std::size_t CpuBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
+                                               const Conv2dParams& params) const {
+  const Geometry g = geometry(x, w, params);
+  const std::size_t chunk_count = static_cast<std::size_t>(std::min(chunks(), g.n));
+  return chunk_count * std::max(forward_floats_per_chunk(g), backward_floats_per_chunk(g)) *
+         sizeof(float);
+}
+
+void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+                                const Conv2dParams& prm) {
+  const Geometry g = geometry(x.shape(), w.shape(), prm);
+  expect_shape("conv2d_forward", "y", y, {g.n, g.k, g.p, g.q});
+  if (bias.defined()) expect_shape("conv2d_forward", "bias", bias, {g.k});
+  const int chunk_count = std::min(chunks(), g.n);
+  const std::size_t per_chunk = forward_floats_per_chunk(g);
+  float* ws = workspace(std::max<std::size_t>(1, per_chunk * chunk_count));
+  const float* xp = x.data<float>();
+  const float* wp = w.data<float>();
+  const float* bp = bias.defined() ? bias.data<float>() : nullptr;
+  float* yp = y.data<float>();
+  const std::size_t x_image = static_cast<std::size_t>(g.c) * g.h * g.w;
+  const std::size_t x_group = static_cast<std::size_t>(g.cg) * g.h * g.w;
+  for_chunks(*this, static_cast<std::size_t>(g.n), chunk_count,
+             [&](int chunk, std::size_t begin, std::size_t end) {
+               float* col = ws + per_chunk * static_cast<std::size_t>(chunk);
+               for (std::size_t n = begin; n < end; ++n) {
+                 for (int grp = 0; grp < g.groups; ++grp) {
+                   const float* xg = xp + n * x_image + grp * x_group;
+                   const float* src = xg;
+                   if (!g.direct) {
+                     im2col(xg, col, g, prm);
+                     src = col;
+                   }
+                   float* yg = yp + (n * g.k + static_cast<std::size_t>(grp) * g.kg) * g.cols();
+                   sgemm(false, false, g.kg, g.cols(), g.rows(), 1.0f,
+                         wp + static_cast<std::size_t>(grp) * g.kg * g.rows(), g.rows(), src,
+                         g.cols(), 0.0f, yg, g.cols());
+                 }
+                 if (bp) {
+                   for (int k = 0; k < g.k; ++k) {
+                     float* plane = yp + (n * g.k + k) * g.cols();
+                     for (int i = 0; i < g.cols(); ++i) plane[i] += bp[k];
+                   }
+                 }
+               }
+             });
+}
+
+void CpuBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+                                 Tensor& dw, Tensor& db, const Conv2dParams& prm) {
+  const Geometry g = geometry(x.shape(), w.shape(), prm);
+  expect_shape("conv2d_backward", "dy", dy, {g.n, g.k, g.p, g.q});
+  expect_shape("conv2d_backward", "dw", dw, w.shape());
+  if (dx.defined()) expect_shape("conv2d_backward", "dx", dx, x.shape());
+  if (db.defined()) expect_shape("conv2d_backward", "db", db, {g.k});
+  const int chunk_count = std::min(chunks(), g.n);
+  const std::size_t per_chunk = backward_floats_per_chunk(g);
+  const std::size_t col_floats = forward_floats_per_chunk(g);
+  const std::size_t w_floats = static_cast<std::size_t>(g.k) * g.rows();
+  float* ws = workspace(per_chunk * chunk_count);
+  const float* xp = x.data<float>();
+  const float* wp = w.data<float>();
+  const float* dyp = dy.data<float>();
+  float* dxp = dx.defined() ? dx.data<float>() : nullptr;
+  const std::size_t x_image = static_cast<std::size_t>(g.c) * g.h * g.w;
+  const std::size_t x_group = static_cast<std::size_t>(g.cg) * g.h * g.w;
+  for_chunks(*this, static_cast<std::size_t>(g.n), chunk_count,
+             [&](int chunk, std::size_t begin, std::size_t end) {
+               float* col = ws + per_chunk * static_cast<std::size_t>(chunk);
+               float* dw_part = col + col_floats;
+               float* db_part = dw_part + w_floats;
+               std::fill(dw_part, dw_part + w_floats + g.k, 0.0f);
+               for (std::size_t n = begin; n < end; ++n) {
+                 for (int grp = 0; grp < g.groups; ++grp) {
+                   const std::size_t k0 = static_cast<std::size_t>(grp) * g.kg;
+                   const float* xg = xp + n * x_image + grp * x_group;
+                   const float* dyg = dyp + (n * g.k + k0) * g.cols();
+                   const float* wg = wp + k0 * g.rows();
+                   const float* src = xg;
+                   if (!g.direct) {
+                     im2col(xg, col, g, prm);
+                     src = col;
+                   }
+                   // dW_g (kg, rows) += dy_g (kg, cols) . col^T (cols, rows)
+                   sgemm(false, true, g.kg, g.rows(), g.cols(), 1.0f, dyg, g.cols(), src,
+                         g.cols(), 1.0f, dw_part + k0 * g.rows(), g.rows());
+                   if (dxp) {
+                     float* dxg = dxp + n * x_image + grp * x_group;
+                     // col (rows, cols) = W_g^T (rows, kg) . dy_g (kg, cols)
+                     if (g.direct) {
+                       sgemm(true, false, g.rows(), g.cols(), g.kg, 1.0f, wg, g.rows(), dyg,
+                             g.cols(), 0.0f, dxg, g.cols());
+                     } else {
+                       sgemm(true, false, g.rows(), g.cols(), g.kg, 1.0f, wg, g.rows(), dyg,
+                             g.cols(), 0.0f, col, g.cols());
+                       std::fill(dxg, dxg + x_group, 0.0f);
+                       col2im(col, dxg, g, prm);
+                     }
+                   }
+                 }
+                 for (int k = 0; k < g.k; ++k) {
+                   const float* plane = dyp + (n * g.k + k) * g.cols();
+                   float sum = 0.0f;
+                   for (int i = 0; i < g.cols(); ++i) sum += plane[i];
+                   db_part[k] += sum;
+                 }
+               }
+             });
+  // Reduce the partials in chunk order.
+  float* dwp = dw.data<float>();
+  float* dbp = db.defined() ? db.data<float>() : nullptr;
+  for_chunks(*this, w_floats + g.k, chunks(), [&](int, std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      float sum = 0.0f;
+      for (int c = 0; c < chunk_count; ++c) sum += ws[per_chunk * c + col_floats + i];
+      if (i < w_floats) {
+        dwp[i] = sum;
+      } else if (dbp) {
+        dbp[i - w_floats] = sum;
+      }
+    }
+  });
+}
+
+}  // namespace stoke::cpu

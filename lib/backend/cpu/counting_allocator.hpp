@@ -1,0 +1,28 @@
+// The CPU backend's host allocator until the memory pool lands: 64-byte
+// aligned blocks, counting bytes in use and the peak. It is the one seam the
+// pool replaces (CpuBackend::allocate/free call only these two functions).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "stoke/backend.hpp"
+#include "stoke/export.hpp"
+
+namespace stoke::cpu {
+
+class STOKE_INTERNAL CountingAllocator {
+ public:
+  void* allocate(std::size_t bytes);  // OutOfMemory on failure
+  void free(void* ptr, std::size_t bytes) noexcept;
+  MemoryStats stats() const noexcept;
+  void reset_peak() noexcept;
+
+ private:
+  std::atomic<std::uint64_t> in_use_{0};
+  std::atomic<std::uint64_t> peak_{0};
+  std::atomic<std::uint64_t> live_{0};
+};
+
+}  // namespace stoke::cpu

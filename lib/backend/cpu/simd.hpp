@@ -1,0 +1,36 @@
+// Elementwise kernels, compiled once per instruction set (simd_sse2.cpp,
+// simd_avx2.cpp with -mavx2 -mfma) from the xsimd templates in
+// simd_kernels.hpp and chosen at run time from the CPU and STOKE_CPU_SIMD.
+// The library itself never needs -march=native.
+#pragma once
+
+#include <cstddef>
+
+#include "stoke/export.hpp"
+#include "stoke/system.hpp"
+
+namespace stoke::cpu {
+
+struct SimdKernels {
+  const char* name;
+  void (*relu)(const float* x, float* y, std::size_t n);
+  void (*relu_backward)(const float* y, const float* dy, float* dx, std::size_t n);
+  void (*add)(const float* a, const float* b, float* y, std::size_t n);
+  void (*accumulate)(float* dx, const float* dy, std::size_t n);
+  void (*mul)(const float* a, const float* b, float* y, std::size_t n);
+  // y = x * scale + shift
+  void (*scale_shift)(const float* x, float* y, std::size_t n, float scale, float shift);
+  void (*sgd)(float* w, const float* g, float* v, std::size_t n, float lr, float momentum,
+              float weight_decay, bool nesterov);
+  // bias_correction1/2 = 1 - beta^step
+  void (*adam)(float* w, const float* g, float* m, float* v, std::size_t n, float lr,
+               float beta1, float beta2, float epsilon, float weight_decay, bool decoupled,
+               float bias_correction1, float bias_correction2);
+};
+
+STOKE_INTERNAL const SimdKernels& simd_kernels_sse2() noexcept;
+STOKE_INTERNAL const SimdKernels& simd_kernels_avx2() noexcept;
+// The best table for this CPU under the configured STOKE_CPU_SIMD; chosen once.
+STOKE_INTERNAL const SimdKernels& simd_kernels() noexcept;
+
+}  // namespace stoke::cpu

@@ -1,0 +1,125 @@
+// Network builders and the ModelSpec <-> key/value conversion.
+#include <sstream>
+
+#include "stoke/error.hpp"
+#include "stoke/nn/model.hpp"
+
+namespace stoke::nn {
+
+namespace {
+
+std::string join(const std::vector<int>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(v[i]);
+  }
+  return s;
+}
+
+const std::string& get(const std::map<std::string, std::string>& m, const std::string& key) {
+  auto it = m.find(key);
+  if (it == m.end()) throw InvalidArgument("ModelSpec: key '" + key + "' is missing");
+  return it->second;
+}
+
+int to_int(const std::map<std::string, std::string>& m, const std::string& key) {
+  const std::string& v = get(m, key);
+  try {
+    std::size_t used = 0;
+    const int x = std::stoi(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  throw InvalidArgument("ModelSpec: key '" + key + "' has value '" + v + "', expected an integer");
+}
+
+std::vector<int> to_ints(const std::map<std::string, std::string>& m, const std::string& key) {
+  std::vector<int> out;
+  std::stringstream ss(get(m, key));
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(to_int({{key, item}}, key));
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> ModelSpec::to_map() const {
+  return {{"architecture", architecture == Architecture::kResNet ? "resnet" : "plain_cnn"},
+          {"in_channels", std::to_string(in_channels)},
+          {"height", std::to_string(height)},
+          {"width", std::to_string(width)},
+          {"classes", std::to_string(classes)},
+          {"stem_width", std::to_string(stem_width)},
+          {"widths", join(widths)},
+          {"strides", join(strides)},
+          {"blocks_per_stage", std::to_string(blocks_per_stage)},
+          {"dropout", std::to_string(dropout)}};
+}
+
+ModelSpec ModelSpec::from_map(const std::map<std::string, std::string>& m) {
+  ModelSpec s;
+  const std::string& arch = get(m, "architecture");
+  if (arch == "resnet") {
+    s.architecture = Architecture::kResNet;
+  } else if (arch == "plain_cnn") {
+    s.architecture = Architecture::kPlainCnn;
+  } else {
+    throw InvalidArgument("ModelSpec: architecture '" + arch + "' is not resnet or plain_cnn");
+  }
+  s.in_channels = to_int(m, "in_channels");
+  s.height = to_int(m, "height");
+  s.width = to_int(m, "width");
+  s.classes = to_int(m, "classes");
+  s.stem_width = to_int(m, "stem_width");
+  s.widths = to_ints(m, "widths");
+  s.strides = to_ints(m, "strides");
+  s.blocks_per_stage = to_int(m, "blocks_per_stage");
+  try {
+    s.dropout = std::stof(get(m, "dropout"));
+  } catch (const std::logic_error&) {
+    throw InvalidArgument("ModelSpec: key 'dropout' is not a number");
+  }
+  return s;
+}
+
+std::unique_ptr<Model> build_model(Backend& backend, const ModelSpec& spec, std::uint64_t seed) {
+  if (spec.widths.empty() || spec.classes < 1 || spec.in_channels < 1) {
+    throw InvalidArgument("build_model: need at least one width, one class and one input channel");
+  }
+  auto net = std::make_unique<Sequential>(backend, "net");
+  int channels = spec.in_channels;
+  const Conv2dParams same{1, 1, 1, 1, 1, 1, 1};
+  if (spec.architecture == Architecture::kResNet) {
+    if (spec.strides.size() != spec.widths.size() || spec.blocks_per_stage < 1) {
+      throw InvalidArgument("build_model: resnet needs one stride per stage width and >= 1 block per stage");
+    }
+    net->add(std::make_unique<Conv2d>(backend, "stem.conv", channels, spec.stem_width, 3, same));
+    net->add(std::make_unique<BatchNorm2d>(backend, "stem.bn", spec.stem_width));
+    net->add(std::make_unique<Relu>(backend, "stem.relu"));
+    channels = spec.stem_width;
+    for (std::size_t st = 0; st < spec.widths.size(); ++st) {
+      for (int b = 0; b < spec.blocks_per_stage; ++b) {
+        const std::string name = "stage" + std::to_string(st + 1) + ".block" + std::to_string(b);
+        net->add(std::make_unique<BasicBlock>(backend, name, channels, spec.widths[st], b == 0 ? spec.strides[st] : 1));
+        channels = spec.widths[st];
+      }
+    }
+  } else {
+    for (std::size_t i = 0; i < spec.widths.size(); ++i) {
+      const std::string name = "conv" + std::to_string(i + 1);
+      net->add(std::make_unique<Conv2d>(backend, name, channels, spec.widths[i], 3, same));
+      net->add(std::make_unique<BatchNorm2d>(backend, name + ".bn", spec.widths[i]));
+      net->add(std::make_unique<Relu>(backend, name + ".relu"));
+      net->add(std::make_unique<Pool2d>(backend, name + ".pool", PoolKind::kMax, Pool2dParams{}));
+      channels = spec.widths[i];
+    }
+  }
+  net->add(std::make_unique<GlobalAvgPool>(backend, "gap"));
+  if (spec.dropout > 0.0f) net->add(std::make_unique<Dropout>(backend, "dropout", spec.dropout, seed ^ 0xD40Full));
+  net->add(std::make_unique<Linear>(backend, "fc", channels, spec.classes));
+  net->output_shape({1, spec.in_channels, spec.height, spec.width});  // validates the spatial sizes
+  return std::make_unique<Model>(spec, std::move(net), seed);
+}
+
+}  // namespace stoke::nn

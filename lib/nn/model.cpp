@@ -1,0 +1,107 @@
+// Model: flat parameter block, initialization, memory plan.
+#include "stoke/nn/model.hpp"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "stoke/error.hpp"
+
+namespace stoke::nn {
+
+namespace {
+constexpr std::int64_t kAlignFloats = 16;  // 64-byte aligned parameter views
+std::int64_t aligned(std::int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+}  // namespace
+
+Model::Model(ModelSpec spec, std::unique_ptr<Sequential> net, std::uint64_t seed)
+    : spec_(std::move(spec)), net_(std::move(net)) {
+  if (!net_) throw InvalidArgument("Model: null network");
+  net_->set_input_grad(false);  // nothing upstream of the input needs its gradient
+  net_->parameters(slots_);
+  net_->buffers(buffers_);
+  std::int64_t total = 0;
+  for (const ParamSlot& s : slots_) total += aligned(shape_numel(s.shape));
+  param_count_ = 0;
+  for (const ParamSlot& s : slots_) param_count_ += shape_numel(s.shape);
+  Backend& be = net_->backend();
+  params_ = Tensor(be, {std::max<std::int64_t>(total, 1)});
+  grads_ = Tensor(be, {std::max<std::int64_t>(total, 1)});
+  be.fill(params_, 0.0f);  // the alignment gaps stay zero, so sweeps over them are harmless
+  be.fill(grads_, 0.0f);
+  std::int64_t offset = 0;
+  for (ParamSlot& s : slots_) {
+    *s.value = params_.view(offset, s.shape);
+    *s.grad = grads_.view(offset, s.shape);
+    offset += aligned(shape_numel(s.shape));
+  }
+  initialize(seed);
+}
+
+void Model::initialize(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> host(static_cast<std::size_t>(params_.numel()), 0.0f);
+  std::int64_t offset = 0;
+  for (const ParamSlot& s : slots_) {
+    const std::int64_t n = shape_numel(s.shape);
+    float* p = host.data() + offset;
+    if (s.init == Init::kHe) {
+      std::normal_distribution<float> dist(0.0f, std::sqrt(2.0f / static_cast<float>(std::max<std::int64_t>(s.fan_in, 1))));
+      for (std::int64_t i = 0; i < n; ++i) p[i] = dist(rng);
+    } else {
+      std::fill(p, p + n, s.init == Init::kOnes ? 1.0f : 0.0f);
+    }
+    offset += aligned(n);
+  }
+  params_.copy_from_host(host.data());
+  Backend& be = net_->backend();
+  for (const BufferSlot& b : buffers_) {
+    be.fill(*b.value, b.name.ends_with("running_var") ? 1.0f : 0.0f);
+  }
+}
+
+const Tensor& Model::forward(const Tensor& x, bool training) {
+  if (x.rank() != 4 || x.dim(1) != spec_.in_channels || x.dim(2) != spec_.height || x.dim(3) != spec_.width) {
+    throw InvalidArgument("Model::forward: input " + shape_to_string(x.shape()) + " does not match the model's " +
+                          shape_to_string(input_shape(x.rank() > 0 ? x.dim(0) : 0)));
+  }
+  return net_->forward(x, training);
+}
+
+void Model::backward(const Tensor& dlogits) { net_->backward(dlogits); }
+
+std::vector<NamedTensor> Model::named_parameters() const {
+  std::vector<NamedTensor> out;
+  for (const ParamSlot& s : slots_) out.push_back({s.name, *s.value});
+  return out;
+}
+
+std::vector<NamedTensor> Model::named_buffers() const {
+  std::vector<NamedTensor> out;
+  for (const BufferSlot& b : buffers_) out.push_back({b.name, *b.value});
+  return out;
+}
+
+MemoryPlan Model::memory_plan(std::int64_t batch, int optimizer_slots) const {
+  MemoryPlan plan;
+  plan.batch = batch;
+  plan.parameters = params_.bytes();
+  for (const BufferSlot& b : buffers_) plan.parameters += b.value->bytes();
+  plan.gradients = grads_.bytes();
+  plan.optimizer_state = static_cast<std::size_t>(std::max(optimizer_slots, 0)) * params_.bytes();
+  const Shape in = input_shape(batch);
+  plan.activations = net_->activation_bytes(in);
+  // Loss buffers of a TrainStep: probabilities and dlogits (N, classes), loss and correct (1).
+  plan.activations += 2 * static_cast<std::size_t>(batch * spec_.classes) * sizeof(float) + 2 * sizeof(float);
+  plan.workspace = net_->workspace_bytes(in);
+  return plan;
+}
+
+std::string Model::summary() const {
+  std::string out;
+  net_->describe(out, 0, input_shape(1));
+  out += "parameters: " + std::to_string(param_count_) + "\n";
+  return out;
+}
+
+}  // namespace stoke::nn

@@ -1,0 +1,111 @@
+// Optimizers, schedules and the training step.
+#include "stoke/nn/optim.hpp"
+
+#include <cmath>
+#include <numbers>
+
+#include "stoke/error.hpp"
+
+namespace stoke::nn {
+
+Optimizer::~Optimizer() = default;
+
+Sgd::Sgd(const Model& model, SgdOptions options) : options_(options) {
+  Backend& be = model.backend();
+  velocity_ = Tensor(be, model.parameters().shape());
+  be.fill(velocity_, 0.0f);
+}
+
+void Sgd::step(Model& model, float lr) {
+  SgdParams p{lr, options_.momentum, options_.weight_decay, options_.nesterov};
+  model.backend().sgd_update(model.parameters(), model.gradients(), velocity_, p);
+  ++steps_;
+}
+
+std::vector<NamedTensor> Sgd::state() const {
+  return {{"sgd.velocity", velocity_}};
+}
+
+Adam::Adam(const Model& model, AdamOptions options) : options_(options) {
+  Backend& be = model.backend();
+  const Shape s = model.parameters().shape();
+  m_ = Tensor(be, s);
+  v_ = Tensor(be, s);
+  be.fill(m_, 0.0f);
+  be.fill(v_, 0.0f);
+}
+
+void Adam::step(Model& model, float lr) {
+  ++steps_;
+  AdamParams p;
+  p.lr = lr;
+  p.beta1 = options_.beta1;
+  p.beta2 = options_.beta2;
+  p.epsilon = options_.epsilon;
+  p.weight_decay = options_.weight_decay;
+  p.decoupled_weight_decay = options_.decoupled_weight_decay;
+  p.step = steps_;
+  model.backend().adam_update(model.parameters(), model.gradients(), m_, v_, p);
+}
+
+std::vector<NamedTensor> Adam::state() const { return {{"adam.m", m_}, {"adam.v", v_}}; }
+
+float LrSchedule::lr(std::int64_t step) const noexcept {
+  if (warmup_steps > 0 && step < warmup_steps) {
+    return base_lr * static_cast<float>(step + 1) / static_cast<float>(warmup_steps);
+  }
+  const std::int64_t t = step - warmup_steps;
+  switch (kind) {
+    case ScheduleKind::kConstant:
+      return base_lr;
+    case ScheduleKind::kStep:
+      return base_lr * std::pow(gamma, static_cast<float>(t / std::max<std::int64_t>(step_size, 1)));
+    case ScheduleKind::kCosine: {
+      const std::int64_t span = std::max<std::int64_t>(total_steps - warmup_steps, 1);
+      const double frac = std::min(1.0, static_cast<double>(t) / static_cast<double>(span));
+      return static_cast<float>(min_lr + 0.5 * (base_lr - min_lr) * (1.0 + std::cos(std::numbers::pi * frac)));
+    }
+  }
+  return base_lr;
+}
+
+TrainStep::TrainStep(Model& model, Optimizer& optimizer) : model_(model), optimizer_(optimizer) {
+  Backend& be = model.backend();
+  loss_ = Tensor(be, {1});
+  correct_ = Tensor(be, {1});
+}
+
+void TrainStep::run(const Tensor& x, const Tensor& labels, float lr) {
+  const Tensor& logits = model_.forward(x, true);
+  if (!probs_.defined() || probs_.shape() != logits.shape()) {
+    probs_ = Tensor(model_.backend(), logits.shape());
+    dlogits_ = Tensor(model_.backend(), logits.shape());
+  }
+  Backend& be = model_.backend();
+  be.softmax_cross_entropy_forward(logits, labels, probs_, loss_, correct_);
+  be.softmax_cross_entropy_backward(probs_, labels, dlogits_);
+  model_.backward(dlogits_);
+  optimizer_.step(model_, lr);
+  batch_ = x.dim(0);
+}
+
+StepStats TrainStep::stats() const {
+  model_.backend().synchronize();
+  float loss = 0.0f, correct = 0.0f;
+  loss_.copy_to_host(&loss);
+  correct_.copy_to_host(&correct);
+  return {loss, batch_ ? correct / static_cast<float>(batch_) : 0.0f};
+}
+
+StepStats evaluate(Model& model, const Tensor& x, const Tensor& labels) {
+  Backend& be = model.backend();
+  const Tensor& logits = model.forward(x, false);
+  Tensor probs(be, logits.shape()), loss(be, {1}), correct(be, {1});
+  be.softmax_cross_entropy_forward(logits, labels, probs, loss, correct);
+  float l = 0.0f, c = 0.0f;
+  loss.copy_to_host(&l);
+  correct.copy_to_host(&c);
+  return {l, c / static_cast<float>(x.dim(0))};
+}
+
+}  // namespace stoke::nn
