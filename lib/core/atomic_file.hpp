@@ -1,0 +1,16 @@
+// Crash-safe file replacement: write a temporary file beside the target, flush
+// it to disk, rename it over the target, then flush the directory. A crash at
+// any moment leaves the old file or the new one, never a broken one.
+#pragma once
+
+#include <filesystem>
+#include <string_view>
+
+#include "stoke/export.hpp"
+
+namespace stoke::detail {
+
+// IoError naming the path and the failing step.
+STOKE_INTERNAL void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
+
+}  // namespace stoke::detail

@@ -1,0 +1,351 @@
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "stoke/error.hpp"
+#include "stoke/log.hpp"
+#include "stoke/nn/checkpoint.hpp"
+#include "stoke/prefetch.hpp"
+#include "stoke/threads.hpp"
+#include "stoke/train.hpp"
+#include "train/async_logger.hpp"
+
+namespace stoke {
+namespace {
+
+std::unique_ptr<nn::Optimizer> make_optimizer(const nn::Model& model, const TrainerOptions& o) {
+  switch (o.optimizer) {
+    case OptimizerKind::kSgd: return std::make_unique<nn::Sgd>(model, o.sgd);
+    case OptimizerKind::kAdam: {
+      auto adam = o.adam;
+      adam.decoupled_weight_decay = false;
+      return std::make_unique<nn::Adam>(model, adam);
+    }
+    case OptimizerKind::kAdamW: {
+      auto adam = o.adam;
+      adam.decoupled_weight_decay = true;
+      return std::make_unique<nn::Adam>(model, adam);
+    }
+  }
+  throw InvalidArgument("unknown optimizer kind");
+}
+
+void check_options(const TrainerOptions& o) {
+  if (o.epochs < 1) throw InvalidArgument("TrainerOptions::epochs must be >= 1, got " + std::to_string(o.epochs));
+  if (o.batch_size < 0) throw InvalidArgument("TrainerOptions::batch_size must be >= 0 (0 = auto)");
+  if (o.batch_multiplier < 1) {
+    throw InvalidArgument("TrainerOptions::batch_multiplier must be >= 1, got " +
+                          std::to_string(o.batch_multiplier));
+  }
+}
+
+// x *= alpha for a float32 tensor of any backend.
+void scale_tensor(Tensor& x, float alpha) {
+  if (x.backend().is_host()) {
+    float* p = x.data<float>();
+    parallel_for(0, static_cast<std::size_t>(x.numel()), 1 << 16, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) p[i] *= alpha;
+    });
+    return;
+  }
+  auto host = x.to_vector();
+  for (auto& v : host) v *= alpha;
+  x.copy_from_host(host.data());
+}
+
+float read_scalar(const Tensor& t) {
+  float v = 0;
+  t.copy_to_host(&v);
+  return v;
+}
+
+}  // namespace
+
+// Per-fit state: tensors reused across steps, the logger, sums for the epoch.
+struct Trainer::State {
+  std::unique_ptr<detail::AsyncLogger> logger;
+  Tensor x, labels, probs, dlogits, loss, correct, loss_sum, correct_sum, grad_acc;
+  std::int64_t batch = 0;
+  std::int64_t total_steps = 0;
+  int micro = 0;  // device batches accumulated toward the next optimizer step
+  double best_val_accuracy = -1;
+  int epochs_without_improvement = 0;
+  std::string chrome_trace;
+};
+
+Trainer::Trainer(nn::Model& model, TrainerOptions options, Callbacks callbacks)
+    : model_(model),
+      options_(std::move(options)),
+      callbacks_(std::move(callbacks)),
+      profiler_(ProfilerOptions{options_.trace_steps}),
+      state_(std::make_unique<State>()) {
+  check_options(options_);
+  optimizer_ = make_optimizer(model_, options_);
+}
+
+Trainer::~Trainer() = default;
+
+int auto_batch_size(const nn::Model& model, int optimizer_slots, std::uint64_t max_memory) {
+  int best = 1;
+  for (int batch = 1; batch <= 4096; batch *= 2) {
+    if (model.memory_plan(batch, optimizer_slots).total() > max_memory) break;
+    best = batch;
+  }
+  return best;
+}
+
+FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions loader_options) {
+  stop_requested_.store(false);
+  auto& st = *state_;
+  st = State{};
+  st.logger = std::make_unique<detail::AsyncLogger>(options_.log_stream);
+
+  int batch = options_.batch_size;
+  if (batch == 0) {
+    const std::uint64_t cap = options_.max_memory ? options_.max_memory : (2ull << 30);
+    batch = auto_batch_size(model_, optimizer_->slots(), cap);
+    log_info("batch size auto: " + std::to_string(batch) + " (memory plan under " +
+             std::to_string(cap >> 20) + " MiB)");
+  }
+  loader_options.batch_size = static_cast<std::size_t>(batch);
+  Loader train_loader(train, loader_options);
+  std::optional<Loader> val_loader;
+  if (val && !val->empty() && options_.validate_every_epochs > 0) {
+    LoaderOptions vo = loader_options;
+    vo.shuffle = false;
+    vo.drop_last = false;
+    vo.augment = {};
+    if (options_.validation_subset > 0 && options_.validation_subset < val->size()) {
+      std::vector<std::size_t> first(options_.validation_subset);
+      for (std::size_t i = 0; i < first.size(); ++i) first[i] = i;
+      val_loader.emplace(val->subset(first), vo);
+    } else {
+      val_loader.emplace(*val, vo);
+    }
+  }
+
+  std::uint64_t batches = train_loader.batches_per_epoch();
+  if (options_.max_steps_per_epoch > 0) {
+    batches = std::min<std::uint64_t>(batches, options_.max_steps_per_epoch * options_.batch_multiplier);
+  }
+  nn::LrSchedule schedule = options_.schedule;
+  if (schedule.total_steps <= 1) {
+    schedule.total_steps = std::max<std::int64_t>(
+        1, static_cast<std::int64_t>(batches / options_.batch_multiplier) * options_.epochs);
+  }
+  options_.schedule = schedule;
+
+  FitResult result;
+  result.batch_size = batch;
+  result.batch_multiplier = options_.batch_multiplier;
+  std::uint64_t step = 0;
+  for (int epoch = 0; epoch < options_.epochs; ++epoch) {
+    EpochRecord record = run_epoch(epoch, train_loader, step);
+    const bool validate_now = val_loader && ((epoch + 1) % options_.validate_every_epochs == 0 ||
+                                             epoch + 1 == options_.epochs);
+    if (validate_now && !stop_requested_.load()) {
+      auto span = profiler_.span(Stage::kValidation);
+      validate(*val_loader, record);
+    }
+    record.profile = profiler_.summary();
+    result.log.epochs.push_back(record);
+    if (record.validated) {
+      if (callbacks_.on_validation) callbacks_.on_validation(record);
+      if (record.val_accuracy > st.best_val_accuracy) {
+        st.best_val_accuracy = record.val_accuracy;
+        st.epochs_without_improvement = 0;
+        if (!options_.best_checkpoint.empty()) {
+          nn::save_checkpoint(options_.best_checkpoint.string(), model_, optimizer_.get(),
+                              {{"epoch", std::to_string(epoch)},
+                               {"val_accuracy", std::to_string(record.val_accuracy)}});
+        }
+      } else {
+        ++st.epochs_without_improvement;
+      }
+    }
+    if (callbacks_.on_epoch) callbacks_.on_epoch(record);
+    {
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "epoch %d: loss %.4f acc %.4f%s, %.1f images/s, %.2f s", epoch,
+                    record.train_loss, record.train_accuracy,
+                    record.validated ? (", val acc " + std::to_string(record.val_accuracy)).c_str() : "",
+                    record.images_per_second, record.seconds);
+      st.logger->push(line);
+    }
+    if (stop_requested_.load()) {
+      result.reason = StopReason::kRequested;
+      break;
+    }
+    if (options_.early_stopping_patience > 0 &&
+        st.epochs_without_improvement >= options_.early_stopping_patience) {
+      result.reason = StopReason::kEarlyStopping;
+      break;
+    }
+  }
+  st.logger->flush();
+  result.best_val_accuracy = std::max(0.0, st.best_val_accuracy);
+  result.chrome_trace = st.chrome_trace;
+  return result;
+}
+
+EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
+  auto& st = *state_;
+  Backend& be = model_.backend();
+  const Settings settings = options_.settings ? *options_.settings : Config::load().settings();
+  PrefetchOptions po = PrefetchOptions::from_settings(settings);
+  po.sample_bytes = loader.sample_bytes();
+  po.batch_size = loader.batch_size();
+  po.batches_per_epoch = loader.batches_per_epoch();
+  if (options_.max_steps_per_epoch > 0) {
+    po.batches_per_epoch = std::min<std::uint64_t>(
+        po.batches_per_epoch, options_.max_steps_per_epoch * options_.batch_multiplier);
+  }
+  po.first_epoch = static_cast<std::uint64_t>(epoch);
+  po.epochs = 1;
+  po.device = -1;  // batches reach the backend through Tensor::copy_from_host
+
+  if (!st.loss_sum.defined()) {
+    st.loss_sum = Tensor(be, {1});
+    st.correct_sum = Tensor(be, {1});
+  }
+  be.fill(st.loss_sum, 0.0f);
+  be.fill(st.correct_sum, 0.0f);
+
+  EpochRecord record;
+  record.epoch = epoch;
+  profiler_.start();
+  {
+    Prefetcher prefetcher(po, [&loader](std::uint64_t e, std::uint64_t b, std::span<std::byte> images,
+                                        std::span<std::int32_t> labels) {
+      return loader.fill_batch(e, b, images, labels);
+    });
+    const auto shape = loader.output_shape();
+    while (!stop_requested_.load()) {
+      std::optional<Batch> batch;
+      {
+        auto span = profiler_.span(Stage::kDataWait);
+        batch = prefetcher.next();
+      }
+      if (!batch) break;
+      const auto n = static_cast<std::int64_t>(batch->count());
+      if (st.batch != n) {
+        st.x = Tensor(be, {n, static_cast<std::int64_t>(shape[1]), static_cast<std::int64_t>(shape[2]),
+                           static_cast<std::int64_t>(shape[3])});
+        st.labels = Tensor(be, {n}, DType::kInt32);
+        st.batch = n;
+      }
+      {
+        auto span = profiler_.span(Stage::kHostToDevice);
+        st.x.copy_from_host(batch->images().data());
+        st.labels.copy_from_host(batch->labels().data());
+      }
+      batch->release();
+      {
+        auto span = profiler_.span(Stage::kForward);
+        const Tensor& logits = model_.forward(st.x, true);
+        if (!st.probs.defined() || st.probs.shape() != logits.shape()) {
+          st.probs = Tensor(be, logits.shape());
+          st.dlogits = Tensor(be, logits.shape());
+          st.loss = Tensor(be, {1});
+          st.correct = Tensor(be, {1});
+        }
+        be.softmax_cross_entropy_forward(logits, st.labels, st.probs, st.loss, st.correct);
+        be.softmax_cross_entropy_backward(st.probs, st.labels, st.dlogits);
+        be.accumulate(st.correct_sum, st.correct);
+        scale_tensor(st.loss, static_cast<float>(n));  // loss is a batch mean: sum it per sample
+        be.accumulate(st.loss_sum, st.loss);
+      }
+      {
+        auto span = profiler_.span(Stage::kBackward);
+        model_.backward(st.dlogits);
+      }
+      record.images += static_cast<std::uint64_t>(n);
+      const bool last_micro = ++st.micro == options_.batch_multiplier;
+      if (options_.batch_multiplier > 1) {
+        auto span = profiler_.span(Stage::kUpdate);
+        Tensor& grads = model_.gradients();
+        if (!st.grad_acc.defined()) st.grad_acc = Tensor(be, grads.shape());
+        if (st.micro == 1) {
+          be.copy(st.grad_acc.raw(), grads.raw(), grads.bytes(), CopyKind::kDeviceToDevice);
+        } else {
+          be.accumulate(st.grad_acc, grads);
+        }
+        if (last_micro) {
+          be.copy(grads.raw(), st.grad_acc.raw(), grads.bytes(), CopyKind::kDeviceToDevice);
+          scale_tensor(grads, 1.0f / static_cast<float>(options_.batch_multiplier));
+        }
+      }
+      profiler_.step_done(static_cast<std::uint64_t>(n));
+      if (!last_micro) continue;
+      st.micro = 0;
+      const float lr = options_.schedule.lr(static_cast<std::int64_t>(step));
+      {
+        auto span = profiler_.span(Stage::kUpdate);
+        optimizer_->step(model_, lr);
+      }
+      ++step;
+      ++record.steps;
+      StepInfo info{epoch, step, 0.0f, 0.0f, false, lr};
+      if (options_.log_every_steps > 0 && step % static_cast<std::uint64_t>(options_.log_every_steps) == 0) {
+        auto span = profiler_.span(Stage::kLogging);
+        info.loss = read_scalar(st.loss) / static_cast<float>(n);
+        info.accuracy = read_scalar(st.correct) / static_cast<float>(n);
+        info.has_loss = true;
+        char line[160];
+        std::snprintf(line, sizeof line, "epoch %d step %llu: loss %.4f acc %.4f lr %.5f", epoch,
+                      static_cast<unsigned long long>(step), info.loss, info.accuracy, lr);
+        st.logger->push(line);
+      }
+      if (callbacks_.on_step) callbacks_.on_step(info);
+    }
+    prefetcher.stop();
+  }
+  be.synchronize();
+  if (st.micro != 0) {
+    log_warn("epoch " + std::to_string(epoch) + " ended with " + std::to_string(st.micro) + " of " +
+             std::to_string(options_.batch_multiplier) +
+             " accumulated device batches; their gradients are discarded, not applied");
+    st.micro = 0;
+  }
+  const auto summary = profiler_.summary();
+  record.seconds = summary.wall_seconds;
+  record.images_per_second = summary.images_per_second();
+  if (record.images > 0) {
+    record.train_loss = read_scalar(st.loss_sum) / static_cast<double>(record.images);
+    record.train_accuracy = read_scalar(st.correct_sum) / static_cast<double>(record.images);
+  }
+  if (options_.trace_steps > 0) st.chrome_trace = profiler_.chrome_trace();
+  return record;
+}
+
+void Trainer::validate(Loader& loader, EpochRecord& record) {
+  Backend& be = model_.backend();
+  const auto shape = loader.output_shape();
+  std::vector<std::byte> images(loader.batch_size() * loader.sample_bytes());
+  std::vector<std::int32_t> labels(loader.batch_size());
+  double loss_sum = 0, correct_sum = 0;
+  std::uint64_t seen = 0;
+  for (std::uint64_t b = 0; b < loader.batches_per_epoch(); ++b) {
+    const std::size_t n = loader.fill_batch(0, b, images, labels);
+    if (n == 0) break;
+    const auto count = static_cast<std::int64_t>(n);
+    Tensor x(be, {count, static_cast<std::int64_t>(shape[1]), static_cast<std::int64_t>(shape[2]),
+                  static_cast<std::int64_t>(shape[3])});
+    Tensor y(be, {count}, DType::kInt32);
+    x.copy_from_host(images.data());
+    y.copy_from_host(labels.data());
+    const auto stats = nn::evaluate(model_, x, y);
+    loss_sum += static_cast<double>(stats.loss) * count;
+    correct_sum += static_cast<double>(stats.accuracy) * count;
+    seen += n;
+  }
+  record.validated = seen > 0;
+  if (seen > 0) {
+    record.val_loss = loss_sum / static_cast<double>(seen);
+    record.val_accuracy = correct_sum / static_cast<double>(seen);
+  }
+}
+
+}  // namespace stoke
