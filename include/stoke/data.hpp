@@ -17,6 +17,7 @@
 #include "stoke/config.hpp"
 #include "stoke/export.hpp"
 #include "stoke/image.hpp"
+#include "stoke/profile.hpp"
 
 namespace stoke {
 
@@ -153,6 +154,10 @@ struct PreprocessOptions {
   ResizeFilter filter = ResizeFilter::kAuto;
   Normalization normalization;  // default: min-max to [0, 1]
   OutputDtype dtype = OutputDtype::kFloat32;
+  // JPEG: decode at the smallest DCT scale (1/8 .. 1) still covering the
+  // resize target. Off decodes every image at full size (stoke-bench's
+  // baseline, and the "decoded far above the training size" case).
+  bool dct_scaling = true;
 };
 
 // Random per (seed, epoch, sample); off by default.
@@ -177,6 +182,9 @@ struct LoaderOptions {
   std::size_t max_in_flight = 0;    // images being processed at once; 0: 2 x threads
   std::optional<CacheSpec> cache;   // empty: STOKE_CACHE from the environment
   std::optional<SimdLevel> simd;    // empty: STOKE_CPU_SIMD resolved for this CPU
+  // Receives read/decode/preprocess/cache/augment/batch-assembly spans; may be
+  // null. Must outlive the Loader.
+  Profiler* profiler = nullptr;
 };
 
 struct LoaderStats {

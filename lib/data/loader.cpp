@@ -21,6 +21,7 @@
 #include "data/cache.hpp"
 #include "data/rng.hpp"
 #include "stoke/data.hpp"
+#include "stoke/profile.hpp"
 #include "stoke/error.hpp"
 #include "stoke/threads.hpp"
 
@@ -61,7 +62,7 @@ void read_whole(const std::string& path, std::vector<std::uint8_t>& out) {
 
 std::uint64_t cache_key(const Dataset& dataset, const PreprocessOptions& p, int rw, int rh) {
   // Everything that determines the cached bytes, plus a format tag.
-  const std::int64_t fields[] = {1, rw, rh, p.channels, static_cast<int>(p.filter)};
+  const std::int64_t fields[] = {1, rw, rh, p.channels, static_cast<int>(p.filter), p.dct_scaling ? 1 : 0};
   return data_detail::fnv1a(fields, sizeof fields, dataset.fingerprint());
 }
 
@@ -102,10 +103,12 @@ struct Loader::Impl {
     if (dataset.in_memory()) {
       source = dataset.pixels(t.index);
     } else {
-      w.decoder.decode(t.bytes, dataset.file(t.index), {channels, resize_width, resize_height}, w.decoded);
+      Profiler::Span span(options.profiler, Stage::kDecode);
+      w.decoder.decode(t.bytes, dataset.file(t.index), decode_options(resize_width, resize_height), w.decoded);
       source = w.decoded.view();
       decoded_count.fetch_add(1, std::memory_order_relaxed);
     }
+    Profiler::Span span(options.profiler, Stage::kPreprocess);
     if (source.channels != channels) {
       convert_channels(source, channels, w.converted);
       source = w.converted.view();
@@ -113,11 +116,21 @@ struct Loader::Impl {
     w.resampler.resize(source, out, options.preprocess.filter);
   }
 
+  // JPEG decodes at the smallest DCT scale still covering (w, h), unless the
+  // options ask for full-size decoding (the baseline of stoke-bench).
+  DecodeOptions decode_options(int w, int h) const {
+    return options.preprocess.dct_scaling ? DecodeOptions{channels, w, h} : DecodeOptions{channels, 0, 0};
+  }
+
   void process(Worker& w, const Token& t, std::byte* slot) {
     const auto& pre = options.preprocess;
     if (direct && !dataset.in_memory()) {
-      w.decoder.decode(t.bytes, dataset.file(t.index), {channels, width, height}, w.decoded);
+      {
+        Profiler::Span span(options.profiler, Stage::kDecode);
+        w.decoder.decode(t.bytes, dataset.file(t.index), decode_options(width, height), w.decoded);
+      }
       decoded_count.fetch_add(1, std::memory_order_relaxed);
+      Profiler::Span span(options.profiler, Stage::kPreprocess);
       w.resampler.resize_normalize_chw(w.decoded.view(), width, height, pre.filter, pre.normalization, pre.dtype, slot);
       return;
     }
@@ -132,12 +145,16 @@ struct Loader::Impl {
       }
       const std::size_t stride = static_cast<std::size_t>(resize_width) * channels;
       deterministic(w, t, {target, resize_width, resize_height, channels, stride});
-      if (cache && target != w.resized.data()) cache->commit(t.index);
+      if (cache && target != w.resized.data()) {
+        Profiler::Span span(options.profiler, Stage::kCache);
+        cache->commit(t.index);
+      }
       stage = {target, resize_width, resize_height, channels, stride};
     }
     const auto& aug = options.augment;
     ImageView view = center_crop(stage, width, height);
     if (aug.enabled()) {
+      Profiler::Span span(options.profiler, Stage::kAugment);
       // Fixed draw order, whatever is enabled, so each stream is stable.
       Rng rng(data_detail::hash_seed(options.seed, order_epoch, t.index ^ 0xA0A0A0A0ull));
       const std::uint64_t crop_seed = rng.next();
@@ -158,6 +175,7 @@ struct Loader::Impl {
         view = w.augmented.view();
       }
     }
+    Profiler::Span span(options.profiler, Stage::kBatchAssembly);
     w.resampler.resize_normalize_chw(view, width, height, pre.filter, pre.normalization, pre.dtype, slot);
   }
 };
@@ -277,10 +295,16 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, s
                                        }) &
             tbb::make_filter<Token*, Token*>(tbb::filter_mode::parallel,
                                              [&](Token* t) {
-                                               t->cached = s.cache ? s.cache->find(t->index) : nullptr;
+                                               if (s.cache) {
+                                                 Profiler::Span span(s.options.profiler, Stage::kCache);
+                                                 t->cached = s.cache->find(t->index);
+                                               } else {
+                                                 t->cached = nullptr;
+                                               }
                                                if (t->cached) {
                                                  s.hits.fetch_add(1, std::memory_order_relaxed);
                                                } else if (!s.dataset.in_memory()) {
+                                                 Profiler::Span span(s.options.profiler, Stage::kRead);
                                                  read_whole(s.dataset.file(t->index), t->bytes);
                                                }
                                                return t;

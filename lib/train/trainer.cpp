@@ -109,6 +109,7 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
              std::to_string(cap >> 20) + " MiB)");
   }
   loader_options.batch_size = static_cast<std::size_t>(batch);
+  loader_options.profiler = &profiler_;
   Loader train_loader(train, loader_options);
   std::optional<Loader> val_loader;
   if (val && !val->empty() && options_.validate_every_epochs > 0) {
@@ -116,6 +117,7 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
     vo.shuffle = false;
     vo.drop_last = false;
     vo.augment = {};
+    vo.profiler = nullptr;  // validation is one span of its own
     if (options_.validation_subset > 0 && options_.validation_subset < val->size()) {
       std::vector<std::size_t> first(options_.validation_subset);
       for (std::size_t i = 0; i < first.size(); ++i) first[i] = i;

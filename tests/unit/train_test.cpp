@@ -107,6 +107,9 @@ TEST_F(TinyDataset, LossFallsAndTheLogRecordsEveryEpoch) {
   EXPECT_EQ(last.profile.stage(Stage::kBackward).count, last.steps);
   EXPECT_EQ(last.profile.stage(Stage::kDataWait).count, last.steps + 1);  // + the end of the epoch
   EXPECT_EQ(last.profile.stage(Stage::kValidation).count, 1u);
+  // The loader's stages reach the trainer's profile (in-memory IDX: no decode).
+  EXPECT_EQ(last.profile.stage(Stage::kPreprocess).count, static_cast<std::uint64_t>(kCount));
+  EXPECT_EQ(last.profile.stage(Stage::kDecode).count, 0u);
   EXPECT_GT(last.images_per_second, 0);
 }
 
