@@ -10,6 +10,7 @@
 #include "stoke/export.hpp"
 #include "stoke/profile.hpp"
 #include "stoke/system.hpp"
+#include "stoke/train.hpp"
 
 namespace stoke {
 
@@ -43,5 +44,53 @@ STOKE_API std::vector<Advice> advise(const AdvisorInput& input);
 
 // "stoke advisor: ..." block, with the export lines ready to paste.
 STOKE_API std::string format_advice(const std::vector<Advice>& advice);
+
+// ---- Autotuner --------------------------------------------------------------
+
+// The settings one trial runs with.
+struct TrialSettings {
+  int batch_size = 0;
+  int cpu_threads = 0;
+  bool cache = false;      // STOKE_CACHE=ram
+  int prefetch_depth = 2;
+  std::string label;       // what this trial varies, e.g. "batch 32"
+};
+
+struct TrialResult {
+  TrialSettings settings;
+  double images_per_second = 0;  // of the measured (second) epoch
+  double data_wait_share = 0;
+  bool failed = false;           // e.g. out of memory: recorded, never fatal
+  std::string error;
+};
+
+struct TuneOptions {
+  std::size_t steps_per_trial = 4;     // optimizer steps per measured epoch
+  double headroom = 0.8;               // the batch's memory plan uses at most this share of the cap
+  std::uint64_t max_memory = 0;        // the cap; 0 = TrainerOptions::max_memory or 2 GiB
+  int max_batch = 256;
+  std::vector<int> thread_candidates;  // empty: 1, cores / 2, cores - 1, cores (distinct)
+  std::function<void(const TrialResult&)> on_trial;  // progress
+};
+
+struct STOKE_API TuneResult {
+  TrialSettings best;
+  double best_images_per_second = 0;
+  std::vector<TrialResult> trials;
+  std::vector<std::string> not_tried;  // knobs that do not apply here, with the reason
+  std::string table() const;
+  // STOKE_* lines that Config loads (the batch size, a trainer option, as a comment).
+  std::string config_text() const;
+  void write_config(const std::filesystem::path& path) const;
+};
+
+// Short trials on `data` with `model` (whose weights are restored afterwards):
+// the batch size (powers of two up to the largest whose memory plan fits the
+// cap with headroom), then the thread count, then the cache and the prefetch
+// depth, each keeping the fastest. Each trial trains two short epochs on a
+// subset and measures the second. Leaves the library arena at the best
+// thread count.
+STOKE_API TuneResult autotune(nn::Model& model, const Dataset& data, const LoaderOptions& loader,
+                              const TrainerOptions& trainer, const TuneOptions& options = {});
 
 }  // namespace stoke
