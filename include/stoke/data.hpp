@@ -128,6 +128,7 @@ struct SyntheticOptions {
   std::uint64_t seed = 1;
   enum class Format { kJpeg, kPng } format = Format::kJpeg;
   int jpeg_quality = 90;
+  std::size_t first = 0;  // write images [first, first + count): lets a caller write in chunks
 };
 
 // One RGB image: a brushed-metal texture with low-frequency shading and grain;

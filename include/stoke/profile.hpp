@@ -54,7 +54,7 @@ struct MemoryFigures {
   bool pinned_fallback = false;     // staging fell back to pageable memory
 };
 
-struct ProfileSummary {
+struct STOKE_API ProfileSummary {
   double wall_seconds = 0;         // from start() to the summary
   std::uint64_t steps = 0;
   std::uint64_t images = 0;

@@ -113,7 +113,7 @@ std::filesystem::path write_synthetic_dataset(const std::filesystem::path& root,
     if (ec) throw IoError("cannot create '" + (root / cls).string() + "': " + ec.message());
   }
   const bool jpeg = options.format == SyntheticOptions::Format::kJpeg;
-  parallel_for(0, count, 1, [&](std::size_t begin, std::size_t end) {
+  parallel_for(options.first, options.first + count, 1, [&](std::size_t begin, std::size_t end) {
     Image image;
     for (std::size_t i = begin; i < end; ++i) {
       const std::uint64_t image_seed = data_detail::hash_seed(options.seed, i, 0x1AA6E);

@@ -155,15 +155,23 @@ void threads_rule(const AdvisorInput& in, std::vector<Advice>& out) {
     a.exports.push_back("export STOKE_CPU_THREADS=" + std::to_string(recommended));
     a.severity = 0.05;
     out.push_back(std::move(a));
-  } else if (in.cpu_threads > 0 && in.cpu_threads < recommended &&
-             in.profile.share(Stage::kDataWait) >= 0.05) {
+  } else if (in.cpu_threads > 0 && in.cpu_threads < recommended) {
+    // With a GPU the arena only preprocesses: too few threads shows as waiting
+    // for data. On the CPU backend it also computes: it shows as idle cores.
+    const double wait = in.profile.share(Stage::kDataWait);
+    const double cpu = in.profile.cpu_utilization();
+    const bool starving = wait >= 0.05;
+    const bool idle_cores = !in.device.use_gpu && in.profile.wall_seconds > 0 && cpu < 0.75;
+    if (!starving && !idle_cores) return;
     Advice a;
     a.rule = "too-few-threads";
-    a.diagnosis = "preprocessing runs on " + std::to_string(in.cpu_threads) + " of " +
-                  std::to_string(cores) + " physical cores while the step waits for data " +
-                  percent(in.profile.share(Stage::kDataWait)) + " of the time";
+    a.diagnosis = "the library arena has " + std::to_string(in.cpu_threads) + " thread" +
+                  (in.cpu_threads == 1 ? "" : "s") + " on " + std::to_string(cores) +
+                  " physical cores: " +
+                  (starving ? "the step waits for data " + percent(wait) + " of the time"
+                            : "the process uses " + percent(cpu) + " of the CPU");
     a.exports.push_back("export STOKE_CPU_THREADS=" + std::to_string(recommended));
-    a.severity = in.profile.share(Stage::kDataWait);
+    a.severity = starving ? wait : 1.0 - cpu;
     out.push_back(std::move(a));
   }
 }

@@ -157,6 +157,21 @@ TEST(Advisor, CpuBackendRecommendsAllCores) {
   EXPECT_TRUE(has_export(*a, "export STOKE_CPU_THREADS=8"));
 }
 
+TEST(Advisor, CpuBackendWithIdleCoresWantsMoreThreads) {
+  auto in = healthy_gpu_run();
+  in.device.use_gpu = false;
+  in.device.gpus.clear();
+  in.cpu_threads = 1;
+  in.profile.process_cpu_seconds = 0.3 * in.profile.wall_seconds * in.profile.logical_cores;
+  const auto advice = advise(in);
+  const Advice* a = find_rule(advice, "too-few-threads");
+  ASSERT_NE(a, nullptr) << format_advice(advice);
+  EXPECT_NE(a->diagnosis.find("30% of the CPU"), std::string::npos) << a->diagnosis;
+  // Busy cores: no advice.
+  in.profile.process_cpu_seconds = 0.95 * in.profile.wall_seconds * in.profile.logical_cores;
+  EXPECT_EQ(find_rule(advise(in), "too-few-threads"), nullptr);
+}
+
 TEST(Advisor, ForcedScalarSimdAndMissingSimd) {
   auto in = healthy_gpu_run();
   in.simd = SimdLevel::kScalar;

@@ -1,0 +1,300 @@
+// stoke-bench: the field notes' experiment in one command. Trains the
+// ResNet-style net on the embedded synthetic inspection dataset (or a folder
+// the user names) with a baseline configuration and with the autotuner's, and
+// prints one table, the end-to-end bound check and the advisor's report.
+//
+//   stoke-bench [--data DIR] [--images N] [--size S] [--epochs E] [--json]
+//               [--steps-per-trial K] [--config-out FILE]
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "bench/bench_report.hpp"
+#include "core/progress.hpp"
+#include "stoke/stoke.hpp"
+
+namespace fs = std::filesystem;
+using namespace stoke;
+
+namespace {
+
+struct Args {
+  fs::path data;             // user's folder dataset; empty = synthetic
+  std::size_t images = 0;    // 0 = default for the device
+  int size = 0;              // network input side; 0 = default for the device
+  int epochs = 0;            // 0 = default
+  std::size_t steps_per_trial = 4;
+  bool json = false;
+  fs::path config_out = "stoke-tuned.conf";
+};
+
+[[noreturn]] void usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s [--data DIR] [--images N] [--size S] [--epochs E] [--steps-per-trial K]\n"
+               "          [--config-out FILE] [--json]\n",
+               argv0);
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(argv[0]);
+      return argv[++i];
+    };
+    try {
+      if (arg == "--data") a.data = value();
+      else if (arg == "--images") a.images = std::stoul(value());
+      else if (arg == "--size") a.size = std::stoi(value());
+      else if (arg == "--epochs") a.epochs = std::stoi(value());
+      else if (arg == "--steps-per-trial") a.steps_per_trial = std::stoul(value());
+      else if (arg == "--config-out") a.config_out = value();
+      else if (arg == "--json") a.json = true;
+      else usage(argv[0]);
+    } catch (const std::logic_error&) {
+      std::fprintf(stderr, "%s: bad value for %s\n", argv[0], arg.c_str());
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+fs::path cache_root() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "stoke";
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "stoke";
+  return fs::temp_directory_path() / "stoke";
+}
+
+// The embedded default dataset: generated once, reused while its marker says
+// it is complete with these parameters.
+fs::path synthetic_dataset(std::size_t count, bool quiet) {
+  SyntheticOptions o;  // 2448 x 2048 JPEG, quality 90, 30 % defects
+  const fs::path dir = cache_root() / "datasets" /
+                       ("inspection-" + std::to_string(o.width) + "x" + std::to_string(o.height) + "-" +
+                        std::to_string(count) + "-q" + std::to_string(o.jpeg_quality) + "-s" +
+                        std::to_string(o.seed));
+  const fs::path marker = dir / ".complete";
+  if (fs::exists(marker)) return dir;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  if (!quiet) {
+    std::fprintf(stderr, "generating %zu synthetic %dx%d inspection images (once) into %s\n", count, o.width,
+                 o.height, dir.c_str());
+  }
+  // In chunks, so that the progress line moves.
+  detail::ProgressLine progress("dataset", count, "images");
+  const std::size_t chunk = 16;
+  for (std::size_t done = 0; done < count; done += chunk) {
+    SyntheticOptions part = o;
+    part.first = done;
+    const std::size_t n = std::min(chunk, count - done);
+    write_synthetic_dataset(dir, n, part);
+    progress.update(done + n);
+  }
+  progress.finish();
+  std::ofstream(marker) << count << "\n";
+  return dir;
+}
+
+bench::RunFigures run(const char* name, nn::Model& model, const Dataset& data, LoaderOptions loader,
+                      TrainerOptions options, const Runtime& runtime, bool quiet) {
+  model.backend().reset_peak();
+  detail::ProgressLine progress(std::string(name) + " run", static_cast<std::uint64_t>(options.epochs),
+                                "epochs");
+  Callbacks cb;
+  int epochs_done = 0;
+  cb.on_epoch = [&](const EpochRecord&) { progress.update(++epochs_done); };
+  if (quiet) cb.on_epoch = nullptr;
+  Trainer trainer(model, options, cb);
+  const auto fit = trainer.fit(data, nullptr, loader);
+  if (!quiet) progress.finish();
+  bench::RunFigures f = bench::summarize(fit.log, model.backend().memory_stats(), runtime.system.cpu);
+  f.batch_size = fit.batch_size;
+  return f;
+}
+
+// Train steps on one random batch already in memory: the compute bound.
+double compute_only(nn::Model& model, int batch, int steps, const std::array<std::size_t, 4>& shape) {
+  Backend& be = model.backend();
+  const std::int64_t n = batch;
+  Tensor x(be, {n, static_cast<std::int64_t>(shape[1]), static_cast<std::int64_t>(shape[2]),
+                static_cast<std::int64_t>(shape[3])});
+  Tensor y(be, {n}, DType::kInt32);
+  std::vector<float> xs(static_cast<std::size_t>(x.numel()));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist;
+  for (auto& v : xs) v = dist(rng);
+  std::vector<std::int32_t> ys(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < ys.size(); ++i) ys[i] = static_cast<std::int32_t>(i % 2);
+  x.copy_from_host(xs.data());
+  y.copy_from_host(ys.data());
+  nn::Sgd sgd(model);
+  nn::TrainStep step(model, sgd);
+  step.run(x, y, 0.0f);  // warm-up: allocations and workspaces
+  be.synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step.run(x, y, 0.0f);
+  be.synchronize();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return seconds > 0 ? steps * batch / seconds : 0;
+}
+
+// The loader alone, two epochs (the second warm when the cache is on).
+double pipeline_only(const Dataset& data, LoaderOptions loader, int batch) {
+  loader.batch_size = static_cast<std::size_t>(batch);
+  Loader l(data, loader);
+  std::vector<std::byte> images(l.batch_size() * l.sample_bytes());
+  std::vector<std::int32_t> labels(l.batch_size());
+  double rate = 0;
+  for (std::uint64_t epoch = 0; epoch < 2; ++epoch) {
+    const auto start = std::chrono::steady_clock::now();
+    std::size_t samples = 0;
+    for (std::uint64_t b = 0; b < l.batches_per_epoch(); ++b) samples += l.fill_batch(epoch, b, images, labels);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    rate = s > 0 ? samples / s : 0;
+  }
+  return rate;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  try {
+    Runtime runtime = init();
+    const bool gpu = runtime.device.use_gpu && default_backend().name() != "cpu";
+    // CPU: a small input and image count so that the whole experiment takes a
+    // few minutes on 2 cores; a GPU gets the field notes' sizes.
+    const std::size_t images = args.images ? args.images : (gpu ? 400 : 160);
+    const int size = args.size ? args.size : (gpu ? 224 : 64);
+    const int epochs = args.epochs ? args.epochs : 2;
+    const bool quiet = args.json;
+    if (!quiet) {
+      std::printf("stoke-bench %s on %s\n", version(), describe(runtime.device, runtime.system.cuda.gpus).c_str());
+      std::printf("input %dx%d RGB, %d epochs per run, %s\n", size, size, epochs,
+                  gpu ? "GPU sizes" : "CPU sizes (small input and image count to finish in minutes on 2 cores)");
+      std::fflush(stdout);
+    }
+    const fs::path root = args.data.empty() ? synthetic_dataset(images, quiet) : args.data;
+    Dataset data = Dataset::from_folder(root);
+    if (!args.data.empty() && args.images && args.images < data.size()) {
+      std::vector<std::size_t> first(args.images);
+      for (std::size_t i = 0; i < first.size(); ++i) first[i] = i;
+      data = data.subset(first);
+    }
+    if (!quiet) {
+      std::printf("dataset %s: %zu images, %zu classes\n\n", root.c_str(), data.size(), data.class_names().size());
+      std::fflush(stdout);
+    }
+
+    nn::ModelSpec spec;
+    spec.in_channels = 3;
+    spec.height = size;
+    spec.width = size;
+    spec.classes = static_cast<int>(data.class_names().size());
+    LoaderOptions loader;
+    loader.preprocess.width = size;
+    loader.preprocess.height = size;
+    loader.preprocess.channels = 3;
+    loader.preprocess.normalization = Normalization::mean_std(std::vector<float>{0.5f, 0.5f, 0.5f},
+                                                              std::vector<float>{0.25f, 0.25f, 0.25f});
+    TrainerOptions base;
+    base.epochs = epochs;
+    base.validate_every_epochs = 0;
+    base.log_every_steps = 0;
+    base.schedule.base_lr = 0.02f;
+
+    // Baseline: the field notes' untuned state.
+    Config baseline_config = runtime.config;
+    baseline_config.set("STOKE_CPU_THREADS", "1");
+    baseline_config.set("STOKE_CPU_SIMD", "scalar");
+    baseline_config.set("STOKE_CACHE", "off");
+    baseline_config.set("STOKE_PREFETCH_DEPTH", "1");
+    baseline_config.set("STOKE_HOST_PINNED", "off");
+    baseline_config.set("STOKE_GPU_STREAMS", "off");
+    baseline_config.set("STOKE_GPU_GRAPH", "off");
+    baseline_config.set("STOKE_GPU_JIT", "off");
+    LoaderOptions baseline_loader = loader;
+    baseline_loader.cache = CacheSpec{};
+    baseline_loader.simd = SimdLevel::kScalar;
+    baseline_loader.preprocess.dct_scaling = false;
+    TrainerOptions baseline = base;
+    baseline.batch_size = 2;
+    baseline.settings = baseline_config.settings();
+    set_thread_count(1);
+    auto baseline_model = nn::build_model(default_backend(), spec, 1);
+    const auto b = run("baseline", *baseline_model, data, baseline_loader, baseline, runtime, quiet);
+
+    // Tuned: the autotuner's pick.
+    set_thread_count(runtime.cpu_threads);
+    auto model = nn::build_model(default_backend(), spec, 1);
+    TuneOptions tune;
+    tune.steps_per_trial = args.steps_per_trial;
+    detail::ProgressLine* trial_progress = nullptr;
+    int trials = 0;
+    tune.on_trial = [&](const TrialResult&) {
+      if (trial_progress) trial_progress->update(++trials);
+    };
+    std::optional<detail::ProgressLine> progress;
+    if (!quiet) {
+      progress.emplace("tuning", 9, "trials");
+      trial_progress = &*progress;
+    }
+    TrainerOptions tune_base = base;
+    tune_base.settings = runtime.config.settings();
+    LoaderOptions tuned_loader = loader;
+    tuned_loader.simd = runtime.simd;
+    const auto tuned_choice = autotune(*model, data, tuned_loader, tune_base, tune);
+    if (progress) progress->finish();
+    tuned_choice.write_config(args.config_out);
+    Config tuned_config = runtime.config;
+    tuned_config.set("STOKE_CPU_THREADS", std::to_string(tuned_choice.best.cpu_threads));
+    tuned_config.set("STOKE_CACHE", tuned_choice.best.cache ? "ram" : "off");
+    tuned_config.set("STOKE_PREFETCH_DEPTH", std::to_string(tuned_choice.best.prefetch_depth));
+    tuned_loader.cache = tuned_choice.best.cache ? CacheSpec{CacheSpec::Kind::kRam, 0, {}} : CacheSpec{};
+    TrainerOptions tuned = base;
+    tuned.batch_size = tuned_choice.best.batch_size;
+    tuned.settings = tuned_config.settings();
+    const auto t = run("tuned", *model, data, tuned_loader, tuned, runtime, quiet);
+
+    // The bounds the tuned end-to-end rate is compared with, in the same run.
+    LoaderOptions bound_loader = tuned_loader;
+    const double pipeline_rate = pipeline_only(data, bound_loader, tuned.batch_size);
+    const double compute_rate = compute_only(*model, tuned.batch_size, 6,
+                                             {static_cast<std::size_t>(tuned.batch_size), 3,
+                                              static_cast<std::size_t>(size), static_cast<std::size_t>(size)});
+
+    // The advisor reads the baseline.
+    AdvisorInput in;
+    in.profile = b.last_profile;
+    in.system = runtime.system;
+    in.config = baseline_config;
+    in.device = runtime.device;
+    in.cpu_threads = 1;
+    in.simd = SimdLevel::kScalar;
+    in.batch_size = 2;
+    in.max_batch_size = auto_batch_size(*model, 1, 2ull << 30);
+    in.decoded_pixels_per_image = 2448.0 * 2048.0;
+    in.training_pixels_per_image = static_cast<double>(size) * size;
+    const auto advice = advise(in);
+
+    bench::Report report{b, t, pipeline_rate, compute_rate, tuned_choice, advice, size, data.size(),
+                         root.string(), args.config_out.string()};
+    if (args.json) {
+      std::cout << bench::to_json(report) << "\n";
+    } else {
+      std::cout << bench::to_text(report);
+    }
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "stoke-bench: %s\n", e.what());
+    return 1;
+  }
+}
