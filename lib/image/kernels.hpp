@@ -22,6 +22,11 @@ struct RowKernels {
   // out[j] = sum_k weights[k * weight_stride + j] * src[index[j] + k * tap_step], j < n.
   void (*horizontal)(const float* src, const std::int32_t* index, const float* weights,
                      std::size_t weight_stride, int taps, int tap_step, std::size_t n, float* out);
+  // horizontal followed by store_f32 in one pass (no row round trip):
+  // out[j] = (sum_k ...) * scale + bias.
+  void (*horizontal_affine)(const float* src, const std::int32_t* index, const float* weights,
+                            std::size_t weight_stride, int taps, int tap_step, std::size_t n, float scale,
+                            float bias, float* out);
   // out[j] = round_even(clamp(v[j], 0, 255)).
   void (*store_u8)(const float* v, std::size_t n, std::uint8_t* out);
   // out[j] = v[j] * scale + bias as float / half / bfloat16 bits.

@@ -133,6 +133,30 @@ void horizontal(const float* src, const std::int32_t* index, const float* weight
   }
 }
 
+void horizontal_affine(const float* src, const std::int32_t* index, const float* weights,
+                       std::size_t weight_stride, int taps, int tap_step, std::size_t n, float scale, float bias,
+                       float* out) {
+  std::size_t j = 0;
+#if STOKE_ISA > 0
+  const FloatBatch s(scale), b(bias);
+  for (; j + kLanes <= n; j += kLanes) {
+    FloatBatch sum = FloatBatch::load_unaligned(weights + j) * gather(src, index + j);
+    for (int k = 1; k < taps; ++k) {
+      sum = sum + FloatBatch::load_unaligned(weights + k * weight_stride + j) *
+                      gather(src + k * tap_step, index + j);
+    }
+    (sum * s + b).store_unaligned(out + j);
+  }
+#endif
+  for (; j < n; ++j) {
+    float sum = weights[j] * src[index[j]];
+    for (int k = 1; k < taps; ++k) {
+      sum = sum + weights[k * weight_stride + j] * src[index[j] + k * tap_step];
+    }
+    out[j] = sum * scale + bias;
+  }
+}
+
 void store_u8(const float* v, std::size_t n, std::uint8_t* out) {
   std::size_t j = 0;
 #if STOKE_ISA > 0
@@ -190,7 +214,7 @@ void affine_u8(std::uint8_t* p, std::size_t n, float alpha, float beta) {
   for (; j < n; ++j) p[j] = round_u8(static_cast<float>(p[j]) * alpha + beta);
 }
 
-constexpr RowKernels kTable{vertical, horizontal, store_u8, store_f32, store_f16, store_bf16, affine_u8};
+constexpr RowKernels kTable{vertical, horizontal, horizontal_affine, store_u8, store_f32, store_f16, store_bf16, affine_u8};
 
 }  // namespace
 }  // namespace stoke::image_detail::STOKE_ISA_NS

@@ -209,12 +209,16 @@ void Resampler::resize_normalize_chw(ImageView src, int width, int height, Resiz
   for (int oy = 0; oy < height; ++oy) {
     s.vertical(src, oy);
     for (int ch = 0; ch < c; ++ch) {
+      const std::size_t offset = ch * plane + oy * w;
+      if (dtype == OutputDtype::kFloat32) {
+        s.kernels->horizontal_affine(s.acc.data() + ch, s.planar_index.data(), s.x.weights.data(), w, s.x.taps,
+                                     c, w, scale[ch], bias[ch], static_cast<float*>(dst) + offset);
+        continue;
+      }
       s.kernels->horizontal(s.acc.data() + ch, s.planar_index.data(), s.x.weights.data(), w, s.x.taps, c,
                             w, s.row.data());
-      const std::size_t offset = ch * plane + oy * w;
       switch (dtype) {
         case OutputDtype::kFloat32:
-          s.kernels->store_f32(s.row.data(), w, scale[ch], bias[ch], static_cast<float*>(dst) + offset);
           break;
         case OutputDtype::kFloat16:
           s.kernels->store_f16(s.row.data(), w, scale[ch], bias[ch],
