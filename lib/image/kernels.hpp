@@ -27,6 +27,16 @@ struct RowKernels {
   void (*horizontal_affine)(const float* src, const std::int32_t* index, const float* weights,
                             std::size_t weight_stride, int taps, int tap_step, std::size_t n, float scale,
                             float bias, float* out);
+  // Three-channel horizontal pass without gathers: for pixel x < n and
+  // channel c < 3, out[3x + c] = sum_k weights[k * weight_stride + x] *
+  // src[start3[x] + 3k + c]. Reads one float past the last source pixel (src
+  // needs 4 floats of padding) and may write out[3n] (out needs 1 float).
+  void (*horizontal_rgb)(const float* src, const std::int32_t* start3, const float* weights,
+                         std::size_t weight_stride, int taps, std::size_t n, float* out);
+  // Deinterleaves an RGB float row into three planes, applying per-channel
+  // scale/bias: plane_c[x] = row[3x + c] * scale[c] + bias[c].
+  void (*store_planes_rgb)(const float* row, std::size_t n, const float* scale, const float* bias,
+                           float* plane0, float* plane1, float* plane2);
   // out[j] = round_even(clamp(v[j], 0, 255)).
   void (*store_u8)(const float* v, std::size_t n, std::uint8_t* out);
   // out[j] = v[j] * scale + bias as float / half / bfloat16 bits.

@@ -115,6 +115,7 @@ struct Resampler::Impl {
   bool interleaved_ready = false;
   std::vector<float> acc;
   std::vector<float> row;
+  std::vector<float> planes;  // RGB to half/bfloat16: normalized-free planes before the store
   std::vector<const std::uint8_t*> rows;
   std::vector<float> row_weights;
 
@@ -128,8 +129,10 @@ struct Resampler::Impl {
       for (int i = 0; i < width; ++i) planar_index[i] = x.start[i] * c;
       interleaved_ready = false;
     }
-    acc.resize(static_cast<std::size_t>(src.width) * c);
-    row.resize(static_cast<std::size_t>(width) * c);
+    // Padding: horizontal_rgb reads one float past the row and writes one past.
+    acc.resize(static_cast<std::size_t>(src.width) * c + 16, 0.f);
+    row.resize(static_cast<std::size_t>(width) * c + 16);
+    if (c == 3) planes.resize(static_cast<std::size_t>(width) * 3);
     rows.resize(y.taps);
     row_weights.resize(y.taps);
   }
@@ -182,8 +185,17 @@ void Resampler::resize(ImageView src, MutableImageView dst, ResizeFilter filter)
   }
   auto& s = *impl_;
   s.prepare(src, dst.width, dst.height, filter);
-  s.prepare_interleaved();
   const std::size_t n = static_cast<std::size_t>(dst.width) * dst.channels;
+  if (dst.channels == 3) {
+    for (int oy = 0; oy < dst.height; ++oy) {
+      s.vertical(src, oy);
+      s.kernels->horizontal_rgb(s.acc.data(), s.planar_index.data(), s.x.weights.data(), dst.width, s.x.taps,
+                                dst.width, s.row.data());
+      s.kernels->store_u8(s.row.data(), n, dst.row(oy));
+    }
+    return;
+  }
+  s.prepare_interleaved();
   for (int oy = 0; oy < dst.height; ++oy) {
     s.vertical(src, oy);
     s.kernels->horizontal(s.acc.data(), s.interleaved_index.data(), s.interleaved_weights.data(), n,
@@ -206,6 +218,33 @@ void Resampler::resize_normalize_chw(ImageView src, int width, int height, Resiz
   for (int ch = 0; ch < c; ++ch) norm.affine(ch, scale[ch], bias[ch]);
   const std::size_t plane = static_cast<std::size_t>(width) * height;
   const std::size_t w = static_cast<std::size_t>(width);
+  if (c == 3) {
+    const float ones[3] = {1.f, 1.f, 1.f}, zeros[3] = {0.f, 0.f, 0.f};
+    const bool f32 = dtype == OutputDtype::kFloat32;
+    for (int oy = 0; oy < height; ++oy) {
+      s.vertical(src, oy);
+      s.kernels->horizontal_rgb(s.acc.data(), s.planar_index.data(), s.x.weights.data(), w, s.x.taps, w,
+                                s.row.data());
+      const std::size_t offset = oy * w;
+      if (f32) {
+        float* out = static_cast<float*>(dst);
+        s.kernels->store_planes_rgb(s.row.data(), w, scale, bias, out + offset, out + plane + offset,
+                                    out + 2 * plane + offset);
+        continue;
+      }
+      float* p = s.planes.data();
+      s.kernels->store_planes_rgb(s.row.data(), w, ones, zeros, p, p + w, p + 2 * w);
+      auto* out = static_cast<std::uint16_t*>(dst);
+      for (int ch = 0; ch < 3; ++ch) {
+        if (dtype == OutputDtype::kFloat16) {
+          s.kernels->store_f16(p + ch * w, w, scale[ch], bias[ch], out + ch * plane + offset);
+        } else {
+          s.kernels->store_bf16(p + ch * w, w, scale[ch], bias[ch], out + ch * plane + offset);
+        }
+      }
+    }
+    return;
+  }
   for (int oy = 0; oy < height; ++oy) {
     s.vertical(src, oy);
     for (int ch = 0; ch < c; ++ch) {
