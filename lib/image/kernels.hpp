@@ -5,6 +5,12 @@
 // SIMD ones are tested against. Arithmetic is ordered identically in every
 // table (multiply then add, no FMA contraction), so float results match the
 // scalar path exactly and uint8 results differ by at most rounding ties.
+//
+// The vertical pass runs in fixed point (like OpenCV's uint8 resizers): rows
+// are widened to pixel * 128, multiplied by Q15 weights with rounding
+// (mulhrs) and summed with saturation into int16, 32 lanes per AVX-512
+// register. The horizontal weights carry the 1/128. Error against exact
+// arithmetic: at most (taps + 1) / 128 of a pixel step.
 #pragma once
 
 #include <cstddef>
@@ -16,22 +22,23 @@
 namespace stoke::image_detail {
 
 struct RowKernels {
-  // acc[i] = sum_k weights[k] * rows[k][i], i < n (uint8 rows, k < taps).
-  void (*vertical)(const std::uint8_t* const* rows, const float* weights, int taps, std::size_t n,
-                   float* acc);
+  // acc[i] = sat16(sum_k mulhrs(rows[k][i] << 7, weights[k])), i < n (k < taps);
+  // mulhrs(a, b) = (a * b + 2^14) >> 15. taps == 1 copies rows[0][i] << 7 exactly.
+  void (*vertical)(const std::uint8_t* const* rows, const std::int16_t* weights, int taps, std::size_t n,
+                   std::int16_t* acc);
   // out[j] = sum_k weights[k * weight_stride + j] * src[index[j] + k * tap_step], j < n.
-  void (*horizontal)(const float* src, const std::int32_t* index, const float* weights,
+  void (*horizontal)(const std::int16_t* src, const std::int32_t* index, const float* weights,
                      std::size_t weight_stride, int taps, int tap_step, std::size_t n, float* out);
   // horizontal followed by store_f32 in one pass (no row round trip):
   // out[j] = (sum_k ...) * scale + bias.
-  void (*horizontal_affine)(const float* src, const std::int32_t* index, const float* weights,
+  void (*horizontal_affine)(const std::int16_t* src, const std::int32_t* index, const float* weights,
                             std::size_t weight_stride, int taps, int tap_step, std::size_t n, float scale,
                             float bias, float* out);
   // Three-channel horizontal pass without gathers: for pixel x < n and
   // channel c < 3, out[3x + c] = sum_k weights[k * weight_stride + x] *
-  // src[start3[x] + 3k + c]. Reads one float past the last source pixel (src
-  // needs 4 floats of padding) and may write out[3n] (out needs 1 float).
-  void (*horizontal_rgb)(const float* src, const std::int32_t* start3, const float* weights,
+  // src[start3[x] + 3k + c]. Reads one value past the last source pixel (src
+  // needs 4 values of padding) and may write out[3n] (out needs 1 float).
+  void (*horizontal_rgb)(const std::int16_t* src, const std::int32_t* start3, const float* weights,
                          std::size_t weight_stride, int taps, std::size_t n, float* out);
   // Deinterleaves an RGB float row into three planes, applying per-channel
   // scale/bias: plane_c[x] = row[3x + c] * scale[c] + bias[c].

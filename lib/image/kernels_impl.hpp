@@ -56,19 +56,20 @@ inline FloatBatch load_u8(const std::uint8_t* p) {
 // Element loads, not the gather instructions: on AMD Zen 4 (and older Intel
 // cores) vgatherdps is slower than scalar loads + inserts (measured in
 // bench/pipeline_bench.cpp: the horizontal pass ran ~1.4x faster this way).
-inline FloatBatch gather(const float* base, const std::int32_t* index) {
+inline FloatBatch gather(const std::int16_t* base, const std::int32_t* index) {
+  auto at = [&](int i) { return static_cast<float>(base[index[i]]); };
 #if STOKE_ISA == 1
-  return _mm_setr_ps(base[index[0]], base[index[1]], base[index[2]], base[index[3]]);
+  return _mm_setr_ps(at(0), at(1), at(2), at(3));
 #elif STOKE_ISA == 2
-  return _mm256_setr_ps(base[index[0]], base[index[1]], base[index[2]], base[index[3]], base[index[4]],
-                        base[index[5]], base[index[6]], base[index[7]]);
+  return _mm256_setr_ps(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7));
 #else
-  return _mm512_setr_ps(base[index[0]], base[index[1]], base[index[2]], base[index[3]], base[index[4]],
-                        base[index[5]], base[index[6]], base[index[7]], base[index[8]], base[index[9]],
-                        base[index[10]], base[index[11]], base[index[12]], base[index[13]], base[index[14]],
-                        base[index[15]]);
+  return _mm512_setr_ps(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9), at(10), at(11),
+                        at(12), at(13), at(14), at(15));
 #endif
 }
+
+// Four int16 values (8 bytes) into the low half of a register.
+inline __m128i load4(const std::int16_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
 
 // Rounds to nearest even (the default MXCSR mode) and saturates to [0, 255].
 inline void store_u8_batch(FloatBatch v, std::uint8_t* out) {
@@ -101,24 +102,77 @@ inline void store_u16_from_u32(xsimd::batch<std::uint32_t, Arch> v, std::uint16_
 }
 #endif
 
-void vertical(const std::uint8_t* const* rows, const float* weights, int taps, std::size_t n,
-              float* acc) {
-  std::size_t i = 0;
+inline std::int16_t mulhrs(int a, int b) { return static_cast<std::int16_t>((a * b + 0x4000) >> 15); }
+inline std::int16_t add_sat(int a, int b) {
+  const int sum = a + b;
+  return static_cast<std::int16_t>(sum > 32767 ? 32767 : (sum < -32768 ? -32768 : sum));
+}
+
 #if STOKE_ISA > 0
-  for (; i + kLanes <= n; i += kLanes) {
-    FloatBatch sum = FloatBatch(weights[0]) * load_u8(rows[0] + i);
-    for (int k = 1; k < taps; ++k) sum = sum + FloatBatch(weights[k]) * load_u8(rows[k] + i);
-    sum.store_unaligned(acc + i);
+#if STOKE_ISA == 1
+using I16 = __m128i;
+constexpr std::size_t kLanes16 = 8;
+inline I16 widen7(const std::uint8_t* p) {
+  return _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 7);
+}
+inline I16 splat16(std::int16_t w) { return _mm_set1_epi16(w); }
+inline I16 mulhrs_v(I16 a, I16 b) { return _mm_mulhrs_epi16(a, b); }
+inline I16 adds_v(I16 a, I16 b) { return _mm_adds_epi16(a, b); }
+inline void store16(std::int16_t* p, I16 v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v); }
+#elif STOKE_ISA == 2
+using I16 = __m256i;
+constexpr std::size_t kLanes16 = 16;
+inline I16 widen7(const std::uint8_t* p) {
+  return _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 7);
+}
+inline I16 splat16(std::int16_t w) { return _mm256_set1_epi16(w); }
+inline I16 mulhrs_v(I16 a, I16 b) { return _mm256_mulhrs_epi16(a, b); }
+inline I16 adds_v(I16 a, I16 b) { return _mm256_adds_epi16(a, b); }
+inline void store16(std::int16_t* p, I16 v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+#else
+using I16 = __m512i;
+constexpr std::size_t kLanes16 = 32;
+inline I16 widen7(const std::uint8_t* p) {
+  return _mm512_slli_epi16(_mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 7);
+}
+inline I16 splat16(std::int16_t w) { return _mm512_set1_epi16(w); }
+inline I16 mulhrs_v(I16 a, I16 b) { return _mm512_mulhrs_epi16(a, b); }
+inline I16 adds_v(I16 a, I16 b) { return _mm512_adds_epi16(a, b); }
+inline void store16(std::int16_t* p, I16 v) { _mm512_storeu_si512(p, v); }
+#endif
+#endif
+
+void vertical(const std::uint8_t* const* rows, const std::int16_t* weights, int taps, std::size_t n,
+              std::int16_t* acc) {
+  std::size_t i = 0;
+  if (taps == 1) {  // identity axis: exact
+#if STOKE_ISA > 0
+    for (; i + kLanes16 <= n; i += kLanes16) store16(acc + i, widen7(rows[0] + i));
+#endif
+    for (; i < n; ++i) acc[i] = static_cast<std::int16_t>(rows[0][i] << 7);
+    return;
+  }
+#if STOKE_ISA > 0
+  if (taps == 2) {  // bilinear: weights stay in registers
+    const I16 w0 = splat16(weights[0]), w1 = splat16(weights[1]);
+    for (; i + kLanes16 <= n; i += kLanes16) {
+      store16(acc + i, adds_v(mulhrs_v(widen7(rows[0] + i), w0), mulhrs_v(widen7(rows[1] + i), w1)));
+    }
+  }
+  for (; i + kLanes16 <= n; i += kLanes16) {
+    I16 sum = mulhrs_v(widen7(rows[0] + i), splat16(weights[0]));
+    for (int k = 1; k < taps; ++k) sum = adds_v(sum, mulhrs_v(widen7(rows[k] + i), splat16(weights[k])));
+    store16(acc + i, sum);
   }
 #endif
   for (; i < n; ++i) {
-    float sum = weights[0] * static_cast<float>(rows[0][i]);
-    for (int k = 1; k < taps; ++k) sum = sum + weights[k] * static_cast<float>(rows[k][i]);
+    std::int16_t sum = mulhrs(rows[0][i] << 7, weights[0]);
+    for (int k = 1; k < taps; ++k) sum = add_sat(sum, mulhrs(rows[k][i] << 7, weights[k]));
     acc[i] = sum;
   }
 }
 
-void horizontal(const float* src, const std::int32_t* index, const float* weights,
+void horizontal(const std::int16_t* src, const std::int32_t* index, const float* weights,
                 std::size_t weight_stride, int taps, int tap_step, std::size_t n, float* out) {
   std::size_t j = 0;
 #if STOKE_ISA > 0
@@ -140,7 +194,7 @@ void horizontal(const float* src, const std::int32_t* index, const float* weight
   }
 }
 
-void horizontal_affine(const float* src, const std::int32_t* index, const float* weights,
+void horizontal_affine(const std::int16_t* src, const std::int32_t* index, const float* weights,
                        std::size_t weight_stride, int taps, int tap_step, std::size_t n, float scale, float bias,
                        float* out) {
   std::size_t j = 0;
@@ -164,15 +218,17 @@ void horizontal_affine(const float* src, const std::int32_t* index, const float*
   }
 }
 
-void horizontal_rgb(const float* src, const std::int32_t* start3, const float* weights,
+void horizontal_rgb(const std::int16_t* src, const std::int32_t* start3, const float* weights,
                     std::size_t weight_stride, int taps, std::size_t n, float* out) {
   std::size_t x = 0;
 #if STOKE_ISA == 1
   for (; x < n; ++x) {
-    __m128 sum = _mm_mul_ps(_mm_set1_ps(weights[x]), _mm_loadu_ps(src + start3[x]));
+    auto load = [&](int k) {
+      return _mm_cvtepi32_ps(_mm_cvtepi16_epi32(load4(src + start3[x] + 3 * k)));
+    };
+    __m128 sum = _mm_mul_ps(_mm_set1_ps(weights[x]), load(0));
     for (int k = 1; k < taps; ++k) {
-      sum = _mm_add_ps(sum, _mm_mul_ps(_mm_set1_ps(weights[k * weight_stride + x]),
-                                       _mm_loadu_ps(src + start3[x] + 3 * k)));
+      sum = _mm_add_ps(sum, _mm_mul_ps(_mm_set1_ps(weights[k * weight_stride + x]), load(k)));
     }
     _mm_storeu_ps(out + 3 * x, sum);
   }
@@ -180,7 +236,8 @@ void horizontal_rgb(const float* src, const std::int32_t* start3, const float* w
   // Two pixels per vector, one per 128-bit half.
   for (; x + 2 <= n; x += 2) {
     auto load = [&](int k) {
-      return _mm256_loadu2_m128(src + start3[x + 1] + 3 * k, src + start3[x] + 3 * k);
+      const __m128i pair = _mm_unpacklo_epi64(load4(src + start3[x] + 3 * k), load4(src + start3[x + 1] + 3 * k));
+      return _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(pair));
     };
     auto weight = [&](int k) {
       return _mm256_set_m128(_mm_set1_ps(weights[k * weight_stride + x + 1]),
@@ -197,10 +254,10 @@ void horizontal_rgb(const float* src, const std::int32_t* start3, const float* w
   const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   for (; x + 4 <= n; x += 4) {
     auto load = [&](int k) {
-      __m512 v = _mm512_castps128_ps512(_mm_loadu_ps(src + start3[x] + 3 * k));
-      v = _mm512_insertf32x4(v, _mm_loadu_ps(src + start3[x + 1] + 3 * k), 1);
-      v = _mm512_insertf32x4(v, _mm_loadu_ps(src + start3[x + 2] + 3 * k), 2);
-      return _mm512_insertf32x4(v, _mm_loadu_ps(src + start3[x + 3] + 3 * k), 3);
+      const __m128i lo = _mm_unpacklo_epi64(load4(src + start3[x] + 3 * k), load4(src + start3[x + 1] + 3 * k));
+      const __m128i hi =
+          _mm_unpacklo_epi64(load4(src + start3[x + 2] + 3 * k), load4(src + start3[x + 3] + 3 * k));
+      return _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_set_m128i(hi, lo)));
     };
     auto weight = [&](int k) {
       return _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(weights + k * weight_stride + x)));
