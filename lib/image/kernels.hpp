@@ -3,8 +3,8 @@
 // (kernels_<isa>.cpp, flags in module.cmake) into its own namespace, and
 // exposes a table of function pointers; the scalar table is the reference the
 // SIMD ones are tested against. Arithmetic is ordered identically in every
-// table (multiply then add, no FMA contraction), so float results match the
-// scalar path exactly and uint8 results differ by at most rounding ties.
+// table (multiply then add, no FMA contraction), so every table's results
+// are bit-identical to the scalar table's.
 //
 // The vertical pass runs in fixed point (like OpenCV's uint8 resizers): rows
 // are widened to pixel * 128, multiplied by Q15 weights with rounding

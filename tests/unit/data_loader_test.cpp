@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -162,6 +163,30 @@ TEST(DataLoader, BatchesAreByteIdenticalForOneAndTwoThreads) {
   EXPECT_TRUE(run_epoch(two, 1) == a1);
   EXPECT_TRUE(run_epoch(two, 0) == a0);
   EXPECT_FALSE(a0 == a1);  // augmentation and order change per epoch
+}
+
+TEST(DataLoader, EverySimdLevelGivesTheSameBatches) {
+  LoaderOptions o = augmenting(no_cache());
+  o.simd = SimdLevel::kScalar;
+  Loader scalar(jpeg_dataset(), o);
+  const Epoch expected = run_epoch(scalar, 3);
+  for (int l = 1; l <= static_cast<int>(query_cpu().simd); ++l) {
+    o.simd = static_cast<SimdLevel>(l);
+    Loader simd(jpeg_dataset(), o);
+    EXPECT_TRUE(run_epoch(simd, 3) == expected) << to_string(static_cast<SimdLevel>(l));
+  }
+}
+
+TEST(DataLoader, StokeCpuSimdScalarForcesTheScalarKernels) {
+  const char* previous = std::getenv("STOKE_CPU_SIMD");
+  const std::string saved = previous ? previous : "";
+  const SimdLevel before = default_simd_level();
+  ::setenv("STOKE_CPU_SIMD", "scalar", 1);
+  const SimdLevel level = default_simd_level();
+  if (previous) ::setenv("STOKE_CPU_SIMD", saved.c_str(), 1);
+  else ::unsetenv("STOKE_CPU_SIMD");
+  EXPECT_EQ(level, SimdLevel::kScalar);
+  EXPECT_EQ(default_simd_level(), before);
 }
 
 TEST(DataLoader, DirectPathMatchesDecodeAndFusedKernel) {
