@@ -11,6 +11,7 @@
 #include <turbojpeg.h>
 
 #include <cstdio>
+#include <ctime>
 #include <map>
 #include <string>
 #include <thread>
@@ -133,6 +134,12 @@ void bare_turbojpeg(benchmark::State& state) {
   set_images(state);
 }
 
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 void loader_pass(benchmark::State& state, bool warm) {
   const int threads = static_cast<int>(state.range(0));
   set_thread_count(threads);
@@ -153,12 +160,17 @@ void loader_pass(benchmark::State& state, bool warm) {
     ++epoch;
   }
   std::size_t done = 0;
+  const double cpu0 = process_cpu_seconds();
   for (auto _ : state) {
     for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b) done += loader.fill_batch(epoch, b, images, labels);
     ++epoch;
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(done));
   state.counters["threads"] = threads;
+  state.counters["worker_threads"] = static_cast<double>(loader.stats().worker_threads);
+  // CPU per image over all threads: on a shared machine the wall-clock
+  // scaling is not measurable, but the parallel overhead is.
+  state.counters["cpu_ms_per_image"] = 1e3 * (process_cpu_seconds() - cpu0) / static_cast<double>(done);
 }
 
 #if STOKE_BENCH_HAVE_OPENCV
@@ -206,10 +218,14 @@ void jpeg_to_tensor_opencv(benchmark::State& state) {
 class RateReporter : public benchmark::ConsoleReporter {
  public:
   std::map<std::string, double> rates;
+  std::map<std::string, double> cpu_per_image;
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& run : runs) {
+      if (run.run_type != Run::RT_Iteration) continue;
       const auto it = run.counters.find("items_per_second");
-      if (it != run.counters.end() && run.run_type == Run::RT_Iteration) rates[run.benchmark_name()] = it->second;
+      if (it != run.counters.end()) rates[run.benchmark_name()] = it->second;
+      const auto cpu = run.counters.find("cpu_ms_per_image");
+      if (cpu != run.counters.end()) cpu_per_image[run.benchmark_name()] = cpu->second;
     }
     ConsoleReporter::ReportRuns(runs);
   }
@@ -303,8 +319,14 @@ int main(int argc, char** argv) {
   }
   const double c1 = reporter.get(cold + "1/"), cn = reporter.get(cold + std::to_string(all) + "/");
   if (c1 > 0 && cn > 0) {
-    std::printf("loader cold scaling 1 -> %d threads: %.1f -> %.1f img/s, efficiency %.0f%%\n", all, c1, cn,
+    std::printf("loader cold scaling 1 -> %d threads: %.1f -> %.1f img/s wall, efficiency %.0f%%\n", all, c1, cn,
                 100.0 * cn / (all * c1));
+    const double p1 = reporter.cpu_per_image[cold + "1/real_time"];
+    const double pn = reporter.cpu_per_image[cold + std::to_string(all) + "/real_time"];
+    if (p1 > 0 && pn > 0) {
+      std::printf("loader cold CPU per image 1 -> %d threads: %.2f -> %.2f ms (parallel overhead %+.1f%%)\n", all,
+                  p1, pn, 100.0 * (pn / p1 - 1.0));
+    }
   }
   benchmark::Shutdown();
   return 0;

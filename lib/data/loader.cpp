@@ -223,6 +223,7 @@ const Dataset& Loader::dataset() const noexcept { return impl_->dataset; }
 LoaderStats Loader::stats() const {
   LoaderStats st;
   st.decoded = impl_->decoded_count.load();
+  st.worker_threads = impl_->workers.size();
   st.cache_hits = impl_->hits.load();
   if (impl_->cache) {
     st.cache_entries = impl_->cache->entries();
