@@ -103,9 +103,11 @@ inline void store_u16_from_u32(xsimd::batch<std::uint32_t, Arch> v, std::uint16_
 #endif
 
 inline std::int16_t mulhrs(int a, int b) { return static_cast<std::int16_t>((a * b + 0x4000) >> 15); }
+// Branch-free so the scalar table's loops still auto-vectorize at the baseline ISA.
 inline std::int16_t add_sat(int a, int b) {
   const int sum = a + b;
-  return static_cast<std::int16_t>(sum > 32767 ? 32767 : (sum < -32768 ? -32768 : sum));
+  const int hi = sum < 32767 ? sum : 32767;
+  return static_cast<std::int16_t>(hi > -32768 ? hi : -32768);
 }
 
 #if STOKE_ISA > 0
