@@ -280,6 +280,39 @@ TEST(DataLoader, FileCacheIsReusedAndRebuiltWhenStaleTruncatedOrCorrupt) {
   }
 }
 
+TEST(DataLoader, FashionMnistBatchesCarryThePixelsAndLabels) {
+  const fs::path dir = "/usr/share/datasets/fashion-mnist";
+  if (!fs::exists(dir / "t10k-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  const Dataset d = Dataset::from_idx(dir / "t10k-images-idx3-ubyte.gz", dir / "t10k-labels-idx1-ubyte.gz");
+  LoaderOptions o;
+  o.preprocess.width = o.preprocess.height = 28;
+  o.preprocess.channels = 1;
+  o.batch_size = 64;
+  o.seed = 5;
+  o.cache = no_cache();
+  Loader loader(d, o);
+  EXPECT_EQ(loader.batches_per_epoch(), 157u);  // 10000 / 64, rounded up
+  std::vector<float> images(64 * 28 * 28);
+  std::vector<std::int32_t> labels(64);
+  ASSERT_EQ(loader.fill_batch(0, 156, std::as_writable_bytes(std::span(images)), labels), 16u);
+  ASSERT_EQ(loader.fill_batch(0, 0, std::as_writable_bytes(std::span(images)), labels), 64u);
+  // Identify each sample by its pixels (identity resize is exact), then check its label.
+  std::size_t matched = 0;
+  for (std::size_t i = 0; i < d.size() && matched < 64; ++i) {
+    const ImageView px = d.pixels(i);
+    for (std::size_t slot = 0; slot < 64; ++slot) {
+      bool same = true;
+      for (int p = 0; p < 28 * 28 && same; ++p) same = images[slot * 784 + p] == px.data[p] * (1.f / 255.f);
+      if (same) {
+        EXPECT_EQ(labels[slot], d.label(i));
+        ++matched;
+        break;
+      }
+    }
+  }
+  EXPECT_EQ(matched, 64u);
+}
+
 TEST(DataLoader, UndecodableSampleThrowsNamingTheFile) {
   const fs::path root = fresh_dir("loader_bad");
   fs::create_directories(root / "a");
