@@ -86,13 +86,13 @@ void set_images(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * kSrcW * kSrcH * 3);
 }
 
-void fused_stoke(benchmark::State& state, SimdLevel level, ResizeFilter filter) {
+void fused_stoke(benchmark::State& state, SimdLevel level, ResizeFilter filter, OutputDtype dtype) {
   const Image& src = source_image();
   Resampler resampler(level);
   std::vector<float> out(3 * kOut * kOut);
   const Normalization norm = imagenet();
   for (auto _ : state) {
-    resampler.resize_normalize_chw(src.view(), kOut, kOut, filter, norm, OutputDtype::kFloat32, out.data());
+    resampler.resize_normalize_chw(src.view(), kOut, kOut, filter, norm, dtype, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   set_images(state);
@@ -271,7 +271,14 @@ int main(int argc, char** argv) {
         if (t > 1 && level != best) continue;
         timing(benchmark::RegisterBenchmark(("BM_ResizeNormalize/stoke-" + std::string(to_string(level)) + shape + "/" +
                                       fname).c_str(),
-                                     fused_stoke, level, filter), t);
+                                     fused_stoke, level, filter, OutputDtype::kFloat32), t);
+      }
+      if (t == 1) {
+        for (OutputDtype dtype : {OutputDtype::kFloat16, OutputDtype::kBFloat16}) {
+          const std::string name = "BM_ResizeNormalize/stoke-" + std::string(to_string(best)) + "/" +
+                                   to_string(dtype) + "/2448x2048x3->3x512x512/" + fname;
+          timing(benchmark::RegisterBenchmark(name.c_str(), fused_stoke, best, filter, dtype), t);
+        }
       }
 #if STOKE_BENCH_HAVE_OPENCV
       timing(benchmark::RegisterBenchmark(("BM_ResizeNormalize/opencv" + shape + "/" + fname).c_str(), fused_opencv,

@@ -235,6 +235,20 @@ TEST(DataLoader, RamCacheBudgetBoundsEntries) {
   EXPECT_EQ(loader.stats().cache_hits, 4u);
 }
 
+TEST(DataLoader, StokeCacheEnvironmentSelectsTheCacheWhenOptionsLeaveItUnset) {
+  const char* previous = std::getenv("STOKE_CACHE");
+  const std::string saved = previous ? previous : "";
+  ::setenv("STOKE_CACHE", "ram:1M", 1);
+  LoaderOptions o = augmenting(no_cache());
+  o.cache.reset();
+  Loader loader(jpeg_dataset(), o);
+  if (previous) ::setenv("STOKE_CACHE", saved.c_str(), 1);
+  else ::unsetenv("STOKE_CACHE");
+  run_epoch(loader, 0);
+  // 1 MiB holds 291 entries of 40x30x3: all ten samples.
+  EXPECT_EQ(loader.stats().cache_entries, 10u);
+}
+
 TEST(DataLoader, FileCacheIsReusedAndRebuiltWhenStaleTruncatedOrCorrupt) {
   const fs::path path = fresh_dir("file_cache") / "cache.bin";
   Loader reference(jpeg_dataset(), augmenting(no_cache()));
