@@ -190,6 +190,7 @@ struct LoaderOptions {
 
 struct LoaderStats {
   std::uint64_t decoded = 0;      // images read and decoded
+  std::uint64_t worker_threads = 0;  // distinct threads that have processed samples
   std::uint64_t cache_hits = 0;   // deterministic results taken from the cache
   std::uint64_t cache_entries = 0;
   std::uint64_t cache_bytes = 0;

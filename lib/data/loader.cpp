@@ -82,6 +82,7 @@ struct Loader::Impl {
   std::vector<Token> tokens;
   std::vector<Token*> free_tokens;
   std::mutex free_mutex;
+  std::mutex call_mutex;  // serializes fill_batch callers (the contract is one at a time)
   std::vector<std::size_t> order;
   std::uint64_t order_epoch = ~0ull;
   std::atomic<std::uint64_t> decoded_count{0};
@@ -241,6 +242,7 @@ const Dataset& Loader::dataset() const noexcept { return impl_->dataset; }
 LoaderStats Loader::stats() const {
   LoaderStats st;
   st.decoded = impl_->decoded_count.load();
+  st.worker_threads = impl_->workers.size();
   st.cache_hits = impl_->hits.load();
   if (impl_->cache) {
     st.cache_entries = impl_->cache->entries();
@@ -254,6 +256,7 @@ LoaderStats Loader::stats() const {
 std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, std::span<std::byte> images,
                                std::span<std::int32_t> labels) {
   auto& s = *impl_;
+  std::lock_guard call_lock(s.call_mutex);
   const std::size_t batch = s.options.batch_size;
   if (batch_index >= batches_per_epoch()) {
     throw InvalidArgument("Loader::fill_batch: batch " + std::to_string(batch_index) + " out of range (" +

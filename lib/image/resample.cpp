@@ -26,6 +26,10 @@ struct AxisPlan {
   int taps = 0;
   std::vector<std::int32_t> start;
   std::vector<float> weights;  // k-major: weights[k * dst + i]
+  // The same for the passes that consume them: x: weights / 128 (the vertical
+  // pass leaves pixel * 128); y: Q15 for the fixed-point vertical pass.
+  std::vector<float> scaled;
+  std::vector<std::int16_t> q15;
 };
 
 bool use_area(ResizeFilter filter, int src, int dst) {
@@ -86,6 +90,12 @@ bool build_axis(AxisPlan& plan, int src, int dst, ResizeFilter filter) {
       plan.weights[static_cast<std::size_t>(k) * dst + i] = static_cast<float>(w[k]);
     }
   }
+  plan.scaled.resize(plan.weights.size());
+  plan.q15.resize(plan.weights.size());
+  for (std::size_t j = 0; j < plan.weights.size(); ++j) {
+    plan.scaled[j] = plan.weights[j] * (1.f / 128.f);  // exact: a power of two
+    plan.q15[j] = static_cast<std::int16_t>(std::min(32767L, std::lround(plan.weights[j] * 32768.0)));
+  }
   return true;
 }
 
@@ -113,10 +123,11 @@ struct Resampler::Impl {
   std::vector<std::int32_t> interleaved_index;
   std::vector<float> interleaved_weights;
   bool interleaved_ready = false;
-  std::vector<float> acc;
+  std::vector<std::int16_t> acc;  // vertical pass output: pixel * 128
   std::vector<float> row;
+  std::vector<float> planes;  // RGB to half/bfloat16: normalized-free planes before the store
   std::vector<const std::uint8_t*> rows;
-  std::vector<float> row_weights;
+  std::vector<std::int16_t> row_weights;
 
   void prepare(ImageView src, int width, int height, ResizeFilter filter) {
     const bool x_changed = build_axis(x, src.width, width, filter);
@@ -128,8 +139,10 @@ struct Resampler::Impl {
       for (int i = 0; i < width; ++i) planar_index[i] = x.start[i] * c;
       interleaved_ready = false;
     }
-    acc.resize(static_cast<std::size_t>(src.width) * c);
-    row.resize(static_cast<std::size_t>(width) * c);
+    // Padding: horizontal_rgb reads one float past the row and writes one past.
+    acc.resize(static_cast<std::size_t>(src.width) * c + 16, 0);
+    row.resize(static_cast<std::size_t>(width) * c + 16);
+    if (c == 3) planes.resize(static_cast<std::size_t>(width) * 3);
     rows.resize(y.taps);
     row_weights.resize(y.taps);
   }
@@ -144,7 +157,7 @@ struct Resampler::Impl {
       const int i = static_cast<int>(j / c);
       interleaved_index[j] = x.start[i] * c + static_cast<int>(j % c);
       for (int k = 0; k < x.taps; ++k) {
-        interleaved_weights[k * n + j] = x.weights[static_cast<std::size_t>(k) * x.dst + i];
+        interleaved_weights[k * n + j] = x.scaled[static_cast<std::size_t>(k) * x.dst + i];
       }
     }
     interleaved_ready = true;
@@ -155,7 +168,7 @@ struct Resampler::Impl {
     const int taps = y.taps;
     for (int k = 0; k < taps; ++k) {
       rows[k] = src.row(y.start[out_y] + k);
-      row_weights[k] = y.weights[static_cast<std::size_t>(k) * y.dst + out_y];
+      row_weights[k] = y.q15[static_cast<std::size_t>(k) * y.dst + out_y];
     }
     kernels->vertical(rows.data(), row_weights.data(), taps,
                       static_cast<std::size_t>(src.width) * src.channels, acc.data());
@@ -182,8 +195,17 @@ void Resampler::resize(ImageView src, MutableImageView dst, ResizeFilter filter)
   }
   auto& s = *impl_;
   s.prepare(src, dst.width, dst.height, filter);
-  s.prepare_interleaved();
   const std::size_t n = static_cast<std::size_t>(dst.width) * dst.channels;
+  if (dst.channels == 3) {
+    for (int oy = 0; oy < dst.height; ++oy) {
+      s.vertical(src, oy);
+      s.kernels->horizontal_rgb(s.acc.data(), s.planar_index.data(), s.x.scaled.data(), dst.width, s.x.taps,
+                                dst.width, s.row.data());
+      s.kernels->store_u8(s.row.data(), n, dst.row(oy));
+    }
+    return;
+  }
+  s.prepare_interleaved();
   for (int oy = 0; oy < dst.height; ++oy) {
     s.vertical(src, oy);
     s.kernels->horizontal(s.acc.data(), s.interleaved_index.data(), s.interleaved_weights.data(), n,
@@ -206,15 +228,46 @@ void Resampler::resize_normalize_chw(ImageView src, int width, int height, Resiz
   for (int ch = 0; ch < c; ++ch) norm.affine(ch, scale[ch], bias[ch]);
   const std::size_t plane = static_cast<std::size_t>(width) * height;
   const std::size_t w = static_cast<std::size_t>(width);
+  if (c == 3) {
+    const float ones[3] = {1.f, 1.f, 1.f}, zeros[3] = {0.f, 0.f, 0.f};
+    const bool f32 = dtype == OutputDtype::kFloat32;
+    for (int oy = 0; oy < height; ++oy) {
+      s.vertical(src, oy);
+      s.kernels->horizontal_rgb(s.acc.data(), s.planar_index.data(), s.x.scaled.data(), w, s.x.taps, w,
+                                s.row.data());
+      const std::size_t offset = oy * w;
+      if (f32) {
+        float* out = static_cast<float*>(dst);
+        s.kernels->store_planes_rgb(s.row.data(), w, scale, bias, out + offset, out + plane + offset,
+                                    out + 2 * plane + offset);
+        continue;
+      }
+      float* p = s.planes.data();
+      s.kernels->store_planes_rgb(s.row.data(), w, ones, zeros, p, p + w, p + 2 * w);
+      auto* out = static_cast<std::uint16_t*>(dst);
+      for (int ch = 0; ch < 3; ++ch) {
+        if (dtype == OutputDtype::kFloat16) {
+          s.kernels->store_f16(p + ch * w, w, scale[ch], bias[ch], out + ch * plane + offset);
+        } else {
+          s.kernels->store_bf16(p + ch * w, w, scale[ch], bias[ch], out + ch * plane + offset);
+        }
+      }
+    }
+    return;
+  }
   for (int oy = 0; oy < height; ++oy) {
     s.vertical(src, oy);
     for (int ch = 0; ch < c; ++ch) {
-      s.kernels->horizontal(s.acc.data() + ch, s.planar_index.data(), s.x.weights.data(), w, s.x.taps, c,
-                            w, s.row.data());
       const std::size_t offset = ch * plane + oy * w;
+      if (dtype == OutputDtype::kFloat32) {
+        s.kernels->horizontal_affine(s.acc.data() + ch, s.planar_index.data(), s.x.scaled.data(), w, s.x.taps,
+                                     c, w, scale[ch], bias[ch], static_cast<float*>(dst) + offset);
+        continue;
+      }
+      s.kernels->horizontal(s.acc.data() + ch, s.planar_index.data(), s.x.scaled.data(), w, s.x.taps, c,
+                            w, s.row.data());
       switch (dtype) {
         case OutputDtype::kFloat32:
-          s.kernels->store_f32(s.row.data(), w, scale[ch], bias[ch], static_cast<float*>(dst) + offset);
           break;
         case OutputDtype::kFloat16:
           s.kernels->store_f16(s.row.data(), w, scale[ch], bias[ch],

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -164,6 +165,30 @@ TEST(DataLoader, BatchesAreByteIdenticalForOneAndTwoThreads) {
   EXPECT_FALSE(a0 == a1);  // augmentation and order change per epoch
 }
 
+TEST(DataLoader, EverySimdLevelGivesTheSameBatches) {
+  LoaderOptions o = augmenting(no_cache());
+  o.simd = SimdLevel::kScalar;
+  Loader scalar(jpeg_dataset(), o);
+  const Epoch expected = run_epoch(scalar, 3);
+  for (int l = 1; l <= static_cast<int>(query_cpu().simd); ++l) {
+    o.simd = static_cast<SimdLevel>(l);
+    Loader simd(jpeg_dataset(), o);
+    EXPECT_TRUE(run_epoch(simd, 3) == expected) << to_string(static_cast<SimdLevel>(l));
+  }
+}
+
+TEST(DataLoader, StokeCpuSimdScalarForcesTheScalarKernels) {
+  const char* previous = std::getenv("STOKE_CPU_SIMD");
+  const std::string saved = previous ? previous : "";
+  const SimdLevel before = default_simd_level();
+  ::setenv("STOKE_CPU_SIMD", "scalar", 1);
+  const SimdLevel level = default_simd_level();
+  if (previous) ::setenv("STOKE_CPU_SIMD", saved.c_str(), 1);
+  else ::unsetenv("STOKE_CPU_SIMD");
+  EXPECT_EQ(level, SimdLevel::kScalar);
+  EXPECT_EQ(default_simd_level(), before);
+}
+
 TEST(DataLoader, DirectPathMatchesDecodeAndFusedKernel) {
   LoaderOptions o;
   o.preprocess.width = 24;
@@ -210,6 +235,20 @@ TEST(DataLoader, RamCacheBudgetBoundsEntries) {
   EXPECT_EQ(loader.stats().cache_hits, 4u);
 }
 
+TEST(DataLoader, StokeCacheEnvironmentSelectsTheCacheWhenOptionsLeaveItUnset) {
+  const char* previous = std::getenv("STOKE_CACHE");
+  const std::string saved = previous ? previous : "";
+  ::setenv("STOKE_CACHE", "ram:1M", 1);
+  LoaderOptions o = augmenting(no_cache());
+  o.cache.reset();
+  Loader loader(jpeg_dataset(), o);
+  if (previous) ::setenv("STOKE_CACHE", saved.c_str(), 1);
+  else ::unsetenv("STOKE_CACHE");
+  run_epoch(loader, 0);
+  // 1 MiB holds 291 entries of 40x30x3: all ten samples.
+  EXPECT_EQ(loader.stats().cache_entries, 10u);
+}
+
 TEST(DataLoader, FileCacheIsReusedAndRebuiltWhenStaleTruncatedOrCorrupt) {
   const fs::path path = fresh_dir("file_cache") / "cache.bin";
   Loader reference(jpeg_dataset(), augmenting(no_cache()));
@@ -253,6 +292,39 @@ TEST(DataLoader, FileCacheIsReusedAndRebuiltWhenStaleTruncatedOrCorrupt) {
     Loader stale(jpeg_dataset(), o);
     EXPECT_NE(stale.stats().cache_note.find("stale"), std::string::npos) << stale.stats().cache_note;
   }
+}
+
+TEST(DataLoader, FashionMnistBatchesCarryThePixelsAndLabels) {
+  const fs::path dir = "/usr/share/datasets/fashion-mnist";
+  if (!fs::exists(dir / "t10k-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  const Dataset d = Dataset::from_idx(dir / "t10k-images-idx3-ubyte.gz", dir / "t10k-labels-idx1-ubyte.gz");
+  LoaderOptions o;
+  o.preprocess.width = o.preprocess.height = 28;
+  o.preprocess.channels = 1;
+  o.batch_size = 64;
+  o.seed = 5;
+  o.cache = no_cache();
+  Loader loader(d, o);
+  EXPECT_EQ(loader.batches_per_epoch(), 157u);  // 10000 / 64, rounded up
+  std::vector<float> images(64 * 28 * 28);
+  std::vector<std::int32_t> labels(64);
+  ASSERT_EQ(loader.fill_batch(0, 156, std::as_writable_bytes(std::span(images)), labels), 16u);
+  ASSERT_EQ(loader.fill_batch(0, 0, std::as_writable_bytes(std::span(images)), labels), 64u);
+  // Identify each sample by its pixels (identity resize is exact), then check its label.
+  std::size_t matched = 0;
+  for (std::size_t i = 0; i < d.size() && matched < 64; ++i) {
+    const ImageView px = d.pixels(i);
+    for (std::size_t slot = 0; slot < 64; ++slot) {
+      bool same = true;
+      for (int p = 0; p < 28 * 28 && same; ++p) same = images[slot * 784 + p] == px.data[p] * (1.f / 255.f);
+      if (same) {
+        EXPECT_EQ(labels[slot], d.label(i));
+        ++matched;
+        break;
+      }
+    }
+  }
+  EXPECT_EQ(matched, 64u);
 }
 
 TEST(DataLoader, UndecodableSampleThrowsNamingTheFile) {
