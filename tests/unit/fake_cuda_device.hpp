@@ -88,6 +88,23 @@ class FakeCudaDevice final : public detail::CudaDevice {
   void copy_to_host(void* dst, const void* src, std::size_t bytes, detail::GpuStream) override {
     std::memcpy(dst, src, bytes);
   }
+  std::atomic<int> normalizes{0};
+  // The plain reference of the device kernel.
+  void normalize_u8_hwc_to_f32_chw(const void* src, float* dst, int samples, int height, int width,
+                                   int channels, const float* mean, const float* std,
+                                   detail::GpuStream) override {
+    ++normalizes;
+    const auto* in = static_cast<const unsigned char*>(src);
+    const std::size_t pixels = static_cast<std::size_t>(height) * width;
+    for (int n = 0; n < samples; ++n) {
+      for (std::size_t p = 0; p < pixels; ++p) {
+        for (int c = 0; c < channels; ++c) {
+          const float v = in[(n * pixels + p) * channels + c] / 255.0f;
+          dst[(static_cast<std::size_t>(n) * channels + c) * pixels + p] = (v - mean[c]) / std[c];
+        }
+      }
+    }
+  }
 };
 
 }  // namespace stoke::testing
