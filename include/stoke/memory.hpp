@@ -113,6 +113,9 @@ class STOKE_API MemoryPool {
   // resolve_device_pool_cap(settings, total). Unsupported when the CUDA plugin
   // or the device is missing (the message says why).
   static std::unique_ptr<MemoryPool> device(const Settings& settings, int device);
+  // Internal (tests, backends): on an already opened device handle.
+  static std::unique_ptr<MemoryPool> device(const Settings& settings,
+                                            std::shared_ptr<detail::CudaDevice> device);
 
   // Ensures: a 256-aligned block of at least `bytes` (0 is served as 256)
   // that no other live allocation uses and whose previous owner's stream work

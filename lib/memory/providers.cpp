@@ -106,7 +106,12 @@ std::unique_ptr<MemoryPool> MemoryPool::host_arena(std::uint64_t cap, std::size_
 }
 
 std::unique_ptr<MemoryPool> MemoryPool::device(const Settings& settings, int device) {
-  auto cuda = detail::open_cuda_device(device);
+  return MemoryPool::device(settings, detail::open_cuda_device(device));
+}
+
+std::unique_ptr<MemoryPool> MemoryPool::device(const Settings& settings,
+                                               std::shared_ptr<detail::CudaDevice> cuda) {
+  if (!cuda) throw InvalidArgument("MemoryPool::device: no device");
   const PoolCap cap = resolve_device_pool_cap(settings, cuda->total_memory());
   PoolOptions options;
   options.cap = cap.bytes;
