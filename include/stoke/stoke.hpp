@@ -5,6 +5,8 @@
 #include "stoke/device.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
+#include "stoke/memory.hpp"
+#include "stoke/prefetch.hpp"
 #include "stoke/system.hpp"
 #include "stoke/threads.hpp"
 #include "stoke/version.hpp"
