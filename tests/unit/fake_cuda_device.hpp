@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 #include "backend/cuda_device_api.hpp"
@@ -17,6 +18,7 @@ namespace stoke::testing {
 class FakeCudaDevice final : public detail::CudaDevice {
  public:
   std::uint64_t pinned_limit = ~0ull;  // pinned_alloc refuses beyond this total
+  bool pinned_throws = false;          // pinned_alloc fails like a driver error
   std::atomic<std::uint64_t> pinned_live{0};
   std::atomic<int> pinned_allocs{0};
   std::atomic<int> streams_live{0};
@@ -39,6 +41,7 @@ class FakeCudaDevice final : public detail::CudaDevice {
     ::operator delete(ptr, std::align_val_t{256});
   }
   void* pinned_alloc(std::size_t bytes) override {
+    if (pinned_throws) throw std::runtime_error("cudaHostAlloc: unknown error (status 999)");
     if (pinned_live + bytes > pinned_limit) return nullptr;
     pinned_live += bytes;
     ++pinned_allocs;
