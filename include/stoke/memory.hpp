@@ -113,10 +113,15 @@ class STOKE_API MemoryPool {
   // resolve_device_pool_cap(settings, total). Unsupported when the CUDA plugin
   // or the device is missing (the message says why).
   static std::unique_ptr<MemoryPool> device(const Settings& settings, int device);
+  // Internal (tests, backends): on an already opened device handle.
+  static std::unique_ptr<MemoryPool> device(const Settings& settings,
+                                            std::shared_ptr<detail::CudaDevice> device);
 
   // Ensures: a 256-aligned block of at least `bytes` (0 is served as 256)
   // that no other live allocation uses and whose previous owner's stream work
-  // has passed its fence.
+  // has passed its fence. `stream` is the stream the block will be used on
+  // (recorded by allocate_scoped, which frees on it; allocate itself needs no
+  // per-stream pools since every reuse waits for the freeing stream's fence).
   // Throws OutOfMemory (naming cap, request, in use, peak and remedy) when the
   // request cannot be served under the cap; the pool stays usable.
   void* allocate(std::size_t bytes, StreamHandle stream = nullptr);

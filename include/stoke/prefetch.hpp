@@ -12,6 +12,7 @@
 // still lets producer and consumer overlap.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -37,6 +38,20 @@ using FillBatch = std::function<std::size_t(std::uint64_t epoch, std::uint64_t b
                                             std::span<std::byte> images,
                                             std::span<std::int32_t> labels)>;
 
+// Optional on CUDA: the producer writes uint8 HWC samples (sample_bytes =
+// height * width * channels), which are uploaded as such (4x fewer bytes than
+// float) and turned on the device into float (N, C, H, W) with
+// (x / 255 - mean[c]) / std[c], by a kernel NVRTC compiles for the device.
+// device_images() then points at the floats. Ignored on the CPU backend.
+struct DeviceNormalize {
+  bool enabled = false;
+  int height = 0;
+  int width = 0;
+  int channels = 0;  // 1..4
+  std::array<float, 4> mean{0.0f, 0.0f, 0.0f, 0.0f};
+  std::array<float, 4> std{1.0f, 1.0f, 1.0f, 1.0f};
+};
+
 struct STOKE_API PrefetchOptions {
   std::size_t sample_bytes = 0;          // bytes of one sample's image data
   std::size_t batch_size = 0;            // samples per (full) batch
@@ -49,6 +64,7 @@ struct STOKE_API PrefetchOptions {
   StreamHandle compute_stream = nullptr; // the consumer's CUDA stream (null: legacy stream)
   bool host_pinned = true;               // STOKE_HOST_PINNED
   std::uint64_t host_pinned_max = 512ull << 20;  // STOKE_HOST_PINNED_MAX
+  DeviceNormalize device_normalize;
 
   // depth, gpu_streams, host_pinned and host_pinned_max from the settings.
   static PrefetchOptions from_settings(const Settings& settings);

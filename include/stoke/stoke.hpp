@@ -1,11 +1,21 @@
 // Umbrella header: everything a trainer or inspection application needs.
 #pragma once
 
+#include "stoke/backend.hpp"
 #include "stoke/config.hpp"
+#include "stoke/data.hpp"
 #include "stoke/device.hpp"
 #include "stoke/error.hpp"
+#include "stoke/image.hpp"
 #include "stoke/log.hpp"
+#include "stoke/memory.hpp"
+#include "stoke/nn.hpp"
+#include "stoke/prefetch.hpp"
+#include "stoke/profile.hpp"
 #include "stoke/runtime.hpp"
 #include "stoke/system.hpp"
+#include "stoke/tensor.hpp"
 #include "stoke/threads.hpp"
+#include "stoke/train.hpp"
+#include "stoke/tune.hpp"
 #include "stoke/version.hpp"

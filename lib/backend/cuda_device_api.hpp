@@ -51,6 +51,13 @@ class CudaDevice {
   // pageable host memory, as CUDA defines).
   virtual void copy_to_device(void* dst, const void* src, std::size_t bytes, GpuStream stream) = 0;
   virtual void copy_to_host(void* dst, const void* src, std::size_t bytes, GpuStream stream) = 0;
+
+  // On `stream`: dst (N, C, H, W) float = (src (N, H, W, C) uint8 / 255 -
+  // mean[c]) / std[c], with a kernel compiled by NVRTC for this device on first
+  // use. Requires 1 <= channels <= 4.
+  virtual void normalize_u8_hwc_to_f32_chw(const void* src, float* dst, int samples, int height,
+                                           int width, int channels, const float* mean,
+                                           const float* std, GpuStream stream) = 0;
 };
 
 }  // namespace stoke::detail

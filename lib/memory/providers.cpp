@@ -1,5 +1,7 @@
 // The pool's two real chunk providers: aligned host memory, and device memory
 // through the CUDA plugin with events as stream fences.
+#include <map>
+#include <mutex>
 #include <new>
 #include <unordered_map>
 #include <vector>
@@ -16,7 +18,15 @@ std::shared_ptr<CudaDevice> open_cuda_device(int index) {
   const PluginLoad& load = cuda_plugin();
   if (!load.plugin) throw Unsupported("CUDA device " + std::to_string(index) +
                                       " is not available: " + load.error);
-  return load.plugin->open_device(index);
+  // One handle per device while any user holds it, so pools, staging and
+  // prefetchers share its compiled kernels.
+  static std::mutex mutex;
+  static std::map<int, std::weak_ptr<CudaDevice>> open;
+  std::lock_guard lock(mutex);
+  if (auto device = open[index].lock()) return device;
+  auto device = load.plugin->open_device(index);
+  open[index] = device;
+  return device;
 }
 
 std::shared_ptr<CudaDevice> try_open_cuda_device(int index, std::string* why) noexcept {
@@ -106,7 +116,12 @@ std::unique_ptr<MemoryPool> MemoryPool::host_arena(std::uint64_t cap, std::size_
 }
 
 std::unique_ptr<MemoryPool> MemoryPool::device(const Settings& settings, int device) {
-  auto cuda = detail::open_cuda_device(device);
+  return MemoryPool::device(settings, detail::open_cuda_device(device));
+}
+
+std::unique_ptr<MemoryPool> MemoryPool::device(const Settings& settings,
+                                               std::shared_ptr<detail::CudaDevice> cuda) {
+  if (!cuda) throw InvalidArgument("MemoryPool::device: no device");
   const PoolCap cap = resolve_device_pool_cap(settings, cuda->total_memory());
   PoolOptions options;
   options.cap = cap.bytes;

@@ -78,14 +78,21 @@ StagingBuffer HostStaging::allocate(std::size_t bytes) {
       why = "pinned total would exceed STOKE_HOST_PINNED_MAX=" +
             format_bytes(report_.pinned_cap) + " (" + format_bytes(pinned_total_->load()) +
             " pinned, " + format_bytes(bytes) + " requested)";
-    } else if (void* p = device_->pinned_alloc(bytes)) {
-      buffer.data_ = static_cast<std::byte*>(p);
-      buffer.pinned_ = true;
-      buffer.device_ = device_;
-      buffer.pinned_total_ = pinned_total_;
-      pinned_total_->fetch_add(bytes);
     } else {
-      why = "cudaHostAlloc refused " + format_bytes(bytes) + " (locked-memory limit?)";
+      void* p = nullptr;
+      try {
+        p = device_->pinned_alloc(bytes);
+        if (!p) why = "cudaHostAlloc refused " + format_bytes(bytes) + " (locked-memory limit?)";
+      } catch (const std::exception& e) {
+        why = std::string("pinned allocation failed: ") + e.what();
+      }
+      if (p) {
+        buffer.data_ = static_cast<std::byte*>(p);
+        buffer.pinned_ = true;
+        buffer.device_ = device_;
+        buffer.pinned_total_ = pinned_total_;
+        pinned_total_->fetch_add(bytes);
+      }
     }
     if (!buffer.pinned_) fall_back_locked(why);
   }

@@ -10,6 +10,7 @@
 
 #include "backend/cuda_device_api.hpp"
 #include "stoke/memory.hpp"
+#include "stoke/prefetch.hpp"
 
 namespace stoke::detail {
 
@@ -33,10 +34,12 @@ class SlotTransport {
 };
 
 // Requires: device not null. Device buffers of `image_capacity` +
-// `label_capacity` int32 per slot. `streams` false: copies on the compute stream.
+// `label_capacity` int32 per slot (plus the float images when normalizing).
+// `streams` false: copies on the compute stream.
 std::unique_ptr<SlotTransport> make_cuda_transport(std::shared_ptr<CudaDevice> device, int slots,
                                                    std::size_t image_capacity,
                                                    std::size_t label_capacity, bool streams,
-                                                   StreamHandle compute_stream);
+                                                   StreamHandle compute_stream,
+                                                   const DeviceNormalize& normalize);
 
 }  // namespace stoke::detail

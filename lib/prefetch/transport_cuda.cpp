@@ -21,8 +21,9 @@ namespace {
 class CudaTransport final : public SlotTransport {
  public:
   CudaTransport(std::shared_ptr<CudaDevice> device, int slots, std::size_t image_capacity,
-                std::size_t label_capacity, bool streams, StreamHandle compute_stream)
-      : device_(std::move(device)), compute_(compute_stream) {
+                std::size_t label_capacity, bool streams, StreamHandle compute_stream,
+                const DeviceNormalize& normalize)
+      : device_(std::move(device)), compute_(compute_stream), normalize_(normalize) {
     label_offset_ = (image_capacity + kPoolAlignment - 1) / kPoolAlignment * kPoolAlignment;
     const std::size_t slot_bytes = label_offset_ + label_capacity * sizeof(std::int32_t);
     slots_.resize(static_cast<std::size_t>(slots));
@@ -38,6 +39,17 @@ class CudaTransport final : public SlotTransport {
                                 "; use a smaller batch or a lower STOKE_PREFETCH_DEPTH",
                             slot_bytes, 0, 0);
         }
+        if (normalize_.enabled) {
+          // One float per uint8 image byte: (N, C, H, W) of the batch capacity.
+          slot.normalized = static_cast<float*>(device_->device_alloc(image_capacity * sizeof(float)));
+          if (!slot.normalized) {
+            throw OutOfMemory("cannot allocate the prefetch ring's normalized device images (" +
+                                  std::to_string(image_capacity * sizeof(float)) +
+                                  " bytes per slot) on " + device_->name() +
+                                  "; use a smaller batch or a lower STOKE_PREFETCH_DEPTH",
+                              image_capacity * sizeof(float), 0, 0);
+          }
+        }
         slot.start = device_->create_event(true);
         slot.uploaded = device_->create_event(true);
         slot.consumed = device_->create_event(false);
@@ -50,7 +62,9 @@ class CudaTransport final : public SlotTransport {
 
   ~CudaTransport() override { teardown(); }
 
-  void* device_images(int slot) const override { return at(slot).buffer; }
+  void* device_images(int slot) const override {
+    return normalize_.enabled ? static_cast<void*>(at(slot).normalized) : at(slot).buffer;
+  }
   std::int32_t* device_labels(int slot) const override {
     return reinterpret_cast<std::int32_t*>(at(slot).buffer + label_offset_);
   }
@@ -72,6 +86,13 @@ class CudaTransport final : public SlotTransport {
     device_->copy_to_device(slot.buffer, images, image_bytes, copy_);
     device_->copy_to_device(slot.buffer + label_offset_, labels,
                             label_count * sizeof(std::int32_t), copy_);
+    if (normalize_.enabled) {
+      const auto samples = static_cast<int>(label_count);
+      device_->normalize_u8_hwc_to_f32_chw(slot.buffer, slot.normalized, samples,
+                                           normalize_.height, normalize_.width,
+                                           normalize_.channels, normalize_.mean.data(),
+                                           normalize_.std.data(), copy_);
+    }
     device_->record(slot.uploaded, copy_);
     slot.upload_pending = true;
     bytes_ += image_bytes + label_count * sizeof(std::int32_t);
@@ -105,6 +126,7 @@ class CudaTransport final : public SlotTransport {
  private:
   struct Slot {
     std::byte* buffer = nullptr;
+    float* normalized = nullptr;  // with device normalize: (N, C, H, W)
     GpuEvent start = nullptr;
     GpuEvent uploaded = nullptr;
     GpuEvent consumed = nullptr;
@@ -132,6 +154,7 @@ class CudaTransport final : public SlotTransport {
       }
       slot.upload_pending = slot.consumed_recorded = false;
       device_->device_free(slot.buffer);
+      device_->device_free(slot.normalized);
       device_->destroy_event(slot.start);
       device_->destroy_event(slot.uploaded);
       device_->destroy_event(slot.consumed);
@@ -144,6 +167,7 @@ class CudaTransport final : public SlotTransport {
 
   std::shared_ptr<CudaDevice> device_;
   StreamHandle compute_ = nullptr;
+  DeviceNormalize normalize_;
   GpuStream copy_ = nullptr;
   bool own_stream_ = false;
   std::size_t label_offset_ = 0;
@@ -157,9 +181,10 @@ class CudaTransport final : public SlotTransport {
 std::unique_ptr<SlotTransport> make_cuda_transport(std::shared_ptr<CudaDevice> device, int slots,
                                                    std::size_t image_capacity,
                                                    std::size_t label_capacity, bool streams,
-                                                   StreamHandle compute_stream) {
+                                                   StreamHandle compute_stream,
+                                                   const DeviceNormalize& normalize) {
   return std::make_unique<CudaTransport>(std::move(device), slots, image_capacity, label_capacity,
-                                         streams, compute_stream);
+                                         streams, compute_stream, normalize);
 }
 
 }  // namespace stoke::detail

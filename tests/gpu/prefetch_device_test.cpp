@@ -1,7 +1,9 @@
 // The prefetcher on a real device: every batch reaches its device slot intact
 // even when the consumer's reads are still queued when it releases the slot,
 // and with a copy stream the uploads overlap the consumer's device work.
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "gpu/gpu_fixture.hpp"
@@ -81,6 +83,52 @@ TEST_P(DevicePrefetch, EveryBatchArrivesIntactWhileReadsAreStillQueuedAtRelease)
 
 INSTANTIATE_TEST_SUITE_P(Streams, DevicePrefetch, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "CopyStream" : "OneStream"; });
+
+// The NVRTC-compiled uint8 HWC -> float CHW kernel against a plain CPU loop.
+TEST_F(DeviceStreams, DeviceNormalizeEqualsTheCpuReference) {
+  constexpr int kH = 37, kW = 53, kC = 3, kN = 5;
+  PrefetchOptions o;
+  o.sample_bytes = kH * kW * kC;
+  o.batch_size = kN;
+  o.batches_per_epoch = 4;
+  o.device = 0;
+  o.compute_stream = compute_;
+  o.device_normalize = {true, kH, kW, kC, {0.485f, 0.456f, 0.406f, 0.0f},
+                        {0.229f, 0.224f, 0.225f, 1.0f}};
+  auto byte_at = [](std::uint64_t b, std::size_t i) {
+    return static_cast<unsigned char>((b * 101 + i * 7 + i / 13) % 256);
+  };
+  auto fill = [&](std::uint64_t, std::uint64_t b, std::span<std::byte> images,
+                  std::span<std::int32_t> labels) {
+    for (std::size_t i = 0; i < images.size(); ++i) images[i] = static_cast<std::byte>(byte_at(b, i));
+    for (auto& l : labels) l = 0;
+    return std::size_t{kN};
+  };
+  constexpr std::size_t kFloats = std::size_t{kN} * kC * kH * kW;
+  std::vector<float> got(kFloats);
+  Prefetcher prefetcher(o, fill);
+  const float eps = std::numeric_limits<float>::epsilon();
+  while (auto batch = prefetcher.next()) {
+    device_->copy_to_host(got.data(), batch->device_images(), kFloats * sizeof(float), compute_);
+    device_->synchronize(compute_);
+    for (int n = 0; n < kN; ++n) {
+      for (int c = 0; c < kC; ++c) {
+        for (int p = 0; p < kH * kW; ++p) {
+          const std::size_t in = (static_cast<std::size_t>(n) * kH * kW + p) * kC + c;
+          const float ref = (byte_at(batch->index(), in) / 255.0f - o.device_normalize.mean[c]) /
+                            o.device_normalize.std[c];
+          const float out = got[(static_cast<std::size_t>(n) * kC + c) * kH * kW + p];
+          // A few roundings on each side, of terms as large as (1 + mean) / std
+          // that may cancel: the bound scales with those terms, not with ref.
+          const float terms = (1.0f + o.device_normalize.mean[c]) / o.device_normalize.std[c];
+          ASSERT_NEAR(out, ref, 4.0f * eps * (std::fabs(ref) + terms))
+              << "batch " << batch->index() << " n " << n << " c " << c << " p " << p;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(prefetcher.stats().batches, 4u);
+}
 
 // Device time of n batches whose consumer work is a device->host copy of the
 // same size as the upload (another copy engine): serialized on one stream it

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 #include "backend/cuda_device_api.hpp"
@@ -17,6 +18,7 @@ namespace stoke::testing {
 class FakeCudaDevice final : public detail::CudaDevice {
  public:
   std::uint64_t pinned_limit = ~0ull;  // pinned_alloc refuses beyond this total
+  bool pinned_throws = false;          // pinned_alloc fails like a driver error
   std::atomic<std::uint64_t> pinned_live{0};
   std::atomic<int> pinned_allocs{0};
   std::atomic<int> streams_live{0};
@@ -39,6 +41,7 @@ class FakeCudaDevice final : public detail::CudaDevice {
     ::operator delete(ptr, std::align_val_t{256});
   }
   void* pinned_alloc(std::size_t bytes) override {
+    if (pinned_throws) throw std::runtime_error("cudaHostAlloc: unknown error (status 999)");
     if (pinned_live + bytes > pinned_limit) return nullptr;
     pinned_live += bytes;
     ++pinned_allocs;
@@ -87,6 +90,23 @@ class FakeCudaDevice final : public detail::CudaDevice {
   }
   void copy_to_host(void* dst, const void* src, std::size_t bytes, detail::GpuStream) override {
     std::memcpy(dst, src, bytes);
+  }
+  std::atomic<int> normalizes{0};
+  // The plain reference of the device kernel.
+  void normalize_u8_hwc_to_f32_chw(const void* src, float* dst, int samples, int height, int width,
+                                   int channels, const float* mean, const float* std,
+                                   detail::GpuStream) override {
+    ++normalizes;
+    const auto* in = static_cast<const unsigned char*>(src);
+    const std::size_t pixels = static_cast<std::size_t>(height) * width;
+    for (int n = 0; n < samples; ++n) {
+      for (std::size_t p = 0; p < pixels; ++p) {
+        for (int c = 0; c < channels; ++c) {
+          const float v = in[(n * pixels + p) * channels + c] / 255.0f;
+          dst[(static_cast<std::size_t>(n) * channels + c) * pixels + p] = (v - mean[c]) / std[c];
+        }
+      }
+    }
   }
 };
 

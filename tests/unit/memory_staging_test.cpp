@@ -97,6 +97,19 @@ TEST(HostStaging, RefusedPinningFallsBackAndSaysWhy) {
   EXPECT_NE(staging.report().fallback_reason.find("cudaHostAlloc refused"), std::string::npos);
 }
 
+TEST(HostStaging, AFailingPinnedAllocationFallsBackInsteadOfThrowing) {
+  WarningCapture capture;
+  auto device = std::make_shared<FakeCudaDevice>();
+  device->pinned_throws = true;
+  HostStaging staging(Settings{}, device);
+  StagingBuffer a = staging.allocate(4096);
+  EXPECT_FALSE(a.pinned());
+  EXPECT_NE(a.data(), nullptr);
+  EXPECT_NE(staging.report().fallback_reason.find("status 999"), std::string::npos)
+      << staging.report().fallback_reason;
+  EXPECT_EQ(capture.warnings.size(), 1u);
+}
+
 TEST(HostStaging, BuffersOutliveTheirStagingAndMoveCleanly) {
   auto device = std::make_shared<FakeCudaDevice>();
   StagingBuffer kept;

@@ -284,6 +284,53 @@ TEST_P(PrefetcherOnFakeDevice, EarlyStopWithHeldBatchesReleasesDeviceResourcesLa
   EXPECT_EQ(device->pinned_live, 0u);
 }
 
+TEST_P(PrefetcherOnFakeDevice, DeviceNormalizeHandsOutFloatChwOfTheUploadedBytes) {
+  auto device = std::make_shared<FakeCudaDevice>();
+  constexpr int kH = 3, kW = 5, kC = 3, kBatch = 4;
+  PrefetchOptions o;
+  o.sample_bytes = kH * kW * kC;
+  o.batch_size = kBatch;
+  o.batches_per_epoch = 3;
+  o.gpu_streams = GetParam();
+  o.device_normalize = {true, kH, kW, kC, {0.5f, 0.25f, 0.0f, 0.0f}, {0.5f, 0.25f, 2.0f, 1.0f}};
+  // Byte (n, y, x, c) of batch b = (b * 50 + n * 17 + (y * kW + x) * 3 + c) mod 256.
+  auto fill = [](std::uint64_t, std::uint64_t b, std::span<std::byte> images,
+                 std::span<std::int32_t> labels) {
+    for (std::size_t i = 0; i < kBatch * kH * kW * kC; ++i) {
+      const std::size_t n = i / (kH * kW * kC), rest = i % (kH * kW * kC);
+      images[i] = static_cast<std::byte>((b * 50 + n * 17 + rest) % 256);
+    }
+    for (int n = 0; n < kBatch; ++n) labels[static_cast<std::size_t>(n)] = n;
+    return std::size_t{kBatch};
+  };
+  Prefetcher prefetcher(o, fill, device);
+  while (auto batch = prefetcher.next()) {
+    const auto* out = static_cast<const float*>(batch->device_images());
+    for (int n = 0; n < kBatch; ++n) {
+      for (int c = 0; c < kC; ++c) {
+        for (int p = 0; p < kH * kW; ++p) {
+          const float byte = static_cast<float>((batch->index() * 50 + n * 17 + p * kC + c) % 256);
+          const float expected = (byte / 255.0f - o.device_normalize.mean[c]) /
+                                 o.device_normalize.std[c];
+          ASSERT_NEAR(out[(n * kC + c) * kH * kW + p], expected, 1e-5f)
+              << "batch " << batch->index() << " n " << n << " c " << c << " p " << p;
+        }
+      }
+    }
+    EXPECT_EQ(batch->images().size(), static_cast<std::size_t>(kBatch * kH * kW * kC))
+        << "the host side keeps the uint8 batch";
+  }
+  EXPECT_EQ(device->normalizes, 3);
+}
+
+TEST(Prefetcher, DeviceNormalizeRejectsAShapeThatIsNotTheSampleSize) {
+  PrefetchOptions o = ring(2, 4, 1, 1);  // 48-byte samples
+  o.device_normalize = {true, 4, 4, 4, {}, {1, 1, 1, 1}};  // 64 bytes
+  EXPECT_THROW(Prefetcher(o, pattern_fill(8, 4)), InvalidArgument);
+  o.device_normalize = {true, 4, 4, 3, {}, {1, 0, 1, 1}};  // std 0
+  EXPECT_THROW(Prefetcher(o, pattern_fill(8, 4)), InvalidArgument);
+}
+
 INSTANTIATE_TEST_SUITE_P(Streams, PrefetcherOnFakeDevice, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "CopyStream" : "OneStream"; });
 

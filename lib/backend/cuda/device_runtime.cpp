@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/device_normalize.hpp"
 #include "backend/cuda/device_runtime.hpp"
 #include "backend/cuda_device_api.hpp"
 
@@ -34,7 +35,7 @@ class DeviceScope {
 
 class Device final : public detail::CudaDevice {
  public:
-  explicit Device(int index) : index_(index) {
+  explicit Device(int index) : index_(index), normalize_(index) {
     int count = 0;
     STOKE_CUDA_CHECK(cudaGetDeviceCount(&count));
     if (index < 0 || index >= count) {
@@ -158,8 +159,17 @@ class Device final : public detail::CudaDevice {
                                      static_cast<cudaStream_t>(stream)));
   }
 
+  void normalize_u8_hwc_to_f32_chw(const void* src, float* dst, int samples, int height,
+                                   int width, int channels, const float* mean, const float* std,
+                                   detail::GpuStream stream) override {
+    DeviceScope scope(index_);
+    normalize_.launch(src, dst, samples, height, width, channels, mean, std,
+                      static_cast<cudaStream_t>(stream));
+  }
+
  private:
   int index_;
+  NormalizeKernel normalize_;
   std::string name_;
   std::uint64_t total_ = 0;
 };
