@@ -76,13 +76,20 @@ void col2im(const float* col, std::size_t ld, float* dx, const Geometry& g, cons
       for (int s = 0; s < g.s; ++s) {
         const float* in = col + static_cast<std::size_t>((c * g.r + r) * g.s + s) * ld;
         const int ow = s * prm.dilation_w - prm.pad_w;
+        // The same clipping as im2col, so the inner loop has no bounds checks
+        // (and vectorizes for stride 1).
+        int q_lo = 0;
+        while (q_lo < g.q && q_lo * prm.stride_w + ow < 0) ++q_lo;
+        int q_hi = g.q;
+        while (q_hi > q_lo && (q_hi - 1) * prm.stride_w + ow >= g.w) --q_hi;
         for (int p = 0; p < g.p; ++p, in += g.q) {
           const int ih = p * prm.stride_h - prm.pad_h + r * prm.dilation_h;
           if (ih < 0 || ih >= g.h) continue;
           float* row = dx + (static_cast<std::size_t>(c) * g.h + ih) * g.w;
-          for (int q = 0; q < g.q; ++q) {
-            const int iw = q * prm.stride_w + ow;
-            if (iw >= 0 && iw < g.w) row[iw] += in[q];
+          if (prm.stride_w == 1) {
+            for (int q = q_lo; q < q_hi; ++q) row[q + ow] += in[q];
+          } else {
+            for (int q = q_lo; q < q_hi; ++q) row[q * prm.stride_w + ow] += in[q];
           }
         }
       }
