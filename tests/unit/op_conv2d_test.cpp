@@ -32,6 +32,9 @@ std::vector<ConvCase> random_cases(int count, std::uint32_t seed) {
   cases.push_back({{2, 8, 6, 6}, {4, 8, 1, 1}, {}});
   cases.push_back({{2, 4, 9, 9}, {8, 4, 3, 3}, {1, 1, 1, 1, 1, 1, 1}});
   cases.push_back({{3, 4, 9, 9}, {8, 4, 3, 3}, {2, 2, 1, 1, 1, 1, 1}});
+  // Several small images per column matrix, with a partial last group.
+  cases.push_back({{7, 4, 5, 5}, {6, 4, 3, 3}, {1, 1, 1, 1, 1, 1, 1}});
+  cases.push_back({{9, 6, 6, 6}, {4, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 2}});
   return cases;
 }
 

@@ -80,5 +80,31 @@ TEST(SoftmaxCrossEntropy, KnownLossAndAccuracy) {
   EXPECT_THROW(be.softmax_cross_entropy_forward(logits, bad, probs, loss, correct), InvalidArgument);
 }
 
+TEST(LinearAndLoss, SerialEqualsParallel) {
+  cpu::CpuBackend serial;
+  serial.set_execution(Execution::kSerial);
+  Backend& par = cpu_backend();
+  std::vector<float> out[2];
+  int i = 0;
+  for (Backend* be : {&par, static_cast<Backend*>(&serial)}) {
+    Tensor x = random_tensor(*be, {37, 20}, 1), w = random_tensor(*be, {10, 20}, 2), b = random_tensor(*be, {10}, 3);
+    Tensor y(*be, {37, 10}), probs(*be, {37, 10}), loss(*be, {1}), correct(*be, {1}), dl(*be, {37, 10});
+    Tensor dx(*be, {37, 20}), dw(*be, {10, 20}), db(*be, {10});
+    std::vector<std::int32_t> l(37);
+    for (std::size_t k = 0; k < l.size(); ++k) l[k] = static_cast<std::int32_t>(k % 10);
+    Tensor labels = labels_tensor(*be, l);
+    be->linear_forward(x, w, b, y);
+    be->softmax_cross_entropy_forward(y, labels, probs, loss, correct);
+    be->softmax_cross_entropy_backward(probs, labels, dl);
+    be->linear_backward(x, w, dl, dx, dw, db);
+    for (const Tensor* t : {&y, &loss, &correct, &dx, &dw, &db}) {
+      const auto v = t->to_vector();
+      out[i].insert(out[i].end(), v.begin(), v.end());
+    }
+    ++i;
+  }
+  EXPECT_EQ(out[0], out[1]);
+}
+
 }  // namespace
 }  // namespace stoke::test

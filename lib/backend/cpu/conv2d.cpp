@@ -1,7 +1,11 @@
-// Convolution as im2col + sgemm, one image at a time per chunk of the batch.
-// Each chunk owns a slice of the backend workspace (its column buffer and,
-// backward, its partial weight/bias gradients), so chunks never share writes
-// and the partials are reduced in chunk order (deterministic).
+// Convolution as im2col + sgemm per chunk of the batch. Small feature maps
+// put several images side by side in one column matrix (rows x B*cols), so
+// each sgemm has at least ~kMinGemmCols columns: OpenBLAS is far from peak on
+// the 7x7 = 49-column products of the last ResNet stage otherwise.
+// Each chunk owns a slice of the backend workspace (its column buffer, a
+// staging matrix for y or dy, and backward its partial weight/bias
+// gradients), so chunks never share writes and the partials are reduced in
+// chunk order (deterministic).
 #include <algorithm>
 #include <cstring>
 
@@ -33,12 +37,14 @@ Geometry geometry(const Shape& x, const Shape& w, const Conv2dParams& prm) {
   return g;
 }
 
-// x (cg, h, w) of one image and group -> col (rows, cols).
-void im2col(const float* x, float* col, const Geometry& g, const Conv2dParams& prm) {
+constexpr int kMinGemmCols = 512;
+
+// x (cg, h, w) of one image and group -> col (rows, cols) with row stride ld.
+void im2col(const float* x, float* col, std::size_t ld, const Geometry& g, const Conv2dParams& prm) {
   for (int c = 0; c < g.cg; ++c)
     for (int r = 0; r < g.r; ++r)
       for (int s = 0; s < g.s; ++s) {
-        float* out = col + static_cast<std::size_t>((c * g.r + r) * g.s + s) * g.cols();
+        float* out = col + static_cast<std::size_t>((c * g.r + r) * g.s + s) * ld;
         const int ow = s * prm.dilation_w - prm.pad_w;
         // Output columns q whose input column iw = q*stride + ow lies inside [0, w).
         int q_lo = 0;
@@ -63,39 +69,71 @@ void im2col(const float* x, float* col, const Geometry& g, const Conv2dParams& p
       }
 }
 
-// col (rows, cols) -> dx (cg, h, w) of one image and group, accumulating.
-void col2im(const float* col, float* dx, const Geometry& g, const Conv2dParams& prm) {
+// col (rows, cols) with row stride ld -> dx (cg, h, w) of one image and group, accumulating.
+void col2im(const float* col, std::size_t ld, float* dx, const Geometry& g, const Conv2dParams& prm) {
   for (int c = 0; c < g.cg; ++c)
     for (int r = 0; r < g.r; ++r)
       for (int s = 0; s < g.s; ++s) {
-        const float* in = col + static_cast<std::size_t>((c * g.r + r) * g.s + s) * g.cols();
+        const float* in = col + static_cast<std::size_t>((c * g.r + r) * g.s + s) * ld;
         const int ow = s * prm.dilation_w - prm.pad_w;
+        // The same clipping as im2col, so the inner loop has no bounds checks
+        // (and vectorizes for stride 1).
+        int q_lo = 0;
+        while (q_lo < g.q && q_lo * prm.stride_w + ow < 0) ++q_lo;
+        int q_hi = g.q;
+        while (q_hi > q_lo && (q_hi - 1) * prm.stride_w + ow >= g.w) --q_hi;
         for (int p = 0; p < g.p; ++p, in += g.q) {
           const int ih = p * prm.stride_h - prm.pad_h + r * prm.dilation_h;
           if (ih < 0 || ih >= g.h) continue;
           float* row = dx + (static_cast<std::size_t>(c) * g.h + ih) * g.w;
-          for (int q = 0; q < g.q; ++q) {
-            const int iw = q * prm.stride_w + ow;
-            if (iw >= 0 && iw < g.w) row[iw] += in[q];
+          if (prm.stride_w == 1) {
+            for (int q = q_lo; q < q_hi; ++q) row[q + ow] += in[q];
+          } else {
+            for (int q = q_lo; q < q_hi; ++q) row[q * prm.stride_w + ow] += in[q];
           }
         }
       }
 }
 
-std::size_t forward_floats_per_chunk(const Geometry& g) {
-  return g.direct ? 0 : static_cast<std::size_t>(g.rows()) * g.cols();
+// Images per column matrix: enough for ~kMinGemmCols columns, at most a chunk.
+// The direct (1x1) path uses x in place and keeps one image per product.
+int images_per_gemm(const Geometry& g, int chunk_images) {
+  if (g.direct) return 1;
+  const int want = (kMinGemmCols + g.cols() - 1) / g.cols();
+  return std::max(1, std::min(want, chunk_images));
 }
-std::size_t backward_floats_per_chunk(const Geometry& g) {
-  return forward_floats_per_chunk(g) + static_cast<std::size_t>(g.k) * g.rows() + g.k;
+
+int max_chunk_images(const Geometry& g, int chunk_count) { return (g.n + chunk_count - 1) / chunk_count; }
+
+struct Layout {
+  int batch;               // images per column matrix
+  std::size_t col, stage;  // floats: column matrix, staging matrix (kg x batch*cols)
+  std::size_t forward() const { return col + stage; }
+};
+
+Layout layout(const Geometry& g, int chunk_count) {
+  Layout l{};
+  l.batch = images_per_gemm(g, max_chunk_images(g, chunk_count));
+  const std::size_t wide = static_cast<std::size_t>(l.batch) * g.cols();
+  l.col = g.direct ? 0 : static_cast<std::size_t>(g.rows()) * wide;
+  l.stage = l.batch > 1 ? static_cast<std::size_t>(g.kg) * wide : 0;
+  return l;
 }
+
+std::size_t backward_floats_per_chunk(const Geometry& g, const Layout& l) {
+  return l.forward() + static_cast<std::size_t>(g.k) * g.rows() + g.k;
+}
+
+int chunk_count_for(const CpuBackend& be, const Geometry& g) { return std::max(1, std::min(be.chunks(), g.n)); }
 
 }  // namespace
 
 std::size_t CpuBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
                                                const Conv2dParams& params) const {
   const Geometry g = geometry(x, w, params);
-  const std::size_t chunk_count = static_cast<std::size_t>(std::min(chunks(), g.n));
-  return chunk_count * std::max(forward_floats_per_chunk(g), backward_floats_per_chunk(g)) *
+  const int chunk_count = chunk_count_for(*this, g);
+  const Layout l = layout(g, chunk_count);
+  return static_cast<std::size_t>(chunk_count) * std::max(l.forward(), backward_floats_per_chunk(g, l)) *
          sizeof(float);
 }
 
@@ -104,36 +142,49 @@ void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& 
   const Geometry g = geometry(x.shape(), w.shape(), prm);
   expect_shape("conv2d_forward", "y", y, {g.n, g.k, g.p, g.q});
   if (bias.defined()) expect_shape("conv2d_forward", "bias", bias, {g.k});
-  const int chunk_count = std::min(chunks(), g.n);
-  const std::size_t per_chunk = forward_floats_per_chunk(g);
-  float* ws = workspace(std::max<std::size_t>(1, per_chunk * chunk_count));
+  const int chunk_count = chunk_count_for(*this, g);
+  const Layout l = layout(g, chunk_count);
+  float* ws = workspace(std::max<std::size_t>(1, l.forward() * chunk_count));
   const float* xp = x.data<float>();
   const float* wp = w.data<float>();
   const float* bp = bias.defined() ? bias.data<float>() : nullptr;
   float* yp = y.data<float>();
   const std::size_t x_image = static_cast<std::size_t>(g.c) * g.h * g.w;
   const std::size_t x_group = static_cast<std::size_t>(g.cg) * g.h * g.w;
+  const std::size_t cols = static_cast<std::size_t>(g.cols());
   for_chunks(*this, static_cast<std::size_t>(g.n), chunk_count,
              [&](int chunk, std::size_t begin, std::size_t end) {
-               float* col = ws + per_chunk * static_cast<std::size_t>(chunk);
-               for (std::size_t n = begin; n < end; ++n) {
+               float* col = ws + l.forward() * static_cast<std::size_t>(chunk);
+               float* stage = col + l.col;
+               for (std::size_t n0 = begin; n0 < end; n0 += static_cast<std::size_t>(l.batch)) {
+                 const std::size_t nb = std::min<std::size_t>(static_cast<std::size_t>(l.batch), end - n0);
+                 const std::size_t wide = nb * cols;
                  for (int grp = 0; grp < g.groups; ++grp) {
-                   const float* xg = xp + n * x_image + grp * x_group;
-                   const float* src = xg;
+                   const std::size_t k0 = static_cast<std::size_t>(grp) * g.kg;
+                   const float* src = xp + n0 * x_image + grp * x_group;  // direct path: x itself
                    if (!g.direct) {
-                     im2col(xg, col, g, prm);
+                     for (std::size_t b = 0; b < nb; ++b) {
+                       im2col(xp + (n0 + b) * x_image + grp * x_group, col + b * cols, wide, g, prm);
+                     }
                      src = col;
                    }
-                   float* yg = yp + (n * g.k + static_cast<std::size_t>(grp) * g.kg) * g.cols();
-                   sgemm(false, false, g.kg, g.cols(), g.rows(), 1.0f,
-                         wp + static_cast<std::size_t>(grp) * g.kg * g.rows(), g.rows(), src,
-                         g.cols(), 0.0f, yg, g.cols());
+                   float* out = nb == 1 ? yp + (n0 * g.k + k0) * cols : stage;
+                   sgemm(false, false, g.kg, static_cast<int>(wide), g.rows(), 1.0f, wp + k0 * g.rows(),
+                         g.rows(), src, static_cast<int>(wide), 0.0f, out, static_cast<int>(wide));
+                   if (nb > 1) {
+                     for (std::size_t b = 0; b < nb; ++b)
+                       for (int k = 0; k < g.kg; ++k) {
+                         std::memcpy(yp + ((n0 + b) * g.k + k0 + k) * cols, stage + k * wide + b * cols,
+                                     cols * sizeof(float));
+                       }
+                   }
                  }
                  if (bp) {
-                   for (int k = 0; k < g.k; ++k) {
-                     float* plane = yp + (n * g.k + k) * g.cols();
-                     for (int i = 0; i < g.cols(); ++i) plane[i] += bp[k];
-                   }
+                   for (std::size_t n = n0; n < n0 + nb; ++n)
+                     for (int k = 0; k < g.k; ++k) {
+                       float* plane = yp + (n * g.k + k) * cols;
+                       for (std::size_t i = 0; i < cols; ++i) plane[i] += bp[k];
+                     }
                  }
                }
              });
@@ -146,9 +197,9 @@ void CpuBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor&
   expect_shape("conv2d_backward", "dw", dw, w.shape());
   if (dx.defined()) expect_shape("conv2d_backward", "dx", dx, x.shape());
   if (db.defined()) expect_shape("conv2d_backward", "db", db, {g.k});
-  const int chunk_count = std::min(chunks(), g.n);
-  const std::size_t per_chunk = backward_floats_per_chunk(g);
-  const std::size_t col_floats = forward_floats_per_chunk(g);
+  const int chunk_count = chunk_count_for(*this, g);
+  const Layout l = layout(g, chunk_count);
+  const std::size_t per_chunk = backward_floats_per_chunk(g, l);
   const std::size_t w_floats = static_cast<std::size_t>(g.k) * g.rows();
   float* ws = workspace(per_chunk * chunk_count);
   const float* xp = x.data<float>();
@@ -157,46 +208,62 @@ void CpuBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor&
   float* dxp = dx.defined() ? dx.data<float>() : nullptr;
   const std::size_t x_image = static_cast<std::size_t>(g.c) * g.h * g.w;
   const std::size_t x_group = static_cast<std::size_t>(g.cg) * g.h * g.w;
+  const std::size_t cols = static_cast<std::size_t>(g.cols());
   for_chunks(*this, static_cast<std::size_t>(g.n), chunk_count,
              [&](int chunk, std::size_t begin, std::size_t end) {
                float* col = ws + per_chunk * static_cast<std::size_t>(chunk);
-               float* dw_part = col + col_floats;
+               float* stage = col + l.col;
+               float* dw_part = col + l.forward();
                float* db_part = dw_part + w_floats;
                std::fill(dw_part, dw_part + w_floats + g.k, 0.0f);
-               for (std::size_t n = begin; n < end; ++n) {
+               for (std::size_t n0 = begin; n0 < end; n0 += static_cast<std::size_t>(l.batch)) {
+                 const std::size_t nb = std::min<std::size_t>(static_cast<std::size_t>(l.batch), end - n0);
+                 const int wide = static_cast<int>(nb * cols);
                  for (int grp = 0; grp < g.groups; ++grp) {
                    const std::size_t k0 = static_cast<std::size_t>(grp) * g.kg;
-                   const float* xg = xp + n * x_image + grp * x_group;
-                   const float* dyg = dyp + (n * g.k + k0) * g.cols();
                    const float* wg = wp + k0 * g.rows();
-                   const float* src = xg;
+                   const float* src = xp + n0 * x_image + grp * x_group;
                    if (!g.direct) {
-                     im2col(xg, col, g, prm);
+                     for (std::size_t b = 0; b < nb; ++b) {
+                       im2col(xp + (n0 + b) * x_image + grp * x_group, col + b * cols, static_cast<std::size_t>(wide), g, prm);
+                     }
                      src = col;
                    }
-                   // dW_g (kg, rows) += dy_g (kg, cols) . col^T (cols, rows)
-                   sgemm(false, true, g.kg, g.rows(), g.cols(), 1.0f, dyg, g.cols(), src,
-                         g.cols(), 1.0f, dw_part + k0 * g.rows(), g.rows());
+                   // dy of the nb images as one (kg, nb*cols) matrix.
+                   const float* dyg = dyp + (n0 * g.k + k0) * cols;
+                   if (nb > 1) {
+                     for (std::size_t b = 0; b < nb; ++b)
+                       for (int k = 0; k < g.kg; ++k) {
+                         std::memcpy(stage + k * static_cast<std::size_t>(wide) + b * cols,
+                                     dyp + ((n0 + b) * g.k + k0 + k) * cols, cols * sizeof(float));
+                       }
+                     dyg = stage;
+                   }
+                   // dW_g (kg, rows) += dy_g (kg, wide) . col^T (wide, rows)
+                   sgemm(false, true, g.kg, g.rows(), wide, 1.0f, dyg, wide, src, wide, 1.0f,
+                         dw_part + k0 * g.rows(), g.rows());
                    if (dxp) {
-                     float* dxg = dxp + n * x_image + grp * x_group;
-                     // col (rows, cols) = W_g^T (rows, kg) . dy_g (kg, cols)
+                     // col (rows, wide) = W_g^T (rows, kg) . dy_g (kg, wide)
                      if (g.direct) {
-                       sgemm(true, false, g.rows(), g.cols(), g.kg, 1.0f, wg, g.rows(), dyg,
-                             g.cols(), 0.0f, dxg, g.cols());
+                       sgemm(true, false, g.rows(), wide, g.kg, 1.0f, wg, g.rows(), dyg, wide, 0.0f,
+                             dxp + n0 * x_image + grp * x_group, wide);
                      } else {
-                       sgemm(true, false, g.rows(), g.cols(), g.kg, 1.0f, wg, g.rows(), dyg,
-                             g.cols(), 0.0f, col, g.cols());
-                       std::fill(dxg, dxg + x_group, 0.0f);
-                       col2im(col, dxg, g, prm);
+                       sgemm(true, false, g.rows(), wide, g.kg, 1.0f, wg, g.rows(), dyg, wide, 0.0f, col, wide);
+                       for (std::size_t b = 0; b < nb; ++b) {
+                         float* dxg = dxp + (n0 + b) * x_image + grp * x_group;
+                         std::fill(dxg, dxg + x_group, 0.0f);
+                         col2im(col + b * cols, static_cast<std::size_t>(wide), dxg, g, prm);
+                       }
                      }
                    }
                  }
-                 for (int k = 0; k < g.k; ++k) {
-                   const float* plane = dyp + (n * g.k + k) * g.cols();
-                   float sum = 0.0f;
-                   for (int i = 0; i < g.cols(); ++i) sum += plane[i];
-                   db_part[k] += sum;
-                 }
+                 for (std::size_t n = n0; n < n0 + nb; ++n)
+                   for (int k = 0; k < g.k; ++k) {
+                     const float* plane = dyp + (n * g.k + k) * cols;
+                     float sum = 0.0f;
+                     for (std::size_t i = 0; i < cols; ++i) sum += plane[i];
+                     db_part[k] += sum;
+                   }
                }
              });
   // Reduce the partials in chunk order.
@@ -205,7 +272,7 @@ void CpuBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor&
   for_chunks(*this, w_floats + g.k, chunks(), [&](int, std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) {
       float sum = 0.0f;
-      for (int c = 0; c < chunk_count; ++c) sum += ws[per_chunk * c + col_floats + i];
+      for (int c = 0; c < chunk_count; ++c) sum += ws[per_chunk * c + l.forward() + i];
       if (i < w_floats) {
         dwp[i] = sum;
       } else if (dbp) {
