@@ -1,17 +1,12 @@
 # Backend build settings (the CPU backend; the CUDA plugin has its own CMakeLists).
-# BLAS: Debian's serial OpenBLAS, linked by full path. Its soname is the same
-# as the pthread build's (libopenblas.so.0, which the alternatives system
-# points at the pthread build), so libstoke's RUNPATH names the serial
-# directory first; blas.cpp also calls openblas_set_num_threads(1) in case the
-# pthread build was loaded anyway. Fallback: -lopenblas.
-set(STOKE_OPENBLAS_SERIAL_DIR /usr/lib/x86_64-linux-gnu/openblas-serial)
-if(EXISTS ${STOKE_OPENBLAS_SERIAL_DIR}/libopenblas.so.0)
-  target_link_libraries(stoke PRIVATE ${STOKE_OPENBLAS_SERIAL_DIR}/libopenblas.so.0)
-  set_property(TARGET stoke APPEND PROPERTY BUILD_RPATH ${STOKE_OPENBLAS_SERIAL_DIR})
-  set_property(TARGET stoke APPEND PROPERTY INSTALL_RPATH ${STOKE_OPENBLAS_SERIAL_DIR})
-else()
-  target_link_libraries(stoke PRIVATE openblas)
-endif()
+# BLAS: Debian's OpenBLAS through the standard soname (libopenblas.so.0, the
+# build the alternatives system selects). blas.cpp pins it to one thread so it
+# never starts a second thread pool beside the oneTBB arena: sgemm runs on the
+# calling TBB worker. (Forcing the serial build through RUNPATH was tried and
+# rejected: a process that also loads LAPACK through OpenCV or numpy then mixes
+# two OpenBLAS builds under one soname and fails to link or load.)
+find_library(STOKE_OPENBLAS_LIBRARY NAMES openblas REQUIRED)
+target_link_libraries(stoke PRIVATE ${STOKE_OPENBLAS_LIBRARY})
 find_path(STOKE_CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas openblas-serial openblas-pthread)
 target_include_directories(stoke SYSTEM PRIVATE ${STOKE_CBLAS_INCLUDE_DIR})
 
