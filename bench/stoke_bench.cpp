@@ -33,12 +33,20 @@ struct Args {
   fs::path config_out = "stoke-tuned.conf";
 };
 
-[[noreturn]] void usage(const char* argv0) {
-  std::fprintf(stderr,
+[[noreturn]] void usage(const char* argv0, int status = 2) {
+  std::fprintf(status == 0 ? stdout : stderr,
                "usage: %s [--data DIR] [--images N] [--size S] [--epochs E] [--steps-per-trial K]\n"
-               "          [--config-out FILE] [--json]\n",
+               "          [--config-out FILE] [--json]\n"
+               "  --data DIR            a folder of images, one subfolder per class (default: the\n"
+               "                        synthetic inspection dataset, generated once under ~/.cache/stoke)\n"
+               "  --images N            images to use (default: 160 on the CPU, 400 on a GPU)\n"
+               "  --size S              network input S x S (default: 64 on the CPU, 224 on a GPU)\n"
+               "  --epochs E            epochs per run (default 2)\n"
+               "  --steps-per-trial K   optimizer steps per autotuner trial epoch (default 4)\n"
+               "  --config-out FILE     where the tuned settings go (default stoke-tuned.conf)\n"
+               "  --json                one JSON object on stdout instead of tables\n",
                argv0);
-  std::exit(2);
+  std::exit(status);
 }
 
 Args parse(int argc, char** argv) {
@@ -57,6 +65,7 @@ Args parse(int argc, char** argv) {
       else if (arg == "--steps-per-trial") a.steps_per_trial = std::stoul(value());
       else if (arg == "--config-out") a.config_out = value();
       else if (arg == "--json") a.json = true;
+      else if (arg == "--help" || arg == "-h") usage(argv[0], 0);
       else usage(argv[0]);
     } catch (const std::logic_error&) {
       std::fprintf(stderr, "%s: bad value for %s\n", argv[0], arg.c_str());
