@@ -220,12 +220,16 @@ class RateReporter : public benchmark::ConsoleReporter {
   std::map<std::string, double> rates;
   std::map<std::string, double> cpu_per_image;
   void ReportRuns(const std::vector<Run>& runs) override {
+    // With --benchmark_repetitions the median (reported after the
+    // repetitions) replaces the single-run value.
     for (const auto& run : runs) {
-      if (run.run_type != Run::RT_Iteration) continue;
+      const bool median = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
+      if (run.run_type != Run::RT_Iteration && !median) continue;
+      const std::string name = run.run_name.str();
       const auto it = run.counters.find("items_per_second");
-      if (it != run.counters.end()) rates[run.benchmark_name()] = it->second;
+      if (it != run.counters.end()) rates[name] = it->second;
       const auto cpu = run.counters.find("cpu_ms_per_image");
-      if (cpu != run.counters.end()) cpu_per_image[run.benchmark_name()] = cpu->second;
+      if (cpu != run.counters.end()) cpu_per_image[name] = cpu->second;
     }
     ConsoleReporter::ReportRuns(runs);
   }

@@ -282,6 +282,22 @@ TEST(ImageKernels, FlipsReverseRowsAndColumnsAndAreInvolutions) {
   }
 }
 
+TEST(ImageKernels, StridedCropViewResizesLikeAPackedCopy) {
+  const Image image = random_image(57, 41, 3, 21);
+  const ImageView window = crop(image.view(), 5, 7, 33, 29);
+  Image packed(33, 29, 3);
+  for (int y = 0; y < 29; ++y) std::memcpy(packed.data() + y * packed.stride(), window.row(y), packed.stride());
+  for (SimdLevel level : levels_to_test()) {
+    Resampler resampler(level);
+    std::vector<float> from_view(3 * 13 * 11), from_copy(3 * 13 * 11);
+    resampler.resize_normalize_chw(window, 13, 11, ResizeFilter::kArea, Normalization::min_max(0.f, 1.f),
+                                   OutputDtype::kFloat32, from_view.data());
+    resampler.resize_normalize_chw(packed.view(), 13, 11, ResizeFilter::kArea, Normalization::min_max(0.f, 1.f),
+                                   OutputDtype::kFloat32, from_copy.data());
+    EXPECT_EQ(from_view, from_copy) << to_string(level);
+  }
+}
+
 TEST(ImageKernels, CropsAreViewsAndRandomCropIsSeeded) {
   const Image image = random_image(20, 10, 3, 13);
   const ImageView center = center_crop(image.view(), 8, 4);
