@@ -210,4 +210,10 @@ STOKE_API std::vector<std::string> backend_names();
 // The first registered GPU backend, else the CPU one.
 STOKE_API Backend& default_backend();
 
+// A CPU backend of its own (not registered) whose allocations are capped at
+// memory_cap bytes in use (0 = no cap): over the cap, allocate() throws
+// OutOfMemory naming the cap, the request and the memory in use. For
+// applications that bound the trainer's host memory, and for tests.
+STOKE_API std::unique_ptr<Backend> make_cpu_backend(std::uint64_t memory_cap);
+
 }  // namespace stoke

@@ -43,6 +43,9 @@ struct TrainerOptions {
   std::ostream* log_stream = nullptr;  // where step logs go; null = stoke's log at info level
   int early_stopping_patience = 0;     // epochs without validation improvement; 0 = off
   std::filesystem::path best_checkpoint;  // written when validation accuracy improves; empty = off
+  // Written when fit() stops before its last epoch (stop requested, or out of
+  // memory with a fixed batch size); empty = off.
+  std::filesystem::path stop_checkpoint;
   std::size_t max_steps_per_epoch = 0;    // 0 = the whole epoch (trials use a few steps)
   int trace_steps = 0;                    // Chrome trace of the first N steps of each epoch
   std::uint64_t seed = 0;
@@ -73,7 +76,7 @@ struct STOKE_API TrainLog {
   void save(const std::filesystem::path& path) const;
 };
 
-enum class StopReason { kCompleted, kEarlyStopping, kRequested };
+enum class StopReason { kCompleted, kEarlyStopping, kRequested, kOutOfMemory };
 STOKE_API const char* to_string(StopReason reason) noexcept;
 
 struct StepInfo {
@@ -98,6 +101,8 @@ struct FitResult {
   int batch_multiplier = 1;
   double best_val_accuracy = 0;
   std::string chrome_trace;  // of the last epoch's first trace_steps steps, if any
+  std::string message;       // why it stopped early (the OutOfMemory text), if it did
+  int out_of_memory_retries = 0;  // batch halvings in batch-size-auto mode
 };
 
 class STOKE_API Trainer {
@@ -112,6 +117,11 @@ class STOKE_API Trainer {
   // from `loader` (its batch_size is replaced by the trainer's). Returns when
   // the epochs are done, early stopping triggers, or request_stop() was called
   // (the current step finishes first).
+  // Out of memory: with batch size auto, the device batch is halved and the
+  // batch multiplier doubled (the effective batch stays), and the epoch starts
+  // again; with a fixed batch size, fit() writes stop_checkpoint and returns
+  // with StopReason::kOutOfMemory and the error's text. Either way the
+  // memory of the failed step is released.
   FitResult fit(const Dataset& train, const Dataset* val, LoaderOptions loader);
 
   // Thread-safe: asks a running fit() to stop after its current step.
@@ -123,6 +133,8 @@ class STOKE_API Trainer {
 
  private:
   EpochRecord run_epoch(int epoch, Loader& loader, std::uint64_t& step);
+  void release_step_memory();
+  void save_stop_checkpoint(int epoch, const char* why);
   void validate(Loader& loader, EpochRecord& record);
 
   nn::Model& model_;

@@ -102,3 +102,11 @@ Backend& default_backend() {
 }
 
 }  // namespace stoke
+
+namespace stoke {
+
+std::unique_ptr<Backend> make_cpu_backend(std::uint64_t memory_cap) {
+  return std::make_unique<cpu::CpuBackend>(memory_cap);
+}
+
+}  // namespace stoke

@@ -12,6 +12,7 @@ const char* to_string(StopReason reason) noexcept {
     case StopReason::kCompleted: return "completed";
     case StopReason::kEarlyStopping: return "early stopping";
     case StopReason::kRequested: return "stop requested";
+    case StopReason::kOutOfMemory: return "out of memory";
   }
   return "unknown";
 }

@@ -101,55 +101,93 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
   st = State{};
   st.logger = std::make_unique<detail::AsyncLogger>(options_.log_stream);
 
+  const bool auto_batch = options_.batch_size == 0;
   int batch = options_.batch_size;
-  if (batch == 0) {
+  if (auto_batch) {
     const std::uint64_t cap = options_.max_memory ? options_.max_memory : (2ull << 30);
     batch = auto_batch_size(model_, optimizer_->slots(), cap);
     log_info("batch size auto: " + std::to_string(batch) + " (memory plan under " +
              std::to_string(cap >> 20) + " MiB)");
   }
-  loader_options.batch_size = static_cast<std::size_t>(batch);
   loader_options.profiler = &profiler_;
-  Loader train_loader(train, loader_options);
-  std::optional<Loader> val_loader;
+  std::optional<Loader> train_loader, val_loader;
+  std::optional<Dataset> val_data;
   if (val && !val->empty() && options_.validate_every_epochs > 0) {
-    LoaderOptions vo = loader_options;
-    vo.shuffle = false;
-    vo.drop_last = false;
-    vo.augment = {};
-    vo.profiler = nullptr;  // validation is one span of its own
     if (options_.validation_subset > 0 && options_.validation_subset < val->size()) {
       std::vector<std::size_t> first(options_.validation_subset);
       for (std::size_t i = 0; i < first.size(); ++i) first[i] = i;
-      val_loader.emplace(val->subset(first), vo);
+      val_data = val->subset(first);
     } else {
-      val_loader.emplace(*val, vo);
+      val_data = *val;
     }
   }
+  // (Re)builds the loaders for the current device batch.
+  auto build_loaders = [&] {
+    loader_options.batch_size = static_cast<std::size_t>(batch);
+    train_loader.emplace(train, loader_options);
+    if (val_data) {
+      LoaderOptions vo = loader_options;
+      vo.shuffle = false;
+      vo.drop_last = false;
+      vo.augment = {};
+      vo.profiler = nullptr;  // validation is one span of its own
+      val_loader.emplace(*val_data, vo);
+    }
+  };
+  build_loaders();
 
-  std::uint64_t batches = train_loader.batches_per_epoch();
+  std::uint64_t batches = train_loader->batches_per_epoch();
   if (options_.max_steps_per_epoch > 0) {
     batches = std::min<std::uint64_t>(batches, options_.max_steps_per_epoch * options_.batch_multiplier);
   }
-  nn::LrSchedule schedule = options_.schedule;
-  if (schedule.total_steps <= 1) {
-    schedule.total_steps = std::max<std::int64_t>(
+  if (options_.schedule.total_steps <= 1) {
+    options_.schedule.total_steps = std::max<std::int64_t>(
         1, static_cast<std::int64_t>(batches / options_.batch_multiplier) * options_.epochs);
   }
-  options_.schedule = schedule;
 
   FitResult result;
-  result.batch_size = batch;
-  result.batch_multiplier = options_.batch_multiplier;
+  // Out of memory: in auto mode halve the batch (doubling the multiplier) and
+  // say to retry; otherwise checkpoint and stop.
+  auto recover = [&](const OutOfMemory& e, int epoch) {
+    release_step_memory();
+    if (auto_batch && batch > 1) {
+      batch /= 2;
+      options_.batch_multiplier *= 2;
+      ++result.out_of_memory_retries;
+      log_warn("out of memory at batch size " + std::to_string(batch * 2) + "; continuing with batch " +
+               std::to_string(batch) + " x " + std::to_string(options_.batch_multiplier) +
+               " accumulated (same effective batch): " + e.what());
+      build_loaders();
+      return true;
+    }
+    save_stop_checkpoint(epoch, "out of memory");
+    result.reason = StopReason::kOutOfMemory;
+    result.message = e.what();
+    return false;
+  };
+
   std::uint64_t step = 0;
   for (int epoch = 0; epoch < options_.epochs; ++epoch) {
-    EpochRecord record = run_epoch(epoch, train_loader, step);
-    const bool validate_now = val_loader && ((epoch + 1) % options_.validate_every_epochs == 0 ||
-                                             epoch + 1 == options_.epochs);
-    if (validate_now && !stop_requested_.load()) {
-      auto span = profiler_.span(Stage::kValidation);
-      validate(*val_loader, record);
+    EpochRecord record;
+    bool stopped_by_oom = false;
+    while (true) {
+      try {
+        record = run_epoch(epoch, *train_loader, step);
+        const bool validate_now = val_loader && ((epoch + 1) % options_.validate_every_epochs == 0 ||
+                                                 epoch + 1 == options_.epochs);
+        if (validate_now && !stop_requested_.load()) {
+          auto span = profiler_.span(Stage::kValidation);
+          validate(*val_loader, record);
+        }
+        break;
+      } catch (const OutOfMemory& e) {
+        if (!recover(e, epoch)) {
+          stopped_by_oom = true;
+          break;
+        }
+      }
     }
+    if (stopped_by_oom) break;
     record.profile = profiler_.summary();
     result.log.epochs.push_back(record);
     if (record.validated) {
@@ -169,8 +207,7 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
     if (callbacks_.on_epoch) callbacks_.on_epoch(record);
     {
       char line[256];
-      std::snprintf(line, sizeof line,
-                    "epoch %d: loss %.4f acc %.4f%s, %.1f images/s, %.2f s", epoch,
+      std::snprintf(line, sizeof line, "epoch %d: loss %.4f acc %.4f%s, %.1f images/s, %.2f s", epoch,
                     record.train_loss, record.train_accuracy,
                     record.validated ? (", val acc " + std::to_string(record.val_accuracy)).c_str() : "",
                     record.images_per_second, record.seconds);
@@ -178,6 +215,7 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
     }
     if (stop_requested_.load()) {
       result.reason = StopReason::kRequested;
+      save_stop_checkpoint(epoch, "stop requested");
       break;
     }
     if (options_.early_stopping_patience > 0 &&
@@ -187,9 +225,36 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
     }
   }
   st.logger->flush();
+  result.batch_size = batch;
+  result.batch_multiplier = options_.batch_multiplier;
   result.best_val_accuracy = std::max(0.0, st.best_val_accuracy);
   result.chrome_trace = st.chrome_trace;
   return result;
+}
+
+void Trainer::release_step_memory() {
+  auto& st = *state_;
+  st.x = Tensor();
+  st.labels = Tensor();
+  st.probs = Tensor();
+  st.dlogits = Tensor();
+  st.loss = Tensor();
+  st.correct = Tensor();
+  st.grad_acc = Tensor();
+  st.batch = 0;
+  st.micro = 0;
+  model_.backend().release_workspace();
+}
+
+void Trainer::save_stop_checkpoint(int epoch, const char* why) {
+  if (options_.stop_checkpoint.empty()) return;
+  try {
+    nn::save_checkpoint(options_.stop_checkpoint.string(), model_, optimizer_.get(),
+                        {{"epoch", std::to_string(epoch)}, {"stopped", why}});
+    log_info("checkpoint written to " + options_.stop_checkpoint.string() + " (" + why + ")");
+  } catch (const Error& e) {
+    log_error("could not write the stop checkpoint " + options_.stop_checkpoint.string() + ": " + e.what());
+  }
 }
 
 EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {

@@ -12,6 +12,18 @@ constexpr std::size_t kAlignment = 64;  // a cache line; also AVX-512 aligned
 }
 
 void* CountingAllocator::allocate(std::size_t bytes) {
+  if (cap_ != 0) {
+    // Reserve first so that concurrent allocations cannot overshoot together.
+    const std::uint64_t before = in_use_.fetch_add(bytes);
+    in_use_.fetch_sub(bytes);
+    if (before + bytes > cap_) {
+      throw OutOfMemory("cpu backend: cannot allocate " + std::to_string(bytes) + " bytes: " +
+                            std::to_string(before) + " of the " + std::to_string(cap_) +
+                            "-byte host memory cap are in use (peak " + std::to_string(peak_.load()) +
+                            "); use a smaller batch size (or batch size auto) or raise the cap",
+                        bytes, cap_, before);
+    }
+  }
   const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
   if (!p) {

@@ -14,12 +14,16 @@ namespace stoke::cpu {
 
 class STOKE_INTERNAL CountingAllocator {
  public:
-  void* allocate(std::size_t bytes);  // OutOfMemory on failure
+  // cap: the most bytes in use at once; 0 = only what the system gives.
+  explicit CountingAllocator(std::uint64_t cap = 0) : cap_(cap) {}
+  void* allocate(std::size_t bytes);  // OutOfMemory over the cap or on failure
   void free(void* ptr, std::size_t bytes) noexcept;
   MemoryStats stats() const noexcept;
   void reset_peak() noexcept;
+  std::uint64_t cap() const noexcept { return cap_; }
 
  private:
+  std::uint64_t cap_;
   std::atomic<std::uint64_t> in_use_{0};
   std::atomic<std::uint64_t> peak_{0};
   std::atomic<std::uint64_t> live_{0};

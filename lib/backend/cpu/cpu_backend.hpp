@@ -21,6 +21,7 @@ namespace stoke::cpu {
 class STOKE_INTERNAL CpuBackend final : public Backend {
  public:
   CpuBackend() = default;
+  explicit CpuBackend(std::uint64_t memory_cap) : allocator_(memory_cap) {}
   ~CpuBackend() override;
 
   std::string name() const override { return "cpu"; }
