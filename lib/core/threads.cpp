@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/task_order.hpp"
 #include "stoke/error.hpp"
 #include "stoke/system.hpp"
 
@@ -48,6 +49,13 @@ std::shared_ptr<tbb::task_arena> current_arena(int* threads_out = nullptr) {
 }
 
 }  // namespace
+
+namespace detail {
+TaskOrder& arena_order() noexcept {
+  static TaskOrder order;
+  return order;
+}
+}  // namespace detail
 
 void set_thread_count(int threads) {
   if (threads < 1) {
@@ -87,43 +95,41 @@ void parallel_for(std::size_t begin, std::size_t end, std::size_t grain,
   }
   // Parallelize over chunk indices so both modes see the same chunk boundaries.
   const std::size_t chunks = (end - begin + grain - 1) / grain;
-  // Explicit release/acquire around the loop: the caller's writes happen
-  // before every body, every body happens before the return. oneTBB already
-  // guarantees this, but through synchronization that ThreadSanitizer cannot
-  // see in Debian's uninstrumented libtbb; these two atomics make the order
-  // visible to it at the cost of one atomic operation per chunk.
-  std::atomic<int> published{0};
-  std::atomic<std::size_t> finished{0};
-  // Releases on every exit from a chunk, exceptions included.
-  struct ReleaseOnExit {
-    std::atomic<std::size_t>& counter;
-    ~ReleaseOnExit() { counter.fetch_add(1, std::memory_order_release); }
+  // The caller's writes happen before every body, every body (exceptions
+  // included) before the return: visible to TSan (core/task_order.hpp).
+  // The closures are built before the publish so that TSan sees them
+  // written before a worker reads them.
+  auto chunk_body = [&](const tbb::blocked_range<std::size_t>& r) {
+    detail::TaskOrder::Scope scope(detail::arena_order());
+    for (std::size_t c = r.begin(); c < r.end(); ++c) {
+      const std::size_t b = begin + c * grain;
+      body(b, std::min(end, b + grain));
+    }
   };
-  // Acquires on every return to the caller, exceptions included.
-  struct AcquireOnExit {
-    std::atomic<std::size_t>& counter;
-    ~AcquireOnExit() { (void)counter.load(std::memory_order_acquire); }
-  } acquire{finished};
-  published.store(1, std::memory_order_release);
+  auto task = [&] {
+    detail::TaskOrder::Scope scope(detail::arena_order());
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, chunks, 1), chunk_body,
+                      tbb::simple_partitioner());
+  };
   auto arena = current_arena();
-  arena->execute([&] {
-    tbb::parallel_for(
-        tbb::blocked_range<std::size_t>(0, chunks, 1),
-        [&](const tbb::blocked_range<std::size_t>& r) {
-          (void)published.load(std::memory_order_acquire);
-          ReleaseOnExit release{finished};
-          for (std::size_t c = r.begin(); c < r.end(); ++c) {
-            const std::size_t b = begin + c * grain;
-            body(b, std::min(end, b + grain));
-          }
-        },
-        tbb::simple_partitioner());
-  });
+  detail::TaskOrder& order = detail::arena_order();
+  order.publish();
+  detail::TaskOrder::ObserveOnExit on_exit(order);
+  arena->execute(task);
 }
 
 void run_in_arena(const std::function<void()>& fn) {
+  // oneTBB may run fn on an arena worker rather than the caller; the closure
+  // is built before the publish (see parallel_for).
+  auto task = [&] {
+    detail::TaskOrder::Scope scope(detail::arena_order());
+    fn();
+  };
   auto arena = current_arena();
-  arena->execute(fn);
+  detail::TaskOrder& order = detail::arena_order();
+  order.publish();
+  detail::TaskOrder::ObserveOnExit on_exit(order);
+  arena->execute(task);
 }
 
 }  // namespace stoke

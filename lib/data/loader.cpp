@@ -19,6 +19,7 @@
 #include <numeric>
 
 #include "data/cache.hpp"
+#include "core/task_order.hpp"
 #include "data/rng.hpp"
 #include "stoke/data.hpp"
 #include "stoke/profile.hpp"
@@ -276,11 +277,17 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, s
   s.free_tokens.clear();
   for (auto& t : s.tokens) s.free_tokens.push_back(&t);
   std::size_t next = 0;
+  // Orders the stages of each token and the call's return for TSan (oneTBB
+  // orders them already; see core/task_order.hpp).
+  detail::TaskOrder& order = detail::arena_order();
+  order.publish();
+  detail::TaskOrder::ObserveOnExit on_exit(order);
   run_in_arena([&] {
     tbb::parallel_pipeline(
         s.tokens.size(),
         tbb::make_filter<void, Token*>(tbb::filter_mode::serial_in_order,
                                        [&](tbb::flow_control& fc) -> Token* {
+                                         detail::TaskOrder::Scope scope(detail::arena_order());
                                          if (next >= count) {
                                            fc.stop();
                                            return nullptr;
@@ -298,6 +305,7 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, s
                                        }) &
             tbb::make_filter<Token*, Token*>(tbb::filter_mode::parallel,
                                              [&](Token* t) {
+                                               detail::TaskOrder::Scope scope(detail::arena_order());
                                                if (s.cache) {
                                                  Profiler::Span span(s.options.profiler, Stage::kCache);
                                                  t->cached = s.cache->find(t->index);
@@ -313,6 +321,7 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, s
                                                return t;
                                              }) &
             tbb::make_filter<Token*, void>(tbb::filter_mode::parallel, [&](Token* t) {
+              detail::TaskOrder::Scope scope(detail::arena_order());
               s.process(s.workers.local(), *t, images.data() + t->slot * s.sample_bytes);
               labels[t->slot] = s.dataset.label(t->index);
               std::lock_guard lock(s.free_mutex);
