@@ -121,16 +121,17 @@ void CpuBackend::batch_norm_backward(const Tensor& x, const Tensor& dy, const Te
         sum_dy_xc += t;
       }
       const double dgamma_c = sum_dy_xc * invstd;
-      // dx = a * dy + b * x + cst, with xhat = (x - mean) * invstd.
+      // dx = a * dy + b * (x - mean) + cst, with xhat = (x - mean) * invstd;
+      // centred first so a large mean does not cancel digits away.
       const double g = gamma.data<float>()[c];
       const float a = static_cast<float>(g * invstd);
       const float b = static_cast<float>(-g * invstd * invstd * dgamma_c / m);
-      const float cst = static_cast<float>(-g * invstd * sum_dy / m - b * mean);
+      const float cst = static_cast<float>(-g * invstd * sum_dy / m);
       for (std::size_t n = 0; n < d.n; ++n) {
         const float* xpl = xp + (n * d.c + c) * d.hw;
         const float* dpl = dyp + (n * d.c + c) * d.hw;
         float* out = dxp + (n * d.c + c) * d.hw;
-        for (std::size_t i = 0; i < d.hw; ++i) out[i] = a * dpl[i] + b * xpl[i] + cst;
+        for (std::size_t i = 0; i < d.hw; ++i) out[i] = a * dpl[i] + b * (xpl[i] - mean) + cst;
       }
       dgamma.data<float>()[c] = static_cast<float>(dgamma_c);
       dbeta.data<float>()[c] = static_cast<float>(sum_dy);

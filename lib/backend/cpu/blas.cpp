@@ -5,9 +5,9 @@
 namespace stoke::cpu {
 
 namespace {
-// The serial OpenBLAS is found first through libstoke's RUNPATH; if an
-// application has already loaded the pthread build under the same soname,
-// pin it to one thread so it does not fight the oneTBB arena.
+// One OpenBLAS thread: parallelism comes from the oneTBB arena, each task
+// calling sgemm on its own thread (the pthread build locks its buffer
+// allocator, so concurrent calls are safe).
 const bool kOneBlasThread = [] {
   openblas_set_num_threads(1);
   return true;

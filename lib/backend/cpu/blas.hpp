@@ -1,5 +1,6 @@
 // The one BLAS entry point of the CPU backend: row-major sgemm, called from
-// inside TBB tasks. libstoke links Debian's serial OpenBLAS (module.cmake), so
+// inside TBB tasks. libstoke links Debian's OpenBLAS pthread build pinned to
+// one thread (see lib/backend/module.cmake for why not the serial build), so
 // each call runs on the calling thread and no second thread pool competes
 // with the oneTBB arena.
 #pragma once
