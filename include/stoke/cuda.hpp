@@ -1,0 +1,131 @@
+// The CUDA backend's surface beyond Backend: numerics switches, the cuDNN
+// algorithms it chose, event timing and CUDA-graph capture of a whole step.
+//
+// The backend itself lives in the CUDA plugin (libstoke_cuda.so); libstoke
+// only sees it through GpuBackend. The registry offers one as "cuda:<index>"
+// per device when the plugin loads (see backend.hpp); create_cuda_backend()
+// makes a separate one with its own stream and options (tests, benches).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stoke/backend.hpp"
+#include "stoke/config.hpp"
+#include "stoke/export.hpp"
+
+namespace stoke {
+
+struct CudaBackendOptions {
+  // Strict FP32: cuDNN convolutions with CUDNN_FMA_MATH and cuBLAS pedantic
+  // math (no TF32 tensor cores). Off by default: TF32 trades ~10 mantissa bits
+  // of the products for several times the throughput on sm_80+, which training
+  // tolerates; the parity tests turn strict on.
+  bool strict_fp32 = false;
+  // Choose each convolution's algorithms by timing them (cudnnFind*Ex) once
+  // per shape instead of by cuDNN's heuristics; the choice is cached.
+  bool conv_benchmark = false;
+  // Largest workspace one convolution algorithm may take from the pool.
+  std::size_t conv_workspace_limit = 512ull << 20;
+  // STOKE_GPU_JIT: NVRTC-compiled kernels for the exact device (on/auto) or
+  // the precompiled ones (off).
+  Toggle jit = Toggle::kAuto;
+};
+
+// One cached cuDNN algorithm choice.
+struct ConvAlgoChoice {
+  std::string pass;       // "forward", "backward_data", "backward_filter"
+  std::string key;        // shapes, padding, stride, dilation, groups, math
+  int algorithm = -1;     // the cudnnConvolution*Algo_t value
+  std::string algorithm_name;
+  std::size_t workspace_bytes = 0;
+  bool benchmarked = false;  // timed (cudnnFind) rather than heuristic
+  bool tensor_ops = false;   // math type allows TF32 / tensor cores
+  int math_type = 0;         // the cudnnMathType_t to run it with
+  float time_ms = -1.0f;     // measured time when benchmarked
+};
+
+// A captured step: replay() enqueues the whole recorded sequence of ops on the
+// backend's stream as one graph launch. Every tensor the captured ops touched
+// must outlive it (it reads and writes the same addresses each replay); memory
+// the step freed while being captured is held until it is destroyed.
+class STOKE_API CapturedStep {
+ public:
+  virtual ~CapturedStep();
+  virtual void replay() = 0;
+  virtual std::size_t nodes() const = 0;  // graph nodes, for reports
+};
+
+class STOKE_API GpuBackend : public Backend {
+ public:
+  ~GpuBackend() override;
+
+  virtual int device() const noexcept = 0;
+  virtual void set_strict_fp32(bool strict) = 0;
+  virtual bool strict_fp32() const noexcept = 0;
+  virtual void set_conv_benchmark(bool on) = 0;
+  // Every algorithm chosen so far, in the order first chosen.
+  virtual std::vector<ConvAlgoChoice> conv_algorithms() const = 0;
+  // "jit sm_90 (3 compiled, rest from the cache)" or "precompiled".
+  virtual std::string kernel_origin() = 0;
+
+  // Milliseconds between two events recorded around `work` on the stream,
+  // divided by `repeats` (work is issued that many times); synchronizes.
+  virtual float time_ms(const std::function<void()>& work, int repeats = 1) = 0;
+
+  // Captures `step` (ops on this backend only) into a CUDA graph without
+  // running it. Returns nullptr and sets *why when the capture fails (an op
+  // that cannot be captured, a pool that had to grow, a library error); the
+  // stream is usable afterwards and nothing of `step` ran, so the caller runs
+  // it eagerly. Run the step once eagerly first: allocations and algorithm
+  // choices then happen outside the capture.
+  virtual std::unique_ptr<CapturedStep> capture(const std::function<void()>& step,
+                                                std::string* why) = 0;
+};
+
+// The backend's GPU surface, or nullptr for a host backend.
+STOKE_API GpuBackend* as_gpu_backend(Backend& backend) noexcept;
+
+// A new CUDA backend on `device` with its own stream and a device pool capped
+// by `settings` (STOKE_GPU_MEM_PERCENT / _MAX). Unsupported when the plugin
+// or the device is missing (the message says why).
+STOKE_API std::unique_ptr<GpuBackend> create_cuda_backend(int device, const Settings& settings,
+                                                          const CudaBackendOptions& options = {});
+// Options from the knobs (STOKE_GPU_JIT).
+STOKE_API CudaBackendOptions cuda_backend_options(const Settings& settings);
+
+// Runs a step with static shapes eagerly or as a replayed CUDA graph
+// (STOKE_GPU_GRAPH): call 1 runs eagerly (warm-up: allocations, algorithm
+// choices), call 2 captures and replays, later calls replay. A capture failure
+// logs one warning saying why and runs eagerly from then on. On a host
+// backend, or with the knob off, every call is eager. The step must issue the
+// same ops on the same tensors each call (the input comes from a fixed device
+// slot, e.g. a copy into a static input tensor inside the step) and must not
+// depend on host values that change between calls (learning rate, Adam's step
+// count, dropout seed are captured as they were at call 2).
+class STOKE_API GraphedStep {
+ public:
+  GraphedStep(Backend& backend, Toggle mode);
+  ~GraphedStep();
+  GraphedStep(const GraphedStep&) = delete;
+  GraphedStep& operator=(const GraphedStep&) = delete;
+
+  void run(const std::function<void()>& step);
+  bool replaying() const noexcept { return graph_ != nullptr; }
+  // Why the step runs eagerly ("" while replaying or before call 2).
+  const std::string& eager_reason() const noexcept { return reason_; }
+  std::int64_t calls() const noexcept { return calls_; }
+
+ private:
+  Backend& backend_;
+  bool enabled_ = false;
+  std::int64_t calls_ = 0;
+  std::unique_ptr<CapturedStep> graph_;
+  std::string reason_;
+};
+
+}  // namespace stoke
