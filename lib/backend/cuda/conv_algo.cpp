@@ -95,8 +95,9 @@ std::vector<Candidate> benchmark(cudnnHandle_t h, int pass, const ConvSetup& s,
 
 bool acceptable(const Candidate& c, bool strict, std::size_t limit) {
   if (c.status != CUDNN_STATUS_SUCCESS || c.memory > limit) return false;
-  // Strict FP32: only FMA math (no TF32 tensor-core algorithms).
-  return !strict || c.math == CUDNN_FMA_MATH;
+  // Strict FP32: no tensor-core math (the descriptor asked for FMA math;
+  // cuDNN may report such results as FMA or DEFAULT math).
+  return !strict || c.math == CUDNN_FMA_MATH || c.math == CUDNN_DEFAULT_MATH;
 }
 
 }  // namespace
@@ -147,9 +148,9 @@ ConvAlgoChoice CudaBackend::choose_conv_algo(int pass, const ConvCall& call) con
   choice.algorithm_name = algo_name(pass, it->algo);
   choice.workspace_bytes = it->memory;
   choice.benchmarked = timed;
-  choice.math_type = static_cast<int>(it->math);
-  choice.tensor_ops = it->math == CUDNN_TENSOR_OP_MATH || it->math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
-                      (it->math == CUDNN_DEFAULT_MATH && !strict);
+  // Strict runs with FMA math whatever cuDNN reported, so TF32 stays off.
+  choice.math_type = static_cast<int>(strict ? CUDNN_FMA_MATH : it->math);
+  choice.tensor_ops = !strict && it->math != CUDNN_FMA_MATH;
   choice.time_ms = timed ? it->time : -1.0f;
   // A size query (no buffers) in benchmark mode must not pin a heuristic choice.
   if (call.out || !options_.conv_benchmark) {

@@ -87,7 +87,13 @@ CudaBackend::~CudaBackend() {
   if (stream_) STOKE_CUDA_WARN(cudaStreamDestroy(stream_));
 }
 
-void CudaBackend::make_current() const { STOKE_CUDA_CHECK(cudaSetDevice(device_)); }
+// Sets the device only when another one is current: cheaper per op, and a
+// no-op while this thread captures a graph.
+void CudaBackend::make_current() const {
+  int current = -1;
+  STOKE_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device_) STOKE_CUDA_CHECK(cudaSetDevice(device_));
+}
 
 void* CudaBackend::allocate(std::size_t bytes) { return pool_->allocate(bytes, stream_); }
 
