@@ -172,6 +172,12 @@ int main(int argc, char** argv) {
       std::printf("batch %4d peak pool memory %.2f GiB, kernels: %s\n", batch,
                   static_cast<double>(mem.peak_bytes) / (1ull << 30), gpu->kernel_origin().c_str());
     }
+    // The summary last: the device-check script keeps the tail of the output.
+    std::printf("summary (stoke, %s):\n", args.strict ? "strict FP32" : "TF32 allowed");
+    for (const Result& r : results) {
+      std::printf("  batch %4d %-5s %9.3f ms/step %9.1f img/s%s\n", r.batch, r.mode.c_str(), r.ms_per_step,
+                  r.images_per_s, r.note.empty() ? "" : "  (capture failed, eager)");
+    }
     if (!args.json.empty()) {
       std::ofstream out(args.json);
       out << "{\"bench\":\"stoke_cuda_step\",\"net\":\"resnet224\",\"strict\":" << (args.strict ? "true" : "false")
