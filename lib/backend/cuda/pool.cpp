@@ -12,6 +12,7 @@ struct PoolGeom {
   int h, w, p, q;
   int kh, kw, sh, sw, ph, pw;
 };
+static_assert(sizeof(PoolGeom) == 10 * sizeof(int), "must match StokePoolGeom in kernels/pool.cu");
 
 Shape pool_output_shape(const char* op, const Shape& x, const Pool2dParams& p) {
   const auto fail = [&](const std::string& why) {
