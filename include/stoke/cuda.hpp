@@ -70,6 +70,12 @@ class STOKE_API GpuBackend : public Backend {
   virtual void set_conv_benchmark(bool on) = 0;
   // Every algorithm chosen so far, in the order first chosen.
   virtual std::vector<ConvAlgoChoice> conv_algorithms() const = 0;
+  // The cached choices as text (to store beside a checkpoint) and back:
+  // loading adds choices not yet cached and returns how many; text from
+  // another cuDNN version is ignored with a warning (returns 0);
+  // InvalidArgument for malformed text.
+  virtual std::string save_conv_algorithms() const = 0;
+  virtual std::size_t load_conv_algorithms(const std::string& text) = 0;
   // "jit sm_90 (3 compiled, rest from the cache)" or "precompiled".
   virtual std::string kernel_origin() = 0;
 

@@ -157,6 +157,20 @@ TEST_F(CudaParity, BenchmarkedConvolutionChoicesAreCachedAndCorrect) {
   EXPECT_GE(algos[0].time_ms, 0.0f);
   std::printf("benchmarked forward %s: %s, workspace %zu bytes, %.3f ms\n", algos[0].key.c_str(),
               algos[0].algorithm_name.c_str(), algos[0].workspace_bytes, static_cast<double>(algos[0].time_ms));
+
+  // Saved and loaded into another backend: reused there without timing.
+  CudaBackendOptions options;
+  options.strict_fp32 = true;
+  options.conv_benchmark = true;
+  auto other = create_cuda_backend(0, Settings{}, options);
+  EXPECT_EQ(other->load_conv_algorithms(gpu().save_conv_algorithms()), 1u);
+  Tensor oy(*other, y.shape());
+  other->conv2d_forward(to_gpu(*other, x), to_gpu(*other, w), Tensor(), oy, p);
+  EXPECT_TRUE(close(oy, y, kConv, "conv2d_forward with a loaded choice"));
+  const auto loaded = other->conv_algorithms();
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded[0].algorithm, algos[0].algorithm);
+  EXPECT_EQ(loaded[0].time_ms, algos[0].time_ms) << "the loaded choice, not a new timing";
 }
 
 TEST_F(CudaParity, Tf32DefaultStaysCloseToStrictFp32) {

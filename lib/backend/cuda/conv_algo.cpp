@@ -7,6 +7,7 @@
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/conv.hpp"
+#include "backend/cuda/conv_algo_text.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
 
@@ -158,6 +159,26 @@ ConvAlgoChoice CudaBackend::choose_conv_algo(int pass, const ConvCall& call) con
     if (algos_.emplace(key, choice).second) algo_order_.push_back(key);
   }
   return choice;
+}
+
+std::string CudaBackend::save_conv_algorithms() const {
+  return format_conv_algos(conv_algorithms(), static_cast<int>(cudnnGetVersion()));
+}
+
+std::size_t CudaBackend::load_conv_algorithms(const std::string& text) {
+  std::string why;
+  const auto choices = parse_conv_algos(text, static_cast<int>(cudnnGetVersion()), &why);
+  if (!why.empty()) log_warn("cuDNN algorithm choices not loaded on " + name() + ": " + why);
+  std::size_t added = 0;
+  std::lock_guard lock(algo_mutex_);
+  for (const ConvAlgoChoice& c : choices) {
+    const std::string key = c.pass + " " + c.key;
+    if (algos_.emplace(key, c).second) {
+      algo_order_.push_back(key);
+      ++added;
+    }
+  }
+  return added;
 }
 
 }  // namespace stoke::cuda

@@ -92,6 +92,8 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   bool strict_fp32() const noexcept override { return options_.strict_fp32; }
   void set_conv_benchmark(bool on) override { options_.conv_benchmark = on; }
   std::vector<ConvAlgoChoice> conv_algorithms() const override;
+  std::string save_conv_algorithms() const override;
+  std::size_t load_conv_algorithms(const std::string& text) override;
   std::string kernel_origin() override;
   float time_ms(const std::function<void()>& work, int repeats) override;
   std::unique_ptr<CapturedStep> capture(const std::function<void()>& step,
