@@ -1,5 +1,6 @@
 #include "backend/cuda/conv_algo_text.hpp"
 
+#include <iomanip>
 #include <sstream>
 
 #include "stoke/error.hpp"
@@ -11,7 +12,7 @@ constexpr const char* kMagic = "stoke-conv-algos";
 
 std::string format_conv_algos(const std::vector<ConvAlgoChoice>& choices, int cudnn_version) {
   std::ostringstream out;
-  out << kMagic << " 1 cudnn=" << cudnn_version << "\n";
+  out << kMagic << " 1 cudnn=" << cudnn_version << "\n" << std::setprecision(9);  // floats round-trip
   for (const ConvAlgoChoice& c : choices) {
     out << c.pass << '\t' << c.algorithm << '\t' << c.algorithm_name << '\t' << c.workspace_bytes << '\t'
         << c.math_type << '\t' << (c.benchmarked ? 1 : 0) << '\t' << c.time_ms << '\t' << c.key << '\n';
