@@ -69,8 +69,9 @@ Args parse(int argc, char** argv) {
     } else if (k == "--json") {
       a.json = value();
     } else {
-      throw InvalidArgument("unknown argument " + k +
-                            " (use --batches --steps --warmup --modes --strict --heuristic --json)");
+      throw InvalidArgument(
+          "unknown argument " + k +
+          " (use --batches --steps --warmup --modes --strict --heuristic --json)");
     }
   }
   return a;
@@ -105,8 +106,9 @@ int main(int argc, char** argv) {
     const Args args = parse(argc, argv);
     const SystemInfo sys = query_system();
     if (sys.cuda.gpus.empty()) {
-      std::printf("skipped: no CUDA device (%s)\n",
-                  sys.cuda.device_error.empty() ? sys.cuda.plugin_error.c_str() : sys.cuda.device_error.c_str());
+      std::printf("skipped: no CUDA device (%s)\n", sys.cuda.device_error.empty()
+                                                        ? sys.cuda.plugin_error.c_str()
+                                                        : sys.cuda.device_error.c_str());
       return 0;
     }
     const Config config = Config::load();
@@ -115,82 +117,93 @@ int main(int argc, char** argv) {
                 args.benchmark_algos ? "benchmark (cudnnFind)" : "heuristics");
     const nn::ModelSpec spec = resnet224();
     std::vector<Result> results;
+    int failures = 0;
     for (int batch : args.batches) {
-      CudaBackendOptions options = cuda_backend_options(config.settings());
-      options.strict_fp32 = args.strict;
-      options.conv_benchmark = args.benchmark_algos;
-      // A fresh backend (and pool) per batch size: the larger batch does not
-      // inherit the smaller one's fragmentation.
-      auto gpu = create_cuda_backend(0, config.settings(), options);
-      auto model = nn::build_model(*gpu, spec, 1);
-      nn::SgdOptions sgd_options;
-      nn::Sgd sgd(*model, sgd_options);
-      nn::TrainStep train(*model, sgd);
+      // One batch size failing (out of memory, a library error) is reported
+      // and the next one still runs.
+      try {
+        CudaBackendOptions options = cuda_backend_options(config.settings());
+        options.strict_fp32 = args.strict;
+        options.conv_benchmark = args.benchmark_algos;
+        // A fresh backend (and pool) per batch size: the larger batch does not
+        // inherit the smaller one's fragmentation.
+        auto gpu = create_cuda_backend(0, config.settings(), options);
+        auto model = nn::build_model(*gpu, spec, 1);
+        nn::SgdOptions sgd_options;
+        nn::Sgd sgd(*model, sgd_options);
+        nn::TrainStep train(*model, sgd);
 
-      // The batch sits in a fixed device slot (as the prefetcher's); the step
-      // copies it into its static input, so graph replays read new batches.
-      const Shape xs = model->input_shape(batch);
-      Tensor slot_x(*gpu, xs), slot_y(*gpu, {batch}, DType::kInt32);
-      Tensor x(*gpu, xs), y(*gpu, {batch}, DType::kInt32);
-      {
-        std::vector<float> hx(static_cast<std::size_t>(shape_numel(xs)));
-        std::vector<std::int32_t> hy(static_cast<std::size_t>(batch));
-        std::mt19937 rng(42);
-        std::normal_distribution<float> dist(0.0f, 1.0f);
-        for (auto& v : hx) v = dist(rng);
-        for (auto& v : hy) v = static_cast<std::int32_t>(rng() % 1000);
-        slot_x.copy_from_host(hx.data());
-        slot_y.copy_from_host(hy.data());
-      }
-      const auto step = [&] {
-        gpu->copy(x.raw(), slot_x.raw(), x.bytes(), CopyKind::kDeviceToDevice);
-        gpu->copy(y.raw(), slot_y.raw(), y.bytes(), CopyKind::kDeviceToDevice);
-        train.run(x, y, 0.05f);
-      };
-      std::size_t algos_printed = 0;
-      for (const std::string& mode : args.modes) {
-        GraphedStep graphed(*gpu, mode == "graph" ? Toggle::kOn : Toggle::kOff);
-        for (int i = 0; i < args.warmup + 2; ++i) graphed.run(step);  // +2: warm-up and capture
-        gpu->synchronize();
-        std::string note;
-        if (mode == "graph" && !graphed.replaying()) note = "capture failed, eager: " + graphed.eager_reason();
-        const float ms = gpu->time_ms([&] { graphed.run(step); }, args.steps);
-        const nn::StepStats stats = train.stats();
-        results.push_back({batch, mode, ms, batch * 1000.0 / ms, note});
-        std::printf("batch %4d %-5s %9.3f ms/step %9.1f img/s  loss %.4f%s%s\n", batch, mode.c_str(),
-                    static_cast<double>(ms), batch * 1000.0 / ms, static_cast<double>(stats.loss),
-                    note.empty() ? "" : "  ", note.c_str());
-        const auto algos = gpu->conv_algorithms();
-        for (; algos_printed < algos.size(); ++algos_printed) {
-          const ConvAlgoChoice& a = algos[algos_printed];
-          std::printf("  cudnn %-15s %-22s ws %10zu B %s%s  %s\n", a.pass.c_str(), a.algorithm_name.c_str(),
-                      a.workspace_bytes, a.benchmarked ? "timed" : "heuristic", a.tensor_ops ? " tc" : "",
-                      a.key.c_str());
+        // The batch sits in a fixed device slot (as the prefetcher's); the step
+        // copies it into its static input, so graph replays read new batches.
+        const Shape xs = model->input_shape(batch);
+        Tensor slot_x(*gpu, xs), slot_y(*gpu, {batch}, DType::kInt32);
+        Tensor x(*gpu, xs), y(*gpu, {batch}, DType::kInt32);
+        {
+          std::vector<float> hx(static_cast<std::size_t>(shape_numel(xs)));
+          std::vector<std::int32_t> hy(static_cast<std::size_t>(batch));
+          std::mt19937 rng(42);
+          std::normal_distribution<float> dist(0.0f, 1.0f);
+          for (auto& v : hx) v = dist(rng);
+          for (auto& v : hy) v = static_cast<std::int32_t>(rng() % 1000);
+          slot_x.copy_from_host(hx.data());
+          slot_y.copy_from_host(hy.data());
         }
+        const auto step = [&] {
+          gpu->copy(x.raw(), slot_x.raw(), x.bytes(), CopyKind::kDeviceToDevice);
+          gpu->copy(y.raw(), slot_y.raw(), y.bytes(), CopyKind::kDeviceToDevice);
+          train.run(x, y, 0.05f);
+        };
+        std::size_t algos_printed = 0;
+        for (const std::string& mode : args.modes) {
+          GraphedStep graphed(*gpu, mode == "graph" ? Toggle::kOn : Toggle::kOff);
+          for (int i = 0; i < args.warmup + 2; ++i) graphed.run(step);  // +2: warm-up and capture
+          gpu->synchronize();
+          std::string note;
+          if (mode == "graph" && !graphed.replaying())
+            note = "capture failed, eager: " + graphed.eager_reason();
+          const float ms = gpu->time_ms([&] { graphed.run(step); }, args.steps);
+          const nn::StepStats stats = train.stats();
+          results.push_back({batch, mode, ms, batch * 1000.0 / ms, note});
+          std::printf("batch %4d %-5s %9.3f ms/step %9.1f img/s  loss %.4f%s%s\n", batch,
+                      mode.c_str(), static_cast<double>(ms), batch * 1000.0 / ms,
+                      static_cast<double>(stats.loss), note.empty() ? "" : "  ", note.c_str());
+          const auto algos = gpu->conv_algorithms();
+          for (; algos_printed < algos.size(); ++algos_printed) {
+            const ConvAlgoChoice& a = algos[algos_printed];
+            std::printf("  cudnn %-15s %-22s ws %10zu B %s%s  %s\n", a.pass.c_str(),
+                        a.algorithm_name.c_str(), a.workspace_bytes,
+                        a.benchmarked ? "timed" : "heuristic", a.tensor_ops ? " tc" : "",
+                        a.key.c_str());
+          }
+        }
+        const MemoryStats mem = gpu->memory_stats();
+        std::printf("batch %4d peak pool memory %.2f GiB, kernels: %s\n", batch,
+                    static_cast<double>(mem.peak_bytes) / (1ull << 30),
+                    gpu->kernel_origin().c_str());
+      } catch (const std::exception& e) {
+        ++failures;
+        std::printf("batch %4d FAILED: %s\n", batch, e.what());
       }
-      const MemoryStats mem = gpu->memory_stats();
-      std::printf("batch %4d peak pool memory %.2f GiB, kernels: %s\n", batch,
-                  static_cast<double>(mem.peak_bytes) / (1ull << 30), gpu->kernel_origin().c_str());
     }
     // The summary last: the device-check script keeps the tail of the output.
     std::printf("summary (stoke, %s):\n", args.strict ? "strict FP32" : "TF32 allowed");
     for (const Result& r : results) {
-      std::printf("  batch %4d %-5s %9.3f ms/step %9.1f img/s%s\n", r.batch, r.mode.c_str(), r.ms_per_step,
-                  r.images_per_s, r.note.empty() ? "" : "  (capture failed, eager)");
+      std::printf("  batch %4d %-5s %9.3f ms/step %9.1f img/s%s\n", r.batch, r.mode.c_str(),
+                  r.ms_per_step, r.images_per_s, r.note.empty() ? "" : "  (capture failed, eager)");
     }
     if (!args.json.empty()) {
       std::ofstream out(args.json);
-      out << "{\"bench\":\"stoke_cuda_step\",\"net\":\"resnet224\",\"strict\":" << (args.strict ? "true" : "false")
-          << ",\"results\":[";
+      out << "{\"bench\":\"stoke_cuda_step\",\"net\":\"resnet224\",\"strict\":"
+          << (args.strict ? "true" : "false") << ",\"results\":[";
       for (std::size_t i = 0; i < results.size(); ++i) {
         const Result& r = results[i];
-        out << (i ? "," : "") << "{\"batch\":" << r.batch << ",\"mode\":\"" << r.mode << "\",\"ms_per_step\":"
-            << r.ms_per_step << ",\"images_per_s\":" << r.images_per_s << ",\"graph_ok\":"
-            << (r.note.empty() ? "true" : "false") << "}";
+        out << (i ? "," : "") << "{\"batch\":" << r.batch << ",\"mode\":\"" << r.mode
+            << "\",\"ms_per_step\":" << r.ms_per_step << ",\"images_per_s\":" << r.images_per_s
+            << ",\"graph_ok\":" << (r.note.empty() ? "true" : "false") << "}";
       }
       out << "]}\n";
     }
-    return 0;
+    return failures ? 1 : 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stoke_bench_cuda_step: %s\n", e.what());
     return 1;

@@ -38,9 +38,9 @@ struct CudaBackendOptions {
 
 // One cached cuDNN algorithm choice.
 struct ConvAlgoChoice {
-  std::string pass;       // "forward", "backward_data", "backward_filter"
-  std::string key;        // shapes, padding, stride, dilation, groups, math
-  int algorithm = -1;     // the cudnnConvolution*Algo_t value
+  std::string pass;    // "forward", "backward_data", "backward_filter"
+  std::string key;     // shapes, padding, stride, dilation, groups, math
+  int algorithm = -1;  // the cudnnConvolution*Algo_t value
   std::string algorithm_name;
   std::size_t workspace_bytes = 0;
   bool benchmarked = false;  // timed (cudnnFind) rather than heuristic

@@ -13,7 +13,9 @@ namespace stoke {
 CapturedStep::~CapturedStep() = default;
 GpuBackend::~GpuBackend() = default;
 
-GpuBackend* as_gpu_backend(Backend& backend) noexcept { return dynamic_cast<GpuBackend*>(&backend); }
+GpuBackend* as_gpu_backend(Backend& backend) noexcept {
+  return dynamic_cast<GpuBackend*>(&backend);
+}
 
 CudaBackendOptions cuda_backend_options(const Settings& settings) {
   CudaBackendOptions options;
@@ -25,7 +27,8 @@ std::unique_ptr<GpuBackend> create_cuda_backend(int device, const Settings& sett
                                                 const CudaBackendOptions& options) {
   const detail::PluginLoad& load = detail::cuda_plugin();
   if (!load.plugin) {
-    throw Unsupported("CUDA backend for device " + std::to_string(device) + " is not available: " + load.error);
+    throw Unsupported("CUDA backend for device " + std::to_string(device) +
+                      " is not available: " + load.error);
   }
   std::shared_ptr<MemoryPool> pool = MemoryPool::device(settings, device);
   return load.plugin->create_backend(device, std::move(pool), options);
@@ -60,7 +63,8 @@ void GraphedStep::run(const std::function<void()>& step) {
   if (!graph_) {
     enabled_ = false;
     reason_ = why;
-    log_warn("CUDA graph capture failed on " + backend_.name() + ", running the step eagerly from now on: " + why);
+    log_warn("CUDA graph capture failed on " + backend_.name() +
+             ", running the step eagerly from now on: " + why);
     step();
     return;
   }

@@ -1,7 +1,8 @@
 // The cuDNN algorithm cache's text form (runs without a GPU).
+#include "backend/cuda/conv_algo_text.hpp"
+
 #include <gtest/gtest.h>
 
-#include "backend/cuda/conv_algo_text.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::cuda {
@@ -61,13 +62,15 @@ TEST(ConvAlgoText, MalformedTextNamesTheLine) {
   EXPECT_THROW(parse_conv_algos("", 1, &why), InvalidArgument);
   EXPECT_THROW(parse_conv_algos("something else\n", 1, &why), InvalidArgument);
   try {
-    parse_conv_algos("stoke-conv-algos 1 cudnn=1\nforward\t1\tX\tnot-a-number\t0\t0\t0\tkey\n", 1, &why);
+    parse_conv_algos("stoke-conv-algos 1 cudnn=1\nforward\t1\tX\tnot-a-number\t0\t0\t0\tkey\n", 1,
+                     &why);
     FAIL() << "no error";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(parse_conv_algos("stoke-conv-algos 1 cudnn=1\nsideways\t1\tX\t0\t0\t0\t0\tkey\n", 1, &why),
-               InvalidArgument);
+  EXPECT_THROW(
+      parse_conv_algos("stoke-conv-algos 1 cudnn=1\nsideways\t1\tX\t0\t0\t0\t0\tkey\n", 1, &why),
+      InvalidArgument);
 }
 
 }  // namespace

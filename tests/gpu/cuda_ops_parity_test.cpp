@@ -16,16 +16,19 @@ TEST_F(CudaParity, Conv2dForwardAndBackwardMatchTheCpu) {
   const ConvCase cases[] = {
       {{2, 3, 9, 11}, {8, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1}, true},
       {{3, 8, 16, 16}, {16, 8, 3, 3}, {2, 2, 1, 1, 1, 1, 1}, false},
-      {{2, 16, 8, 8}, {32, 16, 1, 1}, {2, 2, 0, 0, 1, 1, 1}, true},  // ResNet projection shortcut
-      {{2, 4, 12, 10}, {6, 2, 3, 3}, {1, 1, 2, 2, 2, 2, 2}, true},   // grouped and dilated
+      {{2, 16, 8, 8}, {32, 16, 1, 1}, {2, 2, 0, 0, 1, 1, 1}, true},   // ResNet projection shortcut
+      {{2, 4, 12, 10}, {6, 2, 3, 3}, {1, 1, 2, 2, 2, 2, 2}, true},    // grouped and dilated
       {{4, 3, 32, 32}, {16, 3, 7, 7}, {2, 2, 3, 3, 1, 1, 1}, false},  // a 7x7 stem
   };
   std::uint32_t seed = 100;
   for (const ConvCase& c : cases) {
     const std::string what = shape_to_string(c.x) + " * " + shape_to_string(c.w);
     const Tensor x = random(c.x, ++seed), w = random(c.w, ++seed), b = random({c.w[0]}, ++seed);
-    const Shape ys = {c.x[0], c.w[0], conv_output_size(c.x[2], static_cast<int>(c.w[2]), c.p.stride_h, c.p.pad_h, c.p.dilation_h),
-                      conv_output_size(c.x[3], static_cast<int>(c.w[3]), c.p.stride_w, c.p.pad_w, c.p.dilation_w)};
+    const Shape ys = {
+        c.x[0], c.w[0],
+        conv_output_size(c.x[2], static_cast<int>(c.w[2]), c.p.stride_h, c.p.pad_h, c.p.dilation_h),
+        conv_output_size(c.x[3], static_cast<int>(c.w[3]), c.p.stride_w, c.p.pad_w,
+                         c.p.dilation_w)};
     Tensor y(cpu(), ys);
     const Tensor no_bias;
     cpu().conv2d_forward(x, w, c.bias ? b : no_bias, y, c.p);
@@ -57,9 +60,11 @@ TEST_F(CudaParity, BatchNormTrainingInferenceAndBackwardMatchTheCpu) {
   for (const Shape& s : {Shape{4, 6, 5, 7}, Shape{2, 16, 8, 8}, Shape{8, 3, 1, 1}}) {
     const std::string what = shape_to_string(s);
     const Shape c{s[1]};
-    const Tensor x = random(s, 1, -2.0f, 3.0f), gamma = random(c, 2, 0.5f, 1.5f), beta = random(c, 3);
+    const Tensor x = random(s, 1, -2.0f, 3.0f), gamma = random(c, 2, 0.5f, 1.5f),
+                 beta = random(c, 3);
     const BatchNormParams p{1e-5f, 0.1f};
-    Tensor y(cpu(), s), rm = random(c, 4), rv = random(c, 5, 0.5f, 2.0f), sm(cpu(), c), si(cpu(), c);
+    Tensor y(cpu(), s), rm = random(c, 4), rv = random(c, 5, 0.5f, 2.0f), sm(cpu(), c),
+                        si(cpu(), c);
     Tensor grm = to_gpu(rm), grv = to_gpu(rv);
     cpu().batch_norm_forward_training(x, gamma, beta, y, rm, rv, sm, si, p);
     const Tensor gx = to_gpu(x), gg = to_gpu(gamma), gbeta = to_gpu(beta);
@@ -70,7 +75,8 @@ TEST_F(CudaParity, BatchNormTrainingInferenceAndBackwardMatchTheCpu) {
     EXPECT_TRUE(close(grv, rv, kBatchNorm, "bn running_var (unbiased) " + what));
     EXPECT_TRUE(close(gsm.view, sm, kBatchNorm, "bn save_mean " + what));
     EXPECT_TRUE(close(gsi.view, si, kBatchNorm, "bn save_invstd " + what));
-    EXPECT_TRUE(guards_intact(gy, "bn y") && guards_intact(gsm, "save_mean") && guards_intact(gsi, "save_invstd"));
+    EXPECT_TRUE(guards_intact(gy, "bn y") && guards_intact(gsm, "save_mean") &&
+                guards_intact(gsi, "save_invstd"));
 
     Tensor yi(cpu(), s);
     cpu().batch_norm_forward_inference(x, gamma, beta, rm, rv, yi, p);
@@ -86,7 +92,8 @@ TEST_F(CudaParity, BatchNormTrainingInferenceAndBackwardMatchTheCpu) {
     EXPECT_TRUE(close(gdx.view, dx, kBatchNorm, "bn dx " + what));
     EXPECT_TRUE(close(gdg.view, dg, kBatchNorm, "bn dgamma " + what));
     EXPECT_TRUE(close(gdb.view, db, kBatchNorm, "bn dbeta " + what));
-    EXPECT_TRUE(guards_intact(gdx, "bn dx") && guards_intact(gdg, "dgamma") && guards_intact(gdb, "dbeta"));
+    EXPECT_TRUE(guards_intact(gdx, "bn dx") && guards_intact(gdg, "dgamma") &&
+                guards_intact(gdb, "dbeta"));
   }
 }
 
@@ -163,7 +170,8 @@ TEST_F(CudaParity, PoolingMatchesTheCpu) {
 TEST_F(CudaParity, LinearForwardAndBackwardMatchTheCpu) {
   for (auto [n, k, m] : {std::tuple{5, 7, 3}, std::tuple{64, 512, 10}, std::tuple{33, 100, 257}}) {
     const std::string what = std::to_string(n) + "x" + std::to_string(k) + "->" + std::to_string(m);
-    const Tensor x = random({n, k}, 31), w = random({m, k}, 32), b = random({m}, 33), dy = random({n, m}, 34);
+    const Tensor x = random({n, k}, 31), w = random({m, k}, 32), b = random({m}, 33),
+                 dy = random({n, m}, 34);
     Tensor y(cpu(), {n, m}), dx(cpu(), {n, k}), dw(cpu(), {m, k}), db(cpu(), {m});
     cpu().linear_forward(x, w, b, y);
     cpu().linear_backward(x, w, dy, dx, dw, db);
@@ -188,15 +196,16 @@ TEST_F(CudaParity, SoftmaxCrossEntropyLossAccuracyAndGradientMatchTheCpu) {
     cpu().softmax_cross_entropy_forward(logits, lab, probs, loss, correct);
     cpu().softmax_cross_entropy_backward(probs, lab, dl);
     const Tensor glab = to_gpu(lab);
-    Guarded gp = guarded({n, c}), gloss = guarded({1}), gcorrect = guarded({1}), gdl = guarded({n, c});
+    Guarded gp = guarded({n, c}), gloss = guarded({1}), gcorrect = guarded({1}),
+            gdl = guarded({n, c});
     gpu().softmax_cross_entropy_forward(to_gpu(logits), glab, gp.view, gloss.view, gcorrect.view);
     gpu().softmax_cross_entropy_backward(gp.view, glab, gdl.view);
     EXPECT_TRUE(close(gp.view, probs, kSoftmax, "probs " + what));
     EXPECT_TRUE(close(gloss.view, loss, kSoftmax, "loss " + what));
     EXPECT_TRUE(close(gcorrect.view, correct, kExact, "correct " + what));
     EXPECT_TRUE(close(gdl.view, dl, kSoftmax, "dlogits " + what));
-    EXPECT_TRUE(guards_intact(gp, "probs") && guards_intact(gloss, "loss") && guards_intact(gcorrect, "correct") &&
-                guards_intact(gdl, "dlogits"));
+    EXPECT_TRUE(guards_intact(gp, "probs") && guards_intact(gloss, "loss") &&
+                guards_intact(gcorrect, "correct") && guards_intact(gdl, "dlogits"));
   }
 }
 

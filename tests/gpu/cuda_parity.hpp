@@ -24,25 +24,34 @@ struct Tolerance {
 };
 
 // One table, by op family. Strict FP32 (no TF32) throughout.
-inline constexpr Tolerance kExact{0.0, "one float operation per element in the same order on both backends"};
-inline constexpr Tolerance kElementwise{4 * 1.19e-7,
-                                        "a few float operations per element; nvcc contracts a*b+c into an FMA "
-                                        "(one rounding fewer than the CPU)"};
-inline constexpr Tolerance kWindowSum{32 * 1.19e-7, "sums of <= 9 terms (pool windows) or one plane"};
-inline constexpr Tolerance kSoftmax{1e-5, "expf/logf differ by a few ulp between CUDA and libm; row sums of C terms"};
-inline constexpr Tolerance kGemm{2e-5,
-                                 "sums of K <= ~1200 products in another order (cuBLAS/cuDNN tiling): error grows "
-                                 "~sqrt(K) eps"};
-inline constexpr Tolerance kConv{5e-5,
-                                 "as kGemm, plus FFT/Winograd algorithms cuDNN may choose, whose transforms add a "
-                                 "few eps of the output's scale"};
-inline constexpr Tolerance kBatchNorm{1e-4,
-                                      "mean and variance over N*H*W values in another order, then 1/sqrt; the "
-                                      "normalized output magnifies their error by 1/std"};
-inline constexpr Tolerance kAdam{1e-5, "sqrt and division per element; bias corrections rounded to float"};
-inline constexpr Tolerance kTrainStep{2e-4,
-                                      "a whole forward/backward/update: the per-op errors above compound through "
-                                      "~20 layers"};
+inline constexpr Tolerance kExact{
+    0.0, "one float operation per element in the same order on both backends"};
+inline constexpr Tolerance kElementwise{
+    4 * 1.19e-7,
+    "a few float operations per element; nvcc contracts a*b+c into an FMA "
+    "(one rounding fewer than the CPU)"};
+inline constexpr Tolerance kWindowSum{32 * 1.19e-7,
+                                      "sums of <= 9 terms (pool windows) or one plane"};
+inline constexpr Tolerance kSoftmax{
+    1e-5, "expf/logf differ by a few ulp between CUDA and libm; row sums of C terms"};
+inline constexpr Tolerance kGemm{
+    2e-5,
+    "sums of K <= ~1200 products in another order (cuBLAS/cuDNN tiling): error grows "
+    "~sqrt(K) eps"};
+inline constexpr Tolerance kConv{
+    5e-5,
+    "as kGemm, plus FFT/Winograd algorithms cuDNN may choose, whose transforms add a "
+    "few eps of the output's scale"};
+inline constexpr Tolerance kBatchNorm{
+    1e-4,
+    "mean and variance over N*H*W values in another order, then 1/sqrt; the "
+    "normalized output magnifies their error by 1/std"};
+inline constexpr Tolerance kAdam{
+    1e-5, "sqrt and division per element; bias corrections rounded to float"};
+inline constexpr Tolerance kTrainStep{
+    2e-4,
+    "a whole forward/backward/update: the per-op errors above compound through "
+    "~20 layers"};
 
 class CudaParity : public GpuTest {
  protected:
@@ -69,7 +78,8 @@ class CudaParity : public GpuTest {
   Tensor labels(std::int64_t n, int classes, std::uint32_t seed) {
     Tensor t(cpu(), {n}, DType::kInt32);
     std::mt19937 rng(seed);
-    for (std::int64_t i = 0; i < n; ++i) t.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng() % classes);
+    for (std::int64_t i = 0; i < n; ++i)
+      t.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng() % classes);
     return t;
   }
   // A copy of a CPU tensor on the GPU.
@@ -104,21 +114,23 @@ class CudaParity : public GpuTest {
     const std::int64_t n = g.view.numel();
     for (std::int64_t i = 0; i < kGuard; ++i) {
       if (all[static_cast<std::size_t>(i)] != kSentinel) {
-        return ::testing::AssertionFailure() << what << ": write before the output at guard " << (kGuard - i);
+        return ::testing::AssertionFailure()
+               << what << ": write before the output at guard " << (kGuard - i);
       }
       if (all[static_cast<std::size_t>(kGuard + n + i)] != kSentinel) {
-        return ::testing::AssertionFailure() << what << ": write past the output at element " << n + i;
+        return ::testing::AssertionFailure()
+               << what << ": write past the output at element " << n + i;
       }
     }
     return ::testing::AssertionSuccess();
   }
 
   // gpu vs cpu (both float32 of one shape) within `tol`.
-  static ::testing::AssertionResult close(const Tensor& gpu_t, const Tensor& cpu_t, const Tolerance& tol,
-                                          const std::string& what) {
+  static ::testing::AssertionResult close(const Tensor& gpu_t, const Tensor& cpu_t,
+                                          const Tolerance& tol, const std::string& what) {
     if (gpu_t.shape() != cpu_t.shape()) {
-      return ::testing::AssertionFailure() << what << ": shape " << shape_to_string(gpu_t.shape()) << " vs "
-                                           << shape_to_string(cpu_t.shape());
+      return ::testing::AssertionFailure() << what << ": shape " << shape_to_string(gpu_t.shape())
+                                           << " vs " << shape_to_string(cpu_t.shape());
     }
     const std::vector<float> a = gpu_t.to_vector();
     const std::vector<float> b = cpu_t.to_vector();
@@ -133,9 +145,10 @@ class CudaParity : public GpuTest {
       }
     }
     if (worst / scale <= tol.max_error) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << what << ": error " << worst / scale << " of scale " << scale
-                                         << " at element " << at << " (gpu " << a[at] << ", cpu " << b[at]
-                                         << ") exceeds " << tol.max_error << " (" << tol.reason << ")";
+    return ::testing::AssertionFailure()
+           << what << ": error " << worst / scale << " of scale " << scale << " at element " << at
+           << " (gpu " << a[at] << ", cpu " << b[at] << ") exceeds " << tol.max_error << " ("
+           << tol.reason << ")";
   }
 
   std::unique_ptr<GpuBackend> gpu_;

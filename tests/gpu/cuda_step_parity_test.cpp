@@ -9,7 +9,8 @@ namespace {
 
 // Replays run the very kernels eager execution runs; only cuDNN algorithms
 // that accumulate with atomics may order sums differently.
-constexpr Tolerance kReplay{1e-6, "same kernels and algorithms; atomics in some cuDNN algorithms reorder sums"};
+constexpr Tolerance kReplay{
+    1e-6, "same kernels and algorithms; atomics in some cuDNN algorithms reorder sums"};
 
 nn::ModelSpec small_resnet() {
   nn::ModelSpec spec;
@@ -46,15 +47,17 @@ TEST_F(CudaParity, TrainingStepsMatchTheCpu) {
   nn::Sgd cpu_opt(*cpu_model), gpu_opt(*gpu_model);
   nn::TrainStep cpu_step(*cpu_model, cpu_opt), gpu_step(*gpu_model, gpu_opt);
   for (int s = 0; s < 3; ++s) {
-    const Tensor x = random(cpu_model->input_shape(8), 60 + s), lab = labels(8, spec.classes, 70 + s);
+    const Tensor x = random(cpu_model->input_shape(8), 60 + s),
+                 lab = labels(8, spec.classes, 70 + s);
     cpu_step.run(x, lab, 0.05f);
     gpu_step.run(to_gpu(x), to_gpu(lab), 0.05f);
     const nn::StepStats a = cpu_step.stats(), b = gpu_step.stats();
-    EXPECT_NEAR(b.loss, a.loss, kTrainStep.max_error * std::max(1.0f, a.loss)) << "step " << s << ": "
-                                                                                << kTrainStep.reason;
+    EXPECT_NEAR(b.loss, a.loss, kTrainStep.max_error * std::max(1.0f, a.loss))
+        << "step " << s << ": " << kTrainStep.reason;
     EXPECT_EQ(b.accuracy, a.accuracy) << "step " << s;
   }
-  EXPECT_TRUE(close(gpu_model->parameters(), cpu_model->parameters(), kTrainStep, "parameters after 3 steps"));
+  EXPECT_TRUE(close(gpu_model->parameters(), cpu_model->parameters(), kTrainStep,
+                    "parameters after 3 steps"));
   const auto cb = cpu_model->named_buffers();
   const auto gb = gpu_model->named_buffers();
   for (std::size_t i = 0; i < cb.size(); ++i) {
@@ -91,7 +94,8 @@ TEST_F(CudaParity, GraphReplayEqualsEagerExecution) {
       ASSERT_TRUE(graphed.replaying()) << "capture failed: " << graphed.eager_reason();
     }
   }
-  EXPECT_TRUE(close(graph_model->parameters(), eager_model->parameters(), kReplay, "parameters after 5 steps"));
+  EXPECT_TRUE(close(graph_model->parameters(), eager_model->parameters(), kReplay,
+                    "parameters after 5 steps"));
 }
 
 TEST_F(CudaParity, JitKernelsEqualPrecompiledKernels) {
@@ -105,7 +109,8 @@ TEST_F(CudaParity, JitKernelsEqualPrecompiledKernels) {
   EXPECT_EQ(pre->kernel_origin(), "precompiled");
 
   const Shape s{4, 6, 15, 13};
-  const Tensor x = random(s, 1), dy = random({4, 6, 8, 7}, 2), logits = random({16, 10}, 3), lab = labels(16, 10, 4);
+  const Tensor x = random(s, 1), dy = random({4, 6, 8, 7}, 2), logits = random({16, 10}, 3),
+               lab = labels(16, 10, 4);
   const Pool2dParams p{3, 3, 2, 2, 1, 1};
   auto run = [&](GpuBackend& be) {
     std::vector<std::vector<float>> out;
@@ -156,7 +161,8 @@ TEST_F(CudaParity, BenchmarkedConvolutionChoicesAreCachedAndCorrect) {
   EXPECT_TRUE(algos[0].benchmarked);
   EXPECT_GE(algos[0].time_ms, 0.0f);
   std::printf("benchmarked forward %s: %s, workspace %zu bytes, %.3f ms\n", algos[0].key.c_str(),
-              algos[0].algorithm_name.c_str(), algos[0].workspace_bytes, static_cast<double>(algos[0].time_ms));
+              algos[0].algorithm_name.c_str(), algos[0].workspace_bytes,
+              static_cast<double>(algos[0].time_ms));
 
   // Saved and loaded into another backend: reused there without timing.
   CudaBackendOptions options;
@@ -183,7 +189,8 @@ TEST_F(CudaParity, Tf32DefaultStaysCloseToStrictFp32) {
   Tensor fy(*fast, y.shape());
   fast->conv2d_forward(to_gpu(*fast, x), to_gpu(*fast, w), Tensor(), fy, p);
   // TF32 keeps 10 mantissa bits of each product: ~1e-3 relative.
-  EXPECT_TRUE(close(fy, y, Tolerance{5e-3, "TF32 products (10-bit mantissa)"}, "tf32 conv2d_forward"));
+  EXPECT_TRUE(
+      close(fy, y, Tolerance{5e-3, "TF32 products (10-bit mantissa)"}, "tf32 conv2d_forward"));
 }
 
 TEST_F(CudaParity, RegistryOffersTheDeviceAsCuda0) {

@@ -29,10 +29,13 @@ TEST(GraphedStep, KnobOffIsEagerWithTheKnobNamed) {
   EXPECT_NE(graphed.eager_reason().find("STOKE_GPU_GRAPH"), std::string::npos);
 }
 
-TEST(CudaBackendApi, HostBackendIsNotAGpuBackend) { EXPECT_EQ(as_gpu_backend(cpu_backend()), nullptr); }
+TEST(CudaBackendApi, HostBackendIsNotAGpuBackend) {
+  EXPECT_EQ(as_gpu_backend(cpu_backend()), nullptr);
+}
 
 TEST(CudaBackendApi, CreatingWithoutADeviceIsAnErrorThatSaysWhy) {
-  if (!query_system().cuda.gpus.empty()) GTEST_SKIP() << "a CUDA device exists here (covered by CudaParity)";
+  if (!query_system().cuda.gpus.empty())
+    GTEST_SKIP() << "a CUDA device exists here (covered by CudaParity)";
   try {
     create_cuda_backend(0, Settings{});
     FAIL() << "no error without a device";

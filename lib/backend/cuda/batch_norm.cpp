@@ -29,63 +29,73 @@ constexpr double kBackwardEpsilon = 1e-5;
 
 }  // namespace
 
-void CudaBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                              Tensor& y, Tensor& running_mean, Tensor& running_var,
-                                              Tensor& save_mean, Tensor& save_invstd,
-                                              const BatchNormParams& params) {
+void CudaBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamma,
+                                              const Tensor& beta, Tensor& y, Tensor& running_mean,
+                                              Tensor& running_var, Tensor& save_mean,
+                                              Tensor& save_invstd, const BatchNormParams& params) {
   const char* op = "batch_norm_forward_training";
   const Shape c{channels(op, x)};
   expect(op, "x", x, x.shape());
   expect(op, "y", y, x.shape());
-  for (auto [name, t] : {std::pair<const char*, const Tensor*>{"gamma", &gamma}, {"beta", &beta},
-                         {"running_mean", &running_mean}, {"running_var", &running_var},
-                         {"save_mean", &save_mean}, {"save_invstd", &save_invstd}}) {
+  for (auto [name, t] : {std::pair<const char*, const Tensor*>{"gamma", &gamma},
+                         {"beta", &beta},
+                         {"running_mean", &running_mean},
+                         {"running_var", &running_var},
+                         {"save_mean", &save_mean},
+                         {"save_invstd", &save_invstd}}) {
     expect(op, name, *t, c);
   }
   const TensorDesc xd(x.shape()), bn(1, static_cast<int>(c[0]), 1, 1);
   const float one = 1.0f, zero = 0.0f;
   STOKE_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-      cudnn(), mode(options_.strict_fp32), &one, &zero, xd.get(), x.raw(), xd.get(), y.raw(), bn.get(),
-      gamma.raw(), beta.raw(), static_cast<double>(params.momentum), running_mean.raw(), running_var.raw(),
-      static_cast<double>(params.epsilon), save_mean.raw(), save_invstd.raw()));
+      cudnn(), mode(options_.strict_fp32), &one, &zero, xd.get(), x.raw(), xd.get(), y.raw(),
+      bn.get(), gamma.raw(), beta.raw(), static_cast<double>(params.momentum), running_mean.raw(),
+      running_var.raw(), static_cast<double>(params.epsilon), save_mean.raw(), save_invstd.raw()));
 }
 
-void CudaBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                               const Tensor& running_mean, const Tensor& running_var,
-                                               Tensor& y, const BatchNormParams& params) {
+void CudaBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma,
+                                               const Tensor& beta, const Tensor& running_mean,
+                                               const Tensor& running_var, Tensor& y,
+                                               const BatchNormParams& params) {
   const char* op = "batch_norm_forward_inference";
   const Shape c{channels(op, x)};
   expect(op, "x", x, x.shape());
   expect(op, "y", y, x.shape());
-  for (auto [name, t] : {std::pair<const char*, const Tensor*>{"gamma", &gamma}, {"beta", &beta},
-                         {"running_mean", &running_mean}, {"running_var", &running_var}}) {
+  for (auto [name, t] : {std::pair<const char*, const Tensor*>{"gamma", &gamma},
+                         {"beta", &beta},
+                         {"running_mean", &running_mean},
+                         {"running_var", &running_var}}) {
     expect(op, name, *t, c);
   }
   const TensorDesc xd(x.shape()), bn(1, static_cast<int>(c[0]), 1, 1);
   const float one = 1.0f, zero = 0.0f;
   STOKE_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
       cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, xd.get(), x.raw(), xd.get(), y.raw(), bn.get(),
-      gamma.raw(), beta.raw(), running_mean.raw(), running_var.raw(), static_cast<double>(params.epsilon)));
+      gamma.raw(), beta.raw(), running_mean.raw(), running_var.raw(),
+      static_cast<double>(params.epsilon)));
 }
 
 void CudaBackend::batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
-                                      const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
-                                      Tensor& dgamma, Tensor& dbeta) {
+                                      const Tensor& save_mean, const Tensor& save_invstd,
+                                      Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   const char* op = "batch_norm_backward";
   const Shape c{channels(op, x)};
   expect(op, "x", x, x.shape());
   expect(op, "dy", dy, x.shape());
   expect(op, "dx", dx, x.shape());
-  for (auto [name, t] : {std::pair<const char*, const Tensor*>{"gamma", &gamma}, {"save_mean", &save_mean},
-                         {"save_invstd", &save_invstd}, {"dgamma", &dgamma}, {"dbeta", &dbeta}}) {
+  for (auto [name, t] : {std::pair<const char*, const Tensor*>{"gamma", &gamma},
+                         {"save_mean", &save_mean},
+                         {"save_invstd", &save_invstd},
+                         {"dgamma", &dgamma},
+                         {"dbeta", &dbeta}}) {
     expect(op, name, *t, c);
   }
   const TensorDesc xd(x.shape()), bn(1, static_cast<int>(c[0]), 1, 1);
   const float one = 1.0f, zero = 0.0f;
   STOKE_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-      cudnn(), mode(options_.strict_fp32), &one, &zero, &one, &zero, xd.get(), x.raw(), xd.get(), dy.raw(),
-      xd.get(), dx.raw(), bn.get(), gamma.raw(), dgamma.raw(), dbeta.raw(), kBackwardEpsilon,
-      save_mean.raw(), save_invstd.raw()));
+      cudnn(), mode(options_.strict_fp32), &one, &zero, &one, &zero, xd.get(), x.raw(), xd.get(),
+      dy.raw(), xd.get(), dx.raw(), bn.get(), gamma.raw(), dgamma.raw(), dbeta.raw(),
+      kBackwardEpsilon, save_mean.raw(), save_invstd.raw()));
 }
 
 }  // namespace stoke::cuda

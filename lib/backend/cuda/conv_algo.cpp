@@ -17,12 +17,13 @@ namespace {
 const char* const kPassNames[] = {"forward", "backward_data", "backward_filter"};
 
 const char* algo_name(int pass, int algo) {
-  static const char* const fwd[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
-                                    "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
-  static const char* const bwd_data[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD",
-                                         "WINOGRAD_NONFUSED"};
-  static const char* const bwd_filter[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD",
-                                           "WINOGRAD_NONFUSED", "FFT_TILING"};
+  static const char* const fwd[] = {
+      "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+      "WINOGRAD",      "WINOGRAD_NONFUSED"};
+  static const char* const bwd_data[] = {"ALGO_0",     "ALGO_1",   "FFT",
+                                         "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  static const char* const bwd_filter[] = {
+      "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
   if (algo < 0) return "?";
   if (pass == kConvForward && algo < 8) return fwd[algo];
   if (pass == kConvBackwardData && algo < 6) return bwd_data[algo];
@@ -53,8 +54,8 @@ std::vector<Candidate> heuristics(cudnnHandle_t h, int pass, const ConvSetup& s)
   int returned = 0;
   if (pass == kConvForward) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    STOKE_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, s.x(), s.w(), s.conv(), s.y(),
-                                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
+    STOKE_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
+        h, s.x(), s.w(), s.conv(), s.y(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
     return to_candidates(perf, returned);
   }
   if (pass == kConvBackwardData) {
@@ -75,22 +76,22 @@ std::vector<Candidate> benchmark(cudnnHandle_t h, int pass, const ConvSetup& s,
   int returned = 0;
   if (pass == kConvForward) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    STOKE_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, s.x(), c.in1, s.w(), c.in2, s.conv(), s.y(),
-                                                             c.out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                             &returned, perf, ws, ws_bytes));
+    STOKE_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+        h, s.x(), c.in1, s.w(), c.in2, s.conv(), s.y(), c.out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+        &returned, perf, ws, ws_bytes));
     return to_candidates(perf, returned);
   }
   if (pass == kConvBackwardData) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     STOKE_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
-        h, s.w(), c.in1, s.y(), c.in2, s.conv(), s.x(), c.out, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-        &returned, perf, ws, ws_bytes));
+        h, s.w(), c.in1, s.y(), c.in2, s.conv(), s.x(), c.out,
+        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf, ws, ws_bytes));
     return to_candidates(perf, returned);
   }
   cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   STOKE_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-      h, s.x(), c.in1, s.y(), c.in2, s.conv(), s.w(), c.out, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-      &returned, perf, ws, ws_bytes));
+      h, s.x(), c.in1, s.y(), c.in2, s.conv(), s.w(), c.out,
+      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf, ws, ws_bytes));
   return to_candidates(perf, returned);
 }
 
@@ -132,15 +133,17 @@ ConvAlgoChoice CudaBackend::choose_conv_algo(int pass, const ConvCall& call) con
         timed = true;
       }
     } catch (const Error& e) {
-      log_warn(std::string("cuDNN algorithm benchmark failed for ") + key + ", using heuristics: " + e.what());
+      log_warn(std::string("cuDNN algorithm benchmark failed for ") + key +
+               ", using heuristics: " + e.what());
     }
   }
   const auto it = std::find_if(candidates.begin(), candidates.end(),
                                [&](const Candidate& c) { return acceptable(c, strict, limit); });
   if (it == candidates.end()) {
-    throw Unsupported("cuDNN offers no " + std::string(kPassNames[pass]) + " convolution algorithm for " +
-                      call.setup.key() + " within a workspace of " + std::to_string(limit) + " bytes" +
-                      (strict ? " in strict FP32" : "") + " on cuda:" + std::to_string(device_));
+    throw Unsupported("cuDNN offers no " + std::string(kPassNames[pass]) +
+                      " convolution algorithm for " + call.setup.key() + " within a workspace of " +
+                      std::to_string(limit) + " bytes" + (strict ? " in strict FP32" : "") +
+                      " on cuda:" + std::to_string(device_));
   }
   ConvAlgoChoice choice;
   choice.pass = kPassNames[pass];

@@ -12,15 +12,18 @@ constexpr const char* kMagic = "stoke-conv-algos";
 
 std::string format_conv_algos(const std::vector<ConvAlgoChoice>& choices, int cudnn_version) {
   std::ostringstream out;
-  out << kMagic << " 1 cudnn=" << cudnn_version << "\n" << std::setprecision(9);  // floats round-trip
+  out << kMagic << " 1 cudnn=" << cudnn_version << "\n"
+      << std::setprecision(9);  // floats round-trip
   for (const ConvAlgoChoice& c : choices) {
-    out << c.pass << '\t' << c.algorithm << '\t' << c.algorithm_name << '\t' << c.workspace_bytes << '\t'
-        << c.math_type << '\t' << (c.benchmarked ? 1 : 0) << '\t' << c.time_ms << '\t' << c.key << '\n';
+    out << c.pass << '\t' << c.algorithm << '\t' << c.algorithm_name << '\t' << c.workspace_bytes
+        << '\t' << c.math_type << '\t' << (c.benchmarked ? 1 : 0) << '\t' << c.time_ms << '\t'
+        << c.key << '\n';
   }
   return out.str();
 }
 
-std::vector<ConvAlgoChoice> parse_conv_algos(const std::string& text, int cudnn_version, std::string* why) {
+std::vector<ConvAlgoChoice> parse_conv_algos(const std::string& text, int cudnn_version,
+                                             std::string* why) {
   std::istringstream in(text);
   std::string line;
   if (!std::getline(in, line)) throw InvalidArgument("conv algorithm cache: empty text");
@@ -32,7 +35,8 @@ std::vector<ConvAlgoChoice> parse_conv_algos(const std::string& text, int cudnn_
                           " 1 cudnn=<version>'");
   }
   if (cudnn != "cudnn=" + std::to_string(cudnn_version)) {
-    if (why) *why = "recorded with " + cudnn + ", this process has cuDNN " + std::to_string(cudnn_version);
+    if (why)
+      *why = "recorded with " + cudnn + ", this process has cuDNN " + std::to_string(cudnn_version);
     return {};
   }
   std::vector<ConvAlgoChoice> out;
@@ -45,7 +49,8 @@ std::vector<ConvAlgoChoice> parse_conv_algos(const std::string& text, int cudnn_
       throw InvalidArgument("conv algorithm cache: line " + std::to_string(number) + ": " + what);
     };
     if (f.size() != 8) fail("expected 8 tab-separated fields, got " + std::to_string(f.size()));
-    if (f[0] != "forward" && f[0] != "backward_data" && f[0] != "backward_filter") fail("unknown pass '" + f[0] + "'");
+    if (f[0] != "forward" && f[0] != "backward_data" && f[0] != "backward_filter")
+      fail("unknown pass '" + f[0] + "'");
     ConvAlgoChoice c;
     try {
       c.pass = f[0];
@@ -59,7 +64,8 @@ std::vector<ConvAlgoChoice> parse_conv_algos(const std::string& text, int cudnn_
       fail("a number does not parse");
     }
     c.key = f[7];
-    c.tensor_ops = c.key.find(" tf32") != std::string::npos && c.math_type != 3;  // 3: CUDNN_FMA_MATH
+    c.tensor_ops =
+        c.key.find(" tf32") != std::string::npos && c.math_type != 3;  // 3: CUDNN_FMA_MATH
     out.push_back(std::move(c));
   }
   return out;

@@ -11,12 +11,13 @@
 
 namespace stoke::cuda {
 
-STOKE_INTERNAL std::string format_conv_algos(const std::vector<ConvAlgoChoice>& choices, int cudnn_version);
+STOKE_INTERNAL std::string format_conv_algos(const std::vector<ConvAlgoChoice>& choices,
+                                             int cudnn_version);
 
 // InvalidArgument naming the line for malformed text. Choices recorded with
 // another cuDNN version are not reusable (algorithm numbers and workspace
 // sizes change): returns none and sets *why.
-STOKE_INTERNAL std::vector<ConvAlgoChoice> parse_conv_algos(const std::string& text, int cudnn_version,
-                                                            std::string* why);
+STOKE_INTERNAL std::vector<ConvAlgoChoice> parse_conv_algos(const std::string& text,
+                                                            int cudnn_version, std::string* why);
 
 }  // namespace stoke::cuda

@@ -38,8 +38,8 @@ constexpr std::size_t kCublasWorkspace = 32ull << 20;
 void expect_defined(const char* op, const char* name, const Tensor& t) {
   if (!t.defined()) throw InvalidArgument(std::string(op) + ": tensor '" + name + "' is undefined");
   if (t.backend().is_host()) {
-    throw InvalidArgument(std::string(op) + ": tensor '" + name + "' lives on " + t.backend().name() +
-                          ", not on the CUDA backend");
+    throw InvalidArgument(std::string(op) + ": tensor '" + name + "' lives on " +
+                          t.backend().name() + ", not on the CUDA backend");
   }
 }
 
@@ -57,12 +57,14 @@ void expect(const char* op, const char* name, const Tensor& t, const Shape& shap
 
 TensorDesc::TensorDesc(int n, int c, int h, int w) {
   STOKE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&desc_));
-  STOKE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+  STOKE_CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
 }
 
 TensorDesc::TensorDesc(const Shape& s)
     : TensorDesc(static_cast<int>(s.at(0)), s.size() > 1 ? static_cast<int>(s[1]) : 1,
-                 s.size() > 2 ? static_cast<int>(s[2]) : 1, s.size() > 3 ? static_cast<int>(s[3]) : 1) {}
+                 s.size() > 2 ? static_cast<int>(s[2]) : 1,
+                 s.size() > 3 ? static_cast<int>(s[3]) : 1) {}
 
 TensorDesc::~TensorDesc() {
   if (desc_) STOKE_CUDNN_WARN(cudnnDestroyTensorDescriptor(desc_));
@@ -70,7 +72,8 @@ TensorDesc::~TensorDesc() {
 
 CudaBackend::CudaBackend(int device, std::shared_ptr<MemoryPool> pool, CudaBackendOptions options)
     : device_(device), pool_(std::move(pool)), options_(options) {
-  if (!pool_) throw InvalidArgument("CudaBackend: no device pool for cuda:" + std::to_string(device));
+  if (!pool_)
+    throw InvalidArgument("CudaBackend: no device pool for cuda:" + std::to_string(device));
   make_current();
   STOKE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 }
@@ -82,8 +85,10 @@ CudaBackend::~CudaBackend() {
   if (cublas_workspace_) pool_->deallocate(cublas_workspace_, nullptr);
   // Handles of this thread were bound to the stream; unbind before it goes.
   auto& h = thread_handles();
-  if (auto it = h.cudnn.find(device_); it != h.cudnn.end()) STOKE_CUDNN_WARN(cudnnSetStream(it->second, nullptr));
-  if (auto it = h.cublas.find(device_); it != h.cublas.end()) STOKE_CUDA_WARN(cublasSetStream(it->second, nullptr));
+  if (auto it = h.cudnn.find(device_); it != h.cudnn.end())
+    STOKE_CUDNN_WARN(cudnnSetStream(it->second, nullptr));
+  if (auto it = h.cublas.find(device_); it != h.cublas.end())
+    STOKE_CUDA_WARN(cublasSetStream(it->second, nullptr));
   if (stream_) STOKE_CUDA_WARN(cudaStreamDestroy(stream_));
 }
 
@@ -95,7 +100,9 @@ void CudaBackend::make_current() const {
   if (current != device_) STOKE_CUDA_CHECK(cudaSetDevice(device_));
 }
 
-void* CudaBackend::allocate(std::size_t bytes) { return pool_->allocate(bytes, stream_); }
+void* CudaBackend::allocate(std::size_t bytes) {
+  return pool_->allocate(bytes, stream_);
+}
 
 void CudaBackend::free(void* ptr, std::size_t /*bytes*/) noexcept {
   if (!ptr) return;
@@ -115,7 +122,9 @@ MemoryStats CudaBackend::memory_stats() const {
   return {s.in_use, s.peak_in_use, s.live_allocations};
 }
 
-void CudaBackend::reset_peak() { pool_->reset_peak(); }
+void CudaBackend::reset_peak() {
+  pool_->reset_peak();
+}
 
 void CudaBackend::release_workspace() {
   if (capturing_) return;
@@ -160,7 +169,9 @@ void CudaBackend::synchronize() {
   STOKE_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-bool CudaBackend::supports(Op /*op*/, DType dtype) const noexcept { return dtype == DType::kFloat32; }
+bool CudaBackend::supports(Op /*op*/, DType dtype) const noexcept {
+  return dtype == DType::kFloat32;
+}
 
 cudnnHandle_t CudaBackend::cudnn() const {
   make_current();
@@ -196,7 +207,9 @@ cublasHandle_t CudaBackend::cublas() {
   return h;
 }
 
-void CudaBackend::set_strict_fp32(bool strict) { options_.strict_fp32 = strict; }
+void CudaBackend::set_strict_fp32(bool strict) {
+  options_.strict_fp32 = strict;
+}
 
 std::vector<ConvAlgoChoice> CudaBackend::conv_algorithms() const {
   std::lock_guard lock(algo_mutex_);
@@ -206,24 +219,30 @@ std::vector<ConvAlgoChoice> CudaBackend::conv_algorithms() const {
 }
 
 namespace {
-bool want_jit(Toggle t) { return t != Toggle::kOff; }
+bool want_jit(Toggle t) {
+  return t != Toggle::kOff;
+}
 }  // namespace
 
 std::string CudaBackend::kernel_origin() {
   std::lock_guard lock(kernels_mutex_);
-  if (!kernels_) kernels_ = std::make_unique<KernelSet>(device_, want_jit(options_.jit), JitCache(JitCache::default_directory()));
+  if (!kernels_)
+    kernels_ = std::make_unique<KernelSet>(device_, want_jit(options_.jit),
+                                           JitCache(JitCache::default_directory()));
   if (kernels_->origin() == KernelOrigin::kPrecompiled) return "precompiled";
-  return "jit sm_" + std::to_string(kernels_->arch()) + " (" + std::to_string(kernels_->compiled_count()) +
-         " files compiled, the rest from the cache)";
+  return "jit sm_" + std::to_string(kernels_->arch()) + " (" +
+         std::to_string(kernels_->compiled_count()) + " files compiled, the rest from the cache)";
 }
 
-void CudaBackend::launch(const char* name, dim3 grid, dim3 block, std::initializer_list<const void*> args) {
+void CudaBackend::launch(const char* name, dim3 grid, dim3 block,
+                         std::initializer_list<const void*> args) {
   const void* fn = nullptr;
   {
     std::lock_guard lock(kernels_mutex_);
     if (!kernels_) {
       make_current();
-      kernels_ = std::make_unique<KernelSet>(device_, want_jit(options_.jit), JitCache(JitCache::default_directory()));
+      kernels_ = std::make_unique<KernelSet>(device_, want_jit(options_.jit),
+                                             JitCache(JitCache::default_directory()));
     }
     fn = kernels_->function(name);
   }

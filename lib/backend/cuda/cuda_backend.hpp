@@ -48,8 +48,8 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
 
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
                       const Conv2dParams& params) override;
-  void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
-                       Tensor& dw, Tensor& db, const Conv2dParams& params) override;
+  void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                       Tensor& db, const Conv2dParams& params) override;
   void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                    Tensor& y, Tensor& running_mean, Tensor& running_var,
                                    Tensor& save_mean, Tensor& save_invstd,
@@ -72,8 +72,8 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   void add(const Tensor& a, const Tensor& b, Tensor& y) override;
   void accumulate(Tensor& dx, const Tensor& dy) override;
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) override;
-  void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
-                       Tensor& dw, Tensor& db) override;
+  void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                       Tensor& db) override;
   void softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs,
                                      Tensor& loss, Tensor& correct) override;
   void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,

@@ -55,17 +55,19 @@ void check_labels(const char* op, const Tensor& logits, const Tensor& labels) {
   expect_defined(op, "logits", logits);
   expect_defined(op, "labels", labels);
   if (logits.rank() != 2) {
-    throw InvalidArgument(std::string(op) + ": logits must be (N, C), got " + shape_to_string(logits.shape()));
+    throw InvalidArgument(std::string(op) + ": logits must be (N, C), got " +
+                          shape_to_string(logits.shape()));
   }
   if (labels.dtype() != DType::kInt32 || labels.shape() != Shape{logits.dim(0)}) {
-    throw InvalidArgument(std::string(op) + ": labels must be int32 (" + std::to_string(logits.dim(0)) +
-                          "), got " + to_string(labels.dtype()) + " " + shape_to_string(labels.shape()));
+    throw InvalidArgument(std::string(op) + ": labels must be int32 (" +
+                          std::to_string(logits.dim(0)) + "), got " + to_string(labels.dtype()) +
+                          " " + shape_to_string(labels.shape()));
   }
 }
 }  // namespace
 
-void CudaBackend::softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs,
-                                                Tensor& loss, Tensor& correct) {
+void CudaBackend::softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels,
+                                                Tensor& probs, Tensor& loss, Tensor& correct) {
   const char* op = "softmax_cross_entropy_forward";
   check_labels(op, logits, labels);
   expect(op, "logits", logits, logits.shape());
@@ -75,23 +77,27 @@ void CudaBackend::softmax_cross_entropy_forward(const Tensor& logits, const Tens
   const int n = static_cast<int>(logits.dim(0)), c = static_cast<int>(logits.dim(1));
   // Per-row loss and hit in the (stream-ordered) workspace: ops run in order
   // on the one stream, so no convolution is using it now.
-  float* rows = static_cast<float*>(workspace(2 * static_cast<std::size_t>(n > 0 ? n : 1) * sizeof(float)));
+  float* rows =
+      static_cast<float*>(workspace(2 * static_cast<std::size_t>(n > 0 ? n : 1) * sizeof(float)));
   float* row_loss = rows;
   float* row_correct = rows + n;
   const float* lp = logits.data<float>();
   const std::int32_t* lab = labels.data<std::int32_t>();
   float* pp = probs.data<float>();
   if (n > 0) {
-    const unsigned blocks = static_cast<unsigned>((n + 7) / 8);  // 8 warps per block, a warp per row
+    const unsigned blocks =
+        static_cast<unsigned>((n + 7) / 8);  // 8 warps per block, a warp per row
     launch("stoke_softmax_ce_rows", dim3(blocks < 65535 ? blocks : 65535), dim3(256),
            {&lp, &lab, &pp, &row_loss, &row_correct, &n, &c});
   }
   float* lossp = loss.data<float>();
   float* correctp = correct.data<float>();
-  launch("stoke_softmax_ce_reduce", dim3(1), dim3(256), {&row_loss, &row_correct, &lossp, &correctp, &n});
+  launch("stoke_softmax_ce_reduce", dim3(1), dim3(256),
+         {&row_loss, &row_correct, &lossp, &correctp, &n});
 }
 
-void CudaBackend::softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits) {
+void CudaBackend::softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,
+                                                 Tensor& dlogits) {
   const char* op = "softmax_cross_entropy_backward";
   check_labels(op, probs, labels);
   expect(op, "probs", probs, probs.shape());
@@ -103,8 +109,10 @@ void CudaBackend::softmax_cross_entropy_backward(const Tensor& probs, const Tens
   launch_n("stoke_softmax_ce_backward", static_cast<long long>(n) * c, {&pp, &lab, &dp, &n, &c});
 }
 
-void CudaBackend::dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, std::uint64_t seed) {
-  if (!(p >= 0.0f && p < 1.0f)) throw InvalidArgument("dropout_forward: p must be in [0, 1), got " + std::to_string(p));
+void CudaBackend::dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p,
+                                  std::uint64_t seed) {
+  if (!(p >= 0.0f && p < 1.0f))
+    throw InvalidArgument("dropout_forward: p must be in [0, 1), got " + std::to_string(p));
   expect("dropout_forward", "x", x, x.shape());
   expect("dropout_forward", "y", y, x.shape());
   expect("dropout_forward", "mask", mask, x.shape());
@@ -128,7 +136,8 @@ void CudaBackend::dropout_backward(const Tensor& dy, const Tensor& mask, Tensor&
   launch_n("stoke_mul", n, {&dyp, &mp, &dxp, &n});
 }
 
-void CudaBackend::sgd_update(Tensor& params, const Tensor& grads, Tensor& velocity, const SgdParams& p) {
+void CudaBackend::sgd_update(Tensor& params, const Tensor& grads, Tensor& velocity,
+                             const SgdParams& p) {
   expect("sgd_update", "params", params, params.shape());
   expect("sgd_update", "grads", grads, params.shape());
   expect("sgd_update", "velocity", velocity, params.shape());
@@ -140,23 +149,28 @@ void CudaBackend::sgd_update(Tensor& params, const Tensor& grads, Tensor& veloci
   launch_n("stoke_sgd_update", n, {&w, &g, &v, &p.lr, &p.momentum, &p.weight_decay, &nesterov, &n});
 }
 
-void CudaBackend::adam_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const AdamParams& p) {
+void CudaBackend::adam_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
+                              const AdamParams& p) {
   expect("adam_update", "params", params, params.shape());
   expect("adam_update", "grads", grads, params.shape());
   expect("adam_update", "m", m, params.shape());
   expect("adam_update", "v", v, params.shape());
-  if (p.step < 1) throw InvalidArgument("adam_update: step is 1-based, got " + std::to_string(p.step));
+  if (p.step < 1)
+    throw InvalidArgument("adam_update: step is 1-based, got " + std::to_string(p.step));
   // Bias corrections in double on the host, as the CPU backend computes them.
-  const float bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step)));
-  const float bias2 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step)));
+  const float bias1 =
+      static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step)));
+  const float bias2 =
+      static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step)));
   const int decoupled = p.decoupled_weight_decay ? 1 : 0;
   float* w = params.data<float>();
   const float* g = grads.data<float>();
   float* mp = m.data<float>();
   float* vp = v.data<float>();
   const long long n = params.numel();
-  launch_n("stoke_adam_update", n, {&w, &g, &mp, &vp, &p.lr, &p.beta1, &p.beta2, &p.epsilon, &p.weight_decay,
-                                    &decoupled, &bias1, &bias2, &n});
+  launch_n("stoke_adam_update", n,
+           {&w, &g, &mp, &vp, &p.lr, &p.beta1, &p.beta2, &p.epsilon, &p.weight_decay, &decoupled,
+            &bias1, &bias2, &n});
 }
 
 }  // namespace stoke::cuda

@@ -14,7 +14,8 @@ namespace stoke::cuda {
 
 class CudaCapturedStep final : public CapturedStep {
  public:
-  CudaCapturedStep(CudaBackend& backend, cudaGraph_t graph, cudaGraphExec_t exec, std::vector<void*> held)
+  CudaCapturedStep(CudaBackend& backend, cudaGraph_t graph, cudaGraphExec_t exec,
+                   std::vector<void*> held)
       : backend_(backend), graph_(graph), exec_(exec), held_(std::move(held)) {}
   ~CudaCapturedStep() override {
     // Replays still queued may use the held memory: it goes back to the
@@ -40,7 +41,8 @@ class CudaCapturedStep final : public CapturedStep {
   std::vector<void*> held_;
 };
 
-std::unique_ptr<CapturedStep> CudaBackend::capture(const std::function<void()>& step, std::string* why) {
+std::unique_ptr<CapturedStep> CudaBackend::capture(const std::function<void()>& step,
+                                                   std::string* why) {
   const auto fail = [&](const std::string& reason) -> std::unique_ptr<CapturedStep> {
     if (why) *why = reason;
     return nullptr;

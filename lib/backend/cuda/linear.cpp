@@ -36,7 +36,8 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor&
   if (bias.defined()) expect("linear_forward", "bias", bias, {d.m});
   const float one = 1.0f, zero = 0.0f;
   STOKE_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, d.m, d.n, d.k, &one,
-                                 w.data<float>(), d.k, x.data<float>(), d.k, &zero, y.data<float>(), d.m));
+                                 w.data<float>(), d.k, x.data<float>(), d.k, &zero, y.data<float>(),
+                                 d.m));
   if (bias.defined()) {
     float* yp = y.data<float>();
     const float* bp = bias.data<float>();
@@ -56,11 +57,12 @@ void CudaBackend::linear_backward(const Tensor& x, const Tensor& w, const Tensor
   const float one = 1.0f, zero = 0.0f;
   cublasHandle_t h = cublas();
   if (dx.defined()) {
-    STOKE_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, d.k, d.n, d.m, &one, w.data<float>(), d.k,
-                                   dy.data<float>(), d.m, &zero, dx.data<float>(), d.k));
+    STOKE_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, d.k, d.n, d.m, &one,
+                                   w.data<float>(), d.k, dy.data<float>(), d.m, &zero,
+                                   dx.data<float>(), d.k));
   }
-  STOKE_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, d.k, d.m, d.n, &one, x.data<float>(), d.k,
-                                 dy.data<float>(), d.m, &zero, dw.data<float>(), d.k));
+  STOKE_CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, d.k, d.m, d.n, &one, x.data<float>(),
+                                 d.k, dy.data<float>(), d.m, &zero, dw.data<float>(), d.k));
   if (db.defined()) {
     const float* dyp = dy.data<float>();
     float* dbp = db.data<float>();

@@ -16,11 +16,13 @@ static_assert(sizeof(PoolGeom) == 10 * sizeof(int), "must match StokePoolGeom in
 
 Shape pool_output_shape(const char* op, const Shape& x, const Pool2dParams& p) {
   const auto fail = [&](const std::string& why) {
-    throw InvalidArgument(std::string(op) + ": x " + shape_to_string(x) + ", kernel " + std::to_string(p.kernel_h) +
-                          "x" + std::to_string(p.kernel_w) + ": " + why);
+    throw InvalidArgument(std::string(op) + ": x " + shape_to_string(x) + ", kernel " +
+                          std::to_string(p.kernel_h) + "x" + std::to_string(p.kernel_w) + ": " +
+                          why);
   };
   if (x.size() != 4) fail("x must be (N, C, H, W)");
-  if (p.kernel_h < 1 || p.kernel_w < 1 || p.stride_h < 1 || p.stride_w < 1) fail("kernel and stride must be >= 1");
+  if (p.kernel_h < 1 || p.kernel_w < 1 || p.stride_h < 1 || p.stride_w < 1)
+    fail("kernel and stride must be >= 1");
   if (p.pad_h < 0 || p.pad_w < 0 || 2 * p.pad_h > p.kernel_h || 2 * p.pad_w > p.kernel_w) {
     fail("padding must be in [0, kernel / 2]");
   }
@@ -31,8 +33,16 @@ Shape pool_output_shape(const char* op, const Shape& x, const Pool2dParams& p) {
 }
 
 PoolGeom geometry(const Shape& x, const Shape& y, const Pool2dParams& p) {
-  return {static_cast<int>(x[2]), static_cast<int>(x[3]), static_cast<int>(y[2]), static_cast<int>(y[3]),
-          p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w};
+  return {static_cast<int>(x[2]),
+          static_cast<int>(x[3]),
+          static_cast<int>(y[2]),
+          static_cast<int>(y[3]),
+          p.kernel_h,
+          p.kernel_w,
+          p.stride_h,
+          p.stride_w,
+          p.pad_h,
+          p.pad_w};
 }
 
 }  // namespace
@@ -48,8 +58,8 @@ void CudaBackend::max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dPar
   launch_n("stoke_max_pool_forward", total, {&xp, &yp, &g, &total});
 }
 
-void CudaBackend::max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
-                                      const Pool2dParams& params) {
+void CudaBackend::max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                      Tensor& dx, const Pool2dParams& params) {
   expect("max_pool2d_backward", "x", x, x.shape());
   const Shape ys = pool_output_shape("max_pool2d_backward", x.shape(), params);
   expect("max_pool2d_backward", "y", y, ys);
@@ -98,8 +108,9 @@ void CudaBackend::global_avg_pool_forward(const Tensor& x, Tensor& y) {
   if (planes == 0) return;
   // 8 warps per block, one warp per plane.
   const long long blocks = (planes + 7) / 8;
-  launch("stoke_global_avg_pool_forward", dim3(static_cast<unsigned>(blocks < 65535 ? blocks : 65535)),
-         dim3(256), {&xp, &yp, &planes, &hw});
+  launch("stoke_global_avg_pool_forward",
+         dim3(static_cast<unsigned>(blocks < 65535 ? blocks : 65535)), dim3(256),
+         {&xp, &yp, &planes, &hw});
 }
 
 void CudaBackend::global_avg_pool_backward(const Tensor& dy, Tensor& dx) {
