@@ -9,8 +9,9 @@ namespace {
 
 // Replays run the very kernels eager execution runs; only cuDNN algorithms
 // that accumulate with atomics may order sums differently.
-constexpr Tolerance kReplay{
-    1e-6, "same kernels and algorithms; atomics in some cuDNN algorithms reorder sums"};
+constexpr Tolerance kReplay{1e-5,
+                            "same kernels and algorithms; cuDNN ALGO_0 backward passes accumulate "
+                            "with atomics, so sums reorder between runs"};
 
 nn::ModelSpec small_resnet() {
   nn::ModelSpec spec;
