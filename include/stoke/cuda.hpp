@@ -17,6 +17,7 @@
 #include "stoke/backend.hpp"
 #include "stoke/config.hpp"
 #include "stoke/export.hpp"
+#include "stoke/memory.hpp"
 
 namespace stoke {
 
@@ -65,6 +66,9 @@ class STOKE_API GpuBackend : public Backend {
   ~GpuBackend() override;
 
   virtual int device() const noexcept = 0;
+  // The compute stream every op is issued on (a cudaStream_t), for
+  // PrefetchOptions::compute_stream, so uploads are handed over in stream order.
+  virtual StreamHandle compute_stream() const noexcept = 0;
   virtual void set_strict_fp32(bool strict) = 0;
   virtual bool strict_fp32() const noexcept = 0;
   virtual void set_conv_benchmark(bool on) = 0;

@@ -199,6 +199,7 @@ TEST_F(CudaParity, RegistryOffersTheDeviceAsCuda0) {
   ASSERT_NE(be, nullptr) << "registry has: " << backend_names().size() << " backends";
   EXPECT_FALSE(be->is_host());
   ASSERT_NE(as_gpu_backend(*be), nullptr);
+  EXPECT_NE(as_gpu_backend(*be)->compute_stream(), nullptr) << "a non-blocking stream, not the legacy one";
   EXPECT_EQ(&default_backend(), be);
   EXPECT_EQ(as_gpu_backend(cpu_backend()), nullptr);
 }

@@ -88,6 +88,7 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
 
   // GpuBackend
   int device() const noexcept override { return device_; }
+  StreamHandle compute_stream() const noexcept override { return stream_; }
   void set_strict_fp32(bool strict) override;
   bool strict_fp32() const noexcept override { return options_.strict_fp32; }
   void set_conv_benchmark(bool on) override { options_.conv_benchmark = on; }
