@@ -79,10 +79,14 @@ CudaBackend::CudaBackend(int device, std::shared_ptr<MemoryPool> pool, CudaBacke
 }
 
 CudaBackend::~CudaBackend() {
-  make_current();
+  STOKE_CUDA_WARN(cudaSetDevice(device_));
   if (stream_) STOKE_CUDA_WARN(cudaStreamSynchronize(stream_));
-  if (workspace_) pool_->deallocate(workspace_, nullptr);
-  if (cublas_workspace_) pool_->deallocate(cublas_workspace_, nullptr);
+  try {
+    if (workspace_) pool_->deallocate(workspace_, nullptr);
+    if (cublas_workspace_) pool_->deallocate(cublas_workspace_, nullptr);
+  } catch (const std::exception& e) {
+    log_error(std::string("cuda backend teardown: ") + e.what());
+  }
   // Handles of this thread were bound to the stream; unbind before it goes.
   auto& h = thread_handles();
   if (auto it = h.cudnn.find(device_); it != h.cudnn.end())
