@@ -114,9 +114,12 @@ STOKE_API CudaBackendOptions cuda_backend_options(const Settings& settings);
 // logs one warning saying why and runs eagerly from then on. On a host
 // backend, or with the knob off, every call is eager. The step must issue the
 // same ops on the same tensors each call (the input comes from a fixed device
-// slot, e.g. a copy into a static input tensor inside the step) and must not
-// depend on host values that change between calls (learning rate, Adam's step
-// count, dropout seed are captured as they were at call 2).
+// slot, e.g. a copy into a static input tensor inside the step). Host values
+// the step passes to ops (learning rate, Adam's step count, dropout seed) are
+// captured as they were: give run() a `key` that changes whenever one of them
+// does (e.g. the learning rate's bits), and a new key re-captures (one host
+// synchronization) before replaying. With Adam the key changes every step, so
+// graphs then cost a capture per step; constant-LR SGD replays forever.
 class STOKE_API GraphedStep {
  public:
   GraphedStep(Backend& backend, Toggle mode);
@@ -124,8 +127,9 @@ class STOKE_API GraphedStep {
   GraphedStep(const GraphedStep&) = delete;
   GraphedStep& operator=(const GraphedStep&) = delete;
 
-  void run(const std::function<void()>& step);
+  void run(const std::function<void()>& step, std::uint64_t key = 0);
   bool replaying() const noexcept { return graph_ != nullptr; }
+  std::int64_t captures() const noexcept { return captures_; }
   // Why the step runs eagerly ("" while replaying or before call 2).
   const std::string& eager_reason() const noexcept { return reason_; }
   std::int64_t calls() const noexcept { return calls_; }
@@ -134,6 +138,8 @@ class STOKE_API GraphedStep {
   Backend& backend_;
   bool enabled_ = false;
   std::int64_t calls_ = 0;
+  std::int64_t captures_ = 0;
+  std::uint64_t key_ = 0;
   std::unique_ptr<CapturedStep> graph_;
   std::string reason_;
 };

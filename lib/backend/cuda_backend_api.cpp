@@ -46,9 +46,9 @@ GraphedStep::GraphedStep(Backend& backend, Toggle mode) : backend_(backend) {
 
 GraphedStep::~GraphedStep() = default;
 
-void GraphedStep::run(const std::function<void()>& step) {
+void GraphedStep::run(const std::function<void()>& step, std::uint64_t key) {
   ++calls_;
-  if (graph_) {
+  if (graph_ && key == key_) {
     graph_->replay();
     return;
   }
@@ -58,6 +58,9 @@ void GraphedStep::run(const std::function<void()>& step) {
     step();
     return;
   }
+  // First capture, or the host scalars changed (new key): capture anew. The
+  // old graph's queued replays finish first (CUDA frees it on completion).
+  graph_.reset();
   std::string why;
   graph_ = as_gpu_backend(backend_)->capture(step, &why);
   if (!graph_) {
@@ -68,6 +71,8 @@ void GraphedStep::run(const std::function<void()>& step) {
     step();
     return;
   }
+  ++captures_;
+  key_ = key;
   graph_->replay();
 }
 

@@ -1,6 +1,8 @@
 // Whole training steps on the CUDA backend: equal to the CPU backend (strict
 // FP32), CUDA-graph replay equal to eager execution, JIT kernels equal to the
 // precompiled ones, benchmarked algorithm choice, and the registry entry.
+#include <bit>
+
 #include "gpu/cuda_parity.hpp"
 #include "stoke/nn/optim.hpp"
 
@@ -79,22 +81,27 @@ TEST_F(CudaParity, GraphReplayEqualsEagerExecution) {
   Tensor slot_x(gpu(), xs), slot_y(gpu(), {8}, DType::kInt32);
   Tensor static_x(gpu(), xs), static_y(gpu(), {8}, DType::kInt32);
   GraphedStep graphed(gpu(), Toggle::kOn);
-  for (int s = 0; s < 5; ++s) {
+  for (int s = 0; s < 6; ++s) {
     const Tensor x = random(xs, 80 + s), lab = labels(8, spec.classes, 90 + s);
-    eager_step.run(to_gpu(x), to_gpu(lab), 0.05f);
+    // A step schedule: the new rate at step 4 must re-capture (new key).
+    const float lr = s < 4 ? 0.05f : 0.01f;
+    eager_step.run(to_gpu(x), to_gpu(lab), lr);
     slot_x.copy_from_host(x.raw());
     slot_y.copy_from_host(lab.raw());
-    graphed.run([&] {
-      gpu().copy(static_x.raw(), slot_x.raw(), static_x.bytes(), CopyKind::kDeviceToDevice);
-      gpu().copy(static_y.raw(), slot_y.raw(), static_y.bytes(), CopyKind::kDeviceToDevice);
-      graph_step.run(static_x, static_y, 0.05f);
-    });
+    graphed.run(
+        [&] {
+          gpu().copy(static_x.raw(), slot_x.raw(), static_x.bytes(), CopyKind::kDeviceToDevice);
+          gpu().copy(static_y.raw(), slot_y.raw(), static_y.bytes(), CopyKind::kDeviceToDevice);
+          graph_step.run(static_x, static_y, lr);
+        },
+        std::bit_cast<std::uint32_t>(lr));
     const nn::StepStats a = eager_step.stats(), b = graph_step.stats();
     EXPECT_NEAR(b.loss, a.loss, 1e-5f) << "step " << s;
     if (s >= 1) {
       ASSERT_TRUE(graphed.replaying()) << "capture failed: " << graphed.eager_reason();
     }
   }
+  EXPECT_EQ(graphed.captures(), 2) << "one capture at step 1, one for the new rate at step 4";
   EXPECT_TRUE(close(graph_model->parameters(), eager_model->parameters(), kReplay,
                     "parameters after 5 steps"));
 }
@@ -199,7 +206,8 @@ TEST_F(CudaParity, RegistryOffersTheDeviceAsCuda0) {
   ASSERT_NE(be, nullptr) << "registry has: " << backend_names().size() << " backends";
   EXPECT_FALSE(be->is_host());
   ASSERT_NE(as_gpu_backend(*be), nullptr);
-  EXPECT_NE(as_gpu_backend(*be)->compute_stream(), nullptr) << "a non-blocking stream, not the legacy one";
+  EXPECT_NE(as_gpu_backend(*be)->compute_stream(), nullptr)
+      << "a non-blocking stream, not the legacy one";
   EXPECT_EQ(&default_backend(), be);
   EXPECT_EQ(as_gpu_backend(cpu_backend()), nullptr);
 }

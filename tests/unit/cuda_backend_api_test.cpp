@@ -19,6 +19,9 @@ TEST(GraphedStep, RunsEagerlyOnAHostBackendAndSaysWhy) {
   EXPECT_FALSE(graphed.replaying());
   EXPECT_NE(graphed.eager_reason().find("cpu"), std::string::npos) << graphed.eager_reason();
   EXPECT_EQ(graphed.calls(), 3);
+  graphed.run([&] { ++runs; }, 42);  // a new key is still eager here
+  EXPECT_EQ(runs, 4);
+  EXPECT_EQ(graphed.captures(), 0);
 }
 
 TEST(GraphedStep, KnobOffIsEagerWithTheKnobNamed) {
