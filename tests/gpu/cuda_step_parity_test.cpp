@@ -106,6 +106,29 @@ TEST_F(CudaParity, GraphReplayEqualsEagerExecution) {
                     "parameters after 5 steps"));
 }
 
+// A step that synchronizes cannot be captured: the capture fails, nothing of
+// the failed capture runs, and the step runs eagerly from then on.
+TEST_F(CudaParity, CaptureFailureFallsBackToEagerExecution) {
+  Tensor x(gpu(), {1000}), one(gpu(), {1000});
+  gpu().fill(x, 0.0f);
+  gpu().fill(one, 1.0f);
+  GraphedStep graphed(gpu(), Toggle::kOn);
+  for (int i = 0; i < 3; ++i) {
+    graphed.run([&] {
+      gpu().add(x, one, x);
+      gpu().synchronize();
+    });
+  }
+  EXPECT_FALSE(graphed.replaying());
+  EXPECT_NE(graphed.eager_reason().find("captured"), std::string::npos) << graphed.eager_reason();
+  const std::vector<float> v = x.to_vector();
+  EXPECT_EQ(v.front(), 3.0f) << "three eager adds; the failed capture must not have run";
+  EXPECT_EQ(v.back(), 3.0f);
+  // The stream still works after the failed capture.
+  gpu().add(x, one, x);
+  EXPECT_EQ(x.to_vector()[0], 4.0f);
+}
+
 TEST_F(CudaParity, JitKernelsEqualPrecompiledKernels) {
   CudaBackendOptions jit_opt, pre_opt;
   jit_opt.strict_fp32 = pre_opt.strict_fp32 = true;
