@@ -1,9 +1,12 @@
 // cuDNN spatial batch normalization: training (batch statistics, running
 // statistics with cuDNN's unbiased variance, saved mean and inverse std),
 // inference, and backward from the saved statistics.
+#include <atomic>
+
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "stoke/error.hpp"
+#include "stoke/log.hpp"
 
 namespace stoke::cuda {
 namespace {
@@ -18,10 +21,25 @@ std::int64_t channels(const char* op, const Tensor& x) {
 }
 
 // Persistent kernels are faster but cuDNN documents them as less exact;
-// strict FP32 keeps the plain spatial mode. Forward and backward of one step
-// see the same switch.
-cudnnBatchNormMode_t mode(bool strict) {
-  return strict ? CUDNN_BATCHNORM_SPATIAL : CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+// strict FP32 keeps the plain spatial mode. Both modes save the same
+// statistics, so a backward in one mode after a forward in the other is fine.
+cudnnBatchNormMode_t mode(bool strict, bool persistent_ok) {
+  return strict || !persistent_ok ? CUDNN_BATCHNORM_SPATIAL : CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+}
+
+// Runs `call(mode)`; when the persistent mode is not supported for these
+// shapes, drops it for good (one warning) and runs the spatial mode.
+template <typename Call>
+void with_mode(bool strict, std::atomic<bool>& persistent_ok, const std::string& where, Call call) {
+  const cudnnBatchNormMode_t m = mode(strict, persistent_ok.load());
+  const cudnnStatus_t status = call(m);
+  if (status == CUDNN_STATUS_NOT_SUPPORTED && m == CUDNN_BATCHNORM_SPATIAL_PERSISTENT) {
+    persistent_ok.store(false);
+    log_warn("cuDNN persistent batch norm not supported on " + where + ", using the spatial mode");
+    STOKE_CUDNN_CHECK(call(CUDNN_BATCHNORM_SPATIAL));
+    return;
+  }
+  STOKE_CUDNN_CHECK(status);
 }
 
 // Unused by cuDNN when the saved statistics are given, but must be valid.
@@ -47,10 +65,13 @@ void CudaBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gam
   }
   const TensorDesc xd(x.shape()), bn(1, static_cast<int>(c[0]), 1, 1);
   const float one = 1.0f, zero = 0.0f;
-  STOKE_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-      cudnn(), mode(options_.strict_fp32), &one, &zero, xd.get(), x.raw(), xd.get(), y.raw(),
-      bn.get(), gamma.raw(), beta.raw(), static_cast<double>(params.momentum), running_mean.raw(),
-      running_var.raw(), static_cast<double>(params.epsilon), save_mean.raw(), save_invstd.raw()));
+  cudnnHandle_t h = cudnn();
+  with_mode(options_.strict_fp32, bn_persistent_ok_, name(), [&](cudnnBatchNormMode_t m) {
+    return cudnnBatchNormalizationForwardTraining(
+        h, m, &one, &zero, xd.get(), x.raw(), xd.get(), y.raw(), bn.get(), gamma.raw(), beta.raw(),
+        static_cast<double>(params.momentum), running_mean.raw(), running_var.raw(),
+        static_cast<double>(params.epsilon), save_mean.raw(), save_invstd.raw());
+  });
 }
 
 void CudaBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma,
@@ -92,10 +113,13 @@ void CudaBackend::batch_norm_backward(const Tensor& x, const Tensor& dy, const T
   }
   const TensorDesc xd(x.shape()), bn(1, static_cast<int>(c[0]), 1, 1);
   const float one = 1.0f, zero = 0.0f;
-  STOKE_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-      cudnn(), mode(options_.strict_fp32), &one, &zero, &one, &zero, xd.get(), x.raw(), xd.get(),
-      dy.raw(), xd.get(), dx.raw(), bn.get(), gamma.raw(), dgamma.raw(), dbeta.raw(),
-      kBackwardEpsilon, save_mean.raw(), save_invstd.raw()));
+  cudnnHandle_t h = cudnn();
+  with_mode(options_.strict_fp32, bn_persistent_ok_, name(), [&](cudnnBatchNormMode_t m) {
+    return cudnnBatchNormalizationBackward(h, m, &one, &zero, &one, &zero, xd.get(), x.raw(),
+                                           xd.get(), dy.raw(), xd.get(), dx.raw(), bn.get(),
+                                           gamma.raw(), dgamma.raw(), dbeta.raw(), kBackwardEpsilon,
+                                           save_mean.raw(), save_invstd.raw());
+  });
 }
 
 }  // namespace stoke::cuda
