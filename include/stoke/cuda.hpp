@@ -120,6 +120,9 @@ STOKE_API CudaBackendOptions cuda_backend_options(const Settings& settings);
 // does (e.g. the learning rate's bits), and a new key re-captures (one host
 // synchronization) before replaying. With Adam the key changes every step, so
 // graphs then cost a capture per step; constant-LR SGD replays forever.
+// Host-side effects of the step (an optimizer's step counter, a layer's call
+// count) happen once per capture, not per replay, and once more when a failed
+// capture falls back to running the step: keep such counts outside the step.
 class STOKE_API GraphedStep {
  public:
   GraphedStep(Backend& backend, Toggle mode);
