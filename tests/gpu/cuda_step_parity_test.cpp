@@ -2,9 +2,11 @@
 // FP32), CUDA-graph replay equal to eager execution, JIT kernels equal to the
 // precompiled ones, benchmarked algorithm choice, and the registry entry.
 #include <bit>
+#include <map>
 
 #include "gpu/cuda_parity.hpp"
 #include "stoke/nn/optim.hpp"
+#include "stoke/prefetch.hpp"
 
 namespace stoke::testing {
 namespace {
@@ -104,6 +106,70 @@ TEST_F(CudaParity, GraphReplayEqualsEagerExecution) {
   EXPECT_EQ(graphed.captures(), 2) << "one capture at step 1, one for the new rate at step 4";
   EXPECT_TRUE(close(graph_model->parameters(), eager_model->parameters(), kReplay,
                     "parameters after 5 steps"));
+}
+
+// The prefetcher's device slots have fixed addresses: one graph per slot,
+// each copying its slot into the static input, replays every new batch the
+// ring uploads there, in stream order with the uploads.
+TEST_F(CudaParity, OneGraphPerPrefetchSlotMatchesEagerExecution) {
+  const nn::ModelSpec spec = small_resnet();
+  auto eager_model = nn::build_model(gpu(), spec, 11);
+  auto graph_model = nn::build_model(gpu(), spec, 11);
+  nn::Sgd eager_opt(*eager_model), graph_opt(*graph_model);
+  nn::TrainStep eager_step(*eager_model, eager_opt), graph_step(*graph_model, graph_opt);
+  const std::int64_t n = 8;
+  const Shape xs = eager_model->input_shape(n);
+  const std::size_t sample_floats = static_cast<std::size_t>(shape_numel(xs) / n);
+
+  PrefetchOptions po;
+  po.sample_bytes = sample_floats * sizeof(float);
+  po.batch_size = static_cast<std::size_t>(n);
+  po.batches_per_epoch = 7;
+  po.depth = 2;
+  po.device = 0;
+  po.compute_stream = gpu().compute_stream();
+  Prefetcher prefetcher(po, [&](std::uint64_t, std::uint64_t index, std::span<std::byte> images,
+                                std::span<std::int32_t> labels) {
+    std::mt19937 rng(static_cast<std::uint32_t>(1000 + index));
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    auto* f = reinterpret_cast<float*>(images.data());
+    for (std::size_t i = 0; i < sample_floats * static_cast<std::size_t>(n); ++i) f[i] = dist(rng);
+    for (std::int64_t i = 0; i < n; ++i)
+      labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(rng() % 10);
+    return static_cast<std::size_t>(n);
+  });
+
+  Tensor static_x(gpu(), xs), static_y(gpu(), {n}, DType::kInt32);
+  Tensor eager_x(gpu(), xs), eager_y(gpu(), {n}, DType::kInt32);
+  std::map<int, std::unique_ptr<GraphedStep>> per_slot;
+  int batches = 0;
+  while (auto batch = prefetcher.next()) {
+    ++batches;
+    // Eager: the same batch from the host staging copy.
+    eager_x.copy_from_host(batch->images().data());
+    eager_y.copy_from_host(batch->labels().data());
+    eager_step.run(eager_x, eager_y, 0.05f);
+    auto& graphed = per_slot[batch->slot()];
+    if (!graphed) graphed = std::make_unique<GraphedStep>(gpu(), Toggle::kOn);
+    void* slot_images = batch->device_images();
+    std::int32_t* slot_labels = batch->device_labels();
+    graphed->run([&] {
+      gpu().copy(static_x.raw(), slot_images, static_x.bytes(), CopyKind::kDeviceToDevice);
+      gpu().copy(static_y.raw(), slot_labels, static_y.bytes(), CopyKind::kDeviceToDevice);
+      graph_step.run(static_x, static_y, 0.05f);
+    });
+    const nn::StepStats a = eager_step.stats(), b = graph_step.stats();
+    EXPECT_NEAR(b.loss, a.loss, 1e-5f) << "batch " << batches << " slot " << batch->slot();
+    batch->release();
+  }
+  EXPECT_EQ(batches, 7);
+  ASSERT_EQ(per_slot.size(), 2u);
+  for (auto& [slot, graphed] : per_slot) {
+    EXPECT_TRUE(graphed->replaying()) << "slot " << slot << ": " << graphed->eager_reason();
+    EXPECT_EQ(graphed->captures(), 1) << "slot " << slot << " captured once, replayed after";
+  }
+  EXPECT_TRUE(close(graph_model->parameters(), eager_model->parameters(), kReplay,
+                    "parameters after 7 prefetched batches"));
 }
 
 // A step that synchronizes cannot be captured: the capture fails, nothing of
