@@ -102,6 +102,8 @@ struct Result {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Line-buffered even into a file: a run cut off by a timeout keeps its lines.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   try {
     const Args args = parse(argc, argv);
     const SystemInfo sys = query_system();

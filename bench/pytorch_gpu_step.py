@@ -54,6 +54,7 @@ def resnet224(classes=1000, stem=32, widths=(64, 128, 256, 512), strides=(2, 2, 
 
 
 def main():
+    sys.stdout.reconfigure(line_buffering=True)  # a run cut off by a timeout keeps its lines
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", default="64,256")
     ap.add_argument("--steps", type=int, default=20)
