@@ -4,8 +4,12 @@
 #include <mutex>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/plugin_loader.hpp"
 #include "stoke/backend.hpp"
+#include "stoke/config.hpp"
+#include "stoke/cuda.hpp"
 #include "stoke/error.hpp"
+#include "stoke/log.hpp"
 
 namespace stoke {
 
@@ -53,6 +57,42 @@ Registry& registry() {
   return *r;
 }
 
+// "cuda:<i>" for every device the plugin finds (or those STOKE_GPU_DEVICE
+// lists; none for `cpu`), once per process, on first use of a lookup other
+// than cpu_backend(). Creating one is cheap: a stream; the pool grows and the
+// handles and kernels load on first use. A failure leaves the CPU backend
+// alone and is logged.
+void add_gpu_backends() {
+  const detail::PluginLoad& load = detail::cuda_plugin();
+  if (!load.plugin) return;
+  const CudaInfo info = load.plugin->probe();
+  if (info.gpus.empty()) return;
+  try {
+    const Config config = Config::load();
+    const Settings& settings = config.settings();
+    if (settings.gpu_device.kind == DeviceRequest::Kind::kCpu) return;
+    for (const GpuInfo& gpu : info.gpus) {
+      const auto& wanted = settings.gpu_device.indices;
+      if (settings.gpu_device.kind == DeviceRequest::Kind::kList &&
+          std::find(wanted.begin(), wanted.end(), gpu.index) == wanted.end()) {
+        continue;
+      }
+      try {
+        register_backend(create_cuda_backend(gpu.index, settings, cuda_backend_options(settings)));
+      } catch (const std::exception& e) {
+        log_warn("CUDA backend for device " + std::to_string(gpu.index) + " not registered: " + e.what());
+      }
+    }
+  } catch (const std::exception& e) {
+    log_warn(std::string("CUDA backends not registered: ") + e.what());
+  }
+}
+
+void ensure_gpu_backends() {
+  static std::once_flag once;
+  std::call_once(once, add_gpu_backends);
+}
+
 }  // namespace
 
 Backend& cpu_backend() {
@@ -62,6 +102,7 @@ Backend& cpu_backend() {
 }
 
 Backend* find_backend(const std::string& name) {
+  ensure_gpu_backends();
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   for (auto& b : r.backends) {
@@ -85,6 +126,7 @@ void register_backend(std::unique_ptr<Backend> backend) {
 }
 
 std::vector<std::string> backend_names() {
+  ensure_gpu_backends();
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   std::vector<std::string> names;
@@ -93,6 +135,7 @@ std::vector<std::string> backend_names() {
 }
 
 Backend& default_backend() {
+  ensure_gpu_backends();
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   for (auto& b : r.backends) {

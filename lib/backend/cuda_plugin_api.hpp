@@ -8,12 +8,15 @@
 #include <memory>
 
 #include "backend/cuda_device_api.hpp"
+#include "stoke/cuda.hpp"
+#include "stoke/memory.hpp"
 #include "stoke/system.hpp"
 
 namespace stoke::detail {
 
 // 2: open_device (memory, streams, events, copies; see cuda_device_api.hpp).
-inline constexpr int kCudaPluginAbi = 2;
+// 3: create_backend (the cuDNN/cuBLAS backend, see stoke/cuda.hpp).
+inline constexpr int kCudaPluginAbi = 3;
 
 class CudaPlugin {
  public:
@@ -25,6 +28,11 @@ class CudaPlugin {
   // same device may hold it together). GpuLibraryError when the device cannot
   // be opened; InvalidArgument for an index that does not exist.
   virtual std::shared_ptr<CudaDevice> open_device(int index) = 0;
+  // The CUDA backend of device `index`, allocating from `pool` (a device pool
+  // of the same device). GpuLibraryError when the device or its stream
+  // cannot be set up.
+  virtual std::unique_ptr<GpuBackend> create_backend(int index, std::shared_ptr<MemoryPool> pool,
+                                                     const CudaBackendOptions& options) = 0;
 };
 
 }  // namespace stoke::detail

@@ -112,7 +112,8 @@ TEST_P(GpuKernels, SgdAndAdamUpdatesMatchTheHostFormula) {
   float* dg = upload(g);
   float* dv = upload(v);
   float lr = 0.05f, momentum = 0.9f, wd = 1e-4f;
-  run("stoke_sgd_update", n, {&dw, &dg, &dv, &lr, &momentum, &wd, const_cast<long long*>(&n)});
+  int nesterov = 0;
+  run("stoke_sgd_update", n, {&dw, &dg, &dv, &lr, &momentum, &wd, &nesterov, const_cast<long long*>(&n)});
   const auto w1 = download(dw, n);
   for (long long i = 0; i < n; ++i) {
     const float vi = momentum * v[i] + (g[i] + wd * w[i]);

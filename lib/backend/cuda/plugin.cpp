@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/device_runtime.hpp"
 #include "backend/cuda_plugin_api.hpp"
 
@@ -34,6 +35,11 @@ class Plugin final : public detail::CudaPlugin {
 
   std::shared_ptr<detail::CudaDevice> open_device(int index) override {
     return cuda::open_device(index);
+  }
+
+  std::unique_ptr<GpuBackend> create_backend(int index, std::shared_ptr<MemoryPool> pool,
+                                             const CudaBackendOptions& options) override {
+    return std::make_unique<CudaBackend>(index, std::move(pool), options);
   }
 
   CudaInfo probe() noexcept override {

@@ -2,15 +2,17 @@
 // Self-contained for NVRTC.
 
 // SGD with momentum and (coupled) weight decay:
-//   g = grad + weight_decay * w;  v = momentum * v + g;  w -= lr * v
+//   g = grad + weight_decay * w;  v = momentum * v + g;
+//   w -= lr * v, or with nesterov != 0: w -= lr * (g + momentum * v)
 extern "C" __global__ void stoke_sgd_update(float* w, const float* grad, float* velocity, float lr,
-                                            float momentum, float weight_decay, long long n) {
+                                            float momentum, float weight_decay, int nesterov,
+                                            long long n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x) {
     const float g = grad[i] + weight_decay * w[i];
     const float v = momentum * velocity[i] + g;
     velocity[i] = v;
-    w[i] -= lr * v;
+    w[i] -= lr * (nesterov ? g + momentum * v : v);
   }
 }
 

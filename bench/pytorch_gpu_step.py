@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""PyTorch reference for bench/cuda_step_bench.cpp: the same ResNet-style net
+(stoke's builder: stem conv3x3(3->32, stride 1)-BN-ReLU, 4 stages of 2 basic
+blocks with widths 64/128/256/512 and first-block stride 2, 1x1 projection
+shortcuts, global average pool, linear 512->1000), SGD (momentum 0.9, weight
+decay 5e-4, lr 0.05), softmax cross-entropy, on 3x224x224 inputs.
+
+Per batch size: the eager step and the step captured as one CUDA graph
+(torch.cuda.graph), each timed with CUDA events around --steps steps.
+cudnn.benchmark on and TF32 allowed, as stoke's defaults in the bench.
+
+  python3 bench/pytorch_gpu_step.py [--batches 64,256] [--steps 20] [--warmup 3]
+                                    [--modes eager,graph] [--strict] [--json FILE]
+"""
+import argparse
+import json
+import sys
+
+try:
+    import torch
+    import torch.nn as nn
+except ImportError as e:  # the CPU machines have no PyTorch
+    print(f"skipped: PyTorch not available ({e})")
+    sys.exit(0)
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = None
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, 0, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        s = self.shortcut(x) if self.shortcut is not None else x
+        return torch.relu(y + s)
+
+
+def resnet224(classes=1000, stem=32, widths=(64, 128, 256, 512), strides=(2, 2, 2, 2), blocks=2):
+    layers = [nn.Conv2d(3, stem, 3, 1, 1, bias=False), nn.BatchNorm2d(stem), nn.ReLU()]
+    cin = stem
+    for w, s in zip(widths, strides):
+        for b in range(blocks):
+            layers.append(BasicBlock(cin, w, s if b == 0 else 1))
+            cin = w
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
+    return nn.Sequential(*layers)
+
+
+def main():
+    sys.stdout.reconfigure(line_buffering=True)  # a run cut off by a timeout keeps its lines
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batches", default="64,256")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--modes", default="eager,graph")
+    ap.add_argument("--strict", action="store_true", help="no TF32")
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("skipped: torch.cuda.is_available() is False")
+        return 0
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = not a.strict
+    torch.backends.cuda.matmul.allow_tf32 = not a.strict
+    dev = torch.device("cuda:0")
+    print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
+          f"{'strict FP32' if a.strict else 'TF32 allowed'}")
+    results = []
+    for batch in [int(b) for b in a.batches.split(",") if b]:
+        torch.manual_seed(1)
+        model = resnet224().to(dev).to(memory_format=torch.contiguous_format)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+        loss_fn = nn.CrossEntropyLoss()
+        # A fixed device slot and static inputs, as in the stoke bench.
+        slot_x = torch.randn(batch, 3, 224, 224, device=dev)
+        slot_y = torch.randint(0, 1000, (batch,), device=dev)
+        x = torch.empty_like(slot_x)
+        y = torch.empty_like(slot_y)
+
+        def step():
+            x.copy_(slot_x)
+            y.copy_(slot_y)
+            opt.zero_grad(set_to_none=False)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        for mode in [m for m in a.modes.split(",") if m]:
+            run = step
+            note = ""
+            if mode == "graph":
+                # Warm up on a side stream, as torch.cuda.graph requires.
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    for _ in range(a.warmup):
+                        step()
+                torch.cuda.current_stream().wait_stream(s)
+                try:
+                    g = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g):
+                        static_loss = step()
+                    run = g.replay
+                except Exception as e:  # report, time eager instead
+                    note = f"capture failed, eager: {e}"
+                    run = step
+            for _ in range(a.warmup):
+                run()
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(a.steps):
+                run()
+            end.record()
+            end.synchronize()
+            ms = start.elapsed_time(end) / a.steps
+            loss_value = (static_loss if mode == "graph" and not note else step()).item()
+            results.append({"batch": batch, "mode": mode, "ms_per_step": ms, "images_per_s": batch * 1000.0 / ms,
+                            "graph_ok": not note})
+            print(f"batch {batch:4d} {mode:<5s} {ms:9.3f} ms/step {batch * 1000.0 / ms:9.1f} img/s  "
+                  f"loss {loss_value:.4f}{'  ' + note if note else ''}")
+        print(f"batch {batch:4d} peak memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
+        del model, opt
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"bench": "pytorch_step", "net": "resnet224", "strict": a.strict, "results": results}, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

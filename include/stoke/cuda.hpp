@@ -1,0 +1,150 @@
+// The CUDA backend's surface beyond Backend: numerics switches, the cuDNN
+// algorithms it chose, event timing and CUDA-graph capture of a whole step.
+//
+// The backend itself lives in the CUDA plugin (libstoke_cuda.so); libstoke
+// only sees it through GpuBackend. The registry offers one as "cuda:<index>"
+// per device when the plugin loads (see backend.hpp); create_cuda_backend()
+// makes a separate one with its own stream and options (tests, benches).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stoke/backend.hpp"
+#include "stoke/config.hpp"
+#include "stoke/export.hpp"
+#include "stoke/memory.hpp"
+
+namespace stoke {
+
+struct CudaBackendOptions {
+  // Strict FP32: cuDNN convolutions with CUDNN_FMA_MATH and cuBLAS pedantic
+  // math (no TF32 tensor cores). Off by default: TF32 trades ~10 mantissa bits
+  // of the products for several times the throughput on sm_80+, which training
+  // tolerates; the parity tests turn strict on.
+  bool strict_fp32 = false;
+  // Choose each convolution's algorithms by timing them (cudnnFind*Ex) once
+  // per shape instead of by cuDNN's heuristics; the choice is cached.
+  bool conv_benchmark = false;
+  // Largest workspace one convolution algorithm may take from the pool.
+  std::size_t conv_workspace_limit = 512ull << 20;
+  // STOKE_GPU_JIT: NVRTC-compiled kernels for the exact device (on/auto) or
+  // the precompiled ones (off).
+  Toggle jit = Toggle::kAuto;
+};
+
+// One cached cuDNN algorithm choice.
+struct ConvAlgoChoice {
+  std::string pass;    // "forward", "backward_data", "backward_filter"
+  std::string key;     // shapes, padding, stride, dilation, groups, math
+  int algorithm = -1;  // the cudnnConvolution*Algo_t value
+  std::string algorithm_name;
+  std::size_t workspace_bytes = 0;
+  bool benchmarked = false;  // timed (cudnnFind) rather than heuristic
+  bool tensor_ops = false;   // math type allows TF32 / tensor cores
+  int math_type = 0;         // the cudnnMathType_t to run it with
+  float time_ms = -1.0f;     // measured time when benchmarked
+};
+
+// A captured step: replay() enqueues the whole recorded sequence of ops on the
+// backend's stream as one graph launch. Every tensor the captured ops touched
+// must outlive it (it reads and writes the same addresses each replay); memory
+// the step freed while being captured is held until it is destroyed.
+class STOKE_API CapturedStep {
+ public:
+  virtual ~CapturedStep();
+  virtual void replay() = 0;
+  virtual std::size_t nodes() const = 0;  // graph nodes, for reports
+};
+
+class STOKE_API GpuBackend : public Backend {
+ public:
+  ~GpuBackend() override;
+
+  virtual int device() const noexcept = 0;
+  // The compute stream every op is issued on (a cudaStream_t), for
+  // PrefetchOptions::compute_stream, so uploads are handed over in stream order.
+  virtual StreamHandle compute_stream() const noexcept = 0;
+  virtual void set_strict_fp32(bool strict) = 0;
+  virtual bool strict_fp32() const noexcept = 0;
+  virtual void set_conv_benchmark(bool on) = 0;
+  // Every algorithm chosen so far, in the order first chosen.
+  virtual std::vector<ConvAlgoChoice> conv_algorithms() const = 0;
+  // The cached choices as text (to store beside a checkpoint) and back:
+  // loading adds choices not yet cached and returns how many; text from
+  // another cuDNN version is ignored with a warning (returns 0);
+  // InvalidArgument for malformed text.
+  virtual std::string save_conv_algorithms() const = 0;
+  virtual std::size_t load_conv_algorithms(const std::string& text) = 0;
+  // "jit sm_90 (3 compiled, rest from the cache)" or "precompiled".
+  virtual std::string kernel_origin() = 0;
+
+  // Milliseconds between two events recorded around `work` on the stream,
+  // divided by `repeats` (work is issued that many times); synchronizes.
+  virtual float time_ms(const std::function<void()>& work, int repeats = 1) = 0;
+
+  // Captures `step` (ops on this backend only) into a CUDA graph without
+  // running it. Returns nullptr and sets *why when the capture fails (an op
+  // that cannot be captured, a pool that had to grow, a library error); the
+  // stream is usable afterwards and nothing of `step` ran, so the caller runs
+  // it eagerly. Run the step once eagerly first: allocations and algorithm
+  // choices then happen outside the capture.
+  virtual std::unique_ptr<CapturedStep> capture(const std::function<void()>& step,
+                                                std::string* why) = 0;
+};
+
+// The backend's GPU surface, or nullptr for a host backend.
+STOKE_API GpuBackend* as_gpu_backend(Backend& backend) noexcept;
+
+// A new CUDA backend on `device` with its own stream and a device pool capped
+// by `settings` (STOKE_GPU_MEM_PERCENT / _MAX). Unsupported when the plugin
+// or the device is missing (the message says why).
+STOKE_API std::unique_ptr<GpuBackend> create_cuda_backend(int device, const Settings& settings,
+                                                          const CudaBackendOptions& options = {});
+// Options from the knobs (STOKE_GPU_JIT).
+STOKE_API CudaBackendOptions cuda_backend_options(const Settings& settings);
+
+// Runs a step with static shapes eagerly or as a replayed CUDA graph
+// (STOKE_GPU_GRAPH): call 1 runs eagerly (warm-up: allocations, algorithm
+// choices), call 2 captures and replays, later calls replay. A capture failure
+// logs one warning saying why and runs eagerly from then on. On a host
+// backend, or with the knob off, every call is eager. The step must issue the
+// same ops on the same tensors each call (the input comes from a fixed device
+// slot, e.g. a copy into a static input tensor inside the step). Host values
+// the step passes to ops (learning rate, Adam's step count, dropout seed) are
+// captured as they were: give run() a `key` that changes whenever one of them
+// does (e.g. the learning rate's bits), and a new key re-captures (one host
+// synchronization) before replaying. With Adam the key changes every step, so
+// graphs then cost a capture per step; constant-LR SGD replays forever.
+// Host-side effects of the step (an optimizer's step counter, a layer's call
+// count) happen once per capture, not per replay, and once more when a failed
+// capture falls back to running the step: keep such counts outside the step.
+class STOKE_API GraphedStep {
+ public:
+  GraphedStep(Backend& backend, Toggle mode);
+  ~GraphedStep();
+  GraphedStep(const GraphedStep&) = delete;
+  GraphedStep& operator=(const GraphedStep&) = delete;
+
+  void run(const std::function<void()>& step, std::uint64_t key = 0);
+  bool replaying() const noexcept { return graph_ != nullptr; }
+  std::int64_t captures() const noexcept { return captures_; }
+  // Why the step runs eagerly ("" while replaying or before call 2).
+  const std::string& eager_reason() const noexcept { return reason_; }
+  std::int64_t calls() const noexcept { return calls_; }
+
+ private:
+  Backend& backend_;
+  bool enabled_ = false;
+  std::int64_t calls_ = 0;
+  std::int64_t captures_ = 0;
+  std::uint64_t key_ = 0;
+  std::unique_ptr<CapturedStep> graph_;
+  std::string reason_;
+};
+
+}  // namespace stoke

@@ -1,0 +1,165 @@
+// The CUDA backend: cuDNN convolutions and batch norm, cuBLAS linear layers,
+// NVRTC/precompiled custom kernels for the rest, all issued on one compute
+// stream with no host synchronization inside an op. Memory (tensors and
+// workspace) comes from the capped device pool in stream order.
+//
+// The op families live one per file: conv.cpp (+ conv_algo.cpp), batch_norm.cpp,
+// linear.cpp, pool.cpp, elementwise.cpp (relu, add, dropout, loss, optimizers);
+// graph capture in graph.cpp.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <atomic>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/kernels.hpp"
+#include "stoke/cuda.hpp"
+#include "stoke/memory.hpp"
+
+namespace stoke::cuda {
+
+class STOKE_INTERNAL CudaBackend final : public GpuBackend {
+ public:
+  CudaBackend(int device, std::shared_ptr<MemoryPool> pool, CudaBackendOptions options);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda:" + std::to_string(device_); }
+  bool is_host() const noexcept override { return false; }
+
+  void* allocate(std::size_t bytes) override;
+  void free(void* ptr, std::size_t bytes) noexcept override;
+  MemoryStats memory_stats() const override;
+  void reset_peak() override;
+  std::size_t conv2d_workspace_bytes(const Shape& x, const Shape& w,
+                                     const Conv2dParams& params) const override;
+  void release_workspace() override;
+
+  void copy(void* dst, const void* src, std::size_t bytes, CopyKind kind) override;
+  void fill(Tensor& tensor, float value) override;
+  void synchronize() override;
+  bool supports(Op op, DType dtype) const noexcept override;
+
+  void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+                      const Conv2dParams& params) override;
+  void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                       Tensor& db, const Conv2dParams& params) override;
+  void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                   Tensor& y, Tensor& running_mean, Tensor& running_var,
+                                   Tensor& save_mean, Tensor& save_invstd,
+                                   const BatchNormParams& params) override;
+  void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                    const Tensor& running_mean, const Tensor& running_var,
+                                    Tensor& y, const BatchNormParams& params) override;
+  void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                           const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                           Tensor& dgamma, Tensor& dbeta) override;
+  void relu_forward(const Tensor& x, Tensor& y) override;
+  void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) override;
+  void max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& params) override;
+  void max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
+                           const Pool2dParams& params) override;
+  void avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& params) override;
+  void avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& params) override;
+  void global_avg_pool_forward(const Tensor& x, Tensor& y) override;
+  void global_avg_pool_backward(const Tensor& dy, Tensor& dx) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& y) override;
+  void accumulate(Tensor& dx, const Tensor& dy) override;
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) override;
+  void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                       Tensor& db) override;
+  void softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs,
+                                     Tensor& loss, Tensor& correct) override;
+  void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,
+                                      Tensor& dlogits) override;
+  void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p,
+                       std::uint64_t seed) override;
+  void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) override;
+  void sgd_update(Tensor& params, const Tensor& grads, Tensor& velocity,
+                  const SgdParams& p) override;
+  void adam_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
+                   const AdamParams& p) override;
+
+  // GpuBackend
+  int device() const noexcept override { return device_; }
+  StreamHandle compute_stream() const noexcept override { return stream_; }
+  void set_strict_fp32(bool strict) override;
+  bool strict_fp32() const noexcept override { return options_.strict_fp32; }
+  void set_conv_benchmark(bool on) override { options_.conv_benchmark = on; }
+  std::vector<ConvAlgoChoice> conv_algorithms() const override;
+  std::string save_conv_algorithms() const override;
+  std::size_t load_conv_algorithms(const std::string& text) override;
+  std::string kernel_origin() override;
+  float time_ms(const std::function<void()>& work, int repeats) override;
+  std::unique_ptr<CapturedStep> capture(const std::function<void()>& step,
+                                        std::string* why) override;
+
+  // --- for the op files ----------------------------------------------------
+  cudaStream_t stream() const noexcept { return stream_; }
+  // This thread's handles for the device, bound to the compute stream.
+  cudnnHandle_t cudnn() const;
+  cublasHandle_t cublas();
+  // Workspace of at least `bytes` from the pool, kept between ops; the old
+  // block is freed in stream order when it grows.
+  void* workspace(std::size_t bytes);
+  // Launches kernel `name` over n elements (grid-stride) on the stream.
+  void launch_n(const char* name, long long n, std::initializer_list<const void*> args);
+  void launch(const char* name, dim3 grid, dim3 block, std::initializer_list<const void*> args);
+  bool capturing() const noexcept { return capturing_; }
+
+  // Convolution algorithm choice (conv_algo.cpp). `pass`: 0 forward,
+  // 1 backward data, 2 backward filter. Buffers are used only when
+  // benchmarking (outside a capture).
+  struct ConvCall;
+  ConvAlgoChoice choose_conv_algo(int pass, const ConvCall& call) const;
+
+ private:
+  friend class CudaCapturedStep;
+  void make_current() const;
+
+  int device_;
+  std::shared_ptr<MemoryPool> pool_;
+  CudaBackendOptions options_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<KernelSet> kernels_;  // loaded on first use
+  std::mutex kernels_mutex_;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+  void* cublas_workspace_ = nullptr;
+  std::size_t cublas_workspace_bytes_ = 0;
+  mutable std::mutex algo_mutex_;
+  mutable std::map<std::string, ConvAlgoChoice> algos_;
+  mutable std::vector<std::string> algo_order_;
+  std::atomic<bool> bn_persistent_ok_{true};  // cleared when cuDNN refuses the mode
+  // While capturing, frees are held (the graph keeps using the memory).
+  bool capturing_ = false;
+  std::vector<void*> held_during_capture_;
+};
+
+// InvalidArgument naming op and tensor unless t is a defined float32 tensor of
+// `shape` on this backend.
+STOKE_INTERNAL void expect(const char* op, const char* name, const Tensor& t, const Shape& shape);
+STOKE_INTERNAL void expect_defined(const char* op, const char* name, const Tensor& t);
+
+// RAII cuDNN descriptors.
+class STOKE_INTERNAL TensorDesc {
+ public:
+  TensorDesc(int n, int c, int h, int w);
+  explicit TensorDesc(const Shape& nchw);  // rank 2 (N, C) is (N, C, 1, 1)
+  ~TensorDesc();
+  TensorDesc(const TensorDesc&) = delete;
+  TensorDesc& operator=(const TensorDesc&) = delete;
+  cudnnTensorDescriptor_t get() const noexcept { return desc_; }
+
+ private:
+  cudnnTensorDescriptor_t desc_ = nullptr;
+};
+
+}  // namespace stoke::cuda

@@ -1,0 +1,127 @@
+// Pooling through the custom kernels of kernels/pool.cu (the CPU backend's
+// semantics: first maximum wins, padding counts in the average, padded
+// positions skipped), and global average pooling.
+#include "backend/cuda/cuda_backend.hpp"
+#include "stoke/error.hpp"
+
+namespace stoke::cuda {
+namespace {
+
+// Same layout as StokePoolGeom in kernels/pool.cu (passed by value).
+struct PoolGeom {
+  int h, w, p, q;
+  int kh, kw, sh, sw, ph, pw;
+};
+static_assert(sizeof(PoolGeom) == 10 * sizeof(int), "must match StokePoolGeom in kernels/pool.cu");
+
+Shape pool_output_shape(const char* op, const Shape& x, const Pool2dParams& p) {
+  const auto fail = [&](const std::string& why) {
+    throw InvalidArgument(std::string(op) + ": x " + shape_to_string(x) + ", kernel " +
+                          std::to_string(p.kernel_h) + "x" + std::to_string(p.kernel_w) + ": " +
+                          why);
+  };
+  if (x.size() != 4) fail("x must be (N, C, H, W)");
+  if (p.kernel_h < 1 || p.kernel_w < 1 || p.stride_h < 1 || p.stride_w < 1)
+    fail("kernel and stride must be >= 1");
+  if (p.pad_h < 0 || p.pad_w < 0 || 2 * p.pad_h > p.kernel_h || 2 * p.pad_w > p.kernel_w) {
+    fail("padding must be in [0, kernel / 2]");
+  }
+  const std::int64_t oh = conv_output_size(x[2], p.kernel_h, p.stride_h, p.pad_h);
+  const std::int64_t ow = conv_output_size(x[3], p.kernel_w, p.stride_w, p.pad_w);
+  if (oh <= 0 || ow <= 0) fail("the window does not fit the padded input");
+  return {x[0], x[1], oh, ow};
+}
+
+PoolGeom geometry(const Shape& x, const Shape& y, const Pool2dParams& p) {
+  return {static_cast<int>(x[2]),
+          static_cast<int>(x[3]),
+          static_cast<int>(y[2]),
+          static_cast<int>(y[3]),
+          p.kernel_h,
+          p.kernel_w,
+          p.stride_h,
+          p.stride_w,
+          p.pad_h,
+          p.pad_w};
+}
+
+}  // namespace
+
+void CudaBackend::max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& params) {
+  expect("max_pool2d_forward", "x", x, x.shape());
+  const Shape ys = pool_output_shape("max_pool2d_forward", x.shape(), params);
+  expect("max_pool2d_forward", "y", y, ys);
+  PoolGeom g = geometry(x.shape(), ys, params);
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const long long total = y.numel();
+  launch_n("stoke_max_pool_forward", total, {&xp, &yp, &g, &total});
+}
+
+void CudaBackend::max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                      Tensor& dx, const Pool2dParams& params) {
+  expect("max_pool2d_backward", "x", x, x.shape());
+  const Shape ys = pool_output_shape("max_pool2d_backward", x.shape(), params);
+  expect("max_pool2d_backward", "y", y, ys);
+  expect("max_pool2d_backward", "dy", dy, ys);
+  expect("max_pool2d_backward", "dx", dx, x.shape());
+  // The kernel recomputes each window's first maximum from x, which is what
+  // y holds; y is validated for the contract but not read.
+  PoolGeom g = geometry(x.shape(), ys, params);
+  const float* xp = x.data<float>();
+  const float* dyp = dy.data<float>();
+  float* dxp = dx.data<float>();
+  const long long total = dx.numel();
+  launch_n("stoke_max_pool_backward", total, {&xp, &dyp, &dxp, &g, &total});
+}
+
+void CudaBackend::avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& params) {
+  expect("avg_pool2d_forward", "x", x, x.shape());
+  const Shape ys = pool_output_shape("avg_pool2d_forward", x.shape(), params);
+  expect("avg_pool2d_forward", "y", y, ys);
+  PoolGeom g = geometry(x.shape(), ys, params);
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const long long total = y.numel();
+  launch_n("stoke_avg_pool_forward", total, {&xp, &yp, &g, &total});
+}
+
+void CudaBackend::avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& params) {
+  expect("avg_pool2d_backward", "dx", dx, dx.shape());
+  const Shape ys = pool_output_shape("avg_pool2d_backward", dx.shape(), params);
+  expect("avg_pool2d_backward", "dy", dy, ys);
+  PoolGeom g = geometry(dx.shape(), ys, params);
+  const float* dyp = dy.data<float>();
+  float* dxp = dx.data<float>();
+  const long long total = dx.numel();
+  launch_n("stoke_avg_pool_backward", total, {&dyp, &dxp, &g, &total});
+}
+
+void CudaBackend::global_avg_pool_forward(const Tensor& x, Tensor& y) {
+  expect("global_avg_pool_forward", "x", x, x.shape());
+  if (x.rank() != 4) throw InvalidArgument("global_avg_pool_forward: x must be (N, C, H, W)");
+  expect("global_avg_pool_forward", "y", y, {x.dim(0), x.dim(1)});
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const long long planes = x.dim(0) * x.dim(1);
+  const int hw = static_cast<int>(x.dim(2) * x.dim(3));
+  if (planes == 0) return;
+  // 8 warps per block, one warp per plane.
+  const long long blocks = (planes + 7) / 8;
+  launch("stoke_global_avg_pool_forward",
+         dim3(static_cast<unsigned>(blocks < 65535 ? blocks : 65535)), dim3(256),
+         {&xp, &yp, &planes, &hw});
+}
+
+void CudaBackend::global_avg_pool_backward(const Tensor& dy, Tensor& dx) {
+  expect("global_avg_pool_backward", "dx", dx, dx.shape());
+  if (dx.rank() != 4) throw InvalidArgument("global_avg_pool_backward: dx must be (N, C, H, W)");
+  expect("global_avg_pool_backward", "dy", dy, {dx.dim(0), dx.dim(1)});
+  const float* dyp = dy.data<float>();
+  float* dxp = dx.data<float>();
+  const long long total = dx.numel();
+  const int hw = static_cast<int>(dx.dim(2) * dx.dim(3));
+  launch_n("stoke_global_avg_pool_backward", total, {&dyp, &dxp, &total, &hw});
+}
+
+}  // namespace stoke::cuda
