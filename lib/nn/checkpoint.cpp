@@ -10,6 +10,7 @@
 #include <iterator>
 #include <vector>
 
+#include "core/atomic_file.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::nn {
@@ -212,28 +213,19 @@ void save_checkpoint(const std::string& path, const Model& model, const Optimize
   }
   const auto crc = static_cast<std::uint32_t>(
       crc32(0L, reinterpret_cast<const Bytef*>(w.buf.data()), static_cast<uInt>(w.buf.size())));
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw IoError("checkpoint '" + path + "': cannot create '" + tmp + "' (is the directory writable?)");
-    out.write(kMagic, 8);
-    const std::uint32_t version = kCheckpointVersion, flags = 0;
-    const std::uint64_t payload = w.buf.size();
-    out.write(reinterpret_cast<const char*>(&version), 4);
-    out.write(reinterpret_cast<const char*>(&flags), 4);
-    out.write(reinterpret_cast<const char*>(&payload), 8);
-    out.write(w.buf.data(), static_cast<std::streamsize>(w.buf.size()));
-    out.write(reinterpret_cast<const char*>(&crc), 4);
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw IoError("checkpoint '" + path + "': writing '" + tmp + "' failed (disk full?)");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw IoError("checkpoint '" + path + "': cannot rename '" + tmp + "' into place");
-  }
+  std::string file;
+  file.reserve(8 + 4 + 4 + 8 + w.buf.size() + 4);
+  const std::uint32_t version = kCheckpointVersion, flags = 0;
+  const std::uint64_t payload = w.buf.size();
+  file.append(kMagic, 8);
+  file.append(reinterpret_cast<const char*>(&version), 4);
+  file.append(reinterpret_cast<const char*>(&flags), 4);
+  file.append(reinterpret_cast<const char*>(&payload), 8);
+  file.append(w.buf.data(), w.buf.size());
+  file.append(reinterpret_cast<const char*>(&crc), 4);
+  // Temporary file, fsync, rename, fsync of the directory: a crash at any
+  // moment leaves the previous checkpoint or this one, never a broken file.
+  detail::write_file_atomically(path, file);
 }
 
 CheckpointInfo read_checkpoint_info(const std::string& path) { return parse(path).info; }
