@@ -8,6 +8,7 @@
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/kernels.hpp"
+#include "backend/cuda/normalize_kernel.hpp"
 
 namespace stoke::cuda {
 namespace {
@@ -88,20 +89,23 @@ TEST_P(GpuKernels, NormalizeU8MatchesTheHostConversion) {
   std::vector<unsigned char> src(static_cast<std::size_t>(n) * h * w * c);
   std::mt19937 rng(7);
   for (auto& v : src) v = static_cast<unsigned char>(rng() & 0xff);
-  const std::vector<float> mean = {123.7f, 116.3f, 103.5f}, inv_std = {1 / 58.4f, 1 / 57.1f, 1 / 57.4f};
+  const float mean[3] = {0.485f, 0.456f, 0.406f}, std_dev[3] = {0.229f, 0.224f, 0.225f};
+  NormalizeParams params{};
+  for (int ch = 0; ch < c; ++ch) {
+    params.scale[ch] = 1.0f / (255.0f * std_dev[ch]);
+    params.shift[ch] = -mean[ch] / std_dev[ch];
+  }
   unsigned char* dsrc = upload(src);
-  float* dmean = upload(mean);
-  float* dinv = upload(inv_std);
   float* ddst = upload(std::vector<float>(src.size(), 0.0f));
-  const long long total = static_cast<long long>(src.size());
-  int nn = n, hh = h, ww = w, cc = c;
-  run("stoke_normalize_u8_hwc_to_chw", total, {&dsrc, &ddst, &nn, &hh, &ww, &cc, &dmean, &dinv});
+  long long pixels = static_cast<long long>(h) * w;
+  int samples = n, channels = c;
+  run(kNormalizeKernelName, pixels * n, {&dsrc, &ddst, &pixels, &samples, &channels, &params});
   const auto out = download(ddst, src.size());
   for (int i = 0; i < n; ++i)
     for (int ch = 0; ch < c; ++ch)
       for (int p = 0; p < h * w; ++p) {
-        const float expected = (src[(static_cast<std::size_t>(i) * h * w + p) * c + ch] - mean[ch]) * inv_std[ch];
-        ASSERT_NEAR(out[(static_cast<std::size_t>(i) * c + ch) * h * w + p], expected, 1e-5f);
+        const float x = src[(static_cast<std::size_t>(i) * h * w + p) * c + ch] / 255.0f;
+        ASSERT_NEAR(out[(static_cast<std::size_t>(i) * c + ch) * h * w + p], (x - mean[ch]) / std_dev[ch], 1e-5f);
       }
 }
 

@@ -39,7 +39,7 @@ TEST(JitCompile, EmbeddedSourcesListTheirKernels) {
   std::vector<std::string> all;
   for (const auto& s : kernel_sources()) all.insert(all.end(), s.kernels.begin(), s.kernels.end());
   for (const char* expected : {"stoke_relu_forward", "stoke_relu_backward", "stoke_add", "stoke_axpy",
-                               "stoke_normalize_u8_hwc_to_chw", "stoke_sgd_update", "stoke_adam_update",
+                               "stoke_u8_hwc_to_f32_chw", "stoke_sgd_update", "stoke_adam_update",
                                "stoke_max_pool_forward", "stoke_max_pool_backward", "stoke_avg_pool_forward",
                                "stoke_avg_pool_backward", "stoke_global_avg_pool_forward",
                                "stoke_global_avg_pool_backward", "stoke_softmax_ce_rows",

@@ -1,14 +1,15 @@
 #include "backend/cuda/device_normalize.hpp"
-
-#include <nvrtc.h>
-
 #include <algorithm>
 
 #include <string>
 #include <vector>
 
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/jit.hpp"
+#include "backend/cuda/kernels.hpp"
 #include "backend/cuda/normalize_kernel.hpp"
+#include "stoke/error.hpp"
+#include "stoke/log.hpp"
 
 namespace stoke::cuda {
 
@@ -19,33 +20,29 @@ NormalizeKernel::~NormalizeKernel() {
 void NormalizeKernel::load() {
   cudaDeviceProp prop{};
   STOKE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
-  nvrtcProgram program = nullptr;
-  STOKE_NVRTC_CHECK(nvrtcCreateProgram(&program, kNormalizeKernelSource, "stoke_normalize.cu", 0,
-                                       nullptr, nullptr));
-  const std::string arch =
-      "--gpu-architecture=sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
-  const char* options[] = {arch.c_str(), "--std=c++17"};
-  const nvrtcResult compiled = nvrtcCompileProgram(program, 2, options);
-  if (compiled != NVRTC_SUCCESS) {
-    std::size_t size = 0;
-    nvrtcGetProgramLogSize(program, &size);
-    std::string log(size, '\0');
-    if (size > 1) nvrtcGetProgramLog(program, log.data());
-    nvrtcDestroyProgram(&program);
-    throw GpuLibraryError(ErrorCode::kNvrtc,
-                          "NVRTC could not compile the normalize kernel for " + arch.substr(20) +
-                              ": " + nvrtcGetErrorString(compiled) + "\n" + log,
-                          static_cast<int>(compiled));
-  }
-  std::size_t cubin_size = 0;
-  STOKE_NVRTC_CHECK(nvrtcGetCUBINSize(program, &cubin_size));
-  std::vector<char> cubin(cubin_size);
-  STOKE_NVRTC_CHECK(nvrtcGetCUBIN(program, cubin.data()));
-  nvrtcDestroyProgram(&program);
-  STOKE_CUDA_CHECK(cudaLibraryLoadData(&library_, cubin.data(), nullptr, nullptr, 0, nullptr,
-                                       nullptr, 0));
-  STOKE_CUDA_CHECK(cudaLibraryGetKernel(&kernel_, library_, kNormalizeKernelName));
   blocks_ = prop.multiProcessorCount * 8;
+  // The same kernel source and on-disk JIT cache as the backend's kernels
+  // (jit.hpp); the precompiled build when JIT is off or fails.
+  if (use_jit_) {
+    try {
+      const auto& sources = kernel_sources();
+      const auto it = std::find_if(sources.begin(), sources.end(),
+                                   [](const KernelSource& k) { return k.name == "normalize_u8"; });
+      if (it == sources.end()) throw Unsupported("the normalize_u8 kernel source is not embedded");
+      const auto cubin = JitCache(JitCache::default_directory()).get_or_compile(*it, prop.major * 10 + prop.minor);
+      STOKE_CUDA_CHECK(cudaLibraryLoadData(&library_, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+      cudaKernel_t kernel = nullptr;
+      STOKE_CUDA_CHECK(cudaLibraryGetKernel(&kernel, library_, kNormalizeKernelName));
+      function_ = reinterpret_cast<const void*>(kernel);
+      return;
+    } catch (const Error& e) {
+      log_warn(std::string("device normalize: JIT failed, using the precompiled kernel: ") + e.what());
+    }
+  }
+  for (const auto& k : precompiled_kernels()) {
+    if (std::string(k.name) == kNormalizeKernelName) function_ = k.function;
+  }
+  if (!function_) throw Unsupported("the precompiled normalize kernel is missing");
 }
 
 void NormalizeKernel::launch(const void* src, float* dst, int samples, int height, int width,
@@ -68,8 +65,7 @@ void NormalizeKernel::launch(const void* src, float* dst, int samples, int heigh
       std::min<long long>(blocks_, (total + threads - 1) / threads));
   const unsigned char* in = static_cast<const unsigned char*>(src);
   void* args[] = {&in, &dst, &pixels, &samples, &channels, &params};
-  STOKE_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_), dim3(blocks ? blocks : 1),
-                                    dim3(threads), args, 0, stream));
+  cuda::launch(function_, dim3(blocks ? blocks : 1), dim3(threads), args, stream, kNormalizeKernelName);
 }
 
 }  // namespace stoke::cuda

@@ -11,14 +11,16 @@ namespace stoke::cuda {
 
 class NormalizeKernel {
  public:
-  explicit NormalizeKernel(int device) : device_(device) {}
+  // use_jit: compile for the device with NVRTC (STOKE_GPU_JIT), else the
+  // precompiled kernel.
+  explicit NormalizeKernel(int device, bool use_jit = true) : device_(device), use_jit_(use_jit) {}
   ~NormalizeKernel();
   NormalizeKernel(const NormalizeKernel&) = delete;
   NormalizeKernel& operator=(const NormalizeKernel&) = delete;
 
   // dst (N, C, H, W) = (src (N, H, W, C) / 255 - mean[c]) / std[c], on stream.
   // Requires: 1 <= channels <= 4, the caller made the device current.
-  // Compiles on first use; GpuLibraryError (NVRTC log included) on failure.
+  // Loads on first use (JIT through the shared cache, or precompiled).
   void launch(const void* src, float* dst, int samples, int height, int width, int channels,
               const float* mean, const float* std, cudaStream_t stream);
 
@@ -27,7 +29,8 @@ class NormalizeKernel {
   int device_;
   std::once_flag loaded_;
   cudaLibrary_t library_ = nullptr;
-  cudaKernel_t kernel_ = nullptr;
+  bool use_jit_;
+  const void* function_ = nullptr;
   int blocks_ = 0;
 };
 
