@@ -39,8 +39,8 @@ struct Args {
                "          [--config-out FILE] [--json]\n"
                "  --data DIR            a folder of images, one subfolder per class (default: the\n"
                "                        synthetic inspection dataset, generated once under ~/.cache/stoke)\n"
-               "  --images N            images to use (default: 160 on the CPU, 400 on a GPU)\n"
-               "  --size S              network input S x S (default: 64 on the CPU, 224 on a GPU)\n"
+               "  --images N            images to use (default: 200 on the CPU, 400 on a GPU)\n"
+               "  --size S              network input S x S (default: 32 on the CPU, 224 on a GPU)\n"
                "  --epochs E            epochs per run (default 2)\n"
                "  --steps-per-trial K   optimizer steps per autotuner trial epoch (default 4)\n"
                "  --config-out FILE     where the tuned settings go (default stoke-tuned.conf)\n"
@@ -181,8 +181,8 @@ int main(int argc, char** argv) {
     const bool gpu = runtime.device.use_gpu && default_backend().name() != "cpu";
     // CPU: a small input and image count so that the whole experiment takes a
     // few minutes on 2 cores; a GPU gets the field notes' sizes.
-    const std::size_t images = args.images ? args.images : (gpu ? 400 : 160);
-    const int size = args.size ? args.size : (gpu ? 224 : 64);
+    const std::size_t images = args.images ? args.images : (gpu ? 400 : 200);
+    const int size = args.size ? args.size : (gpu ? 224 : 32);
     const int epochs = args.epochs ? args.epochs : 2;
     const bool quiet = args.json;
     if (!quiet) {
