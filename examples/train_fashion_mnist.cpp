@@ -12,7 +12,8 @@
 #include <random>
 #include <string>
 
-#include "idx_reader.hpp"
+#include "stoke/data.hpp"
+#include "stoke/error.hpp"
 #include "stoke/nn.hpp"
 #include "stoke/threads.hpp"
 
@@ -44,21 +45,22 @@ Options parse(int argc, char** argv) {
 }
 
 // Normalizes a batch of 28x28 images (random horizontal flips when augmenting).
-void fill_batch(const example::IdxImages& img, const std::vector<std::int32_t>& labels, const int* idx, int n,
-                bool augment, std::mt19937& rng, std::vector<float>& x, std::vector<std::int32_t>& y) {
-  const int hw = img.rows * img.cols;
+void fill_batch(const stoke::Dataset& data, const int* idx, int n, bool augment, std::mt19937& rng,
+                std::vector<float>& x, std::vector<std::int32_t>& y) {
+  const auto first = data.pixels(0);
+  const int rows = first.height, cols = first.width, hw = rows * cols;
   x.resize(static_cast<std::size_t>(n) * hw);
   y.resize(static_cast<std::size_t>(n));
   for (int b = 0; b < n; ++b) {
-    const std::uint8_t* src = img.pixels.data() + static_cast<std::size_t>(idx[b]) * hw;
+    const auto image = data.pixels(static_cast<std::size_t>(idx[b]));
     float* dst = x.data() + static_cast<std::size_t>(b) * hw;
     const bool flip = augment && (rng() & 1u);
-    for (int r = 0; r < img.rows; ++r)
-      for (int c = 0; c < img.cols; ++c) {
-        const int sc = flip ? img.cols - 1 - c : c;
-        dst[r * img.cols + c] = (src[r * img.cols + sc] / 255.0f - kMean) / kStd;
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) {
+        const int sc = flip ? cols - 1 - c : c;
+        dst[r * cols + c] = (image.row(r)[sc] / 255.0f - kMean) / kStd;
       }
-    y[static_cast<std::size_t>(b)] = labels[static_cast<std::size_t>(idx[b])];
+    y[static_cast<std::size_t>(b)] = data.label(static_cast<std::size_t>(idx[b]));
   }
 }
 
@@ -67,11 +69,13 @@ void fill_batch(const example::IdxImages& img, const std::vector<std::int32_t>& 
 int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
   if (o.threads > 0) stoke::set_thread_count(o.threads);
-  const auto train_img = example::read_idx_images(o.data + "/train-images-idx3-ubyte.gz");
-  const auto train_lab = example::read_idx_labels(o.data + "/train-labels-idx1-ubyte.gz");
-  const auto test_img = example::read_idx_images(o.data + "/t10k-images-idx3-ubyte.gz");
-  const auto test_lab = example::read_idx_labels(o.data + "/t10k-labels-idx1-ubyte.gz");
-  const int train_n = o.train_limit > 0 ? std::min(o.train_limit, train_img.count) : train_img.count;
+  // The data module's IDX reader (gzip or plain).
+  const auto train = stoke::Dataset::from_idx(o.data + "/train-images-idx3-ubyte.gz",
+                                              o.data + "/train-labels-idx1-ubyte.gz");
+  const auto test = stoke::Dataset::from_idx(o.data + "/t10k-images-idx3-ubyte.gz",
+                                             o.data + "/t10k-labels-idx1-ubyte.gz");
+  const int train_count = static_cast<int>(train.size());
+  const int train_n = o.train_limit > 0 ? std::min(o.train_limit, train_count) : train_count;
 
   stoke::Backend& be = stoke::cpu_backend();
   stoke::nn::ModelSpec spec;  // 1x28x28, stem 32, widths 32/64/128, strides 1/2/2, 2 blocks per stage
@@ -102,7 +106,7 @@ int main(int argc, char** argv) try {
     const auto t0 = std::chrono::steady_clock::now();
     double loss_sum = 0, acc_sum = 0;
     for (int s = 0; s < steps_per_epoch; ++s) {
-      fill_batch(train_img, train_lab, order.data() + static_cast<std::size_t>(s) * o.batch, o.batch, true, rng, xh, yh);
+      fill_batch(train, order.data() + static_cast<std::size_t>(s) * o.batch, o.batch, true, rng, xh, yh);
       x.copy_from_host(xh.data());
       y.copy_from_host(yh.data());
       step.run(x, y, sched.lr(global_step++));
@@ -122,15 +126,15 @@ int main(int argc, char** argv) try {
     stoke::Tensor ex(be, model->input_shape(eval_batch)), ey(be, {eval_batch}, stoke::DType::kInt32);
     std::vector<int> idx(static_cast<std::size_t>(eval_batch));
     double correct = 0;
-    for (int b = 0; b + eval_batch <= test_img.count; b += eval_batch) {
+    for (int b = 0; b + eval_batch <= static_cast<int>(test.size()); b += eval_batch) {
       std::iota(idx.begin(), idx.end(), b);
-      fill_batch(test_img, test_lab, idx.data(), eval_batch, false, rng, xh, yh);
+      fill_batch(test, idx.data(), eval_batch, false, rng, xh, yh);
       ex.copy_from_host(xh.data());
       ey.copy_from_host(yh.data());
       correct += stoke::nn::evaluate(*model, ex, ey).accuracy * eval_batch;
     }
     std::printf("epoch %d: train loss %.4f acc %.4f, test acc %.4f, %.1f s train (%.1f images/s)\n", epoch,
-                loss_sum / steps_per_epoch, acc_sum / steps_per_epoch, correct / test_img.count, train_secs,
+                loss_sum / steps_per_epoch, acc_sum / steps_per_epoch, correct / static_cast<double>(test.size()), train_secs,
                 steps_per_epoch * o.batch / train_secs);
     std::fflush(stdout);
   }
@@ -142,11 +146,16 @@ int main(int argc, char** argv) try {
   pre.to_metadata(meta);
   stoke::nn::save_checkpoint(o.checkpoint, *model, &sgd, meta);
   stoke::nn::Classifier classifier(o.checkpoint, &be);
-  const auto preds = classifier.classify_batch(test_img.pixels.data(), 8, 28, 28, 1);
+  std::vector<std::uint8_t> first8;
+  for (std::size_t i = 0; i < 8; ++i) {
+    const auto image = test.pixels(i);
+    for (int r = 0; r < image.height; ++r) first8.insert(first8.end(), image.row(r), image.row(r) + image.width);
+  }
+  const auto preds = classifier.classify_batch(first8.data(), 8, 28, 28, 1);
   std::printf("checkpoint %s; first 8 test images: predicted", o.checkpoint.c_str());
   for (const auto& p : preds) std::printf(" %d", p.label);
   std::printf(", labels");
-  for (int i = 0; i < 8; ++i) std::printf(" %d", test_lab[static_cast<std::size_t>(i)]);
+  for (int i = 0; i < 8; ++i) std::printf(" %d", test.label(static_cast<std::size_t>(i)));
   std::printf("\n");
   return 0;
 } catch (const stoke::Error& e) {
