@@ -5,6 +5,7 @@
 // tests/fuzz/corpus/ can be regenerated and compared.
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -27,6 +28,12 @@ void put(const fs::path& dir, const std::string& name, const Bytes& bytes) {
 }
 void put(const fs::path& dir, const std::string& name, const std::string& text) {
   put(dir, name, Bytes(text.begin(), text.end()));
+}
+// The mode byte a checkpoint or cache input starts with, then the file.
+Bytes with_mode(std::uint8_t mode, const Bytes& file) {
+  Bytes in(1 + file.size(), mode);
+  std::copy(file.begin(), file.end(), in.begin() + 1);
+  return in;
 }
 Bytes read(const fs::path& path) {
   Bytes out;
@@ -128,16 +135,12 @@ void checkpoints(const fs::path& out, const fs::path& scratch) {
   stoke::nn::Sgd sgd(*model);
   const auto path = (scratch / "tiny.ckpt").string();
   stoke::nn::save_checkpoint(path, *model, &sgd, {{"preprocess.width", "8"}});
-  Bytes file = read(path);
+  const Bytes file = read(path);
   for (std::uint8_t mode : {0, 1, 3}) {
-    Bytes in = {mode};
-    in.insert(in.end(), file.begin(), file.end());
-    put(out / "checkpoint", "tiny_sgd_mode" + std::to_string(mode), in);
+    put(out / "checkpoint", "tiny_sgd_mode" + std::to_string(mode), with_mode(mode, file));
   }
   stoke::nn::save_checkpoint(path, *model, nullptr);
-  file = read(path);
-  file.insert(file.begin(), 1);
-  put(out / "checkpoint", "tiny_weights_only", file);
+  put(out / "checkpoint", "tiny_weights_only", with_mode(1, read(path)));
 }
 
 void cache(const fs::path& out, const fs::path& scratch) {
@@ -151,9 +154,7 @@ void cache(const fs::path& out, const fs::path& scratch) {
   }
   const Bytes file = read(path);
   for (std::uint8_t mode : {0, 7}) {
-    Bytes in = {mode};
-    in.insert(in.end(), file.begin(), file.end());
-    put(out / "cache", "complete_mode" + std::to_string(mode), in);
+    put(out / "cache", "complete_mode" + std::to_string(mode), with_mode(mode, file));
   }
 }
 
