@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <set>
+#include <stdexcept>
 
 #include "core/text.hpp"
 
@@ -54,7 +55,11 @@ double parse_decimal(std::string_view v) {
     }
   }
   if (!seen_digit) throw BadValue("not a number");
-  return std::stod(std::string(v));
+  try {
+    return std::stod(std::string(v));
+  } catch (const std::out_of_range&) {  // hundreds of digits: beyond a double
+    throw BadValue("out of range");
+  }
 }
 
 }  // namespace

@@ -224,8 +224,10 @@ Dataset Dataset::from_manifest(const fs::path& csv, const DatasetOptions& option
     for (const auto& r : rows) distinct.insert(r.label);
     s.classes.assign(distinct.begin(), distinct.end());
     const bool numeric = std::all_of(s.classes.begin(), s.classes.end(), [](const std::string& v) {
+      // Only labels that fit a long long: std::stoll below throws on the rest.
       long long x;
-      return std::from_chars(v.data(), v.data() + v.size(), x).ptr == v.data() + v.size();
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+      return ec == std::errc() && end == v.data() + v.size();
     });
     if (numeric) {
       std::sort(s.classes.begin(), s.classes.end(),

@@ -2,6 +2,7 @@
 // zlib's gz* functions read both transparently.
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 
@@ -35,6 +36,21 @@ void read_exact(GzFile& in, void* out, std::size_t bytes, const std::filesystem:
     }
     p += got;
     bytes -= static_cast<std::size_t>(got);
+  }
+}
+
+// Reads `total` bytes into `out`, growing it as the data arrives: a header
+// that claims more than the file holds fails as truncated instead of first
+// allocating what it claims (up to 2^64 bytes).
+void read_growing(GzFile& in, std::vector<std::uint8_t>& out, std::size_t total, const std::filesystem::path& path,
+                  const char* what) {
+  constexpr std::size_t kChunk = std::size_t{1} << 20;
+  out.clear();
+  out.reserve(std::min(total, std::size_t{64} << 20));  // address space only; pages are touched as read
+  while (out.size() < total) {
+    const std::size_t at = out.size();
+    out.resize(at + std::min(kChunk, total - at));
+    read_exact(in, out.data() + at, out.size() - at, path, what);
   }
 }
 
@@ -78,10 +94,9 @@ Dataset Dataset::from_idx(const std::filesystem::path& images, const std::filesy
   }
   s.pixel_height = static_cast<int>(dims[1]);
   s.pixel_width = static_cast<int>(dims[2]);
-  s.pixels.resize(static_cast<std::size_t>(dims[0]) * dims[1] * dims[2]);
-  read_exact(image_file, s.pixels.data(), s.pixels.size(), images, "pixels");
-  std::vector<std::uint8_t> raw(dims[0]);
-  read_exact(label_file, raw.data(), raw.size(), labels, "labels");
+  read_growing(image_file, s.pixels, static_cast<std::size_t>(dims[0]) * dims[1] * dims[2], images, "pixels");
+  std::vector<std::uint8_t> raw;
+  read_growing(label_file, raw, dims[0], labels, "labels");
   int max_label = 0;
   for (auto v : raw) max_label = std::max<int>(max_label, v);
   for (int c = 0; c <= max_label; ++c) s.classes.push_back(std::to_string(c));

@@ -13,5 +13,5 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   set_source_files_properties(${_stoke_image_dir}/kernels_avx2.cpp PROPERTIES
     COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-ffp-contract=off")
   set_source_files_properties(${_stoke_image_dir}/kernels_avx512.cpp PROPERTIES
-    COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512dq;-mavx512vl;-mavx512cd;-mavx2;-mfma;-mf16c;-ffp-contract=off;-Wno-maybe-uninitialized")
+    COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512dq;-mavx512vl;-mavx512cd;-mavx2;-mfma;-mf16c;-ffp-contract=off;$<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized>")
 endif()

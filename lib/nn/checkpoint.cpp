@@ -159,7 +159,12 @@ Parsed parse(const std::string& path) {
       t.shape.push_back(dim);
     }
     t.bytes = r.pod<std::uint64_t>("tensor size");
-    if (t.bytes != static_cast<std::uint64_t>(shape_numel(t.shape)) * dtype_size(t.dtype)) {
+    // The element count in unsigned arithmetic with an overflow check: a
+    // corrupt shape must not overflow shape_numel's signed product.
+    std::uint64_t expected = dtype_size(t.dtype);
+    bool overflow = false;
+    for (std::int64_t d : t.shape) overflow |= __builtin_mul_overflow(expected, static_cast<std::uint64_t>(d), &expected);
+    if (overflow || t.bytes != expected) {
       throw CorruptFile("checkpoint '" + path + "': tensor '" + name + "' " + shape_to_string(t.shape) + " claims " +
                         std::to_string(t.bytes) + " bytes");
     }

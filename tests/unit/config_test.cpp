@@ -133,6 +133,13 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValueCase{"STOKE_GPU_DEVICE", "0,0", "distinct"},
                       BadValueCase{"STOKE_GPU_DEVICE", "1,,2", "comma list"}));
 
+// Fuzz regression (tests/fuzz/crashes/config_file): numbers beyond a double,
+// either way, are a ConfigError, not an escaping std::out_of_range.
+TEST(Config, NumbersBeyondADoubleAreConfigErrors) {
+  EXPECT_NE(load_error({{"STOKE_GPU_MEM_PERCENT", "1" + std::string(400, '0')}}), "");
+  EXPECT_NE(load_error({{"STOKE_GPU_MEM_MAX", "0." + std::string(400, '0') + "1G"}}), "");
+}
+
 TEST(Config, SizesAcceptBinarySuffixes) {
   EXPECT_EQ(parse_size("4096", "x"), 4096u);
   EXPECT_EQ(parse_size("512M", "x"), 512ull << 20);

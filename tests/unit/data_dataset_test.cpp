@@ -180,6 +180,26 @@ TEST(DataDataset, IdxPlainAndTruncatedFiles) {
   EXPECT_NE(message.find("truncated"), std::string::npos) << message;
 }
 
+// Fuzz regression (tests/fuzz/crashes/idx): a header claiming ~2^64 pixel
+// bytes is a truncated file, not an allocation of what it claims.
+TEST(DataDataset, IdxHeaderClaimingHugeSizesIsTruncatedNotAllocated) {
+  const fs::path root = fresh_dir("idx_huge");
+  write_text(root / "img.idx", std::string("\0\0\x08\x03\xFF\xFF\xFF\xFF\0\x01\0\0\0\x01\0\0", 16) + "abc");
+  write_text(root / "lbl.idx", std::string("\0\0\x08\x01\xFF\xFF\xFF\xFF", 8) + "xyz");
+  const std::string message = error_of([&] { Dataset::from_idx(root / "img.idx", root / "lbl.idx"); });
+  EXPECT_NE(message.find("truncated"), std::string::npos) << message;
+}
+
+// Fuzz regression (tests/fuzz/crashes/manifest): integer-looking labels
+// beyond long long are ordered as text instead of escaping std::out_of_range.
+TEST(DataDataset, ManifestLabelsBeyondLongLongAreTextLabels) {
+  const fs::path root = fresh_dir("manifest_big_label");
+  write_png(root / "a.png", 4, 4, 1);
+  write_text(root / "m.csv", "a.png,99999999999999999999\na.png,5\n");
+  const Dataset d = Dataset::from_manifest(root / "m.csv");
+  EXPECT_EQ(d.class_names(), (std::vector<std::string>{"5", "99999999999999999999"}));
+}
+
 Dataset labelled_idx(const fs::path& root, const std::vector<std::uint8_t>& labels) {
   std::string images("\0\0\x08\x03", 4);
   const auto n = static_cast<std::uint32_t>(labels.size());

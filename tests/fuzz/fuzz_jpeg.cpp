@@ -1,0 +1,7 @@
+// JPEG decode through stoke::Decoder (corpus: synthetic images as JPEG).
+#include "fuzz_image_common.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  stoke::fuzz::decode_image(data, size);
+  return 0;
+}
