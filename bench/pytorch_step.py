@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Times the CPU train step (forward + cross-entropy + backward + SGD update)
 of the same ResNet-style net as bench_engine's BM_train_step in PyTorch, as
-the reference for bench/RESULTS-engine.md. Bench-only: PyTorch is never a
+the reference for bench/RESULTS.md (section "CPU engine"). Bench-only: PyTorch is never a
 build dependency of stoke.
 
     /usr/bin/python3 bench/pytorch_step.py --threads 2 [--steps 20] [--stoke build/bin/bench_engine]
