@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cstddef>
-#include <cstdlib>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -19,23 +18,29 @@
 
 namespace stoke::fuzz {
 
+// Removed at normal exit (a static's destructor: it owns its own copy of the
+// path, unlike an atexit handler that would run after the path is destroyed).
+struct ScratchDir {
+  std::filesystem::path dir;
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
 inline const std::filesystem::path& scratch_dir() {
-  static const std::filesystem::path dir = [] {
+  static const ScratchDir scratch{[] {
     const std::filesystem::path base =
         std::filesystem::is_directory("/dev/shm") ? std::filesystem::path("/dev/shm") : std::filesystem::temp_directory_path();
     auto d = base / ("stoke_fuzz_" + std::to_string(::getpid()));
     std::filesystem::create_directories(d);
-    std::atexit([] {
-      std::error_code ec;
-      std::filesystem::remove_all(scratch_dir(), ec);
-    });
     // Warnings for every odd input would dominate the run time and the log
     // (Config::load resets the level, so the sink drops them).
     set_log_level(LogLevel::kError);
     set_log_sink([](LogLevel, std::string_view) {});
     return d;
-  }();
-  return dir;
+  }()};
+  return scratch.dir;
 }
 
 inline void write_bytes(const std::filesystem::path& path, const std::uint8_t* data, std::size_t size) {
