@@ -14,32 +14,17 @@ cudnn.benchmark on and TF32 allowed, as stoke's defaults in the bench.
 """
 import argparse
 import json
+import os
 import sys
 
 try:
     import torch
     import torch.nn as nn
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from pytorch_resnet import BasicBlock
 except ImportError as e:  # the CPU machines have no PyTorch
     print(f"skipped: PyTorch not available ({e})")
     sys.exit(0)
-
-
-class BasicBlock(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.shortcut = None
-        if stride != 1 or cin != cout:
-            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, 0, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        y = torch.relu(self.bn1(self.conv1(x)))
-        y = self.bn2(self.conv2(y))
-        s = self.shortcut(x) if self.shortcut is not None else x
-        return torch.relu(y + s)
 
 
 def resnet224(classes=1000, stem=32, widths=(64, 128, 256, 512), strides=(2, 2, 2, 2), blocks=2):
