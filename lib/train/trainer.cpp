@@ -101,6 +101,8 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
   st = State{};
   st.logger = std::make_unique<detail::AsyncLogger>(options_.log_stream);
 
+  // Read the environment once per fit, not per epoch (its warnings too).
+  if (!options_.settings) options_.settings = Config::load().settings();
   const bool auto_batch = options_.batch_size == 0;
   int batch = options_.batch_size;
   if (auto_batch) {
@@ -260,7 +262,7 @@ void Trainer::save_stop_checkpoint(int epoch, const char* why) {
 EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
   auto& st = *state_;
   Backend& be = model_.backend();
-  const Settings settings = options_.settings ? *options_.settings : Config::load().settings();
+  const Settings& settings = *options_.settings;  // set once by fit()
   PrefetchOptions po = PrefetchOptions::from_settings(settings);
   po.sample_bytes = loader.sample_bytes();
   po.batch_size = loader.batch_size();
