@@ -150,20 +150,26 @@ int main(int argc, char** argv) {
           slot_x.copy_from_host(hx.data());
           slot_y.copy_from_host(hy.data());
         }
-        const auto step = [&] {
+        // As a training loop runs it: the step's values outside the graph,
+        // the copies from the fixed slot, forward, backward and update inside.
+        const auto body = [&] {
           gpu->copy(x.raw(), slot_x.raw(), x.bytes(), CopyKind::kDeviceToDevice);
           gpu->copy(y.raw(), slot_y.raw(), y.bytes(), CopyKind::kDeviceToDevice);
-          train.run(x, y, 0.05f);
+          train.issue(x, y);
         };
         std::size_t algos_printed = 0;
         for (const std::string& mode : args.modes) {
           GraphedStep graphed(*gpu, mode == "graph" ? Toggle::kOn : Toggle::kOff);
-          for (int i = 0; i < args.warmup + 2; ++i) graphed.run(step);  // +2: warm-up and capture
+          const auto step = [&] {
+            train.prepare(0.05f);
+            graphed.run(body);
+          };
+          for (int i = 0; i < args.warmup + 2; ++i) step();  // +2: warm-up and capture
           gpu->synchronize();
           std::string note;
           if (mode == "graph" && !graphed.replaying())
             note = "capture failed, eager: " + graphed.eager_reason();
-          const float ms = gpu->time_ms([&] { graphed.run(step); }, args.steps);
+          const float ms = gpu->time_ms(step, args.steps);
           const nn::StepStats stats = train.stats();
           results.push_back({batch, mode, ms, batch * 1000.0 / ms, note});
           std::printf("batch %4d %-5s %9.3f ms/step %9.1f img/s  loss %.4f%s%s\n", batch,

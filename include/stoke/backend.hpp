@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,11 @@ struct SgdParams {
   float momentum = 0.9f;
   float weight_decay = 0.0f;  // L2 added to the gradient
   bool nesterov = false;
+  // When set: a float32 tensor on the update's backend holding {lr}. The
+  // update reads the rate from it when it executes, not from `lr` when it is
+  // issued, so a replayed CUDA graph follows a schedule (nn::Optimizer::prepare
+  // writes it before each step).
+  const Tensor* scalars = nullptr;
 };
 
 struct AdamParams {
@@ -76,6 +82,10 @@ struct AdamParams {
   float weight_decay = 0.0f;
   bool decoupled_weight_decay = false;  // true: AdamW
   std::int64_t step = 1;                // 1-based, for bias correction
+  // When set: a float32 tensor on the update's backend holding
+  // {lr, 1 - beta1^step, 1 - beta2^step}, read when the update executes
+  // (`lr` and `step` are then ignored); see SgdParams::scalars.
+  const Tensor* scalars = nullptr;
 };
 
 // Output spatial size of a convolution or pooling window.
@@ -118,6 +128,11 @@ class STOKE_API Backend {
   virtual void copy(void* dst, const void* src, std::size_t bytes, CopyKind kind) = 0;
   // Sets every element of a float32 tensor.
   virtual void fill(Tensor& tensor, float value) = 0;
+  // Writes up to four values to the front of a float32 tensor in stream
+  // order, without waiting for the device: the values are taken at the call
+  // (host memory may be reused at once). For per-step scalars such as the
+  // optimizer's learning rate. The default copies from the host.
+  virtual void write_values(Tensor& tensor, std::span<const float> values);
   // Waits until all issued work has finished.
   virtual void synchronize() = 0;
   virtual bool supports(Op op, DType dtype) const noexcept = 0;

@@ -114,14 +114,16 @@ STOKE_API CudaBackendOptions cuda_backend_options(const Settings& settings);
 // logs one warning saying why and runs eagerly from then on. On a host
 // backend, or with the knob off, every call is eager. The step must issue the
 // same ops on the same tensors each call (the input comes from a fixed device
-// slot, e.g. a copy into a static input tensor inside the step). Host values
-// the step passes to ops (learning rate, Adam's step count, dropout seed) are
-// captured as they were: give run() a `key` that changes whenever one of them
-// does (e.g. the learning rate's bits), and a new key re-captures (one host
-// synchronization) before replaying. With Adam the key changes every step, so
-// graphs then cost a capture per step; constant-LR SGD replays forever.
-// Host-side effects of the step (an optimizer's step counter, a layer's call
-// count) happen once per capture, not per replay, and once more when a failed
+// slot, e.g. a copy into a static input tensor inside the step).
+// Per-step values: the optimizers keep the learning rate and Adam's bias
+// corrections in device memory, written by Optimizer::prepare (or
+// TrainStep::prepare) in stream order. Call prepare() before run(), outside
+// the step, and put TrainStep::issue() inside it: every replay then uses that
+// step's rate, so a schedule or Adam costs no re-capture. Any other host
+// value the step passes to an op (a dropout seed) is frozen at capture: give
+// run() a `key` that changes whenever one does, and a new key re-captures
+// (one host synchronization) before replaying. Host-side effects inside the
+// step happen once per capture, not per replay, and once more when a failed
 // capture falls back to running the step: keep such counts outside the step.
 class STOKE_API GraphedStep {
  public:

@@ -89,6 +89,7 @@ MemoryPlan Model::memory_plan(std::int64_t batch, int optimizer_slots) const {
   for (const BufferSlot& b : buffers_) plan.parameters += b.value->bytes();
   plan.gradients = grads_.bytes();
   plan.optimizer_state = static_cast<std::size_t>(std::max(optimizer_slots, 0)) * params_.bytes();
+  if (optimizer_slots > 0) plan.optimizer_state += kOptimizerStepValues * sizeof(float);
   const Shape in = input_shape(batch);
   plan.activations = net_->activation_bytes(in);
   // Loss buffers of a TrainStep: probabilities and dlogits (N, classes), loss and correct (1).

@@ -14,12 +14,20 @@ Sgd::Sgd(const Model& model, SgdOptions options) : options_(options) {
   Backend& be = model.backend();
   velocity_ = Tensor(be, model.parameters().shape());
   be.fill(velocity_, 0.0f);
+  scalars_ = Tensor(be, {kOptimizerStepValues});
+  be.fill(scalars_, 0.0f);
 }
 
-void Sgd::step(Model& model, float lr) {
-  SgdParams p{lr, options_.momentum, options_.weight_decay, options_.nesterov};
-  model.backend().sgd_update(model.parameters(), model.gradients(), velocity_, p);
+void Sgd::prepare(float lr) {
   ++steps_;
+  const float values[] = {lr};
+  scalars_.backend().write_values(scalars_, values);
+}
+
+void Sgd::apply(Model& model) {
+  SgdParams p{0.0f, options_.momentum, options_.weight_decay, options_.nesterov};
+  p.scalars = &scalars_;
+  model.backend().sgd_update(model.parameters(), model.gradients(), velocity_, p);
 }
 
 std::vector<NamedTensor> Sgd::state() const {
@@ -33,18 +41,29 @@ Adam::Adam(const Model& model, AdamOptions options) : options_(options) {
   v_ = Tensor(be, s);
   be.fill(m_, 0.0f);
   be.fill(v_, 0.0f);
+  scalars_ = Tensor(be, {kOptimizerStepValues});
+  be.fill(scalars_, 0.0f);
 }
 
-void Adam::step(Model& model, float lr) {
+void Adam::prepare(float lr) {
   ++steps_;
+  // Bias corrections in double, as the backends compute them from a step count.
+  const auto correction = [&](float beta) {
+    return static_cast<float>(1.0 - std::pow(static_cast<double>(beta), static_cast<double>(steps_)));
+  };
+  const float values[] = {lr, correction(options_.beta1), correction(options_.beta2)};
+  scalars_.backend().write_values(scalars_, values);
+}
+
+void Adam::apply(Model& model) {
   AdamParams p;
-  p.lr = lr;
   p.beta1 = options_.beta1;
   p.beta2 = options_.beta2;
   p.epsilon = options_.epsilon;
   p.weight_decay = options_.weight_decay;
   p.decoupled_weight_decay = options_.decoupled_weight_decay;
   p.step = steps_;
+  p.scalars = &scalars_;
   model.backend().adam_update(model.parameters(), model.gradients(), m_, v_, p);
 }
 
@@ -76,6 +95,11 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer) : model_(model), optimi
 }
 
 void TrainStep::run(const Tensor& x, const Tensor& labels, float lr) {
+  prepare(lr);
+  issue(x, labels);
+}
+
+void TrainStep::issue(const Tensor& x, const Tensor& labels) {
   const Tensor& logits = model_.forward(x, true);
   if (!probs_.defined() || probs_.shape() != logits.shape()) {
     probs_ = Tensor(model_.backend(), logits.shape());
@@ -85,7 +109,7 @@ void TrainStep::run(const Tensor& x, const Tensor& labels, float lr) {
   be.softmax_cross_entropy_forward(logits, labels, probs_, loss_, correct_);
   be.softmax_cross_entropy_backward(probs_, labels, dlogits_);
   model_.backward(dlogits_);
-  optimizer_.step(model_, lr);
+  optimizer_.apply(model_);
   batch_ = x.dim(0);
 }
 

@@ -117,7 +117,9 @@ TEST_P(GpuKernels, SgdAndAdamUpdatesMatchTheHostFormula) {
   float* dv = upload(v);
   float lr = 0.05f, momentum = 0.9f, wd = 1e-4f;
   int nesterov = 0;
-  run("stoke_sgd_update", n, {&dw, &dg, &dv, &lr, &momentum, &wd, &nesterov, const_cast<long long*>(&n)});
+  const float* no_scalars = nullptr;  // the rate comes from the parameter
+  run("stoke_sgd_update", n,
+      {&dw, &dg, &dv, &no_scalars, &lr, &momentum, &wd, &nesterov, const_cast<long long*>(&n)});
   const auto w1 = download(dw, n);
   for (long long i = 0; i < n; ++i) {
     const float vi = momentum * v[i] + (g[i] + wd * w[i]);
@@ -128,8 +130,11 @@ TEST_P(GpuKernels, SgdAndAdamUpdatesMatchTheHostFormula) {
   float* ds = upload(s);
   float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, bias1 = 1 - b1, bias2 = 1 - b2;
   int decoupled = 1;
-  run("stoke_adam_update", n, {&dw, &dg, &dm, &ds, &lr, &b1, &b2, &eps, &wd, &decoupled, &bias1, &bias2,
-                               const_cast<long long*>(&n)});
+  // The rate and bias corrections from device memory; the parameters are decoys.
+  float* dscalars = upload(std::vector<float>{lr, bias1, bias2});
+  float decoy = -1.0f;
+  run("stoke_adam_update", n, {&dw, &dg, &dm, &ds, &dscalars, &decoy, &b1, &b2, &eps, &wd, &decoupled, &decoy,
+                               &decoy, const_cast<long long*>(&n)});
   const auto w2 = download(dw, n);
   for (long long i = 0; i < n; ++i) {
     const float mi = (1 - b1) * g[i], vi = (1 - b2) * g[i] * g[i];

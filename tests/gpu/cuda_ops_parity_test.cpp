@@ -1,5 +1,7 @@
 // Every CUDA op, forward and backward, against the CPU backend on seeded
 // random shapes (strict FP32), with guard values around every GPU output.
+#include <cmath>
+
 #include "gpu/cuda_parity.hpp"
 #include "stoke/error.hpp"
 
@@ -239,6 +241,39 @@ TEST_F(CudaParity, SgdAndAdamUpdatesMatchTheCpu) {
     EXPECT_TRUE(close(gm, m, kAdam, "adam m"));
     EXPECT_TRUE(close(gv, v, kAdam, "adam v"));
   }
+}
+
+// The optimizers' per-step values in device memory (write_values, then an
+// update that reads them when it runs) equal the values passed by field.
+TEST_F(CudaParity, UpdatesReadTheirStepValuesFromDeviceMemory) {
+  const Shape s{4099};
+  const Tensor w0 = random(s, 61), g = random(s, 62);
+  Tensor w = random(s, 61), m(cpu(), s), v(cpu(), s);
+  cpu().fill(m, 0.0f);
+  cpu().fill(v, 0.0f);
+  Tensor gw = to_gpu(w0), gm = to_gpu(m), gv = to_gpu(v), gg = to_gpu(g);
+  Tensor scalars(gpu(), {4});
+  AdamParams field;
+  field.lr = 0.01f;
+  AdamParams device = field;
+  device.lr = -1.0f;  // ignored: the tensor holds the rate
+  device.scalars = &scalars;
+  for (field.step = 1; field.step <= 3; ++field.step) {
+    const auto correction = [&](float beta) {
+      return static_cast<float>(1.0 - std::pow(static_cast<double>(beta), static_cast<double>(field.step)));
+    };
+    const float values[] = {field.lr, correction(field.beta1), correction(field.beta2)};
+    gpu().write_values(scalars, values);
+    cpu().adam_update(w, g, m, v, field);
+    gpu().adam_update(gw, gg, gm, gv, device);
+  }
+  EXPECT_TRUE(close(gw, w, kAdam, "adam w, step values on the device"));
+  const std::vector<float> back = scalars.to_vector();
+  EXPECT_EQ(back[0], 0.01f);
+  Tensor ints(gpu(), {4}, DType::kInt32);
+  SgdParams bad;
+  bad.scalars = &ints;
+  EXPECT_THROW(gpu().sgd_update(gw, gg, gv, bad), InvalidArgument);
 }
 
 TEST_F(CudaParity, WrongShapesAreInvalidArgumentNamingTheTensor) {

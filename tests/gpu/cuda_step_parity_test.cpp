@@ -72,40 +72,61 @@ TEST_F(CudaParity, TrainingStepsMatchTheCpu) {
 
 // The step reads its batch from a fixed device slot (as the prefetcher's
 // slots are), copied into a static input inside the step, so a replay picks
-// up each new batch without re-capture.
+// up each new batch without re-capture; the learning rate changes every step
+// (cosine schedule) and Adam's step count advances, both through the
+// optimizer's device-side values, so one capture serves every step.
 TEST_F(CudaParity, GraphReplayEqualsEagerExecution) {
   const nn::ModelSpec spec = small_resnet();
   auto eager_model = nn::build_model(gpu(), spec, 9);
   auto graph_model = nn::build_model(gpu(), spec, 9);
-  nn::Sgd eager_opt(*eager_model), graph_opt(*graph_model);
+  nn::Adam eager_opt(*eager_model), graph_opt(*graph_model);
   nn::TrainStep eager_step(*eager_model, eager_opt), graph_step(*graph_model, graph_opt);
+  nn::LrSchedule schedule;
+  schedule.kind = nn::ScheduleKind::kCosine;
+  schedule.base_lr = 0.01f;
+  schedule.warmup_steps = 2;
+  schedule.total_steps = 6;
   const Shape xs = eager_model->input_shape(8);
   Tensor slot_x(gpu(), xs), slot_y(gpu(), {8}, DType::kInt32);
   Tensor static_x(gpu(), xs), static_y(gpu(), {8}, DType::kInt32);
   GraphedStep graphed(gpu(), Toggle::kOn);
   for (int s = 0; s < 6; ++s) {
     const Tensor x = random(xs, 80 + s), lab = labels(8, spec.classes, 90 + s);
-    // A step schedule: the new rate at step 4 must re-capture (new key).
-    const float lr = s < 4 ? 0.05f : 0.01f;
+    const float lr = schedule.lr(s);
     eager_step.run(to_gpu(x), to_gpu(lab), lr);
     slot_x.copy_from_host(x.raw());
     slot_y.copy_from_host(lab.raw());
-    graphed.run(
-        [&] {
-          gpu().copy(static_x.raw(), slot_x.raw(), static_x.bytes(), CopyKind::kDeviceToDevice);
-          gpu().copy(static_y.raw(), slot_y.raw(), static_y.bytes(), CopyKind::kDeviceToDevice);
-          graph_step.run(static_x, static_y, lr);
-        },
-        std::bit_cast<std::uint32_t>(lr));
+    graph_step.prepare(lr);
+    graphed.run([&] {
+      gpu().copy(static_x.raw(), slot_x.raw(), static_x.bytes(), CopyKind::kDeviceToDevice);
+      gpu().copy(static_y.raw(), slot_y.raw(), static_y.bytes(), CopyKind::kDeviceToDevice);
+      graph_step.issue(static_x, static_y);
+    });
     const nn::StepStats a = eager_step.stats(), b = graph_step.stats();
     EXPECT_NEAR(b.loss, a.loss, 1e-5f) << "step " << s;
     if (s >= 1) {
       ASSERT_TRUE(graphed.replaying()) << "capture failed: " << graphed.eager_reason();
     }
   }
-  EXPECT_EQ(graphed.captures(), 2) << "one capture at step 1, one for the new rate at step 4";
+  EXPECT_EQ(graphed.captures(), 1) << "the rate and Adam's step reach the replays through device memory";
+  EXPECT_EQ(graph_opt.steps(), eager_opt.steps());
   EXPECT_TRUE(close(graph_model->parameters(), eager_model->parameters(), kReplay,
-                    "parameters after 5 steps"));
+                    "parameters after 6 steps"));
+}
+
+// Host values passed to ops directly are frozen at capture: a new key
+// re-captures.
+TEST_F(CudaParity, GraphReplayRecapturesOnANewKey) {
+  Tensor x(gpu(), {1000});
+  gpu().fill(x, 0.0f);
+  GraphedStep graphed(gpu(), Toggle::kOn);
+  float value = 1.0f;
+  for (int i = 0; i < 5; ++i) {
+    if (i == 3) value = 2.0f;
+    graphed.run([&] { gpu().fill(x, value); }, std::bit_cast<std::uint32_t>(value));
+    EXPECT_EQ(x.to_vector()[999], value) << "call " << i;
+  }
+  EXPECT_EQ(graphed.captures(), 2) << "one capture at call 2, one for the new value";
 }
 
 // The prefetcher's device slots have fixed addresses: one graph per slot,
@@ -153,10 +174,11 @@ TEST_F(CudaParity, OneGraphPerPrefetchSlotMatchesEagerExecution) {
     if (!graphed) graphed = std::make_unique<GraphedStep>(gpu(), Toggle::kOn);
     void* slot_images = batch->device_images();
     std::int32_t* slot_labels = batch->device_labels();
+    graph_step.prepare(0.05f);
     graphed->run([&] {
       gpu().copy(static_x.raw(), slot_images, static_x.bytes(), CopyKind::kDeviceToDevice);
       gpu().copy(static_y.raw(), slot_labels, static_y.bytes(), CopyKind::kDeviceToDevice);
-      graph_step.run(static_x, static_y, 0.05f);
+      graph_step.issue(static_x, static_y);
     });
     const nn::StepStats a = eager_step.stats(), b = graph_step.stats();
     EXPECT_NEAR(b.loss, a.loss, 1e-5f) << "batch " << batches << " slot " << batch->slot();

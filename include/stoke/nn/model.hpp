@@ -37,13 +37,17 @@ struct STOKE_API ModelSpec {
   static ModelSpec from_map(const std::map<std::string, std::string>& map);
 };
 
+// Per-step values an optimizer keeps on the device (learning rate, bias
+// corrections), read by the update when it executes: one small tensor.
+inline constexpr std::int64_t kOptimizerStepValues = 4;
+
 // Bytes a training step needs at one batch size, by kind. The CPU backend's
 // counting allocator measures the same figures (see nn_model_test).
 struct MemoryPlan {
   std::int64_t batch = 0;
   std::size_t parameters = 0;       // weights and buffers (running statistics)
   std::size_t gradients = 0;
-  std::size_t optimizer_state = 0;  // optimizer_slots x the parameter block
+  std::size_t optimizer_state = 0;  // optimizer_slots x the parameter block + the step values
   std::size_t activations = 0;      // layer outputs, saved statistics, input gradients, loss buffers
   std::size_t workspace = 0;        // the largest op workspace
   std::size_t total() const noexcept {

@@ -16,8 +16,20 @@ class STOKE_API Optimizer {
  public:
   virtual ~Optimizer();
   virtual std::string kind() const = 0;  // "sgd", "adam", "adamw"
-  // Applies model.gradients() to model.parameters() with learning rate lr.
-  virtual void step(Model& model, float lr) = 0;
+  // Applies model.gradients() to model.parameters() with learning rate lr:
+  // prepare(lr), then apply(model).
+  void step(Model& model, float lr) {
+    prepare(lr);
+    apply(model);
+  }
+  // Counts the step and writes its per-step values (the learning rate; Adam's
+  // bias corrections) to a small tensor on the model's backend, in stream
+  // order, without waiting for the device.
+  virtual void prepare(float lr) = 0;
+  // Issues the update, which reads those values when it executes. A CUDA
+  // graph that captured apply() therefore follows the schedule when prepare()
+  // runs before each replay (see GraphedStep).
+  virtual void apply(Model& model) = 0;
   // State tensors (same element count as the parameter block), for checkpoints.
   virtual std::vector<NamedTensor> state() const = 0;
   std::int64_t steps() const noexcept { return steps_; }
@@ -39,7 +51,8 @@ class STOKE_API Sgd final : public Optimizer {
  public:
   Sgd(const Model& model, SgdOptions options = {});
   std::string kind() const override { return "sgd"; }
-  void step(Model& model, float lr) override;
+  void prepare(float lr) override;
+  void apply(Model& model) override;
   std::vector<NamedTensor> state() const override;
   // The velocity is kept even at momentum 0 (the update is the same), so the
   // state layout does not depend on the options.
@@ -48,6 +61,7 @@ class STOKE_API Sgd final : public Optimizer {
  private:
   SgdOptions options_;
   Tensor velocity_;
+  Tensor scalars_;  // {lr, unused...} (kOptimizerStepValues)
 };
 
 struct AdamOptions {
@@ -60,13 +74,15 @@ class STOKE_API Adam final : public Optimizer {
  public:
   Adam(const Model& model, AdamOptions options = {});
   std::string kind() const override { return options_.decoupled_weight_decay ? "adamw" : "adam"; }
-  void step(Model& model, float lr) override;
+  void prepare(float lr) override;
+  void apply(Model& model) override;
   std::vector<NamedTensor> state() const override;
   int slots() const noexcept override { return 2; }
 
  private:
   AdamOptions options_;
   Tensor m_, v_;
+  Tensor scalars_;  // {lr, 1 - beta1^t, 1 - beta2^t, unused}
 };
 
 // Learning rate as a function of the step (0-based). A linear warm-up from
@@ -97,7 +113,13 @@ class STOKE_API TrainStep {
  public:
   TrainStep(Model& model, Optimizer& optimizer);
   // x (N, C, H, W) float32, labels (N) int32, both on the model's backend.
+  // run() = prepare(lr) + issue(x, labels).
   void run(const Tensor& x, const Tensor& labels, float lr);
+  // The two halves, for CUDA-graph replay: call prepare() every step outside
+  // the captured region, issue() inside it; the replayed update then uses
+  // each step's learning rate (and Adam's step count) without re-capture.
+  void prepare(float lr) { optimizer_.prepare(lr); }
+  void issue(const Tensor& x, const Tensor& labels);
   // Synchronizes and reads the last batch's loss and accuracy.
   StepStats stats() const;
   // Device tensors of the last step (1 element each), for readers that sync themselves.

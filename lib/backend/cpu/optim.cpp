@@ -4,6 +4,7 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/simd.hpp"
+#include "backend/update_scalars.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::cpu {
@@ -15,9 +16,11 @@ int sweep_chunks(const CpuBackend& be, std::size_t n) {
 }
 }  // namespace
 
-void CpuBackend::sgd_update(Tensor& params, const Tensor& grads, Tensor& velocity, const SgdParams& p) {
+void CpuBackend::sgd_update(Tensor& params, const Tensor& grads, Tensor& velocity, const SgdParams& requested) {
   expect_shape("sgd_update", "grads", grads, params.shape());
   expect_shape("sgd_update", "velocity", velocity, params.shape());
+  check_update_scalars("sgd_update", requested.scalars, kSgdScalars, *this);
+  const SgdParams p = resolve_on_host(requested);
   float* w = params.data<float>();
   const float* g = grads.data<float>();
   float* v = velocity.data<float>();
@@ -28,17 +31,18 @@ void CpuBackend::sgd_update(Tensor& params, const Tensor& grads, Tensor& velocit
   });
 }
 
-void CpuBackend::adam_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const AdamParams& p) {
+void CpuBackend::adam_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const AdamParams& requested) {
   expect_shape("adam_update", "grads", grads, params.shape());
   expect_shape("adam_update", "m", m, params.shape());
   expect_shape("adam_update", "v", v, params.shape());
-  if (p.step < 1) throw InvalidArgument("adam_update: step is 1-based, got " + std::to_string(p.step));
+  check_update_scalars("adam_update", requested.scalars, kAdamScalars, *this);
+  const ResolvedAdam resolved = resolve_on_host(requested);
+  const AdamParams& p = resolved.params;
+  const float bc1 = resolved.bias1, bc2 = resolved.bias2;
   float* w = params.data<float>();
   const float* g = grads.data<float>();
   float* mp = m.data<float>();
   float* vp = v.data<float>();
-  const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step)));
-  const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step)));
   const SimdKernels& k = simd_kernels();
   const std::size_t n = static_cast<std::size_t>(params.numel());
   for_chunks(*this, n, sweep_chunks(*this, n), [&](int, std::size_t b, std::size_t e) {

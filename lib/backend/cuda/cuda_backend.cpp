@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cuda/check.hpp"
+#include "backend/update_scalars.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
 
@@ -166,6 +167,16 @@ void CudaBackend::fill(Tensor& tensor, float value) {
   float* y = tensor.data<float>();
   const long long n = tensor.numel();
   launch_n("stoke_fill", n, {&y, &value, &n});
+}
+
+void CudaBackend::write_values(Tensor& tensor, std::span<const float> values) {
+  check_write_values(tensor, values);
+  if (values.empty()) return;
+  float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (std::size_t i = 0; i < values.size(); ++i) v[i] = values[i];
+  float* y = tensor.data<float>();
+  const int count = static_cast<int>(values.size());
+  launch("stoke_write_values", dim3(1), dim3(1), {&y, &count, &v[0], &v[1], &v[2], &v[3]});
 }
 
 void CudaBackend::synchronize() {

@@ -44,6 +44,7 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
 
   void copy(void* dst, const void* src, std::size_t bytes, CopyKind kind) override;
   void fill(Tensor& tensor, float value) override;
+  void write_values(Tensor& tensor, std::span<const float> values) override;
   void synchronize() override;
   bool supports(Op op, DType dtype) const noexcept override;
 

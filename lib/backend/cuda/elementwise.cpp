@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.hpp"
+#include "backend/update_scalars.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::cuda {
@@ -141,12 +142,16 @@ void CudaBackend::sgd_update(Tensor& params, const Tensor& grads, Tensor& veloci
   expect("sgd_update", "params", params, params.shape());
   expect("sgd_update", "grads", grads, params.shape());
   expect("sgd_update", "velocity", velocity, params.shape());
+  check_update_scalars("sgd_update", p.scalars, kSgdScalars, *this);
   float* w = params.data<float>();
   const float* g = grads.data<float>();
   float* v = velocity.data<float>();
+  // With scalars the kernel reads the rate from device memory when it runs.
+  const float* scalars = p.scalars ? p.scalars->data<float>() : nullptr;
   const int nesterov = p.nesterov ? 1 : 0;
   const long long n = params.numel();
-  launch_n("stoke_sgd_update", n, {&w, &g, &v, &p.lr, &p.momentum, &p.weight_decay, &nesterov, &n});
+  launch_n("stoke_sgd_update", n,
+           {&w, &g, &v, &scalars, &p.lr, &p.momentum, &p.weight_decay, &nesterov, &n});
 }
 
 void CudaBackend::adam_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
@@ -155,13 +160,16 @@ void CudaBackend::adam_update(Tensor& params, const Tensor& grads, Tensor& m, Te
   expect("adam_update", "grads", grads, params.shape());
   expect("adam_update", "m", m, params.shape());
   expect("adam_update", "v", v, params.shape());
-  if (p.step < 1)
-    throw InvalidArgument("adam_update: step is 1-based, got " + std::to_string(p.step));
-  // Bias corrections in double on the host, as the CPU backend computes them.
-  const float bias1 =
-      static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step)));
-  const float bias2 =
-      static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step)));
+  check_update_scalars("adam_update", p.scalars, kAdamScalars, *this);
+  const float* scalars = p.scalars ? p.scalars->data<float>() : nullptr;
+  float bias1 = 1.0f, bias2 = 1.0f;
+  if (!scalars) {
+    if (p.step < 1)
+      throw InvalidArgument("adam_update: step is 1-based, got " + std::to_string(p.step));
+    // Bias corrections in double on the host, as the CPU backend computes them.
+    bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step)));
+    bias2 = static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step)));
+  }
   const int decoupled = p.decoupled_weight_decay ? 1 : 0;
   float* w = params.data<float>();
   const float* g = grads.data<float>();
@@ -169,7 +177,7 @@ void CudaBackend::adam_update(Tensor& params, const Tensor& grads, Tensor& m, Te
   float* vp = v.data<float>();
   const long long n = params.numel();
   launch_n("stoke_adam_update", n,
-           {&w, &g, &mp, &vp, &p.lr, &p.beta1, &p.beta2, &p.epsilon, &p.weight_decay, &decoupled,
+           {&w, &g, &mp, &vp, &scalars, &p.lr, &p.beta1, &p.beta2, &p.epsilon, &p.weight_decay, &decoupled,
             &bias1, &bias2, &n});
 }
 

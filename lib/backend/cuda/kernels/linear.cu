@@ -27,6 +27,16 @@ extern "C" __global__ void stoke_fill(float* y, float value, long long n) {
   }
 }
 
+// Up to four per-step values written in stream order; they travel as kernel
+// parameters, so the host's copy can go away at once (Backend::write_values).
+extern "C" __global__ void stoke_write_values(float* y, int count, float v0, float v1, float v2,
+                                              float v3) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    const float v[4] = {v0, v1, v2, v3};
+    for (int i = 0; i < count; ++i) y[i] = v[i];
+  }
+}
+
 // y = a * b elementwise (dropout backward: dx = dy * mask).
 extern "C" __global__ void stoke_mul(const float* a, const float* b, float* y, long long n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
