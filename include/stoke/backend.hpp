@@ -181,6 +181,9 @@ class STOKE_API Backend {
   // gradient path: dx += dy.
   virtual void add(const Tensor& a, const Tensor& b, Tensor& y) = 0;
   virtual void accumulate(Tensor& dx, const Tensor& dy) = 0;
+  // x *= alpha in place, in stream order (averaging accumulated gradients,
+  // turning a batch-mean loss into a sum) without a host round trip.
+  virtual void scale(Tensor& x, float alpha) = 0;
 
   // x (N, K), w (M, K), bias (M) or undefined, y (N, M): y = x w^T + b.
   virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias,

@@ -7,7 +7,6 @@
 #include "stoke/log.hpp"
 #include "stoke/nn/checkpoint.hpp"
 #include "stoke/prefetch.hpp"
-#include "stoke/threads.hpp"
 #include "stoke/train.hpp"
 #include "train/async_logger.hpp"
 
@@ -38,20 +37,6 @@ void check_options(const TrainerOptions& o) {
     throw InvalidArgument("TrainerOptions::batch_multiplier must be >= 1, got " +
                           std::to_string(o.batch_multiplier));
   }
-}
-
-// x *= alpha for a float32 tensor of any backend.
-void scale_tensor(Tensor& x, float alpha) {
-  if (x.backend().is_host()) {
-    float* p = x.data<float>();
-    parallel_for(0, static_cast<std::size_t>(x.numel()), 1 << 16, [&](std::size_t b, std::size_t e) {
-      for (std::size_t i = b; i < e; ++i) p[i] *= alpha;
-    });
-    return;
-  }
-  auto host = x.to_vector();
-  for (auto& v : host) v *= alpha;
-  x.copy_from_host(host.data());
 }
 
 float read_scalar(const Tensor& t) {
@@ -323,7 +308,7 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
         be.softmax_cross_entropy_forward(logits, st.labels, st.probs, st.loss, st.correct);
         be.softmax_cross_entropy_backward(st.probs, st.labels, st.dlogits);
         be.accumulate(st.correct_sum, st.correct);
-        scale_tensor(st.loss, static_cast<float>(n));  // loss is a batch mean: sum it per sample
+        be.scale(st.loss, static_cast<float>(n));  // loss is a batch mean: sum it per sample
         be.accumulate(st.loss_sum, st.loss);
       }
       {
@@ -343,7 +328,7 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
         }
         if (last_micro) {
           be.copy(grads.raw(), st.grad_acc.raw(), grads.bytes(), CopyKind::kDeviceToDevice);
-          scale_tensor(grads, 1.0f / static_cast<float>(options_.batch_multiplier));
+          be.scale(grads, 1.0f / static_cast<float>(options_.batch_multiplier));
         }
       }
       profiler_.step_done(static_cast<std::uint64_t>(n));

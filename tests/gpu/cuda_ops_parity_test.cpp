@@ -117,6 +117,9 @@ TEST_F(CudaParity, ReluAddAccumulateAndDropoutMatchTheCpu) {
   cpu().accumulate(y, dy);
   gpu().accumulate(gy.view, gdy);
   EXPECT_TRUE(close(gy.view, y, kElementwise, "accumulate"));
+  cpu().scale(y, 1.0f / 3.0f);
+  gpu().scale(gy.view, 1.0f / 3.0f);
+  EXPECT_TRUE(close(gy.view, y, kExact, "scale (one multiply)"));
   Tensor mask(cpu(), s);
   Guarded gmask = guarded(s);
   for (float p : {0.0f, 0.25f, 0.5f}) {

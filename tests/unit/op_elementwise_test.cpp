@@ -62,6 +62,11 @@ TEST(Add, MatchesNaiveAndAccumulates) {
     be.accumulate(y.tensor, a);
     expect_identical(y.tensor, ry, "accumulate");
     y.check("accumulate");
+    const std::vector<float> before = y.tensor.to_vector();
+    be.scale(y.tensor, -0.375f);
+    const std::vector<float> after = y.tensor.to_vector();
+    for (std::size_t i = 0; i < before.size(); ++i) ASSERT_EQ(after[i], before[i] * -0.375f) << i;
+    y.check("scale");
   }
 }
 

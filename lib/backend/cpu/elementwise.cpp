@@ -60,6 +60,14 @@ void CpuBackend::accumulate(Tensor& dx, const Tensor& dy) {
         [&](std::size_t s, std::size_t e) { k.accumulate(dxp + s, dyp + s, e - s); });
 }
 
+void CpuBackend::scale(Tensor& x, float alpha) {
+  expect_shape("scale", "x", x, x.shape());
+  float* xp = x.data<float>();
+  sweep(*this, static_cast<std::size_t>(x.numel()), [&](std::size_t s, std::size_t e) {
+    for (std::size_t i = s; i < e; ++i) xp[i] *= alpha;
+  });
+}
+
 void CpuBackend::dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, std::uint64_t seed) {
   if (!(p >= 0.0f && p < 1.0f)) throw InvalidArgument("dropout_forward: p must be in [0, 1), got " + std::to_string(p));
   expect_shape("dropout_forward", "y", y, x.shape());

@@ -73,6 +73,7 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   void global_avg_pool_backward(const Tensor& dy, Tensor& dx) override;
   void add(const Tensor& a, const Tensor& b, Tensor& y) override;
   void accumulate(Tensor& dx, const Tensor& dy) override;
+  void scale(Tensor& x, float alpha) override;
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) override;
   void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
                        Tensor& db) override;

@@ -51,6 +51,13 @@ void CudaBackend::accumulate(Tensor& dx, const Tensor& dy) {
   launch_n("stoke_axpy", n, {&alpha, &dyp, &dxp, &n});
 }
 
+void CudaBackend::scale(Tensor& x, float alpha) {
+  expect("scale", "x", x, x.shape());
+  float* xp = x.data<float>();
+  const long long n = x.numel();
+  launch_n("stoke_scale", n, {&xp, &alpha, &n});
+}
+
 namespace {
 void check_labels(const char* op, const Tensor& logits, const Tensor& labels) {
   expect_defined(op, "logits", logits);

@@ -28,6 +28,14 @@ extern "C" __global__ void stoke_add(const float* a, const float* b, float* y, l
   }
 }
 
+// x *= alpha in place.
+extern "C" __global__ void stoke_scale(float* x, float alpha, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    x[i] *= alpha;
+  }
+}
+
 // y += alpha * x (gradient accumulation).
 extern "C" __global__ void stoke_axpy(float alpha, const float* x, float* y, long long n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
