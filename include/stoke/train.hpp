@@ -103,6 +103,11 @@ struct FitResult {
   std::string chrome_trace;  // of the last epoch's first trace_steps steps, if any
   std::string message;       // why it stopped early (the OutOfMemory text), if it did
   int out_of_memory_retries = 0;  // batch halvings in batch-size-auto mode
+  // On a GPU: steps that ran as a replayed CUDA graph (STOKE_GPU_GRAPH), and
+  // why steps ran eagerly where they did ("" when every full batch replayed
+  // after each slot's warm-up and capture).
+  std::int64_t graph_steps = 0;
+  std::string graph_note;
 };
 
 class STOKE_API Trainer {
@@ -136,6 +141,8 @@ class STOKE_API Trainer {
   void release_step_memory();
   void save_stop_checkpoint(int epoch, const char* why);
   void validate(Loader& loader, EpochRecord& record);
+  // Step count, record, on_step callback and the periodic log line.
+  void finish_step(int epoch, std::uint64_t& step, EpochRecord& record, float lr, std::int64_t n);
 
   nn::Model& model_;
   TrainerOptions options_;

@@ -1,8 +1,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
+#include "stoke/cuda.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
 #include "stoke/nn/checkpoint.hpp"
@@ -54,6 +56,8 @@ struct Trainer::State {
   std::int64_t batch = 0;
   std::int64_t total_steps = 0;
   int micro = 0;  // device batches accumulated toward the next optimizer step
+  std::int64_t graph_steps = 0;  // steps that ran as a replayed CUDA graph
+  std::string graph_note;        // why steps ran eagerly on a GPU
   double best_val_accuracy = -1;
   int epochs_without_improvement = 0;
   std::string chrome_trace;
@@ -216,6 +220,12 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
   result.batch_multiplier = options_.batch_multiplier;
   result.best_val_accuracy = std::max(0.0, st.best_val_accuracy);
   result.chrome_trace = st.chrome_trace;
+  result.graph_steps = st.graph_steps;
+  result.graph_note = st.graph_note;
+  if (as_gpu_backend(model_.backend())) {
+    log_info("CUDA graphs: " + std::to_string(st.graph_steps) + " steps replayed" +
+             (st.graph_note.empty() ? std::string() : "; eager steps because " + st.graph_note));
+  }
   return result;
 }
 
@@ -258,7 +268,23 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
   }
   po.first_epoch = static_cast<std::uint64_t>(epoch);
   po.epochs = 1;
-  po.device = -1;  // batches reach the backend through Tensor::copy_from_host
+  // On a GPU the prefetcher uploads each batch on its copy stream into a slot
+  // at a fixed device address, handed over on the compute stream; on the CPU
+  // the batch is read from the host slot.
+  GpuBackend* gpu = as_gpu_backend(be);
+  po.device = gpu ? gpu->device() : -1;
+  if (gpu) po.compute_stream = gpu->compute_stream();
+  // CUDA graphs: one per slot (each slot has its own fixed address), for
+  // full-size batches of one optimizer step each. A batch of another size
+  // reallocates the input and activations, so it drops the graphs for the
+  // rest of the epoch.
+  const bool graphs_allowed = gpu && settings.gpu_graph != Toggle::kOff && options_.batch_multiplier == 1;
+  std::map<int, std::unique_ptr<GraphedStep>> graphs;
+  bool graphs_ended = false;
+  if (gpu && !graphs_allowed) {
+    st.graph_note = settings.gpu_graph == Toggle::kOff ? "STOKE_GPU_GRAPH is off"
+                                                       : "batch multiplier > 1 (gradient accumulation runs eagerly)";
+  }
 
   if (!st.loss_sum.defined()) {
     st.loss_sum = Tensor(be, {1});
@@ -284,20 +310,30 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
       }
       if (!batch) break;
       const auto n = static_cast<std::int64_t>(batch->count());
+      if (graphs_allowed && !graphs_ended && n != static_cast<std::int64_t>(po.batch_size)) {
+        graphs.clear();
+        graphs_ended = true;
+      }
       if (st.batch != n) {
         st.x = Tensor(be, {n, static_cast<std::int64_t>(shape[1]), static_cast<std::int64_t>(shape[2]),
                            static_cast<std::int64_t>(shape[3])});
         st.labels = Tensor(be, {n}, DType::kInt32);
         st.batch = n;
       }
-      {
-        auto span = profiler_.span(Stage::kHostToDevice);
-        st.x.copy_from_host(batch->images().data());
-        st.labels.copy_from_host(batch->labels().data());
-      }
-      batch->release();
-      {
-        auto span = profiler_.span(Stage::kForward);
+      // The batch into the static input: a device-to-device copy from the
+      // slot (captured into the graph) or an upload from the host slot.
+      void* slot_images = batch->device_images();
+      std::int32_t* slot_labels = batch->device_labels();
+      const auto copy_in = [&] {
+        if (slot_images) {
+          be.copy(st.x.raw(), slot_images, st.x.bytes(), CopyKind::kDeviceToDevice);
+          be.copy(st.labels.raw(), slot_labels, st.labels.bytes(), CopyKind::kDeviceToDevice);
+        } else {
+          st.x.copy_from_host(batch->images().data());
+          st.labels.copy_from_host(batch->labels().data());
+        }
+      };
+      const auto forward = [&] {
         const Tensor& logits = model_.forward(st.x, true);
         if (!st.probs.defined() || st.probs.shape() != logits.shape()) {
           st.probs = Tensor(be, logits.shape());
@@ -310,6 +346,46 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
         be.accumulate(st.correct_sum, st.correct);
         be.scale(st.loss, static_cast<float>(n));  // loss is a batch mean: sum it per sample
         be.accumulate(st.loss_sum, st.loss);
+      };
+      const bool graphed = graphs_allowed && !graphs_ended && slot_images;
+      if (graphed) {
+        // prepare() writes this step's rate outside the graph; the replay
+        // reads it. The whole step replays at once: it is reported as forward.
+        const float lr = options_.schedule.lr(static_cast<std::int64_t>(step));
+        optimizer_->prepare(lr);
+        auto& g = graphs[batch->slot()];
+        if (!g) g = std::make_unique<GraphedStep>(be, settings.gpu_graph);
+        try {
+          auto span = profiler_.span(Stage::kForward);
+          g->run([&] {
+            copy_in();
+            forward();
+            model_.backward(st.dlogits);
+            optimizer_->apply(model_);
+          });
+        } catch (...) {
+          optimizer_->set_steps(optimizer_->steps() - 1);  // the step did not happen
+          throw;
+        }
+        batch->release();
+        if (g->replaying()) {
+          ++st.graph_steps;
+        } else if (!g->eager_reason().empty()) {
+          st.graph_note = g->eager_reason();
+        }
+        record.images += static_cast<std::uint64_t>(n);
+        profiler_.step_done(static_cast<std::uint64_t>(n));
+        finish_step(epoch, step, record, lr, n);
+        continue;
+      }
+      {
+        auto span = profiler_.span(Stage::kHostToDevice);
+        copy_in();
+      }
+      batch->release();
+      {
+        auto span = profiler_.span(Stage::kForward);
+        forward();
       }
       {
         auto span = profiler_.span(Stage::kBackward);
@@ -339,20 +415,7 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
         auto span = profiler_.span(Stage::kUpdate);
         optimizer_->step(model_, lr);
       }
-      ++step;
-      ++record.steps;
-      StepInfo info{epoch, step, 0.0f, 0.0f, false, lr};
-      if (options_.log_every_steps > 0 && step % static_cast<std::uint64_t>(options_.log_every_steps) == 0) {
-        auto span = profiler_.span(Stage::kLogging);
-        info.loss = read_scalar(st.loss) / static_cast<float>(n);
-        info.accuracy = read_scalar(st.correct) / static_cast<float>(n);
-        info.has_loss = true;
-        char line[160];
-        std::snprintf(line, sizeof line, "epoch %d step %llu: loss %.4f acc %.4f lr %.5f", epoch,
-                      static_cast<unsigned long long>(step), info.loss, info.accuracy, lr);
-        st.logger->push(line);
-      }
-      if (callbacks_.on_step) callbacks_.on_step(info);
+      finish_step(epoch, step, record, lr, n);
     }
     prefetcher.stop();
   }
@@ -372,6 +435,25 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
   }
   if (options_.trace_steps > 0) st.chrome_trace = profiler_.chrome_trace();
   return record;
+}
+
+void Trainer::finish_step(int epoch, std::uint64_t& step, EpochRecord& record, float lr, std::int64_t n) {
+  auto& st = *state_;
+  ++step;
+  ++record.steps;
+  StepInfo info{epoch, step, 0.0f, 0.0f, false, lr};
+  if (options_.log_every_steps > 0 && step % static_cast<std::uint64_t>(options_.log_every_steps) == 0) {
+    auto span = profiler_.span(Stage::kLogging);
+    // st.loss holds the batch's loss sum (scaled by n for the epoch sums).
+    info.loss = read_scalar(st.loss) / static_cast<float>(n);
+    info.accuracy = read_scalar(st.correct) / static_cast<float>(n);
+    info.has_loss = true;
+    char line[160];
+    std::snprintf(line, sizeof line, "epoch %d step %llu: loss %.4f acc %.4f lr %.5f", epoch,
+                  static_cast<unsigned long long>(step), info.loss, info.accuracy, lr);
+    st.logger->push(line);
+  }
+  if (callbacks_.on_step) callbacks_.on_step(info);
 }
 
 void Trainer::validate(Loader& loader, EpochRecord& record) {

@@ -4,24 +4,33 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "stoke/system.hpp"
 
 namespace stoke::testing {
 
+inline constexpr int kMinComputeMajor = 7;  // sm_75 and up
+
+// Why no GPU test can run here ("" when device 0 can run them).
+inline std::string gpu_unavailable_reason(const SystemInfo& system) {
+  const auto& cuda = system.cuda;
+  if (!cuda.plugin_built) return "no CUDA build: " + cuda.plugin_error;
+  if (!cuda.plugin_loaded) return "CUDA plugin not loaded: " + cuda.plugin_error;
+  if (cuda.gpus.empty()) return "no CUDA device: " + cuda.device_error;
+  if (cuda.gpus[0].compute_major < kMinComputeMajor) {
+    return "device 0 has compute capability " + std::to_string(cuda.gpus[0].compute_major) + "." +
+           std::to_string(cuda.gpus[0].compute_minor) + ", below 7.5";
+  }
+  return "";
+}
+
 class GpuTest : public ::testing::Test {
  protected:
-  static constexpr int kMinComputeMajor = 7;  // sm_75 and up
-
   void SetUp() override {
     system_ = query_system();
-    const auto& cuda = system_.cuda;
-    if (!cuda.plugin_built) GTEST_SKIP() << "no CUDA build: " << cuda.plugin_error;
-    if (!cuda.plugin_loaded) GTEST_SKIP() << "CUDA plugin not loaded: " << cuda.plugin_error;
-    if (cuda.gpus.empty()) GTEST_SKIP() << "no CUDA device: " << cuda.device_error;
-    if (cuda.gpus[0].compute_major < kMinComputeMajor) {
-      GTEST_SKIP() << "device 0 has compute capability " << cuda.gpus[0].compute_major << "."
-                   << cuda.gpus[0].compute_minor << ", below 7.5";
-    }
+    const std::string why = gpu_unavailable_reason(system_);
+    if (!why.empty()) GTEST_SKIP() << why;
   }
 
   const GpuInfo& device() const { return system_.cuda.gpus[0]; }
