@@ -15,6 +15,11 @@ struct Plane {
   std::int64_t h, w, p, q;
 };
 
+// Input rows [h0, h1) and columns [w0, w1) an output element's window covers.
+struct Window {
+  std::int64_t h0, h1, w0, w1;
+};
+
 // [lo, hi) of input rows (or columns) covered by output index o.
 inline void clip(std::int64_t o, int stride, int pad, int kernel, std::int64_t size, std::int64_t& lo,
                  std::int64_t& hi) {
@@ -30,6 +35,28 @@ void over_planes(const CpuBackend& be, const Shape& ys, Body&& body) {
   });
 }
 
+// The scaffolding the four windowed ops share: planes (n, c) split over
+// chunks; per plane, begin(plane) and then body(plane, o, window) for every
+// output element (o = p * Q + q, within the plane), with its window clipped
+// to the input once per output row and column.
+template <class Begin, class Body>
+void for_each_window(const CpuBackend& be, const Shape& ys, const Plane& g, const Pool2dParams& prm, Begin&& begin,
+                     Body&& body) {
+  over_planes(be, ys, [&](std::int64_t pl) {
+    begin(pl);
+    for (std::int64_t p = 0; p < g.p; ++p) {
+      Window win{};
+      clip(p, prm.stride_h, prm.pad_h, prm.kernel_h, g.h, win.h0, win.h1);
+      for (std::int64_t q = 0; q < g.q; ++q) {
+        clip(q, prm.stride_w, prm.pad_w, prm.kernel_w, g.w, win.w0, win.w1);
+        body(pl, p * g.q + q, win);
+      }
+    }
+  });
+}
+
+constexpr auto kNoPlaneSetup = [](std::int64_t) {};
+
 }  // namespace
 
 void CpuBackend::max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
@@ -38,21 +65,12 @@ void CpuBackend::max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dPara
   const Plane g{x.dim(2), x.dim(3), ys[2], ys[3]};
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
-  over_planes(*this, ys, [&](std::int64_t pl) {
+  for_each_window(*this, ys, g, prm, kNoPlaneSetup, [&](std::int64_t pl, std::int64_t o, const Window& win) {
     const float* in = xp + pl * g.h * g.w;
-    float* out = yp + pl * g.p * g.q;
-    for (std::int64_t p = 0; p < g.p; ++p) {
-      std::int64_t h0, h1;
-      clip(p, prm.stride_h, prm.pad_h, prm.kernel_h, g.h, h0, h1);
-      for (std::int64_t q = 0; q < g.q; ++q) {
-        std::int64_t w0, w1;
-        clip(q, prm.stride_w, prm.pad_w, prm.kernel_w, g.w, w0, w1);
-        float best = -std::numeric_limits<float>::infinity();
-        for (std::int64_t ih = h0; ih < h1; ++ih)
-          for (std::int64_t iw = w0; iw < w1; ++iw) best = std::max(best, in[ih * g.w + iw]);
-        out[p * g.q + q] = best;
-      }
-    }
+    float best = -std::numeric_limits<float>::infinity();
+    for (std::int64_t ih = win.h0; ih < win.h1; ++ih)
+      for (std::int64_t iw = win.w0; iw < win.w1; ++iw) best = std::max(best, in[ih * g.w + iw]);
+    yp[pl * g.p * g.q + o] = best;
   });
 }
 
@@ -67,26 +85,18 @@ void CpuBackend::max_pool2d_backward(const Tensor& x, const Tensor& y, const Ten
   const float* yp = y.data<float>();
   const float* dyp = dy.data<float>();
   float* dxp = dx.data<float>();
-  over_planes(*this, ys, [&](std::int64_t pl) {
+  const auto zero_plane = [&](std::int64_t pl) { std::fill(dxp + pl * g.h * g.w, dxp + (pl + 1) * g.h * g.w, 0.0f); };
+  for_each_window(*this, ys, g, prm, zero_plane, [&](std::int64_t pl, std::int64_t o, const Window& win) {
     const float* in = xp + pl * g.h * g.w;
     float* din = dxp + pl * g.h * g.w;
-    std::fill(din, din + g.h * g.w, 0.0f);
-    for (std::int64_t p = 0; p < g.p; ++p) {
-      std::int64_t h0, h1;
-      clip(p, prm.stride_h, prm.pad_h, prm.kernel_h, g.h, h0, h1);
-      for (std::int64_t q = 0; q < g.q; ++q) {
-        std::int64_t w0, w1;
-        clip(q, prm.stride_w, prm.pad_w, prm.kernel_w, g.w, w0, w1);
-        const std::int64_t o = pl * g.p * g.q + p * g.q + q;
-        for (std::int64_t ih = h0; ih < h1; ++ih)
-          for (std::int64_t iw = w0; iw < w1; ++iw)
-            if (in[ih * g.w + iw] == yp[o]) {
-              din[ih * g.w + iw] += dyp[o];
-              goto next;  // first maximum only
-            }
-      next:;
-      }
-    }
+    const std::int64_t out = pl * g.p * g.q + o;
+    // The gradient goes to the first maximum only.
+    for (std::int64_t ih = win.h0; ih < win.h1; ++ih)
+      for (std::int64_t iw = win.w0; iw < win.w1; ++iw)
+        if (in[ih * g.w + iw] == yp[out]) {
+          din[ih * g.w + iw] += dyp[out];
+          return;
+        }
   });
 }
 
@@ -97,21 +107,12 @@ void CpuBackend::avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dPara
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const float inv = 1.0f / static_cast<float>(prm.kernel_h * prm.kernel_w);
-  over_planes(*this, ys, [&](std::int64_t pl) {
+  for_each_window(*this, ys, g, prm, kNoPlaneSetup, [&](std::int64_t pl, std::int64_t o, const Window& win) {
     const float* in = xp + pl * g.h * g.w;
-    float* out = yp + pl * g.p * g.q;
-    for (std::int64_t p = 0; p < g.p; ++p) {
-      std::int64_t h0, h1;
-      clip(p, prm.stride_h, prm.pad_h, prm.kernel_h, g.h, h0, h1);
-      for (std::int64_t q = 0; q < g.q; ++q) {
-        std::int64_t w0, w1;
-        clip(q, prm.stride_w, prm.pad_w, prm.kernel_w, g.w, w0, w1);
-        float sum = 0.0f;
-        for (std::int64_t ih = h0; ih < h1; ++ih)
-          for (std::int64_t iw = w0; iw < w1; ++iw) sum += in[ih * g.w + iw];
-        out[p * g.q + q] = sum * inv;
-      }
-    }
+    float sum = 0.0f;
+    for (std::int64_t ih = win.h0; ih < win.h1; ++ih)
+      for (std::int64_t iw = win.w0; iw < win.w1; ++iw) sum += in[ih * g.w + iw];
+    yp[pl * g.p * g.q + o] = sum * inv;
   });
 }
 
@@ -122,20 +123,12 @@ void CpuBackend::avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dP
   const float* dyp = dy.data<float>();
   float* dxp = dx.data<float>();
   const float inv = 1.0f / static_cast<float>(prm.kernel_h * prm.kernel_w);
-  over_planes(*this, ys, [&](std::int64_t pl) {
+  const auto zero_plane = [&](std::int64_t pl) { std::fill(dxp + pl * g.h * g.w, dxp + (pl + 1) * g.h * g.w, 0.0f); };
+  for_each_window(*this, ys, g, prm, zero_plane, [&](std::int64_t pl, std::int64_t o, const Window& win) {
     float* din = dxp + pl * g.h * g.w;
-    std::fill(din, din + g.h * g.w, 0.0f);
-    for (std::int64_t p = 0; p < g.p; ++p) {
-      std::int64_t h0, h1;
-      clip(p, prm.stride_h, prm.pad_h, prm.kernel_h, g.h, h0, h1);
-      for (std::int64_t q = 0; q < g.q; ++q) {
-        std::int64_t w0, w1;
-        clip(q, prm.stride_w, prm.pad_w, prm.kernel_w, g.w, w0, w1);
-        const float d = dyp[pl * g.p * g.q + p * g.q + q] * inv;
-        for (std::int64_t ih = h0; ih < h1; ++ih)
-          for (std::int64_t iw = w0; iw < w1; ++iw) din[ih * g.w + iw] += d;
-      }
-    }
+    const float d = dyp[pl * g.p * g.q + o] * inv;
+    for (std::int64_t ih = win.h0; ih < win.h1; ++ih)
+      for (std::int64_t iw = win.w0; iw < win.w1; ++iw) din[ih * g.w + iw] += d;
   });
 }
 
