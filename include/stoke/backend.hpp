@@ -91,6 +91,10 @@ struct AdamParams {
 // Output spatial size of a convolution or pooling window.
 STOKE_API std::int64_t conv_output_size(std::int64_t in, int kernel, int stride, int pad,
                                         int dilation = 1) noexcept;
+// (N, C, P, Q) of a 2-D pooling of x (N, C, H, W); InvalidArgument naming `op`,
+// x and the window for a bad rank, kernel, stride or padding (at most half the
+// kernel), or a window that does not fit. Every backend's pooling agrees on it.
+STOKE_API Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p, const char* op = "pool2d");
 
 enum class CopyKind : std::uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 

@@ -15,7 +15,7 @@ TEST(Pool2d, ForwardAndBackwardMatchNaive) {
   Backend& be = cpu_backend();
   std::uint32_t seed = 1;
   for (const auto& [s, p] : kCases) {
-    const Shape ys = cpu::pool2d_output_shape(s, p);
+    const Shape ys = pool2d_output_shape(s, p);
     Tensor x = random_tensor(be, s, ++seed), dy = random_tensor(be, ys, ++seed);
     Guarded ymax(be, ys), yavg(be, ys), dxmax(be, s), dxavg(be, s);
     Tensor rymax(be, ys), ryavg(be, ys), rdxmax(be, s), rdxavg(be, s);
@@ -39,7 +39,7 @@ TEST(Pool2d, ForwardAndBackwardMatchNaive) {
 TEST(Pool2d, BackwardMatchesFiniteDifferences) {
   Backend& be = cpu_backend();
   for (const auto& [s, p] : kCases) {
-    const Shape ys = cpu::pool2d_output_shape(s, p);
+    const Shape ys = pool2d_output_shape(s, p);
     // Distinct values spaced more than 2h apart so the max does not switch.
     std::vector<float> v(static_cast<std::size_t>(shape_numel(s)));
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.05f * static_cast<float>((i * 37) % v.size());
@@ -81,7 +81,7 @@ TEST(Pool2d, SerialEqualsParallel) {
   Backend& par = cpu_backend();
   const Shape s{4, 6, 9, 9};
   const Pool2dParams p{3, 3, 2, 2, 1, 1};
-  const Shape ys = cpu::pool2d_output_shape(s, p);
+  const Shape ys = pool2d_output_shape(s, p);
   Tensor xa = random_tensor(par, s, 1), xb = random_tensor(serial, s, 1);
   Tensor ya(par, ys), yb(serial, ys);
   par.avg_pool2d_forward(xa, ya, p);

@@ -13,7 +13,6 @@ namespace stoke::cpu {
 
 // Validated output shapes (InvalidArgument naming the op and the sizes).
 STOKE_INTERNAL Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p);
-STOKE_INTERNAL Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p);
 // Counter-based uniform in [0, 1) of (seed, index): splitmix64, top 24 bits.
 STOKE_INTERNAL float dropout_uniform(std::uint64_t seed, std::uint64_t index) noexcept;
 

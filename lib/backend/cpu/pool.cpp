@@ -60,7 +60,7 @@ constexpr auto kNoPlaneSetup = [](std::int64_t) {};
 }  // namespace
 
 void CpuBackend::max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
-  const Shape ys = pool2d_output_shape(x.shape(), prm);
+  const Shape ys = pool2d_output_shape(x.shape(), prm, "max_pool2d_forward");
   expect_shape("max_pool2d_forward", "y", y, ys);
   const Plane g{x.dim(2), x.dim(3), ys[2], ys[3]};
   const float* xp = x.data<float>();
@@ -76,7 +76,7 @@ void CpuBackend::max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dPara
 
 void CpuBackend::max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
                                      const Pool2dParams& prm) {
-  const Shape ys = pool2d_output_shape(x.shape(), prm);
+  const Shape ys = pool2d_output_shape(x.shape(), prm, "max_pool2d_backward");
   expect_shape("max_pool2d_backward", "y", y, ys);
   expect_shape("max_pool2d_backward", "dy", dy, ys);
   expect_shape("max_pool2d_backward", "dx", dx, x.shape());
@@ -101,7 +101,7 @@ void CpuBackend::max_pool2d_backward(const Tensor& x, const Tensor& y, const Ten
 }
 
 void CpuBackend::avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
-  const Shape ys = pool2d_output_shape(x.shape(), prm);
+  const Shape ys = pool2d_output_shape(x.shape(), prm, "avg_pool2d_forward");
   expect_shape("avg_pool2d_forward", "y", y, ys);
   const Plane g{x.dim(2), x.dim(3), ys[2], ys[3]};
   const float* xp = x.data<float>();
@@ -117,7 +117,7 @@ void CpuBackend::avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dPara
 }
 
 void CpuBackend::avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& prm) {
-  const Shape ys = pool2d_output_shape(dx.shape(), prm);
+  const Shape ys = pool2d_output_shape(dx.shape(), prm, "avg_pool2d_backward");
   expect_shape("avg_pool2d_backward", "dy", dy, ys);
   const Plane g{dx.dim(2), dx.dim(3), ys[2], ys[3]};
   const float* dyp = dy.data<float>();

@@ -9,21 +9,6 @@
 
 namespace stoke::cpu {
 
-Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
-  const auto fail = [&](const std::string& why) {
-    throw InvalidArgument("pool2d: x " + shape_to_string(x) + ", kernel " + std::to_string(p.kernel_h) + "x" +
-                          std::to_string(p.kernel_w) + ": " + why);
-  };
-  if (x.size() != 4) fail("x must be (N, C, H, W)");
-  if (p.kernel_h < 1 || p.kernel_w < 1 || p.stride_h < 1 || p.stride_w < 1) fail("kernel and stride must be >= 1");
-  if (p.pad_h < 0 || p.pad_w < 0 || 2 * p.pad_h > p.kernel_h || 2 * p.pad_w > p.kernel_w)
-    fail("padding must be in [0, kernel / 2]");
-  const std::int64_t oh = conv_output_size(x[2], p.kernel_h, p.stride_h, p.pad_h);
-  const std::int64_t ow = conv_output_size(x[3], p.kernel_w, p.stride_w, p.pad_w);
-  if (oh <= 0 || ow <= 0) fail("the window does not fit the padded input");
-  return {x[0], x[1], oh, ow};
-}
-
 namespace naive {
 
 namespace {
@@ -39,7 +24,7 @@ void window(const Pool2dParams& prm, std::int64_t h, std::int64_t w, std::int64_
 }  // namespace
 
 void max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
-  const Shape ys = pool2d_output_shape(x.shape(), prm);
+  const Shape ys = pool2d_output_shape(x.shape(), prm, "max_pool2d_forward");
   expect_shape("max_pool2d_forward", "y", y, ys);
   const std::int64_t planes = ys[0] * ys[1], h = x.dim(2), w = x.dim(3);
   for (std::int64_t pl = 0; pl < planes; ++pl)
@@ -52,7 +37,7 @@ void max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
 }
 
 void max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& prm) {
-  const Shape ys = pool2d_output_shape(x.shape(), prm);
+  const Shape ys = pool2d_output_shape(x.shape(), prm, "max_pool2d_backward");
   expect_shape("max_pool2d_backward", "dx", dx, x.shape());
   const std::int64_t planes = ys[0] * ys[1], h = x.dim(2), w = x.dim(3);
   for (std::int64_t i = 0; i < dx.numel(); ++i) dx.data<float>()[i] = 0.0f;
@@ -71,7 +56,7 @@ void max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Ten
 }
 
 void avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
-  const Shape ys = pool2d_output_shape(x.shape(), prm);
+  const Shape ys = pool2d_output_shape(x.shape(), prm, "avg_pool2d_forward");
   expect_shape("avg_pool2d_forward", "y", y, ys);
   const std::int64_t planes = ys[0] * ys[1], h = x.dim(2), w = x.dim(3);
   for (std::int64_t pl = 0; pl < planes; ++pl)
@@ -84,7 +69,7 @@ void avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
 }
 
 void avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& prm) {
-  const Shape ys = pool2d_output_shape(dx.shape(), prm);
+  const Shape ys = pool2d_output_shape(dx.shape(), prm, "avg_pool2d_backward");
   expect_shape("avg_pool2d_backward", "dy", dy, ys);
   const std::int64_t planes = ys[0] * ys[1], h = dx.dim(2), w = dx.dim(3);
   for (std::int64_t i = 0; i < dx.numel(); ++i) dx.data<float>()[i] = 0.0f;

@@ -14,24 +14,6 @@ struct PoolGeom {
 };
 static_assert(sizeof(PoolGeom) == 10 * sizeof(int), "must match StokePoolGeom in kernels/pool.cu");
 
-Shape pool_output_shape(const char* op, const Shape& x, const Pool2dParams& p) {
-  const auto fail = [&](const std::string& why) {
-    throw InvalidArgument(std::string(op) + ": x " + shape_to_string(x) + ", kernel " +
-                          std::to_string(p.kernel_h) + "x" + std::to_string(p.kernel_w) + ": " +
-                          why);
-  };
-  if (x.size() != 4) fail("x must be (N, C, H, W)");
-  if (p.kernel_h < 1 || p.kernel_w < 1 || p.stride_h < 1 || p.stride_w < 1)
-    fail("kernel and stride must be >= 1");
-  if (p.pad_h < 0 || p.pad_w < 0 || 2 * p.pad_h > p.kernel_h || 2 * p.pad_w > p.kernel_w) {
-    fail("padding must be in [0, kernel / 2]");
-  }
-  const std::int64_t oh = conv_output_size(x[2], p.kernel_h, p.stride_h, p.pad_h);
-  const std::int64_t ow = conv_output_size(x[3], p.kernel_w, p.stride_w, p.pad_w);
-  if (oh <= 0 || ow <= 0) fail("the window does not fit the padded input");
-  return {x[0], x[1], oh, ow};
-}
-
 PoolGeom geometry(const Shape& x, const Shape& y, const Pool2dParams& p) {
   return {static_cast<int>(x[2]),
           static_cast<int>(x[3]),
@@ -49,7 +31,7 @@ PoolGeom geometry(const Shape& x, const Shape& y, const Pool2dParams& p) {
 
 void CudaBackend::max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& params) {
   expect("max_pool2d_forward", "x", x, x.shape());
-  const Shape ys = pool_output_shape("max_pool2d_forward", x.shape(), params);
+  const Shape ys = pool2d_output_shape(x.shape(), params, "max_pool2d_forward");
   expect("max_pool2d_forward", "y", y, ys);
   PoolGeom g = geometry(x.shape(), ys, params);
   const float* xp = x.data<float>();
@@ -61,7 +43,7 @@ void CudaBackend::max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dPar
 void CudaBackend::max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
                                       Tensor& dx, const Pool2dParams& params) {
   expect("max_pool2d_backward", "x", x, x.shape());
-  const Shape ys = pool_output_shape("max_pool2d_backward", x.shape(), params);
+  const Shape ys = pool2d_output_shape(x.shape(), params, "max_pool2d_backward");
   expect("max_pool2d_backward", "y", y, ys);
   expect("max_pool2d_backward", "dy", dy, ys);
   expect("max_pool2d_backward", "dx", dx, x.shape());
@@ -77,7 +59,7 @@ void CudaBackend::max_pool2d_backward(const Tensor& x, const Tensor& y, const Te
 
 void CudaBackend::avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& params) {
   expect("avg_pool2d_forward", "x", x, x.shape());
-  const Shape ys = pool_output_shape("avg_pool2d_forward", x.shape(), params);
+  const Shape ys = pool2d_output_shape(x.shape(), params, "avg_pool2d_forward");
   expect("avg_pool2d_forward", "y", y, ys);
   PoolGeom g = geometry(x.shape(), ys, params);
   const float* xp = x.data<float>();
@@ -88,7 +70,7 @@ void CudaBackend::avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dPar
 
 void CudaBackend::avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& params) {
   expect("avg_pool2d_backward", "dx", dx, dx.shape());
-  const Shape ys = pool_output_shape("avg_pool2d_backward", dx.shape(), params);
+  const Shape ys = pool2d_output_shape(dx.shape(), params, "avg_pool2d_backward");
   expect("avg_pool2d_backward", "dy", dy, ys);
   PoolGeom g = geometry(dx.shape(), ys, params);
   const float* dyp = dy.data<float>();
