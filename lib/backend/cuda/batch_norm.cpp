@@ -2,6 +2,8 @@
 // statistics with cuDNN's unbiased variance, saved mean and inverse std),
 // inference, and backward from the saved statistics.
 #include <atomic>
+#include <initializer_list>
+#include <utility>
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/cuda_backend.hpp"
@@ -42,6 +44,18 @@ void with_mode(bool strict, std::atomic<bool>& persistent_ok, const std::string&
   STOKE_CUDNN_CHECK(status);
 }
 
+// Checks x-shaped tensors and per-channel (C) tensors of a batch-norm op;
+// returns C.
+using Named = std::pair<const char*, const Tensor*>;
+Shape expect_batch_norm(const char* op, const Tensor& x, std::initializer_list<Named> like_x,
+                        std::initializer_list<Named> per_channel) {
+  const Shape c{channels(op, x)};
+  expect(op, "x", x, x.shape());
+  for (const auto& [name, t] : like_x) expect(op, name, *t, x.shape());
+  for (const auto& [name, t] : per_channel) expect(op, name, *t, c);
+  return c;
+}
+
 // Unused by cuDNN when the saved statistics are given, but must be valid.
 constexpr double kBackwardEpsilon = 1e-5;
 
@@ -51,18 +65,13 @@ void CudaBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gam
                                               const Tensor& beta, Tensor& y, Tensor& running_mean,
                                               Tensor& running_var, Tensor& save_mean,
                                               Tensor& save_invstd, const BatchNormParams& params) {
-  const char* op = "batch_norm_forward_training";
-  const Shape c{channels(op, x)};
-  expect(op, "x", x, x.shape());
-  expect(op, "y", y, x.shape());
-  for (auto [name, t] : {std::pair<const char*, const Tensor*>{"gamma", &gamma},
-                         {"beta", &beta},
-                         {"running_mean", &running_mean},
-                         {"running_var", &running_var},
-                         {"save_mean", &save_mean},
-                         {"save_invstd", &save_invstd}}) {
-    expect(op, name, *t, c);
-  }
+  const Shape c = expect_batch_norm("batch_norm_forward_training", x, {{"y", &y}},
+                                    {{"gamma", &gamma},
+                                     {"beta", &beta},
+                                     {"running_mean", &running_mean},
+                                     {"running_var", &running_var},
+                                     {"save_mean", &save_mean},
+                                     {"save_invstd", &save_invstd}});
   const TensorDesc xd(x.shape()), bn(1, static_cast<int>(c[0]), 1, 1);
   const float one = 1.0f, zero = 0.0f;
   cudnnHandle_t h = cudnn();
@@ -78,16 +87,9 @@ void CudaBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& ga
                                                const Tensor& beta, const Tensor& running_mean,
                                                const Tensor& running_var, Tensor& y,
                                                const BatchNormParams& params) {
-  const char* op = "batch_norm_forward_inference";
-  const Shape c{channels(op, x)};
-  expect(op, "x", x, x.shape());
-  expect(op, "y", y, x.shape());
-  for (auto [name, t] : {std::pair<const char*, const Tensor*>{"gamma", &gamma},
-                         {"beta", &beta},
-                         {"running_mean", &running_mean},
-                         {"running_var", &running_var}}) {
-    expect(op, name, *t, c);
-  }
+  const Shape c = expect_batch_norm(
+      "batch_norm_forward_inference", x, {{"y", &y}},
+      {{"gamma", &gamma}, {"beta", &beta}, {"running_mean", &running_mean}, {"running_var", &running_var}});
   const TensorDesc xd(x.shape()), bn(1, static_cast<int>(c[0]), 1, 1);
   const float one = 1.0f, zero = 0.0f;
   STOKE_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
@@ -99,18 +101,12 @@ void CudaBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& ga
 void CudaBackend::batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                                       const Tensor& save_mean, const Tensor& save_invstd,
                                       Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
-  const char* op = "batch_norm_backward";
-  const Shape c{channels(op, x)};
-  expect(op, "x", x, x.shape());
-  expect(op, "dy", dy, x.shape());
-  expect(op, "dx", dx, x.shape());
-  for (auto [name, t] : {std::pair<const char*, const Tensor*>{"gamma", &gamma},
-                         {"save_mean", &save_mean},
-                         {"save_invstd", &save_invstd},
-                         {"dgamma", &dgamma},
-                         {"dbeta", &dbeta}}) {
-    expect(op, name, *t, c);
-  }
+  const Shape c = expect_batch_norm("batch_norm_backward", x, {{"dy", &dy}, {"dx", &dx}},
+                                    {{"gamma", &gamma},
+                                     {"save_mean", &save_mean},
+                                     {"save_invstd", &save_invstd},
+                                     {"dgamma", &dgamma},
+                                     {"dbeta", &dbeta}});
   const TensorDesc xd(x.shape()), bn(1, static_cast<int>(c[0]), 1, 1);
   const float one = 1.0f, zero = 0.0f;
   cudnnHandle_t h = cudnn();
