@@ -7,6 +7,7 @@
 
 #include "config/parse.hpp"
 #include "core/text.hpp"
+#include "system/cpu_limits.hpp"
 #include "stoke/error.hpp"
 
 extern char** environ;
@@ -300,8 +301,11 @@ Config Config::load(const ConfigLoadOptions& options) {
     }
   }
 
-  auto cpu = query_cpu();
-  if (options.physical_cores > 0) cpu.physical_cores = options.physical_cores;
+  // Physical cores and SIMD level only: cached while the affinity mask stays.
+  const CpuLimits limits = cpu_limits();
+  CpuInfo cpu;
+  cpu.physical_cores = options.physical_cores > 0 ? options.physical_cores : limits.physical_cores;
+  cpu.simd = limits.simd;
   config.check_against(cpu);
   config.apply_logging();
   for (const auto& warning : config.warnings_) log_warn(warning);

@@ -1,7 +1,9 @@
 // CPU facts from sched_getaffinity, /sys topology, /proc/meminfo and cpuid.
 #include <sched.h>
 
+#include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -12,6 +14,7 @@
 
 #include "core/text.hpp"
 #include "stoke/system.hpp"
+#include "system/cpu_limits.hpp"
 
 namespace stoke {
 namespace {
@@ -108,6 +111,23 @@ CpuInfo query_cpu() {
   info.total_memory = meminfo_bytes("MemTotal");
   info.available_memory = meminfo_bytes("MemAvailable");
   return info;
+}
+
+CpuLimits cpu_limits() {
+  static std::mutex mutex;
+  static bool cached = false;
+  static cpu_set_t cached_mask;
+  static CpuLimits limits;
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  const bool have_mask = sched_getaffinity(0, sizeof mask, &mask) == 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (cached && have_mask && std::memcmp(&mask, &cached_mask, sizeof mask) == 0) return limits;
+  const CpuInfo info = query_cpu();
+  limits = {info.physical_cores, info.simd};
+  cached = have_mask;
+  cached_mask = mask;
+  return limits;
 }
 
 }  // namespace stoke

@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <thread>
 
 #include "core/text.hpp"
 #include "stoke/system.hpp"
+#include "system/cpu_limits.hpp"
 
 namespace stoke {
 namespace {
@@ -17,6 +19,28 @@ TEST(System, CpuFactsAreConsistent) {
   EXPECT_GT(cpu.total_memory, 0u);
   EXPECT_LE(cpu.available_memory, cpu.total_memory);
   EXPECT_FALSE(cpu.model.empty());
+}
+
+// Config::load checks knobs against the cached limits: they equal a fresh
+// query, and follow a change of the affinity mask.
+TEST(System, CachedCpuLimitsFollowTheAffinityMask) {
+  const CpuInfo fresh = query_cpu();
+  EXPECT_EQ(cpu_limits().physical_cores, fresh.physical_cores);
+  EXPECT_EQ(cpu_limits().simd, fresh.simd);
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
+  if (CPU_COUNT(&saved) < 2) GTEST_SKIP() << "one CPU in the affinity mask: nothing to narrow";
+  int first = 0;
+  while (!CPU_ISSET(first, &saved)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  // The mask is per thread; query_cpu and cpu_limits read the calling thread's.
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  const CpuLimits narrowed = cpu_limits();
+  ASSERT_EQ(sched_setaffinity(0, sizeof saved, &saved), 0);
+  EXPECT_EQ(narrowed.physical_cores, 1);
+  EXPECT_EQ(cpu_limits().physical_cores, fresh.physical_cores) << "the cache follows the mask back";
 }
 
 TEST(System, QueryNeverThrowsAndExplainsMissingGpus) {
