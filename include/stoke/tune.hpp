@@ -53,6 +53,7 @@ struct TrialSettings {
   int cpu_threads = 0;
   bool cache = false;      // STOKE_CACHE=ram
   int prefetch_depth = 2;
+  bool gpu_graph = false;  // STOKE_GPU_GRAPH (GPU backends only)
   std::string label;       // what this trial varies, e.g. "batch 32"
 };
 
@@ -78,6 +79,7 @@ struct STOKE_API TuneResult {
   double best_images_per_second = 0;
   std::vector<TrialResult> trials;
   std::vector<std::string> not_tried;  // knobs that do not apply here, with the reason
+  bool gpu = false;                    // tuned on a GPU backend (graph trial, STOKE_GPU_GRAPH line)
   std::string table() const;
   // STOKE_* lines that Config loads (the batch size, a trainer option, as a comment).
   std::string config_text() const;
@@ -87,7 +89,7 @@ struct STOKE_API TuneResult {
 // Short trials on `data` with `model` (whose weights are restored afterwards):
 // the batch size (powers of two up to the largest whose memory plan fits the
 // cap with headroom), then the thread count, then the cache and the prefetch
-// depth, each keeping the fastest. Each trial trains two short epochs on a
+// depth, and on a GPU backend CUDA graphs on/off, each keeping the fastest. Each trial trains two short epochs on a
 // subset and measures the second. Leaves the library arena at the best
 // thread count.
 STOKE_API TuneResult autotune(nn::Model& model, const Dataset& data, const LoaderOptions& loader,

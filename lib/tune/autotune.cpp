@@ -71,6 +71,7 @@ class Tuner {
       to.max_steps_per_epoch = 0;
       Settings settings = base_settings_;
       settings.prefetch_depth = s.prefetch_depth;
+      if (!model_.backend().is_host()) settings.gpu_graph = s.gpu_graph ? Toggle::kOn : Toggle::kOff;
       to.settings = settings;
       Trainer trainer(model_, to);
       const auto fit = trainer.fit(subset, nullptr, lo);
@@ -108,6 +109,8 @@ TuneResult autotune(nn::Model& model, const Dataset& data, const LoaderOptions& 
   current.cpu_threads = host ? cores : std::max(1, cores - 1);
   current.cache = true;
   current.prefetch_depth = std::max(2, tuner.base_settings_.prefetch_depth);
+  current.gpu_graph = !host && tuner.base_settings_.gpu_graph != Toggle::kOff;
+  result.gpu = !host;
 
   auto consider = [&](TrialSettings s) {
     auto r = tuner.run(std::move(s));
@@ -161,6 +164,14 @@ TuneResult autotune(nn::Model& model, const Dataset& data, const LoaderOptions& 
     s.prefetch_depth = current.prefetch_depth + 1;
     s.label = "prefetch depth " + std::to_string(s.prefetch_depth);
     consider(s);
+    current = result.best;
+  }
+  // 5. CUDA graphs A/B (the trainer replays one graph per prefetch slot).
+  if (!host) {
+    TrialSettings s = current;
+    s.gpu_graph = !current.gpu_graph;
+    s.label = s.gpu_graph ? "cuda graphs on" : "cuda graphs off";
+    consider(s);
   }
 
   if (host) {
@@ -171,7 +182,10 @@ TuneResult autotune(nn::Model& model, const Dataset& data, const LoaderOptions& 
     };
   } else {
     result.not_tried = {
-        "uint8 upload, STOKE_GPU_JIT and STOKE_GPU_GRAPH A/B trials: not wired to the trainer yet",
+        "uint8 upload: the loader hands the trainer float batches (no uint8 HWC output for the "
+        "prefetcher's device normalize yet)",
+        "STOKE_GPU_JIT: fixed when the backend is created; JIT and precompiled kernels compute the same "
+        "and differ only in start-up time",
     };
   }
   result.best.label = "best";
@@ -183,25 +197,26 @@ TuneResult autotune(nn::Model& model, const Dataset& data, const LoaderOptions& 
 std::string TuneResult::table() const {
   std::ostringstream out;
   char line[200];
-  std::snprintf(line, sizeof line, "%-20s %6s %8s %6s %6s %12s %8s\n", "trial", "batch", "threads",
-                "cache", "depth", "images/s", "wait %");
+  const auto graph = [&](const TrialSettings& s) { return gpu ? (s.gpu_graph ? "on" : "off") : "-"; };
+  std::snprintf(line, sizeof line, "%-20s %6s %8s %6s %6s %6s %12s %8s\n", "trial", "batch", "threads",
+                "cache", "depth", "graph", "images/s", "wait %");
   out << line;
   for (const auto& t : trials) {
     const auto& s = t.settings;
     if (t.failed) {
-      std::snprintf(line, sizeof line, "%-20s %6d %8d %6s %6d %12s   %s\n", s.label.c_str(), s.batch_size,
-                    s.cpu_threads, s.cache ? "ram" : "off", s.prefetch_depth, "failed",
+      std::snprintf(line, sizeof line, "%-20s %6d %8d %6s %6d %6s %12s   %s\n", s.label.c_str(), s.batch_size,
+                    s.cpu_threads, s.cache ? "ram" : "off", s.prefetch_depth, graph(s), "failed",
                     t.error.substr(0, 60).c_str());
     } else {
-      std::snprintf(line, sizeof line, "%-20s %6d %8d %6s %6d %12.1f %7.1f%%\n", s.label.c_str(),
-                    s.batch_size, s.cpu_threads, s.cache ? "ram" : "off", s.prefetch_depth,
+      std::snprintf(line, sizeof line, "%-20s %6d %8d %6s %6d %6s %12.1f %7.1f%%\n", s.label.c_str(),
+                    s.batch_size, s.cpu_threads, s.cache ? "ram" : "off", s.prefetch_depth, graph(s),
                     t.images_per_second, 100.0 * t.data_wait_share);
     }
     out << line;
   }
-  std::snprintf(line, sizeof line, "best: batch %d, %d threads, cache %s, prefetch depth %d: %.1f images/s\n",
+  std::snprintf(line, sizeof line, "best: batch %d, %d threads, cache %s, prefetch depth %d%s: %.1f images/s\n",
                 best.batch_size, best.cpu_threads, best.cache ? "ram" : "off", best.prefetch_depth,
-                best_images_per_second);
+                gpu ? (best.gpu_graph ? ", cuda graphs on" : ", cuda graphs off") : "", best_images_per_second);
   out << line;
   for (const auto& n : not_tried) out << "not tried: " << n << "\n";
   return out.str();
@@ -215,6 +230,7 @@ std::string TuneResult::config_text() const {
       << "STOKE_CPU_THREADS = " << best.cpu_threads << "\n"
       << "STOKE_CACHE = " << (best.cache ? "ram" : "off") << "\n"
       << "STOKE_PREFETCH_DEPTH = " << best.prefetch_depth << "\n";
+  if (gpu) out << "STOKE_GPU_GRAPH = " << (best.gpu_graph ? "on" : "off") << "\n";
   return out.str();
 }
 

@@ -11,6 +11,7 @@
 #include "gpu/gpu_fixture.hpp"
 #include "stoke/cuda.hpp"
 #include "stoke/train.hpp"
+#include "stoke/tune.hpp"
 #include "unit/tiny_dataset.hpp"
 
 namespace stoke::testing {
@@ -101,6 +102,26 @@ TEST_F(TrainerOnGpu, GraphsFollowAdamAndTheScheduleAndStopAtAShortBatch) {
   EXPECT_EQ(graphed.result.graph_steps, 2 * (9 - 2)) << graphed.result.graph_note;
   EXPECT_EQ(graphed.result.log.epochs.back().steps, 10u);
   EXPECT_LT(max_difference(graphed.parameters, eager.parameters), 1e-5);
+}
+
+// On a GPU the autotuner adds a CUDA-graph A/B trial and writes its choice.
+TEST_F(TrainerOnGpu, AutotuneTriesGraphsAndWritesTheChoice) {
+  auto m = nn::build_model(*gpu_, spec_, 7);
+  TuneOptions tune;
+  tune.steps_per_trial = 3;
+  tune.max_batch = 16;
+  tune.thread_candidates = {1};
+  const TuneResult result = autotune(*m, data_, loader_, options_, tune);
+  EXPECT_TRUE(result.gpu);
+  const auto graph_trial = std::find_if(result.trials.begin(), result.trials.end(), [](const TrialResult& t) {
+    return t.settings.label.find("cuda graphs") != std::string::npos;
+  });
+  ASSERT_NE(graph_trial, result.trials.end()) << result.table();
+  EXPECT_FALSE(graph_trial->failed) << graph_trial->error;
+  EXPECT_NE(result.config_text().find(std::string("STOKE_GPU_GRAPH = ") + (result.best.gpu_graph ? "on" : "off")),
+            std::string::npos)
+      << result.config_text();
+  EXPECT_EQ(result.not_tried.size(), 2u);
 }
 
 }  // namespace

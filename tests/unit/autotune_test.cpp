@@ -35,6 +35,9 @@ TEST_F(TinyDataset, AutotuneTriesBatchesThreadsCacheAndDepthAndRestoresTheModel)
   EXPECT_EQ(thread_count(), result.best.cpu_threads);
   EXPECT_EQ(result.not_tried.size(), 3u);  // GPU knobs on the CPU backend
   EXPECT_NE(result.table().find("best: batch"), std::string::npos);
+  EXPECT_FALSE(result.gpu);
+  for (const auto& t : result.trials) EXPECT_EQ(t.settings.label.find("graphs"), std::string::npos);
+  EXPECT_EQ(result.config_text().find("STOKE_GPU_GRAPH"), std::string::npos) << "no graph trial ran here";
   set_thread_count(saved_threads);
 }
 
