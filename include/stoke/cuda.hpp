@@ -83,6 +83,15 @@ class STOKE_API GpuBackend : public Backend {
   // "jit sm_90 (3 compiled, rest from the cache)" or "precompiled".
   virtual std::string kernel_origin() = 0;
 
+  // Device-busy time, the profiler's honest "GPU utilization": intervals of
+  // the compute stream between begin_busy() and end_busy(), timed by CUDA
+  // events without blocking the host. take_busy_seconds() returns the sum of
+  // the intervals that completed since the last call (with wait = true, of
+  // all of them, synchronizing). From one thread; ignored during a capture.
+  virtual void begin_busy() = 0;
+  virtual void end_busy() = 0;
+  virtual double take_busy_seconds(bool wait) = 0;
+
   // Milliseconds between two events recorded around `work` on the stream,
   // divided by `repeats` (work is issued that many times); synchronizes.
   virtual float time_ms(const std::function<void()>& work, int repeats = 1) = 0;

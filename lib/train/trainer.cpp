@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "stoke/cuda.hpp"
 #include "stoke/error.hpp"
@@ -40,6 +41,34 @@ void check_options(const TrainerOptions& o) {
                           std::to_string(o.batch_multiplier));
   }
 }
+
+// Marks one step's work on the GPU's compute stream as device-busy time and
+// hands the intervals completed so far to the profiler (no host sync).
+class DeviceBusySpan {
+ public:
+  DeviceBusySpan(GpuBackend* gpu, Profiler& profiler) : gpu_(gpu), profiler_(profiler) {
+    if (gpu_) gpu_->begin_busy();
+  }
+  ~DeviceBusySpan() { end(); }
+  // Right after the step's last op is issued: a stop event recorded later
+  // (after a logging sync) would count the idle stream as busy.
+  void end() noexcept {
+    if (!gpu_) return;
+    GpuBackend* gpu = std::exchange(gpu_, nullptr);
+    try {
+      gpu->end_busy();
+      profiler_.add_device_busy(gpu->take_busy_seconds(false));
+    } catch (const std::exception& e) {
+      log_warn(std::string("device-busy timing failed: ") + e.what());
+    }
+  }
+  DeviceBusySpan(const DeviceBusySpan&) = delete;
+  DeviceBusySpan& operator=(const DeviceBusySpan&) = delete;
+
+ private:
+  GpuBackend* gpu_;
+  Profiler& profiler_;
+};
 
 float read_scalar(const Tensor& t) {
   float v = 0;
@@ -309,6 +338,7 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
         batch = prefetcher.next();
       }
       if (!batch) break;
+      DeviceBusySpan busy(gpu, profiler_);
       const auto n = static_cast<std::int64_t>(batch->count());
       if (graphs_allowed && !graphs_ended && n != static_cast<std::int64_t>(po.batch_size)) {
         graphs.clear();
@@ -367,6 +397,7 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
           optimizer_->set_steps(optimizer_->steps() - 1);  // the step did not happen
           throw;
         }
+        busy.end();
         batch->release();
         if (g->replaying()) {
           ++st.graph_steps;
@@ -408,18 +439,23 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
         }
       }
       profiler_.step_done(static_cast<std::uint64_t>(n));
-      if (!last_micro) continue;
+      if (!last_micro) {
+        busy.end();
+        continue;
+      }
       st.micro = 0;
       const float lr = options_.schedule.lr(static_cast<std::int64_t>(step));
       {
         auto span = profiler_.span(Stage::kUpdate);
         optimizer_->step(model_, lr);
       }
+      busy.end();
       finish_step(epoch, step, record, lr, n);
     }
     prefetcher.stop();
   }
   be.synchronize();
+  if (gpu) profiler_.add_device_busy(gpu->take_busy_seconds(true));
   if (st.micro != 0) {
     log_warn("epoch " + std::to_string(epoch) + " ended with " + std::to_string(st.micro) + " of " +
              std::to_string(options_.batch_multiplier) +

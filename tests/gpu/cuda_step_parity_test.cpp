@@ -194,6 +194,28 @@ TEST_F(CudaParity, OneGraphPerPrefetchSlotMatchesEagerExecution) {
                     "parameters after 7 prefetched batches"));
 }
 
+// Busy intervals are timed by events without blocking; waiting harvests them
+// all, and their sum matches the event timing of the same work.
+TEST_F(CudaParity, BusyIntervalsMatchEventTiming) {
+  Tensor x(gpu(), {1 << 24}), y(gpu(), {1 << 24});
+  gpu().fill(x, 1.0f);
+  gpu().synchronize();
+  EXPECT_EQ(gpu().take_busy_seconds(true), 0.0) << "nothing recorded yet";
+  const auto work = [&] {
+    for (int i = 0; i < 20; ++i) gpu().add(x, x, y);
+  };
+  const double timed_ms = gpu().time_ms(work, 1);
+  gpu().begin_busy();
+  gpu().begin_busy();  // nested: ignored
+  work();
+  gpu().end_busy();
+  gpu().end_busy();  // nothing open: ignored
+  const double busy_ms = 1e3 * gpu().take_busy_seconds(true);
+  EXPECT_GT(busy_ms, 0.0);
+  EXPECT_NEAR(busy_ms, timed_ms, 0.5 * timed_ms) << "same work, same events";
+  EXPECT_EQ(gpu().take_busy_seconds(false), 0.0) << "each interval is handed out once";
+}
+
 // A step that synchronizes cannot be captured: the capture fails, nothing of
 // the failed capture runs, and the step runs eagerly from then on.
 TEST_F(CudaParity, CaptureFailureFallsBackToEagerExecution) {

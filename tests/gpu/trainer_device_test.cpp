@@ -68,6 +68,12 @@ TEST_F(TrainerOnGpu, EagerGpuTrainingMatchesTheCpuReference) {
     EXPECT_EQ(gpu.result.log.epochs[e].images, cpu.result.log.epochs[e].images);
   }
   EXPECT_LT(max_difference(gpu.parameters, cpu.parameters), 1e-3);
+  // Device busy comes from events on the GPU, from the compute stages on the CPU.
+  const ProfileSummary& profile = gpu.result.log.epochs.back().profile;
+  EXPECT_TRUE(profile.device_busy_measured);
+  EXPECT_GT(profile.device_busy_seconds, 0.0);
+  EXPECT_LE(profile.device_busy_seconds, profile.wall_seconds);
+  EXPECT_FALSE(cpu.result.log.epochs.back().profile.device_busy_measured);
   EXPECT_EQ(gpu.result.graph_steps, 0);
   EXPECT_EQ(gpu.result.graph_note, "STOKE_GPU_GRAPH is off");
 }

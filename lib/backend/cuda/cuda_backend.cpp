@@ -82,6 +82,7 @@ CudaBackend::CudaBackend(int device, std::shared_ptr<MemoryPool> pool, CudaBacke
 CudaBackend::~CudaBackend() {
   STOKE_CUDA_WARN(cudaSetDevice(device_));
   if (stream_) STOKE_CUDA_WARN(cudaStreamSynchronize(stream_));
+  destroy_busy_events();
   try {
     if (workspace_) pool_->deallocate(workspace_, nullptr);
     if (cublas_workspace_) pool_->deallocate(cublas_workspace_, nullptr);

@@ -13,6 +13,7 @@
 #include <cudnn.h>
 
 #include <atomic>
+#include <deque>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -100,6 +101,9 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   std::size_t load_conv_algorithms(const std::string& text) override;
   std::string kernel_origin() override;
   float time_ms(const std::function<void()>& work, int repeats) override;
+  void begin_busy() override;
+  void end_busy() override;
+  double take_busy_seconds(bool wait) override;
   std::unique_ptr<CapturedStep> capture(const std::function<void()>& step,
                                         std::string* why) override;
 
@@ -143,6 +147,15 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   // While capturing, frees are held (the graph keeps using the memory).
   bool capturing_ = false;
   std::vector<void*> held_during_capture_;
+  // Device-busy intervals (busy.cpp): recorded, not yet harvested, in order.
+  struct BusyInterval {
+    cudaEvent_t start, stop;
+  };
+  cudaEvent_t busy_open_ = nullptr;
+  std::deque<BusyInterval> busy_pending_;
+  std::vector<cudaEvent_t> busy_spare_;
+  cudaEvent_t busy_event();
+  void destroy_busy_events() noexcept;
 };
 
 // InvalidArgument naming op and tensor unless t is a defined float32 tensor of
