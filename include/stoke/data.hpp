@@ -222,6 +222,7 @@ class STOKE_API Loader {
   std::size_t sample_bytes() const noexcept;  // C * H * W * dtype size
   std::array<std::size_t, 4> output_shape() const noexcept;  // {batch_size, C, H, W}
   OutputDtype dtype() const noexcept;
+  const LoaderOptions& options() const noexcept;
   const Dataset& dataset() const noexcept;
   LoaderStats stats() const;
 

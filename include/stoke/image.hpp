@@ -149,7 +149,11 @@ STOKE_API void convert_channels(ImageView src, int channels, Image& dst);
 enum class ResizeFilter { kBilinear, kArea, kAuto };
 STOKE_API const char* to_string(ResizeFilter filter) noexcept;
 
-enum class OutputDtype { kFloat32, kFloat16, kBFloat16 };
+// kUint8: the pixels as they are, interleaved HWC and not normalized (1 byte
+// per value): for a GPU consumer that normalizes and transposes on the device
+// (PrefetchOptions::device_normalize), uploading 4x fewer bytes than float32.
+// The fused pass writes only the three planar float types.
+enum class OutputDtype { kFloat32, kFloat16, kBFloat16, kUint8 };
 STOKE_API const char* to_string(OutputDtype dtype) noexcept;
 STOKE_API std::size_t dtype_size(OutputDtype dtype) noexcept;
 

@@ -54,6 +54,7 @@ struct TrialSettings {
   bool cache = false;      // STOKE_CACHE=ram
   int prefetch_depth = 2;
   bool gpu_graph = false;  // STOKE_GPU_GRAPH (GPU backends only)
+  bool uint8_upload = false;  // loader output uint8, normalized on the GPU (GPU backends only)
   std::string label;       // what this trial varies, e.g. "batch 32"
 };
 
@@ -89,7 +90,8 @@ struct STOKE_API TuneResult {
 // Short trials on `data` with `model` (whose weights are restored afterwards):
 // the batch size (powers of two up to the largest whose memory plan fits the
 // cap with headroom), then the thread count, then the cache and the prefetch
-// depth, and on a GPU backend CUDA graphs on/off, each keeping the fastest. Each trial trains two short epochs on a
+// depth, and on a GPU backend CUDA graphs on/off and uint8 upload on/off, each
+// keeping the fastest. Each trial trains two short epochs on a
 // subset and measures the second. Leaves the library arena at the best
 // thread count.
 STOKE_API TuneResult autotune(nn::Model& model, const Dataset& data, const LoaderOptions& loader,

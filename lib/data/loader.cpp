@@ -133,6 +133,12 @@ struct Loader::Impl {
       }
       decoded_count.fetch_add(1, std::memory_order_relaxed);
       Profiler::Span span(options.profiler, Stage::kPreprocess);
+      if (pre.dtype == OutputDtype::kUint8) {
+        MutableImageView out{reinterpret_cast<std::uint8_t*>(slot), width, height, channels,
+                             static_cast<std::size_t>(width) * channels};
+        w.resampler.resize(w.decoded.view(), out, pre.filter);  // decoded with `channels`
+        return;
+      }
       w.resampler.resize_normalize_chw(w.decoded.view(), width, height, pre.filter, pre.normalization, pre.dtype, slot);
       return;
     }
@@ -178,6 +184,13 @@ struct Loader::Impl {
       }
     }
     Profiler::Span span(options.profiler, Stage::kBatchAssembly);
+    if (pre.dtype == OutputDtype::kUint8) {
+      // The (cropped, augmented) pixels as they are: the consumer normalizes.
+      const std::size_t row = static_cast<std::size_t>(width) * channels;
+      auto* out = reinterpret_cast<std::uint8_t*>(slot);
+      for (int y = 0; y < height; ++y) std::memcpy(out + y * row, view.row(y), row);
+      return;
+    }
     w.resampler.resize_normalize_chw(view, width, height, pre.filter, pre.normalization, pre.dtype, slot);
   }
 };
@@ -238,6 +251,7 @@ std::array<std::size_t, 4> Loader::output_shape() const noexcept {
           static_cast<std::size_t>(impl_->height), static_cast<std::size_t>(impl_->width)};
 }
 OutputDtype Loader::dtype() const noexcept { return impl_->options.preprocess.dtype; }
+const LoaderOptions& Loader::options() const noexcept { return impl_->options; }
 const Dataset& Loader::dataset() const noexcept { return impl_->dataset; }
 
 LoaderStats Loader::stats() const {

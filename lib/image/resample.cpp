@@ -221,6 +221,11 @@ void Resampler::resize_normalize_chw(ImageView src, int width, int height, Resiz
     throw InvalidArgument("stoke::Resampler::resize_normalize_chw: bad target " +
                           std::to_string(width) + "x" + std::to_string(height));
   }
+  if (dtype == OutputDtype::kUint8) {
+    throw InvalidArgument(
+        "stoke::Resampler::resize_normalize_chw: writes float32/float16/bfloat16 planes; for uint8 HWC "
+        "use resize()");
+  }
   auto& s = *impl_;
   s.prepare(src, width, height, filter);
   const int c = src.channels;
@@ -268,6 +273,7 @@ void Resampler::resize_normalize_chw(ImageView src, int width, int height, Resiz
                             w, s.row.data());
       switch (dtype) {
         case OutputDtype::kFloat32:
+        case OutputDtype::kUint8:  // rejected above
           break;
         case OutputDtype::kFloat16:
           s.kernels->store_f16(s.row.data(), w, scale[ch], bias[ch],

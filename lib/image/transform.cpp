@@ -52,11 +52,20 @@ const char* to_string(OutputDtype dtype) noexcept {
     case OutputDtype::kFloat32: return "float32";
     case OutputDtype::kFloat16: return "float16";
     case OutputDtype::kBFloat16: return "bfloat16";
+    case OutputDtype::kUint8: return "uint8 (HWC)";
   }
   return "?";
 }
 
-std::size_t dtype_size(OutputDtype dtype) noexcept { return dtype == OutputDtype::kFloat32 ? 4 : 2; }
+std::size_t dtype_size(OutputDtype dtype) noexcept {
+  switch (dtype) {
+    case OutputDtype::kFloat32: return 4;
+    case OutputDtype::kFloat16:
+    case OutputDtype::kBFloat16: return 2;
+    case OutputDtype::kUint8: return 1;
+  }
+  return 4;
+}
 
 Normalization Normalization::mean_std(std::span<const float> mean, std::span<const float> std) {
   if (mean.empty() || mean.size() > 3 || mean.size() != std.size()) {

@@ -33,6 +33,37 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const nn::Model& model, const Trai
   throw InvalidArgument("unknown optimizer kind");
 }
 
+// The models compute in float32: the loader delivers float32, or uint8 HWC
+// that a GPU backend's prefetcher normalizes on the device.
+void check_loader_dtype(OutputDtype dtype, const Backend& backend) {
+  if (dtype == OutputDtype::kFloat16 || dtype == OutputDtype::kBFloat16) {
+    throw InvalidArgument(std::string("Trainer::fit: the loader's output dtype is ") + to_string(dtype) +
+                          "; the models compute in float32: use OutputDtype::kFloat32 (or kUint8 on a GPU backend)");
+  }
+  if (dtype == OutputDtype::kUint8 && !as_gpu_backend(const_cast<Backend&>(backend))) {
+    throw InvalidArgument("Trainer::fit: the loader's output dtype is uint8 (HWC), which a GPU backend normalizes "
+                          "on the device; the model runs on " + backend.name() + ": use OutputDtype::kFloat32");
+  }
+}
+
+// The prefetcher's device normalize for uint8 batches: the loader's affine
+// normalization (pixel * scale + bias) as (x / 255 - mean) / std.
+DeviceNormalize device_normalize_for(const PreprocessOptions& pre) {
+  DeviceNormalize dn;
+  dn.enabled = true;
+  dn.height = pre.height;
+  dn.width = pre.width;
+  dn.channels = pre.channels;
+  for (int c = 0; c < pre.channels; ++c) {
+    float scale = 1.0f, bias = 0.0f;
+    pre.normalization.affine(c, scale, bias);
+    const float std_dev = 1.0f / (255.0f * scale);
+    dn.std[static_cast<std::size_t>(c)] = std_dev;
+    dn.mean[static_cast<std::size_t>(c)] = -bias * std_dev;
+  }
+  return dn;
+}
+
 void check_options(const TrainerOptions& o) {
   if (o.epochs < 1) throw InvalidArgument("TrainerOptions::epochs must be >= 1, got " + std::to_string(o.epochs));
   if (o.batch_size < 0) throw InvalidArgument("TrainerOptions::batch_size must be >= 0 (0 = auto)");
@@ -114,6 +145,7 @@ int auto_batch_size(const nn::Model& model, int optimizer_slots, std::uint64_t m
 }
 
 FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions loader_options) {
+  check_loader_dtype(loader_options.preprocess.dtype, model_.backend());
   stop_requested_.store(false);
   auto& st = *state_;
   st = State{};
@@ -151,6 +183,8 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
       vo.drop_last = false;
       vo.augment = {};
       vo.profiler = nullptr;  // validation is one span of its own
+      // Validation reads host batches: float32 even when training uploads uint8.
+      if (vo.preprocess.dtype == OutputDtype::kUint8) vo.preprocess.dtype = OutputDtype::kFloat32;
       val_loader.emplace(*val_data, vo);
     }
   };
@@ -303,6 +337,8 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
   GpuBackend* gpu = as_gpu_backend(be);
   po.device = gpu ? gpu->device() : -1;
   if (gpu) po.compute_stream = gpu->compute_stream();
+  // uint8 HWC batches (4x fewer bytes) become float CHW on the device.
+  if (loader.dtype() == OutputDtype::kUint8) po.device_normalize = device_normalize_for(loader.options().preprocess);
   // CUDA graphs: one per slot (each slot has its own fixed address), for
   // full-size batches of one optimizer step each. A batch of another size
   // reallocates the input and activations, so it drops the graphs for the

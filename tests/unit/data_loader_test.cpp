@@ -212,6 +212,62 @@ TEST(DataLoader, DirectPathMatchesDecodeAndFusedKernel) {
   EXPECT_EQ(labels[1], jpeg_dataset().label(1));
 }
 
+// uint8 output: the resized pixels as they are, interleaved HWC, one byte
+// per value (the direct path resizes straight into the slot).
+TEST(DataLoader, Uint8OutputIsTheResizedPixelsInHwc) {
+  LoaderOptions o;
+  o.preprocess.width = 24;
+  o.preprocess.height = 20;
+  o.preprocess.dtype = OutputDtype::kUint8;
+  o.shuffle = false;
+  o.batch_size = 3;
+  o.cache = no_cache();
+  o.simd = SimdLevel::kScalar;
+  Loader loader(jpeg_dataset(), o);
+  EXPECT_EQ(loader.sample_bytes(), 24u * 20u * 3u);
+  std::vector<std::uint8_t> images(3 * loader.sample_bytes());
+  std::vector<std::int32_t> labels(3);
+  loader.fill_batch(0, 0, std::as_writable_bytes(std::span(images)), labels);
+  Decoder decoder;
+  Image decoded, expected;
+  decoder.decode_file(jpeg_dataset().path(1), {3, 24, 20}, decoded);
+  expected.reshape(24, 20, 3);
+  Resampler(SimdLevel::kScalar).resize(decoded.view(), expected.mutable_view(), ResizeFilter::kAuto);
+  for (int y = 0; y < 20; ++y) {
+    ASSERT_TRUE(std::equal(expected.view().row(y), expected.view().row(y) + 24 * 3,
+                           images.begin() + loader.sample_bytes() + static_cast<std::size_t>(y) * 24 * 3))
+        << "row " << y;
+  }
+}
+
+// Through the cache, crop and augmentation, uint8 output is what the float
+// output normalizes: float(c, y, x) = u8(y, x, c) * scale[c] + bias[c].
+TEST(DataLoader, Uint8OutputMatchesTheNormalizedOutputBeforeNormalization) {
+  LoaderOptions as_float = augmenting(ram_cache()), as_u8 = augmenting(ram_cache());
+  as_u8.preprocess.dtype = OutputDtype::kUint8;
+  Loader f(jpeg_dataset(), as_float), u(jpeg_dataset(), as_u8);
+  const Epoch ef = run_epoch(f, 1), eu = run_epoch(u, 1);
+  ASSERT_EQ(eu.labels, ef.labels);
+  const int w = 32, h = 24, c = 3;
+  const std::size_t samples = ef.labels.size();
+  ASSERT_EQ(eu.images.size(), samples * w * h * c);
+  const auto* pf = reinterpret_cast<const float*>(ef.images.data());
+  const auto* pu = reinterpret_cast<const std::uint8_t*>(eu.images.data());
+  double worst = 0;
+  for (std::size_t s = 0; s < samples; ++s)
+    for (int ch = 0; ch < c; ++ch) {
+      float scale = 0, bias = 0;
+      as_float.preprocess.normalization.affine(ch, scale, bias);
+      for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x) {
+          const float fv = pf[((s * c + ch) * h + y) * w + x];
+          const float uv = pu[((s * h + y) * w + x) * c + ch] * scale + bias;
+          worst = std::max(worst, static_cast<double>(std::fabs(fv - uv)));
+        }
+    }
+  EXPECT_LT(worst, 1e-5) << "one multiply-add apart";
+}
+
 TEST(DataLoader, RamCacheServesLaterEpochsWithIdenticalContent) {
   Loader cached(jpeg_dataset(), augmenting(ram_cache()));
   Loader uncached(jpeg_dataset(), augmenting(no_cache()));

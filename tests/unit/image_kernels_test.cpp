@@ -298,6 +298,19 @@ TEST(ImageKernels, StridedCropViewResizesLikeAPackedCopy) {
   }
 }
 
+TEST(ImageKernels, FusedPassRefusesUint8AndSizesAreRight) {
+  const Image image = random_image(16, 12, 3, 5);
+  std::vector<std::uint8_t> out(3 * 8 * 6);
+  EXPECT_THROW(Resampler(SimdLevel::kScalar)
+                   .resize_normalize_chw(image.view(), 8, 6, ResizeFilter::kAuto, Normalization::min_max(0.f, 1.f),
+                                         OutputDtype::kUint8, out.data()),
+               InvalidArgument);
+  EXPECT_EQ(dtype_size(OutputDtype::kUint8), 1u);
+  EXPECT_EQ(dtype_size(OutputDtype::kFloat16), 2u);
+  EXPECT_EQ(dtype_size(OutputDtype::kFloat32), 4u);
+  EXPECT_STREQ(to_string(OutputDtype::kUint8), "uint8 (HWC)");
+}
+
 TEST(ImageKernels, CropsAreViewsAndRandomCropIsSeeded) {
   const Image image = random_image(20, 10, 3, 13);
   const ImageView center = center_crop(image.view(), 8, 4);

@@ -18,6 +18,24 @@ namespace {
 namespace fs = std::filesystem;
 using testing::TinyDataset;
 
+// The models compute in float32: half-precision loader output is refused, and
+// uint8 HWC (normalized on a GPU) is refused on the CPU backend, both naming
+// the dtype, before anything trains.
+TEST_F(TinyDataset, LoaderDtypesTheModelCannotTakeAreRefused) {
+  auto m = model();
+  Trainer trainer(*m, options_);
+  for (OutputDtype dtype : {OutputDtype::kFloat16, OutputDtype::kBFloat16, OutputDtype::kUint8}) {
+    LoaderOptions lo = loader_;
+    lo.preprocess.dtype = dtype;
+    try {
+      trainer.fit(data_, nullptr, lo);
+      ADD_FAILURE() << to_string(dtype) << " was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(to_string(dtype)), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(TinyDataset, LossFallsAndTheLogRecordsEveryEpoch) {
   auto m = model();
   options_.epochs = 3;
