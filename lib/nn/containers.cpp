@@ -34,6 +34,11 @@ const Tensor& Sequential::backward(const Tensor& dy) {
   return *g;
 }
 
+void Sequential::release_activations() {
+  for (auto& l : layers_) l->release_activations();
+  last_ = nullptr;
+}
+
 void Sequential::parameters(std::vector<ParamSlot>& out) {
   for (auto& l : layers_) l->parameters(out);
 }
@@ -124,6 +129,12 @@ const Tensor& BasicBlock::backward(const Tensor& dy) {
   ensure(dx_, dmain.shape());
   backend_->add(dmain, dshort, dx_);
   return dx_;
+}
+
+void BasicBlock::release_activations() {
+  main_.release_activations();
+  if (shortcut_) shortcut_->release_activations();
+  sum_ = y_ = dsum_ = dx_ = Tensor();
 }
 
 void BasicBlock::parameters(std::vector<ParamSlot>& out) {

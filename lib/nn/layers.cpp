@@ -70,6 +70,8 @@ const Tensor& Conv2d::backward(const Tensor& dy) {
   return input_grad_ ? dx_ : none_tensor();
 }
 
+void Conv2d::release_activations() { x_ = y_ = dx_ = Tensor(); }
+
 void Conv2d::parameters(std::vector<ParamSlot>& out) {
   const std::int64_t fan_in = static_cast<std::int64_t>(in_channels_ / params_.groups) * kernel_ * kernel_;
   out.push_back({name_ + ".weight", {out_channels_, in_channels_ / params_.groups, kernel_, kernel_}, Init::kHe,
@@ -126,6 +128,8 @@ const Tensor& BatchNorm2d::backward(const Tensor& dy) {
   return dx_;
 }
 
+void BatchNorm2d::release_activations() { save_mean_ = save_invstd_ = x_ = y_ = dx_ = Tensor(); }
+
 void BatchNorm2d::parameters(std::vector<ParamSlot>& out) {
   out.push_back({name_ + ".gamma", {channels_}, Init::kOnes, 1, &gamma_, &gamma_grad_});
   out.push_back({name_ + ".beta", {channels_}, Init::kZeros, 1, &beta_, &beta_grad_});
@@ -165,6 +169,8 @@ const Tensor& Linear::backward(const Tensor& dy) {
   backend_->linear_backward(x_, weight_, dy, input_grad_ ? dx_ : none, weight_grad_, bias_grad_);
   return input_grad_ ? dx_ : none_tensor();
 }
+
+void Linear::release_activations() { x_ = y_ = dx_ = Tensor(); }
 
 void Linear::parameters(std::vector<ParamSlot>& out) {
   out.push_back({name_ + ".weight", {out_, in_}, Init::kHe, in_, &weight_, &weight_grad_});

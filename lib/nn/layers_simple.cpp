@@ -21,6 +21,8 @@ const Tensor& Relu::backward(const Tensor& dy) {
   return dx_;
 }
 
+void Relu::release_activations() { y_ = dx_ = Tensor(); }
+
 std::size_t Relu::activation_bytes(const Shape& in) const { return 2 * float_bytes(in); }
 
 Pool2d::Pool2d(Backend& backend, std::string name, PoolKind kind, Pool2dParams params)
@@ -53,6 +55,8 @@ const Tensor& Pool2d::backward(const Tensor& dy) {
   return dx_;
 }
 
+void Pool2d::release_activations() { x_ = y_ = dx_ = Tensor(); }
+
 std::size_t Pool2d::activation_bytes(const Shape& in) const { return float_bytes(output_shape(in)) + float_bytes(in); }
 
 Shape GlobalAvgPool::output_shape(const Shape& in) const {
@@ -75,6 +79,8 @@ const Tensor& GlobalAvgPool::backward(const Tensor& dy) {
   return dx_;
 }
 
+void GlobalAvgPool::release_activations() { y_ = dx_ = Tensor(); }
+
 std::size_t GlobalAvgPool::activation_bytes(const Shape& in) const {
   return float_bytes(output_shape(in)) + float_bytes(in);
 }
@@ -94,6 +100,8 @@ const Tensor& Flatten::backward(const Tensor& dy) {
   dx_ = dy.reshaped(in_shape_);
   return dx_;
 }
+
+void Flatten::release_activations() { y_ = dx_ = Tensor(); }
 
 Dropout::Dropout(Backend& backend, std::string name, float p, std::uint64_t seed)
     : Layer(backend, std::move(name)), p_(p), seed_(seed) {
@@ -125,6 +133,8 @@ const Tensor& Dropout::backward(const Tensor& dy) {
   backend_->dropout_backward(dy, mask_, dx_);
   return dx_;
 }
+
+void Dropout::release_activations() { x_ = y_ = mask_ = dx_ = Tensor(); }
 
 std::size_t Dropout::activation_bytes(const Shape& in) const { return p_ == 0.0f ? 0 : 3 * float_bytes(in); }
 

@@ -76,6 +76,8 @@ std::vector<NamedTensor> Model::named_parameters() const {
   return out;
 }
 
+void Model::release_activations() { net_->release_activations(); }
+
 std::vector<NamedTensor> Model::named_buffers() const {
   std::vector<NamedTensor> out;
   for (const BufferSlot& b : buffers_) out.push_back({b.name, *b.value});

@@ -303,6 +303,7 @@ void Trainer::release_step_memory() {
   st.grad_acc = Tensor();
   st.batch = 0;
   st.micro = 0;
+  model_.release_activations();
   model_.backend().release_workspace();
 }
 

@@ -129,6 +129,28 @@ TEST(Model, MemoryPlanMatchesMeasuredPeak) {
   }
 }
 
+// Releasing the activations frees exactly the layers' share of the plan, and
+// the next step allocates them again and computes the same thing.
+TEST(Model, ReleasedActivationsComeBackAndChangeNothing) {
+  cpu::CpuBackend be;
+  const std::int64_t batch = 4;
+  auto a = nn::build_model(be, tiny_resnet(), 3), b = nn::build_model(be, tiny_resnet(), 3);
+  nn::Sgd sa(*a), sb(*b);
+  nn::TrainStep ta(*a, sa), tb(*b, sb);
+  Tensor x = random_tensor(be, a->input_shape(batch), 4);
+  Tensor labels = labels_for(be, batch, 3, 5);
+  ta.run(x, labels, 0.05f);
+  tb.run(x, labels, 0.05f);
+  const std::size_t before = be.memory_stats().in_use_bytes;
+  b->release_activations();
+  const std::size_t layers = a->network().activation_bytes(a->input_shape(batch));
+  EXPECT_EQ(before - be.memory_stats().in_use_bytes, layers);
+  ta.run(x, labels, 0.05f);
+  tb.run(x, labels, 0.05f);
+  EXPECT_EQ(a->parameters().to_vector(), b->parameters().to_vector());
+  EXPECT_EQ(be.memory_stats().in_use_bytes, before);
+}
+
 TEST(Model, LossFallsOnATinyProblem) {
   Backend& be = cpu_backend();
   for (bool adam : {false, true}) {

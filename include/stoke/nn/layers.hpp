@@ -65,6 +65,11 @@ class STOKE_API Layer {
   virtual void set_input_grad(bool needed) { input_grad_ = needed; }
   // One line per layer, indented by depth.
   virtual void describe(std::string& out, int depth, const Shape& in) const;
+  // Frees the tensors kept between forward and backward (outputs, saved
+  // statistics, input gradients); the next forward allocates them again.
+  // After a failed step (out of memory) the trainer calls it so that the
+  // failed step's activations do not stay allocated.
+  virtual void release_activations() = 0;
 
  protected:
   // (Re)allocates t on the layer's backend when its shape differs.
@@ -84,6 +89,7 @@ class STOKE_API Conv2d final : public Layer {
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
+  void release_activations() override;
   void parameters(std::vector<ParamSlot>& out) override;
   std::size_t activation_bytes(const Shape& in) const override;
   std::size_t workspace_bytes(const Shape& in) const override;
@@ -101,6 +107,7 @@ class STOKE_API BatchNorm2d final : public Layer {
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
+  void release_activations() override;
   void parameters(std::vector<ParamSlot>& out) override;
   void buffers(std::vector<BufferSlot>& out) override;
   std::size_t activation_bytes(const Shape& in) const override;
@@ -118,6 +125,7 @@ class STOKE_API Relu final : public Layer {
   Shape output_shape(const Shape& in) const override { return in; }
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
+  void release_activations() override;
   std::size_t activation_bytes(const Shape& in) const override;
 
  private:
@@ -132,6 +140,7 @@ class STOKE_API Pool2d final : public Layer {
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
+  void release_activations() override;
   std::size_t activation_bytes(const Shape& in) const override;
 
  private:
@@ -147,6 +156,7 @@ class STOKE_API GlobalAvgPool final : public Layer {
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
+  void release_activations() override;
   std::size_t activation_bytes(const Shape& in) const override;
 
  private:
@@ -161,6 +171,7 @@ class STOKE_API Flatten final : public Layer {
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
+  void release_activations() override;
   std::size_t activation_bytes(const Shape&) const override { return 0; }
 
  private:
@@ -175,6 +186,7 @@ class STOKE_API Linear final : public Layer {
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
+  void release_activations() override;
   void parameters(std::vector<ParamSlot>& out) override;
   std::size_t activation_bytes(const Shape& in) const override;
 
@@ -191,6 +203,7 @@ class STOKE_API Dropout final : public Layer {
   Shape output_shape(const Shape& in) const override { return in; }
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
+  void release_activations() override;
   std::size_t activation_bytes(const Shape& in) const override;
 
  private:
@@ -211,6 +224,7 @@ class STOKE_API Sequential : public Layer {
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
+  void release_activations() override;
   void parameters(std::vector<ParamSlot>& out) override;
   void buffers(std::vector<BufferSlot>& out) override;
   std::size_t activation_bytes(const Shape& in) const override;
@@ -231,6 +245,7 @@ class STOKE_API BasicBlock final : public Layer {
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
+  void release_activations() override;
   void parameters(std::vector<ParamSlot>& out) override;
   void buffers(std::vector<BufferSlot>& out) override;
   std::size_t activation_bytes(const Shape& in) const override;

@@ -76,6 +76,8 @@ class STOKE_API Model {
   const Tensor& forward(const Tensor& x, bool training);
   // Gradients of the last training forward, written to gradients().
   void backward(const Tensor& dlogits);
+  // Frees every layer's activations (see Layer::release_activations).
+  void release_activations();
 
   // The flat blocks: parameter i is a view at an offset aligned to 64 bytes.
   Tensor& parameters() noexcept { return params_; }
