@@ -268,6 +268,10 @@ int main(int argc, char** argv) {
     tuned_config.set("STOKE_CACHE", tuned_choice.best.cache ? "ram" : "off");
     tuned_config.set("STOKE_PREFETCH_DEPTH", std::to_string(tuned_choice.best.prefetch_depth));
     tuned_loader.cache = tuned_choice.best.cache ? CacheSpec{CacheSpec::Kind::kRam, 0, {}} : CacheSpec{};
+    if (tuned_choice.gpu) {  // the GPU trials' picks
+      tuned_config.set("STOKE_GPU_GRAPH", tuned_choice.best.gpu_graph ? "on" : "off");
+      if (tuned_choice.best.uint8_upload) tuned_loader.preprocess.dtype = OutputDtype::kUint8;
+    }
     TrainerOptions tuned = base;
     tuned.batch_size = tuned_choice.best.batch_size;
     tuned.settings = tuned_config.settings();
