@@ -66,6 +66,10 @@ class STOKE_API GpuBackend : public Backend {
   ~GpuBackend() override;
 
   virtual int device() const noexcept = 0;
+  // The device pool's figures (cap, reserved, in use, peak, fragmentation)
+  // and the device's total memory, for profiles and the advisor.
+  virtual PoolStats pool_stats() const = 0;
+  virtual std::uint64_t device_memory_bytes() const = 0;
   // The compute stream every op is issued on (a cudaStream_t), for
   // PrefetchOptions::compute_stream, so uploads are handed over in stream order.
   virtual StreamHandle compute_stream() const noexcept = 0;

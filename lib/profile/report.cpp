@@ -32,8 +32,8 @@ std::string format_profile(const ProfileSummary& s) {
                 100.0 * s.cpu_utilization(), s.logical_cores);
   out << line;
   const auto& m = s.memory;
-  if (m.pool_cap || m.pool_reserved || m.pinned_bytes) {
-    out << "memory: pool cap " << format_bytes(m.pool_cap) << ", reserved "
+  if (m.pool_cap || m.pool_reserved || m.pool_peak || m.pinned_bytes) {
+    out << "memory: pool cap " << (m.pool_cap ? format_bytes(m.pool_cap) : std::string("none")) << ", reserved "
         << format_bytes(m.pool_reserved) << ", in use " << format_bytes(m.pool_in_use)
         << ", peak " << format_bytes(m.pool_peak) << "; staging " << format_bytes(m.pinned_bytes)
         << (m.pinned_fallback ? " pageable (pinned refused or off)" : " pinned") << "\n";

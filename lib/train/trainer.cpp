@@ -101,6 +101,27 @@ class DeviceBusySpan {
   Profiler& profiler_;
 };
 
+// The pool's and the staging's figures for the epoch's profile (the advisor's
+// pool-hoarding, batch-too-small and transfer-bound rules read them).
+MemoryFigures memory_figures(const Backend& backend, GpuBackend* gpu, const PrefetchStats& prefetch) {
+  MemoryFigures m;
+  if (gpu) {
+    const PoolStats pool = gpu->pool_stats();
+    m.device_total = gpu->device_memory_bytes();
+    m.pool_cap = pool.cap;
+    m.pool_reserved = pool.reserved;
+    m.pool_in_use = pool.in_use;
+    m.pool_peak = pool.peak_in_use;
+  } else {
+    const MemoryStats stats = backend.memory_stats();
+    m.pool_in_use = stats.in_use_bytes;
+    m.pool_peak = stats.peak_bytes;
+  }
+  m.pinned_bytes = prefetch.staging.pinned_bytes;
+  m.pinned_fallback = prefetch.staging.fell_back;
+  return m;
+}
+
 float read_scalar(const Tensor& t) {
   float v = 0;
   t.copy_to_host(&v);
@@ -490,6 +511,7 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
       finish_step(epoch, step, record, lr, n);
     }
     prefetcher.stop();
+    profiler_.set_memory(memory_figures(be, gpu, prefetcher.stats()));
   }
   be.synchronize();
   if (gpu) profiler_.add_device_busy(gpu->take_busy_seconds(true));

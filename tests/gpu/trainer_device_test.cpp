@@ -74,6 +74,12 @@ TEST_F(TrainerOnGpu, EagerGpuTrainingMatchesTheCpuReference) {
   EXPECT_GT(profile.device_busy_seconds, 0.0);
   EXPECT_LE(profile.device_busy_seconds, profile.wall_seconds);
   EXPECT_FALSE(cpu.result.log.epochs.back().profile.device_busy_measured);
+  // The pool's and staging's figures reach the profile (the advisor reads them).
+  EXPECT_GT(profile.memory.device_total, profile.memory.pool_cap);
+  EXPECT_GT(profile.memory.pool_cap, 0u);
+  EXPECT_GE(profile.memory.pool_reserved, profile.memory.pool_peak);
+  EXPECT_GT(profile.memory.pinned_bytes, 0u) << "staging is pinned by default";
+  EXPECT_FALSE(profile.memory.pinned_fallback);
   EXPECT_EQ(gpu.result.graph_steps, 0);
   EXPECT_EQ(gpu.result.graph_note, "STOKE_GPU_GRAPH is off");
 }

@@ -36,6 +36,22 @@ TEST_F(TinyDataset, LoaderDtypesTheModelCannotTakeAreRefused) {
   }
 }
 
+// Each epoch's profile carries the backend's memory figures (what the
+// advisor's memory rules read); on the CPU there is no pool cap or pinning.
+TEST_F(TinyDataset, EpochProfilesCarryTheMemoryFigures) {
+  auto backend = make_cpu_backend(0);
+  auto m = nn::build_model(*backend, spec_, 7);
+  Trainer trainer(*m, options_);
+  const auto result = trainer.fit(data_, nullptr, loader_);
+  const MemoryFigures& memory = result.log.epochs.back().profile.memory;
+  EXPECT_GT(memory.pool_peak, memory.pool_in_use / 2);
+  EXPECT_EQ(memory.pool_peak, backend->memory_stats().peak_bytes);
+  EXPECT_GE(memory.pool_in_use, m->parameters().bytes());
+  EXPECT_EQ(memory.pool_cap, 0u);
+  EXPECT_FALSE(memory.pinned_fallback) << "the CPU backend copies nothing: nothing to pin";
+  EXPECT_NE(format_profile(result.log.epochs.back().profile).find("memory: pool cap none"), std::string::npos);
+}
+
 TEST_F(TinyDataset, LossFallsAndTheLogRecordsEveryEpoch) {
   auto m = model();
   options_.epochs = 3;

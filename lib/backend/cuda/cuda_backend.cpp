@@ -128,6 +128,15 @@ MemoryStats CudaBackend::memory_stats() const {
   return {s.in_use, s.peak_in_use, s.live_allocations};
 }
 
+PoolStats CudaBackend::pool_stats() const { return pool_->stats(); }
+
+std::uint64_t CudaBackend::device_memory_bytes() const {
+  make_current();
+  std::size_t free_bytes = 0, total = 0;
+  STOKE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  return total;
+}
+
 void CudaBackend::reset_peak() {
   pool_->reset_peak();
 }

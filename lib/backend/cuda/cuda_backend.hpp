@@ -38,6 +38,8 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   void* allocate(std::size_t bytes) override;
   void free(void* ptr, std::size_t bytes) noexcept override;
   MemoryStats memory_stats() const override;
+  PoolStats pool_stats() const override;
+  std::uint64_t device_memory_bytes() const override;
   void reset_peak() override;
   std::size_t conv2d_workspace_bytes(const Shape& x, const Shape& w,
                                      const Conv2dParams& params) const override;
