@@ -365,12 +365,17 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
   // full-size batches of one optimizer step each. A batch of another size
   // reallocates the input and activations, so it drops the graphs for the
   // rest of the epoch.
-  const bool graphs_allowed = gpu && settings.gpu_graph != Toggle::kOff && options_.batch_multiplier == 1;
+  // Dropout draws each step's mask from a host-side seed, which a replay
+  // would freeze: such models run eagerly.
+  const bool dropout = model_.spec().dropout > 0.0f;
+  const bool graphs_allowed =
+      gpu && settings.gpu_graph != Toggle::kOff && options_.batch_multiplier == 1 && !dropout;
   std::map<int, std::unique_ptr<GraphedStep>> graphs;
   bool graphs_ended = false;
   if (gpu && !graphs_allowed) {
     st.graph_note = settings.gpu_graph == Toggle::kOff ? "STOKE_GPU_GRAPH is off"
-                                                       : "batch multiplier > 1 (gradient accumulation runs eagerly)";
+                    : dropout ? "the model has dropout (a new mask each step; a replay would repeat one)"
+                              : "batch multiplier > 1 (gradient accumulation runs eagerly)";
   }
 
   if (!st.loss_sum.defined()) {

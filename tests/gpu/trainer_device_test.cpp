@@ -98,6 +98,15 @@ TEST_F(TrainerOnGpu, GraphReplayedTrainingEqualsEagerTraining) {
     EXPECT_NEAR(graphed.result.log.epochs[e].train_loss, eager.result.log.epochs[e].train_loss, 1e-5);
 }
 
+// Dropout's mask comes from a host-side seed per step, which a replay would
+// freeze: a model with dropout trains eagerly and says why.
+TEST_F(TrainerOnGpu, DropoutModelsRunEagerlyAndSayWhy) {
+  spec_.dropout = 0.25f;
+  const Run graphed = fit(*gpu_, Toggle::kOn);
+  EXPECT_EQ(graphed.result.graph_steps, 0);
+  EXPECT_NE(graphed.result.graph_note.find("dropout"), std::string::npos) << graphed.result.graph_note;
+}
+
 // Adam and a cosine schedule change the step values every step: the replays
 // read them from device memory, so graphs still equal eager execution. A
 // short last batch (192 = 9 x 20 + 12) runs eagerly and ends the epoch's graphs.
