@@ -156,23 +156,25 @@ bool is_auxiliary(std::string_view canonical) {
 
 // The nearest known name for a near miss, "" otherwise.
 std::string nearest_name(std::string_view unknown) {
+  // A suggestion is made within this distance. The distance is at least the
+  // difference in length, so longer or shorter names are skipped unmeasured
+  // (an arbitrarily long variable costs nothing).
+  const std::size_t limit = std::max<std::size_t>(3, unknown.size() / 4);
   std::string best;
   std::size_t best_distance = std::string::npos;
-  for (const auto& knob : kKnobs) {
-    const auto d = detail::edit_distance(unknown, knob.name);
-    if (d < best_distance) {
-      best_distance = d;
-      best = knob.name;
-    }
-  }
-  for (const char* name : kAuxiliaryNames) {
+  const auto consider = [&](std::string_view name) {
+    const std::size_t length_gap =
+        unknown.size() > name.size() ? unknown.size() - name.size() : name.size() - unknown.size();
+    if (length_gap > limit) return;
     const auto d = detail::edit_distance(unknown, name);
     if (d < best_distance) {
       best_distance = d;
       best = name;
     }
-  }
-  return best_distance <= std::max<std::size_t>(3, unknown.size() / 4) ? best : std::string();
+  };
+  for (const auto& knob : kKnobs) consider(knob.name);
+  for (const char* name : kAuxiliaryNames) consider(name);
+  return best_distance <= limit ? best : std::string();
 }
 
 // " (did you mean STOKE_X?)" for a near miss, "" otherwise.

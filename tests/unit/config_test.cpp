@@ -165,6 +165,18 @@ TEST(Config, UnknownVariableWarnsWithNearestName) {
   EXPECT_NE(c.report().find("did you mean STOKE_GPU_MEM_PERCENT?"), std::string::npos);
 }
 
+// Near misses at the ends of the length range still get their suggestion; a
+// name far longer than any knob gets none (and costs no distance computation).
+TEST(Config, SuggestionsDependOnlyOnNearness) {
+  const auto c = load_env({{"STOKE_CACHEE", "off"},
+                           {"STOKE_HOST_PINNED_MAXX", "1G"},
+                           {"STOKE_" + std::string(5000, 'X'), "1"}});
+  ASSERT_EQ(c.warnings().size(), 3u);
+  EXPECT_NE(c.warnings()[0].find("did you mean STOKE_CACHE?"), std::string::npos) << c.warnings()[0];
+  EXPECT_NE(c.warnings()[1].find("did you mean STOKE_HOST_PINNED_MAX?"), std::string::npos) << c.warnings()[1];
+  EXPECT_EQ(c.warnings()[2].find("did you mean"), std::string::npos);
+}
+
 TEST(Config, AuxiliaryVariablesAreNotReportedAsUnknown) {
   const auto c = load_env({{"STOKE_CUDA_PLUGIN", "off"}});
   EXPECT_TRUE(c.warnings().empty());
