@@ -178,10 +178,10 @@ std::string nearest_name(std::string_view unknown) {
 }
 
 // " (did you mean STOKE_X?)" for a near miss, "" otherwise.
-std::string suggestion(std::string_view unknown) {
-  const auto nearest = nearest_name(unknown);
+std::string did_you_mean(const std::string& nearest) {
   return nearest.empty() ? "" : " (did you mean " + nearest + "?)";
 }
+std::string suggestion(std::string_view unknown) { return did_you_mean(nearest_name(unknown)); }
 
 std::vector<std::pair<std::string, std::string>> process_environment() {
   std::vector<std::pair<std::string, std::string>> env;
@@ -297,9 +297,10 @@ Config Config::load(const ConfigLoadOptions& options) {
     if (find_knob(key)) {
       config.assign(key, value, ConfigSource::kEnvironment, "environment");
     } else if (!is_auxiliary(key)) {
-      config.unknown_.push_back({key, value, nearest_name(key)});
-      config.warnings_.push_back("unknown environment variable " + key + "=" + value +
-                                 " is ignored" + suggestion(key));
+      std::string nearest = nearest_name(key);
+      config.warnings_.push_back("unknown environment variable " + key + "=" + value + " is ignored" +
+                                 did_you_mean(nearest));
+      config.unknown_.push_back({key, value, std::move(nearest)});
     }
   }
 
