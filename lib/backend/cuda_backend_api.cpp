@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "backend/plugin_loader.hpp"
+#include "backend/prefetch_device.hpp"
 #include "stoke/cuda.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
@@ -12,6 +13,8 @@ namespace stoke {
 
 CapturedStep::~CapturedStep() = default;
 GpuBackend::~GpuBackend() = default;
+
+detail::PrefetchDeviceSource::~PrefetchDeviceSource() = default;
 
 GpuBackend* as_gpu_backend(Backend& backend) noexcept {
   return dynamic_cast<GpuBackend*>(&backend);

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <utility>
 
+#include "backend/prefetch_device.hpp"
 #include "stoke/cuda.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
@@ -389,10 +390,18 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
   record.epoch = epoch;
   profiler_.start();
   {
-    Prefetcher prefetcher(po, [&loader](std::uint64_t e, std::uint64_t b, std::span<std::byte> images,
-                                        std::span<std::int32_t> labels) {
-      return loader.fill_batch(e, b, images, labels);
-    });
+    FillBatch fill = [&loader](std::uint64_t e, std::uint64_t b, std::span<std::byte> images,
+                               std::span<std::int32_t> labels) { return loader.fill_batch(e, b, images, labels); };
+    // A backend may bring the prefetcher's device handle (test doubles);
+    // otherwise the prefetcher opens po.device through the plugin.
+    std::optional<Prefetcher> ring;
+    const auto* source = dynamic_cast<const detail::PrefetchDeviceSource*>(&be);
+    if (gpu && source) {
+      ring.emplace(po, std::move(fill), source->prefetch_device());
+    } else {
+      ring.emplace(po, std::move(fill));
+    }
+    Prefetcher& prefetcher = *ring;
     const auto shape = loader.output_shape();
     while (!stop_requested_.load()) {
       std::optional<Batch> batch;
