@@ -12,43 +12,20 @@
 #include "stoke/cuda.hpp"
 #include "stoke/train.hpp"
 #include "stoke/tune.hpp"
-#include "unit/tiny_dataset.hpp"
+#include "unit/trainer_runs.hpp"
 
 namespace stoke::testing {
 namespace {
 
-class TrainerOnGpu : public TinyDataset {
+class TrainerOnGpu : public TrainerRuns {
  protected:
   void SetUp() override {
-    TinyDataset::SetUp();
+    TrainerRuns::SetUp();
     const std::string why = gpu_unavailable_reason(query_system());
     if (!why.empty()) GTEST_SKIP() << why;
     CudaBackendOptions strict;
     strict.strict_fp32 = true;
     gpu_ = create_cuda_backend(0, Settings{}, strict);
-  }
-
-  struct Run {
-    FitResult result;
-    std::vector<float> parameters;
-  };
-  Run fit(Backend& backend, Toggle graphs) {
-    Config config;
-    config.set("STOKE_PREFETCH_DEPTH", "2");
-    config.set("STOKE_GPU_GRAPH", graphs == Toggle::kOn ? "on" : "off");
-    options_.settings = config.settings();
-    auto m = nn::build_model(backend, spec_, 7);
-    Trainer trainer(*m, options_);
-    Run run{trainer.fit(data_, nullptr, loader_), {}};
-    run.parameters = m->parameters().to_vector();
-    return run;
-  }
-
-  static double max_difference(const std::vector<float>& a, const std::vector<float>& b) {
-    double worst = 0;
-    for (std::size_t i = 0; i < a.size(); ++i)
-      worst = std::max(worst, static_cast<double>(std::fabs(a[i] - b[i])));
-    return worst;
   }
 
   std::unique_ptr<GpuBackend> gpu_;
@@ -90,8 +67,7 @@ TEST_F(TrainerOnGpu, GraphReplayedTrainingEqualsEagerTraining) {
   options_.epochs = 2;
   const Run eager = fit(*gpu_, Toggle::kOff);
   const Run graphed = fit(*gpu_, Toggle::kOn);
-  const std::int64_t steps_per_epoch = kCount / 16;
-  EXPECT_EQ(graphed.result.graph_steps, 2 * (steps_per_epoch - 2)) << graphed.result.graph_note;
+  EXPECT_EQ(graphed.result.graph_steps, 2 * (kSteps - 2)) << graphed.result.graph_note;
   EXPECT_EQ(graphed.result.graph_note, "");
   EXPECT_LT(max_difference(graphed.parameters, eager.parameters), 1e-5);
   for (std::size_t e = 0; e < 2; ++e)

@@ -5,43 +5,17 @@
 // values reach the replays through memory. The CPU trainer is the reference.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <bit>
-#include <cmath>
 
 #include "stoke/cuda.hpp"
 #include "stoke/train.hpp"
 #include "unit/fake_gpu_backend.hpp"
-#include "unit/tiny_dataset.hpp"
+#include "unit/trainer_runs.hpp"
 
 namespace stoke::testing {
 namespace {
 
-class FakeGpuTrainer : public TinyDataset {
- protected:
-  struct Run {
-    FitResult result;
-    std::vector<float> parameters;
-  };
-  Run fit(Backend& backend, Toggle graphs) {
-    Config config;
-    config.set("STOKE_PREFETCH_DEPTH", "2");
-    config.set("STOKE_GPU_GRAPH", graphs == Toggle::kOn ? "on" : "off");
-    options_.settings = config.settings();
-    auto m = nn::build_model(backend, spec_, 7);
-    Trainer trainer(*m, options_);
-    Run run{trainer.fit(data_, nullptr, loader_), {}};
-    run.parameters = m->parameters().to_vector();
-    return run;
-  }
-  static double max_difference(const std::vector<float>& a, const std::vector<float>& b) {
-    double worst = 0;
-    for (std::size_t i = 0; i < a.size(); ++i)
-      worst = std::max(worst, static_cast<double>(std::fabs(a[i] - b[i])));
-    return worst;
-  }
-  static constexpr std::int64_t kSteps = kCount / 16;  // per epoch at batch 16
-};
+using FakeGpuTrainer = TrainerRuns;
 
 // Same kernels, same data order: the GPU path (device slots, D2D copies,
 // device-side step values) gives exactly the CPU trainer's result.
