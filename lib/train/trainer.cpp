@@ -65,6 +65,50 @@ DeviceNormalize device_normalize_for(const PreprocessOptions& pre) {
   return dn;
 }
 
+// One epoch of `loader` through a prefetch ring: on a GPU backend into its
+// device slots, handed over on the backend's compute stream (uint8 batches
+// normalized on the device); on the CPU backend from the host slots.
+PrefetchOptions prefetch_options(const Settings& settings, const Loader& loader, std::uint64_t epoch,
+                                 std::uint64_t max_batches, GpuBackend* gpu) {
+  PrefetchOptions po = PrefetchOptions::from_settings(settings);
+  po.sample_bytes = loader.sample_bytes();
+  po.batch_size = loader.batch_size();
+  po.batches_per_epoch = loader.batches_per_epoch();
+  if (max_batches > 0) po.batches_per_epoch = std::min<std::uint64_t>(po.batches_per_epoch, max_batches);
+  po.first_epoch = epoch;
+  po.epochs = 1;
+  po.device = gpu ? gpu->device() : -1;
+  if (gpu) po.compute_stream = gpu->compute_stream();
+  if (loader.dtype() == OutputDtype::kUint8) po.device_normalize = device_normalize_for(loader.options().preprocess);
+  return po;
+}
+
+// Starts the ring in `ring`. A backend may bring the prefetcher's device
+// handle (test doubles); otherwise the prefetcher opens po.device itself.
+void open_prefetcher(std::optional<Prefetcher>& ring, const PrefetchOptions& po, Loader& loader,
+                     const Backend& backend) {
+  FillBatch fill = [&loader](std::uint64_t e, std::uint64_t b, std::span<std::byte> images,
+                             std::span<std::int32_t> labels) { return loader.fill_batch(e, b, images, labels); };
+  const auto* source = dynamic_cast<const detail::PrefetchDeviceSource*>(&backend);
+  if (po.device >= 0 && source) {
+    ring.emplace(po, std::move(fill), source->prefetch_device());
+  } else {
+    ring.emplace(po, std::move(fill));
+  }
+}
+
+// The batch into x and labels: a device-to-device copy from the slot on a
+// GPU, an upload from the host slot otherwise.
+void copy_batch_in(Backend& backend, const Batch& batch, Tensor& x, Tensor& labels) {
+  if (batch.device_images()) {
+    backend.copy(x.raw(), batch.device_images(), x.bytes(), CopyKind::kDeviceToDevice);
+    backend.copy(labels.raw(), batch.device_labels(), labels.bytes(), CopyKind::kDeviceToDevice);
+  } else {
+    x.copy_from_host(batch.images().data());
+    labels.copy_from_host(batch.labels().data());
+  }
+}
+
 void check_options(const TrainerOptions& o) {
   if (o.epochs < 1) throw InvalidArgument("TrainerOptions::epochs must be >= 1, got " + std::to_string(o.epochs));
   if (o.batch_size < 0) throw InvalidArgument("TrainerOptions::batch_size must be >= 0 (0 = auto)");
@@ -205,8 +249,6 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
       vo.drop_last = false;
       vo.augment = {};
       vo.profiler = nullptr;  // validation is one span of its own
-      // Validation reads host batches: float32 even when training uploads uint8.
-      if (vo.preprocess.dtype == OutputDtype::kUint8) vo.preprocess.dtype = OutputDtype::kFloat32;
       val_loader.emplace(*val_data, vo);
     }
   };
@@ -344,24 +386,12 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
   auto& st = *state_;
   Backend& be = model_.backend();
   const Settings& settings = *options_.settings;  // set once by fit()
-  PrefetchOptions po = PrefetchOptions::from_settings(settings);
-  po.sample_bytes = loader.sample_bytes();
-  po.batch_size = loader.batch_size();
-  po.batches_per_epoch = loader.batches_per_epoch();
-  if (options_.max_steps_per_epoch > 0) {
-    po.batches_per_epoch = std::min<std::uint64_t>(
-        po.batches_per_epoch, options_.max_steps_per_epoch * options_.batch_multiplier);
-  }
-  po.first_epoch = static_cast<std::uint64_t>(epoch);
-  po.epochs = 1;
   // On a GPU the prefetcher uploads each batch on its copy stream into a slot
-  // at a fixed device address, handed over on the compute stream; on the CPU
-  // the batch is read from the host slot.
+  // at a fixed device address (uint8 HWC batches, 4x fewer bytes, become float
+  // CHW there), handed over on the compute stream.
   GpuBackend* gpu = as_gpu_backend(be);
-  po.device = gpu ? gpu->device() : -1;
-  if (gpu) po.compute_stream = gpu->compute_stream();
-  // uint8 HWC batches (4x fewer bytes) become float CHW on the device.
-  if (loader.dtype() == OutputDtype::kUint8) po.device_normalize = device_normalize_for(loader.options().preprocess);
+  const PrefetchOptions po = prefetch_options(settings, loader, static_cast<std::uint64_t>(epoch),
+                                              options_.max_steps_per_epoch * options_.batch_multiplier, gpu);
   // CUDA graphs: one per slot (each slot has its own fixed address), for
   // full-size batches of one optimizer step each. A batch of another size
   // reallocates the input and activations, so it drops the graphs for the
@@ -390,17 +420,8 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
   record.epoch = epoch;
   profiler_.start();
   {
-    FillBatch fill = [&loader](std::uint64_t e, std::uint64_t b, std::span<std::byte> images,
-                               std::span<std::int32_t> labels) { return loader.fill_batch(e, b, images, labels); };
-    // A backend may bring the prefetcher's device handle (test doubles);
-    // otherwise the prefetcher opens po.device through the plugin.
     std::optional<Prefetcher> ring;
-    const auto* source = dynamic_cast<const detail::PrefetchDeviceSource*>(&be);
-    if (gpu && source) {
-      ring.emplace(po, std::move(fill), source->prefetch_device());
-    } else {
-      ring.emplace(po, std::move(fill));
-    }
+    open_prefetcher(ring, po, loader, be);
     Prefetcher& prefetcher = *ring;
     const auto shape = loader.output_shape();
     while (!stop_requested_.load()) {
@@ -424,17 +445,8 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
       }
       // The batch into the static input: a device-to-device copy from the
       // slot (captured into the graph) or an upload from the host slot.
-      void* slot_images = batch->device_images();
-      std::int32_t* slot_labels = batch->device_labels();
-      const auto copy_in = [&] {
-        if (slot_images) {
-          be.copy(st.x.raw(), slot_images, st.x.bytes(), CopyKind::kDeviceToDevice);
-          be.copy(st.labels.raw(), slot_labels, st.labels.bytes(), CopyKind::kDeviceToDevice);
-        } else {
-          st.x.copy_from_host(batch->images().data());
-          st.labels.copy_from_host(batch->labels().data());
-        }
-      };
+      const bool on_device = batch->device_images() != nullptr;
+      const auto copy_in = [&] { copy_batch_in(be, *batch, st.x, st.labels); };
       const auto forward = [&] {
         const Tensor& logits = model_.forward(st.x, true);
         if (!st.probs.defined() || st.probs.shape() != logits.shape()) {
@@ -449,7 +461,7 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
         be.scale(st.loss, static_cast<float>(n));  // loss is a batch mean: sum it per sample
         be.accumulate(st.loss_sum, st.loss);
       };
-      const bool graphed = graphs_allowed && !graphs_ended && slot_images;
+      const bool graphed = graphs_allowed && !graphs_ended && on_device;
       if (graphed) {
         // prepare() writes this step's rate outside the graph; the replay
         // reads it. The whole step replays at once: it is reported as forward.
@@ -566,25 +578,29 @@ void Trainer::finish_step(int epoch, std::uint64_t& step, EpochRecord& record, f
 }
 
 void Trainer::validate(Loader& loader, EpochRecord& record) {
+  // Through a prefetch ring like training: the next batches are prepared (and
+  // on a GPU uploaded) while the model evaluates the current one.
   Backend& be = model_.backend();
   const auto shape = loader.output_shape();
-  std::vector<std::byte> images(loader.batch_size() * loader.sample_bytes());
-  std::vector<std::int32_t> labels(loader.batch_size());
+  const PrefetchOptions po = prefetch_options(*options_.settings, loader, 0, 0, as_gpu_backend(be));
+  std::optional<Prefetcher> ring;
+  open_prefetcher(ring, po, loader, be);
+  Tensor x, y;
   double loss_sum = 0, correct_sum = 0;
   std::uint64_t seen = 0;
-  for (std::uint64_t b = 0; b < loader.batches_per_epoch(); ++b) {
-    const std::size_t n = loader.fill_batch(0, b, images, labels);
-    if (n == 0) break;
-    const auto count = static_cast<std::int64_t>(n);
-    Tensor x(be, {count, static_cast<std::int64_t>(shape[1]), static_cast<std::int64_t>(shape[2]),
-                  static_cast<std::int64_t>(shape[3])});
-    Tensor y(be, {count}, DType::kInt32);
-    x.copy_from_host(images.data());
-    y.copy_from_host(labels.data());
+  while (std::optional<Batch> batch = ring->next()) {
+    const auto count = static_cast<std::int64_t>(batch->count());
+    if (!x.defined() || x.dim(0) != count) {
+      x = Tensor(be, {count, static_cast<std::int64_t>(shape[1]), static_cast<std::int64_t>(shape[2]),
+                      static_cast<std::int64_t>(shape[3])});
+      y = Tensor(be, {count}, DType::kInt32);
+    }
+    copy_batch_in(be, *batch, x, y);
+    batch->release();
     const auto stats = nn::evaluate(model_, x, y);
     loss_sum += static_cast<double>(stats.loss) * count;
     correct_sum += static_cast<double>(stats.accuracy) * count;
-    seen += n;
+    seen += static_cast<std::uint64_t>(count);
   }
   record.validated = seen > 0;
   if (seen > 0) {

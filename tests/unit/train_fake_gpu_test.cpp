@@ -21,6 +21,7 @@ using FakeGpuTrainer = TrainerRuns;
 // device-side step values) gives exactly the CPU trainer's result.
 TEST_F(FakeGpuTrainer, EagerGpuPathEqualsTheCpuTrainer) {
   options_.epochs = 2;
+  val_ = &data_;
   const Run cpu = fit(cpu_backend(), Toggle::kOff);
   FakeGpuBackend gpu;
   const Run fake = fit(gpu, Toggle::kOff);
@@ -28,6 +29,10 @@ TEST_F(FakeGpuTrainer, EagerGpuPathEqualsTheCpuTrainer) {
   ASSERT_EQ(fake.result.log.epochs.size(), 2u);
   for (std::size_t e = 0; e < 2; ++e) {
     EXPECT_EQ(fake.result.log.epochs[e].train_loss, cpu.result.log.epochs[e].train_loss) << "epoch " << e + 1;
+    // Validation goes through the device slots too.
+    EXPECT_TRUE(fake.result.log.epochs[e].validated);
+    EXPECT_EQ(fake.result.log.epochs[e].val_loss, cpu.result.log.epochs[e].val_loss) << "epoch " << e + 1;
+    EXPECT_EQ(fake.result.log.epochs[e].val_accuracy, cpu.result.log.epochs[e].val_accuracy);
     EXPECT_EQ(fake.result.log.epochs[e].images, static_cast<std::uint64_t>(kCount));
   }
   EXPECT_EQ(fake.result.graph_steps, 0);
@@ -45,9 +50,12 @@ TEST_F(FakeGpuTrainer, EagerGpuPathEqualsTheCpuTrainer) {
 }
 
 // Each slot warms up eagerly, is captured once per epoch and replays after;
-// the replays give exactly the eager result.
+// the replays give exactly the eager result. Validation between the epochs
+// runs other batch shapes through the model, so the second epoch's graphs
+// must be new ones.
 TEST_F(FakeGpuTrainer, GraphReplayEqualsEagerTraining) {
   options_.epochs = 2;
+  val_ = &data_;
   FakeGpuBackend eager_gpu, graph_gpu;
   const Run eager = fit(eager_gpu, Toggle::kOff);
   const Run graphed = fit(graph_gpu, Toggle::kOn);
@@ -56,8 +64,10 @@ TEST_F(FakeGpuTrainer, GraphReplayEqualsEagerTraining) {
   EXPECT_EQ(graph_gpu.captures(), 2 * 2) << "one per slot per epoch";
   EXPECT_EQ(graph_gpu.replays(), 2 * (kSteps - 2));
   EXPECT_EQ(graphed.parameters, eager.parameters);
-  for (std::size_t e = 0; e < 2; ++e)
+  for (std::size_t e = 0; e < 2; ++e) {
     EXPECT_EQ(graphed.result.log.epochs[e].train_loss, eager.result.log.epochs[e].train_loss);
+    EXPECT_EQ(graphed.result.log.epochs[e].val_accuracy, eager.result.log.epochs[e].val_accuracy);
+  }
 }
 
 // The recording freezes host values as a CUDA graph does: a value passed to

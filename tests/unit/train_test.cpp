@@ -52,6 +52,40 @@ TEST_F(TinyDataset, EpochProfilesCarryTheMemoryFigures) {
   EXPECT_NE(format_profile(result.log.epochs.back().profile).find("memory: pool cap none"), std::string::npos);
 }
 
+// Validation (through a prefetch ring) reports exactly what evaluating the
+// trained model batch by batch gives, including a short last batch.
+TEST_F(TinyDataset, ValidationEqualsEvaluatingEveryBatch) {
+  auto m = model();
+  options_.batch_size = 20;  // 192 = 9 x 20 + 12
+  Trainer trainer(*m, options_);
+  const auto result = trainer.fit(data_, &data_, loader_);
+  const EpochRecord& last = result.log.epochs.back();
+  ASSERT_TRUE(last.validated);
+  LoaderOptions lo = loader_;
+  lo.batch_size = 20;
+  lo.shuffle = false;
+  lo.drop_last = false;
+  Loader loader(data_, lo);
+  std::vector<float> images(20 * loader.sample_bytes() / sizeof(float));
+  std::vector<std::int32_t> labels(20);
+  double loss = 0, correct = 0;
+  std::size_t seen = 0;
+  for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b) {
+    const std::size_t n = loader.fill_batch(0, b, std::as_writable_bytes(std::span(images)), labels);
+    const auto count = static_cast<std::int64_t>(n);
+    Tensor x(m->backend(), m->input_shape(count)), y(m->backend(), {count}, DType::kInt32);
+    x.copy_from_host(images.data());
+    y.copy_from_host(labels.data());
+    const nn::StepStats s = nn::evaluate(*m, x, y);
+    loss += static_cast<double>(s.loss) * count;
+    correct += static_cast<double>(s.accuracy) * count;
+    seen += n;
+  }
+  EXPECT_EQ(seen, static_cast<std::size_t>(kCount));
+  EXPECT_DOUBLE_EQ(last.val_loss, loss / static_cast<double>(seen));
+  EXPECT_DOUBLE_EQ(last.val_accuracy, correct / static_cast<double>(seen));
+}
+
 TEST_F(TinyDataset, LossFallsAndTheLogRecordsEveryEpoch) {
   auto m = model();
   options_.epochs = 3;

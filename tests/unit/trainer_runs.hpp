@@ -19,7 +19,7 @@ class TrainerRuns : public TinyDataset {
     std::vector<float> parameters;
   };
   // Trains a fresh model (seed 7) on `backend` with options_ and loader_,
-  // prefetch depth 2 and STOKE_GPU_GRAPH set by `graphs`.
+  // prefetch depth 2 and STOKE_GPU_GRAPH set by `graphs`, validating on val_.
   Run fit(Backend& backend, Toggle graphs) {
     Config config;
     config.set("STOKE_PREFETCH_DEPTH", "2");
@@ -27,7 +27,7 @@ class TrainerRuns : public TinyDataset {
     options_.settings = config.settings();
     auto m = nn::build_model(backend, spec_, 7);
     Trainer trainer(*m, options_);
-    Run run{trainer.fit(data_, nullptr, loader_), {}};
+    Run run{trainer.fit(data_, val_, loader_), {}};
     run.parameters = m->parameters().to_vector();
     return run;
   }
@@ -38,6 +38,7 @@ class TrainerRuns : public TinyDataset {
     return worst;
   }
   static constexpr std::int64_t kSteps = kCount / 16;  // per epoch at batch 16
+  const Dataset* val_ = nullptr;  // validated after each epoch when set
 };
 
 }  // namespace stoke::testing
