@@ -27,17 +27,24 @@ PoolGeom geometry(const Shape& x, const Shape& y, const Pool2dParams& p) {
           p.pad_w};
 }
 
-}  // namespace
-
-void CudaBackend::max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& params) {
-  expect("max_pool2d_forward", "x", x, x.shape());
-  const Shape ys = pool2d_output_shape(x.shape(), params, "max_pool2d_forward");
-  expect("max_pool2d_forward", "y", y, ys);
+// Both forward passes: checks x (N, C, H, W) and y for pooling `op` and
+// launches `kernel` (x, y, geometry, count) over y's elements.
+void pool_forward(CudaBackend& backend, const char* op, const char* kernel, const Tensor& x, Tensor& y,
+                  const Pool2dParams& params) {
+  expect(op, "x", x, x.shape());
+  const Shape ys = pool2d_output_shape(x.shape(), params, op);
+  expect(op, "y", y, ys);
   PoolGeom g = geometry(x.shape(), ys, params);
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const long long total = y.numel();
-  launch_n("stoke_max_pool_forward", total, {&xp, &yp, &g, &total});
+  backend.launch_n(kernel, total, {&xp, &yp, &g, &total});
+}
+
+}  // namespace
+
+void CudaBackend::max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& params) {
+  pool_forward(*this, "max_pool2d_forward", "stoke_max_pool_forward", x, y, params);
 }
 
 void CudaBackend::max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -58,14 +65,7 @@ void CudaBackend::max_pool2d_backward(const Tensor& x, const Tensor& y, const Te
 }
 
 void CudaBackend::avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& params) {
-  expect("avg_pool2d_forward", "x", x, x.shape());
-  const Shape ys = pool2d_output_shape(x.shape(), params, "avg_pool2d_forward");
-  expect("avg_pool2d_forward", "y", y, ys);
-  PoolGeom g = geometry(x.shape(), ys, params);
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
-  const long long total = y.numel();
-  launch_n("stoke_avg_pool_forward", total, {&xp, &yp, &g, &total});
+  pool_forward(*this, "avg_pool2d_forward", "stoke_avg_pool_forward", x, y, params);
 }
 
 void CudaBackend::avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& params) {
