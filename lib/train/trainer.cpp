@@ -36,12 +36,12 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const nn::Model& model, const Trai
 
 // The models compute in float32: the loader delivers float32, or uint8 HWC
 // that a GPU backend's prefetcher normalizes on the device.
-void check_loader_dtype(OutputDtype dtype, const Backend& backend) {
+void check_loader_dtype(OutputDtype dtype, Backend& backend) {
   if (dtype == OutputDtype::kFloat16 || dtype == OutputDtype::kBFloat16) {
     throw InvalidArgument(std::string("Trainer::fit: the loader's output dtype is ") + to_string(dtype) +
                           "; the models compute in float32: use OutputDtype::kFloat32 (or kUint8 on a GPU backend)");
   }
-  if (dtype == OutputDtype::kUint8 && !as_gpu_backend(const_cast<Backend&>(backend))) {
+  if (dtype == OutputDtype::kUint8 && !as_gpu_backend(backend)) {
     throw InvalidArgument("Trainer::fit: the loader's output dtype is uint8 (HWC), which a GPU backend normalizes "
                           "on the device; the model runs on " + backend.name() + ": use OutputDtype::kFloat32");
   }
