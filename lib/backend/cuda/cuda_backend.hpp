@@ -3,7 +3,7 @@
 // stream with no host synchronization inside an op. Memory (tensors and
 // workspace) comes from the capped device pool in stream order.
 //
-// The op families live one per file: conv.cpp (+ conv_algo.cpp), batch_norm.cpp,
+// The op families live one per file: conv2d.cpp (+ conv2d_algo.cpp), batch_norm.cpp,
 // linear.cpp, pool.cpp, elementwise.cpp (relu, add, dropout, loss, optimizers);
 // graph capture in graph.cpp.
 #pragma once
@@ -122,7 +122,7 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   void launch(const char* name, dim3 grid, dim3 block, std::initializer_list<const void*> args);
   bool capturing() const noexcept { return capturing_; }
 
-  // Convolution algorithm choice (conv_algo.cpp). `pass`: 0 forward,
+  // Convolution algorithm choice (conv2d_algo.cpp). `pass`: 0 forward,
   // 1 backward data, 2 backward filter. Buffers are used only when
   // benchmarking (outside a capture).
   struct ConvCall;

@@ -1,6 +1,6 @@
 // cuDNN convolution: forward, backward data, backward filter and bias, with
-// the algorithm of each pass from conv_algo.cpp and its workspace from the pool.
-#include "backend/cuda/conv.hpp"
+// the algorithm of each pass from conv2d_algo.cpp and its workspace from the pool.
+#include "backend/cuda/conv2d.hpp"
 
 #include <algorithm>
 
