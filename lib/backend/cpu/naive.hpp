@@ -1,7 +1,8 @@
-// Naive loop references for every CPU op: obviously right, slow, single
-// threaded, accumulating in double. Tests compare the fast ops against these;
-// the CUDA backend's parity tests compare against the fast CPU ops. Same
-// contracts as the Backend methods of the same name.
+// Naive loop references for every op: obviously right, slow, single
+// threaded, accumulating in double. The op suite (tests/unit/op_suite_*)
+// compares every backend against these. Same contracts as the Backend
+// methods of the same name; like the backends' implementations they take
+// arguments the front door has validated (host tensors) and check nothing.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +12,6 @@
 
 namespace stoke::cpu {
 
-// Validated output shapes (InvalidArgument naming the op and the sizes).
-STOKE_INTERNAL Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p);
 // Counter-based uniform in [0, 1) of (seed, index): splitmix64, top 24 bits.
 STOKE_INTERNAL float dropout_uniform(std::uint64_t seed, std::uint64_t index) noexcept;
 
