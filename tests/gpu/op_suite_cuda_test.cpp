@@ -32,7 +32,8 @@ namespace {
 
 // Strict FP32 gives every pass of every convolution an FMA-only algorithm
 // (no tensor-op/TF32 algorithm), which the suite's tolerances assume.
-TEST_F(GpuTest, StrictConvolutionsChooseFmaOnlyAlgorithms) {
+using CudaOpSuite = GpuTest;
+TEST_F(CudaOpSuite, StrictConvolutionsChooseFmaOnlyAlgorithms) {
   std::string why;
   const std::shared_ptr<Backend> owner = make_strict_cuda(&why);
   ASSERT_TRUE(owner) << why;

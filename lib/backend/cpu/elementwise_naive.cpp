@@ -1,4 +1,4 @@
-// Elementwise references: ReLU, add, accumulate, dropout.
+// Elementwise references: ReLU, add, accumulate, scale, dropout.
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/naive.hpp"
 #include "stoke/error.hpp"
@@ -30,6 +30,10 @@ void add(const Tensor& a, const Tensor& b, Tensor& y) {
 
 void accumulate(Tensor& dx, const Tensor& dy) {
   for (std::int64_t i = 0; i < dx.numel(); ++i) dx.data<float>()[i] += dy.data<float>()[i];
+}
+
+void scale(Tensor& x, float alpha) {
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= alpha;
 }
 
 void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, std::uint64_t seed) {

@@ -46,7 +46,7 @@ void CudaBackend::do_max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2d
   pool_forward(*this, "max_pool2d_forward", "stoke_max_pool_forward", x, y, params);
 }
 
-void CudaBackend::do_max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
+void CudaBackend::do_max_pool2d_backward(const Tensor& x, const Tensor& /*y*/, const Tensor& dy,
                                       Tensor& dx, const Pool2dParams& params) {
   const Shape& ys = dy.shape();
   // The kernel recomputes each window's first maximum from x, which is what
