@@ -4,7 +4,8 @@
 // workspace) comes from the capped device pool in stream order.
 //
 // The op families live one per file: conv2d.cpp (+ conv2d_algo.cpp), batch_norm.cpp,
-// linear.cpp, pool.cpp, elementwise.cpp (relu, add, dropout, loss, optimizers);
+// linear.cpp, pool.cpp, elementwise.cpp (relu, add, scale, dropout), loss.cpp, optim.cpp
+// (the same file stems as the CPU backend's);
 // graph capture in graph.cpp.
 #pragma once
 
