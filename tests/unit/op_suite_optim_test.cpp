@@ -93,7 +93,11 @@ TEST_P(OpSuite, UpdatesReadTheirStepValuesFromATensorOfTheBackend) {
   by_tensor.scalars = &scalars;
   be().sgd_update(w, g, v, by_tensor);
   be().sgd_update(rw, g, rv, {0.05f, 0.9f, 1e-3f, false});
-  EXPECT_EQ(w.to_vector(), rw.to_vector());
+  // Bit-identical where the update runs on the CPU (cpu, the fake GPU); a GPU
+  // kernel reading its values from memory may contract differently.
+  const bool on_cpu = be().is_host() || be().name().rfind("fake", 0) == 0;
+  const Tolerance same = tolerance(on_cpu ? Accuracy::kExact : Accuracy::kElementwise);
+  EXPECT_TRUE(close(w, rw, same, "sgd w, step values in a tensor"));
 
   Tensor m(be(), {n}), mv(be(), {n}), rm(be(), {n}), rmv(be(), {n});
   for (Tensor* t : {&m, &mv, &rm, &rmv}) be().fill(*t, 0.0f);
@@ -112,8 +116,8 @@ TEST_P(OpSuite, UpdatesReadTheirStepValuesFromATensorOfTheBackend) {
     be().adam_update(w, g, m, mv, tensor);
     be().adam_update(rw, g, rm, rmv, field);
   }
-  EXPECT_EQ(w.to_vector(), rw.to_vector()) << "adam w, step values in a tensor";
-  EXPECT_EQ(m.to_vector(), rm.to_vector());
+  EXPECT_TRUE(close(w, rw, same, "adam w, step values in a tensor"));
+  EXPECT_TRUE(close(m, rm, same, "adam m, step values in a tensor"));
   EXPECT_EQ(scalars.to_vector()[0], 0.01f);
 }
 
