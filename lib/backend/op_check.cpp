@@ -129,15 +129,20 @@ void OpCheck::check_tensor(const char* name, const Tensor& t, const Shape& shape
   }
 }
 
+void OpCheck::add(NamedList& list, const char* name, const Tensor& t) {
+  if (list.size == kMaxTensors) fail("more tensors than OpCheck holds");  // a front door's bug
+  list.items[list.size++] = {name, &t};
+}
+
 OpCheck& OpCheck::input(const char* name, const Tensor& t, const Shape& shape, DType dtype) {
   check_tensor(name, t, shape, dtype);
-  inputs_.push_back({name, &t});
+  add(inputs_, name, t);
   return *this;
 }
 
 OpCheck& OpCheck::output(const char* name, const Tensor& t, const Shape& shape) {
   check_tensor(name, t, shape, DType::kFloat32);
-  outputs_.push_back({name, &t});
+  add(outputs_, name, t);
   return *this;
 }
 
@@ -150,8 +155,8 @@ OpCheck& OpCheck::optional_output(const char* name, const Tensor& t, const Shape
 }
 
 void OpCheck::done() const {
-  for (std::size_t o = 0; o < outputs_.size(); ++o) {
-    const Named& out = outputs_[o];
+  for (std::size_t o = 0; o < outputs_.size; ++o) {
+    const Named& out = outputs_.items[o];
     for (const Named& in : inputs_) {
       if (!overlap(*out.tensor, *in.tensor)) continue;
       if (aliasing_ == Aliasing::kExactAllowed && same_memory(*out.tensor, *in.tensor)) continue;
@@ -159,8 +164,8 @@ void OpCheck::done() const {
            (aliasing_ == Aliasing::kExactAllowed ? " (only exact aliasing is allowed)" : ""));
     }
     for (std::size_t p = 0; p < o; ++p) {
-      if (overlap(*out.tensor, *outputs_[p].tensor)) {
-        fail(std::string("outputs '") + outputs_[p].name + "' and '" + out.name + "' overlap");
+      if (overlap(*out.tensor, *outputs_.items[p].tensor)) {
+        fail(std::string("outputs '") + outputs_.items[p].name + "' and '" + out.name + "' overlap");
       }
     }
   }

@@ -6,8 +6,9 @@
 //   "conv2d_forward on cpu: tensor 'y' has shape (1, 2, 4, 4), expected (1, 2, 3, 3)".
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <string>
-#include <vector>
 
 #include "stoke/backend.hpp"
 #include "stoke/export.hpp"
@@ -48,13 +49,23 @@ class STOKE_INTERNAL OpCheck {
     const char* name;
     const Tensor* tensor;
   };
+  // No op has more than five inputs or outputs; fixed arrays keep the checks
+  // free of heap allocations on every op call.
+  static constexpr std::size_t kMaxTensors = 8;
+  struct NamedList {
+    std::array<Named, kMaxTensors> items{};
+    std::size_t size = 0;
+    const Named* begin() const { return items.data(); }
+    const Named* end() const { return items.data() + size; }
+  };
+  void add(NamedList& list, const char* name, const Tensor& t);
   void check_tensor(const char* name, const Tensor& t, const Shape& shape, DType dtype) const;
   std::string where() const;
 
   const Backend& backend_;
   Op op_;
   Aliasing aliasing_;
-  std::vector<Named> inputs_, outputs_;
+  NamedList inputs_, outputs_;
 };
 
 }  // namespace stoke::detail
