@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "backend/cpu/cpu_backend.hpp"
-#include "backend/plugin_loader.hpp"
+#include "gpu/plugin_loader.hpp"
 #include "backend/registry.hpp"
 #include "stoke/backend.hpp"
 #include "stoke/config.hpp"

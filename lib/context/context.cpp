@@ -1,6 +1,6 @@
 #include "stoke/context.hpp"
 
-#include "core/arena.hpp"
+#include "threads/arena.hpp"
 #include "stoke/threads.hpp"
 
 namespace stoke {

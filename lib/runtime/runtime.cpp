@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "backend/cpu/cpu_backend.hpp"
-#include "backend/plugin_loader.hpp"
+#include "gpu/plugin_loader.hpp"
 #include "backend/registry.hpp"
 #include "stoke/cuda.hpp"
 #include "stoke/threads.hpp"

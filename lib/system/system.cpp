@@ -2,7 +2,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "backend/plugin_loader.hpp"
+#include "gpu/plugin_loader.hpp"
 #include "core/text.hpp"
 #include "stoke/system.hpp"
 

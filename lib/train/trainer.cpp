@@ -5,7 +5,7 @@
 #include <sstream>
 #include <utility>
 
-#include "backend/prefetch_device.hpp"
+#include "gpu/prefetch_device.hpp"
 #include "stoke/cuda.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"

@@ -9,7 +9,7 @@
 #include "backend/cuda/jit.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/device_runtime.hpp"
-#include "backend/cuda_plugin_api.hpp"
+#include "gpu/cuda_plugin_api.hpp"
 
 namespace stoke::cuda {
 namespace {

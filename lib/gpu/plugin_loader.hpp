@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "backend/cuda_plugin_api.hpp"
+#include "gpu/cuda_plugin_api.hpp"
 
 namespace stoke::detail {
 

@@ -1,4 +1,4 @@
-#include "backend/plugin_loader.hpp"
+#include "gpu/plugin_loader.hpp"
 
 #include <dlfcn.h>
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "backend/cuda_device_api.hpp"
+#include "gpu/cuda_device_api.hpp"
 #include "stoke/cuda.hpp"
 #include "stoke/memory.hpp"
 #include "stoke/system.hpp"

@@ -12,7 +12,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/arena.hpp"
+#include "threads/arena.hpp"
 #include "core/task_order.hpp"
 #include "stoke/error.hpp"
 #include "stoke/system.hpp"
