@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "stoke/config.hpp"
+#include "stoke/context.hpp"
 #include "stoke/data.hpp"
 #include "stoke/export.hpp"
 #include "stoke/nn/model.hpp"
@@ -49,7 +50,12 @@ struct TrainerOptions {
   std::size_t max_steps_per_epoch = 0;    // 0 = the whole epoch (trials use a few steps)
   int trace_steps = 0;                    // Chrome trace of the first N steps of each epoch
   std::uint64_t seed = 0;
-  // Prefetch depth, pinned staging and streams; empty = Config::load().
+  // Where the trainer's settings, SIMD level and CPU thread arena come from
+  // (runtime.context, or a Context built from the application's Config):
+  // fit() runs in its arena and the loaders it builds take it (replacing
+  // the loader options' context). Default: defaults, the current arena.
+  Context context;
+  // Prefetch depth, pinned staging, streams and graphs; empty = context.settings().
   std::optional<Settings> settings;
 };
 
@@ -137,6 +143,7 @@ class STOKE_API Trainer {
   const TrainerOptions& options() const noexcept { return options_; }
 
  private:
+  FitResult fit_in_context(const Dataset& train, const Dataset* val, LoaderOptions loader);
   EpochRecord run_epoch(int epoch, Loader& loader, std::uint64_t& step);
   void release_step_memory();
   void save_stop_checkpoint(int epoch, const char* why);

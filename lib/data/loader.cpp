@@ -214,9 +214,7 @@ Loader::Loader(Dataset dataset, LoaderOptions options) {
     float s, b;
     pre.normalization.affine(c, s, b);  // validates
   }
-  Config config;
-  if (!options.simd || !options.cache) config = Config::load();
-  const SimdLevel level = options.simd ? *options.simd : resolve_simd(config.settings(), query_cpu());
+  const SimdLevel level = options.simd ? *options.simd : options.context.simd();
   impl_ = std::make_unique<Impl>(level);
   auto& s = *impl_;
   s.channels = pre.channels;
@@ -226,11 +224,11 @@ Loader::Loader(Dataset dataset, LoaderOptions options) {
   s.resize_height = rh;
   s.entry_bytes = static_cast<std::size_t>(rw) * rh * pre.channels;
   s.sample_bytes = static_cast<std::size_t>(pre.width) * pre.height * pre.channels * dtype_size(pre.dtype);
-  const CacheSpec spec = options.cache ? *options.cache : config.settings().cache;
+  const CacheSpec spec = options.cache ? *options.cache : options.context.settings().cache;
   s.cache = data_detail::SampleCache::create(spec, dataset.size(), s.entry_bytes, cache_key(dataset, pre, rw, rh));
   s.direct = !s.cache && !options.augment.enabled() && rw == pre.width && rh == pre.height;
   const std::size_t in_flight =
-      options.max_in_flight ? options.max_in_flight : static_cast<std::size_t>(2 * thread_count());
+      options.max_in_flight ? options.max_in_flight : static_cast<std::size_t>(2 * options.context.cpu_threads());
   s.tokens.resize(std::max<std::size_t>(1, in_flight));
   s.dataset = std::move(dataset);
   s.options = std::move(options);
@@ -252,6 +250,7 @@ std::array<std::size_t, 4> Loader::output_shape() const noexcept {
 }
 OutputDtype Loader::dtype() const noexcept { return impl_->options.preprocess.dtype; }
 const LoaderOptions& Loader::options() const noexcept { return impl_->options; }
+SimdLevel Loader::simd() const noexcept { return impl_->level; }
 const Dataset& Loader::dataset() const noexcept { return impl_->dataset; }
 
 LoaderStats Loader::stats() const {
@@ -296,7 +295,7 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, s
   detail::TaskOrder& order = detail::arena_order();
   order.publish();
   detail::TaskOrder::ObserveOnExit on_exit(order);
-  run_in_arena([&] {
+  const auto pipeline = [&] {
     tbb::parallel_pipeline(
         s.tokens.size(),
         tbb::make_filter<void, Token*>(tbb::filter_mode::serial_in_order,
@@ -341,7 +340,9 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, s
               std::lock_guard lock(s.free_mutex);
               s.free_tokens.push_back(t);
             }));
-  });
+  };
+  // In the loader's context's arena, whichever thread calls (the prefetcher's).
+  s.options.context.run([&] { run_in_arena(pipeline); });
   return count;
 }
 

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <utility>
 
-#include "backend/prefetch_device.hpp"
+#include "gpu/prefetch_device.hpp"
 #include "stoke/cuda.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
@@ -211,14 +211,21 @@ int auto_batch_size(const nn::Model& model, int optimizer_slots, std::uint64_t m
 }
 
 FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions loader_options) {
+  FitResult result;
+  options_.context.run([&] { result = fit_in_context(train, val, std::move(loader_options)); });
+  return result;
+}
+
+FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val, LoaderOptions loader_options) {
   check_loader_dtype(loader_options.preprocess.dtype, model_.backend());
   stop_requested_.store(false);
   auto& st = *state_;
   st = State{};
   st.logger = std::make_unique<detail::AsyncLogger>(options_.log_stream);
 
-  // Read the environment once per fit, not per epoch (its warnings too).
-  if (!options_.settings) options_.settings = Config::load().settings();
+  // The settings come from the context the application built (nothing here
+  // reads the environment).
+  if (!options_.settings) options_.settings = options_.context.settings();
   const bool auto_batch = options_.batch_size == 0;
   int batch = options_.batch_size;
   if (auto_batch) {
@@ -228,6 +235,7 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
              std::to_string(cap >> 20) + " MiB)");
   }
   loader_options.profiler = &profiler_;
+  loader_options.context = options_.context;
   std::optional<Loader> train_loader, val_loader;
   std::optional<Dataset> val_data;
   if (val && !val->empty() && options_.validate_every_epochs > 0) {
