@@ -211,6 +211,16 @@ class STOKE_API Trainer {
   std::unique_ptr<State> state_;
 };
 
+// Samples per label 0..classes-1; InvalidArgument naming the sample for a
+// label outside that range.
+STOKE_API std::vector<std::uint64_t> class_counts(const Dataset& data, int classes);
+// n / (classes present * count) per class (1 for a class without samples).
+STOKE_API std::vector<float> balanced_class_weights(const std::vector<std::uint64_t>& counts);
+// The loss weights a fit uses: options.class_weights (one per class, finite,
+// >= 0), balanced weights from train's counts, or none (empty).
+// InvalidArgument naming the problem otherwise.
+STOKE_API std::vector<float> resolve_class_weights(const TrainerOptions& options, const Dataset& train, int classes);
+
 // The largest power-of-two batch (<= 4096) whose memory plan for `model` with
 // `optimizer_slots` fits in `max_memory` bytes; at least 1.
 STOKE_API int auto_batch_size(const nn::Model& model, int optimizer_slots, std::uint64_t max_memory);

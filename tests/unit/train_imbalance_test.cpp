@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "stoke/error.hpp"
 #include "stoke/threads.hpp"
 #include "stoke/tune.hpp"
 #include "unit/tiny_dataset.hpp"
@@ -124,6 +125,33 @@ TEST(AdvisorImbalance, StrongImbalanceNamesTheSettings) {
   in.balanced_sampler = true;  // already remedied
   advice = advise(in);
   EXPECT_TRUE(std::none_of(advice.begin(), advice.end(), [](const Advice& a) { return a.rule == "class-imbalance"; }));
+}
+
+}  // namespace
+}  // namespace stoke
+
+namespace stoke {
+namespace {
+
+TEST_F(RareDefects, ClassCountsAndBalancedWeights) {
+  const auto counts = class_counts(train_, 2);
+  ASSERT_EQ(counts, (std::vector<std::uint64_t>{400, 20}));
+  const auto w = balanced_class_weights(counts);
+  EXPECT_FLOAT_EQ(w[0], 420.0f / (2 * 400));
+  EXPECT_FLOAT_EQ(w[1], 420.0f / (2 * 20));
+  EXPECT_EQ(balanced_class_weights({5, 0, 15})[1], 1.0f) << "a class without samples";
+  EXPECT_THROW(class_counts(train_, 1), InvalidArgument);  // label 1 outside [0, 1)
+  TrainerOptions o = options_;
+  o.class_weights = {1.0f};
+  EXPECT_THROW(resolve_class_weights(o, train_, 2), InvalidArgument);
+  o.class_weights = {1.0f, -2.0f};
+  EXPECT_THROW(resolve_class_weights(o, train_, 2), InvalidArgument);
+  o.class_weights = {1.0f, 20.0f};
+  EXPECT_EQ(resolve_class_weights(o, train_, 2), o.class_weights);
+  o.balanced_class_weights = true;
+  EXPECT_THROW(resolve_class_weights(o, train_, 2), InvalidArgument);  // both set
+  o.class_weights.clear();
+  EXPECT_EQ(resolve_class_weights(o, train_, 2), w);
 }
 
 }  // namespace
