@@ -134,6 +134,8 @@ struct STOKE_API TrainState {
   float epoch_correct_sum = 0;
   std::uint64_t epoch_images = 0;
   std::uint64_t epoch_steps = 0;
+  // Per dropout layer (in network order): its mask seed and masks drawn.
+  std::vector<std::uint64_t> dropout_streams;  // seed, draws, seed, draws, ...
 
   std::map<std::string, std::string> to_metadata() const;
   // Whether metadata carries a trainer state.

@@ -3,9 +3,11 @@
 // epoch loop asks in turn.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "stoke/config.hpp"
 #include "stoke/data.hpp"
@@ -52,5 +54,12 @@ void write_checkpoint(const std::filesystem::path& path, const nn::Model& model,
                       const std::map<std::string, std::string>& metadata);
 bool write_stop_checkpoint(const std::filesystem::path& path, const nn::Model& model,
                            const nn::Optimizer& optimizer, const std::map<std::string, std::string>& metadata);
+
+// The dropout layers' mask streams (train_state.cpp), saved for exact resume:
+// (seed, draws) per layer. restore: CorruptFile naming `where` when the
+// count does not fit the model.
+std::vector<std::uint64_t> dropout_streams(nn::Model& model);
+void restore_dropout_streams(nn::Model& model, const std::vector<std::uint64_t>& streams,
+                             const std::string& where);
 
 }  // namespace stoke::detail

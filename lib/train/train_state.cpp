@@ -3,9 +3,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "stoke/error.hpp"
 #include "stoke/train.hpp"
+#include "train/epoch_end.hpp"
 
 namespace stoke {
 namespace {
@@ -32,6 +34,19 @@ class Reader {
     const long long v = std::strtoll(s.c_str(), &end, 10);
     if (s.empty() || *end != '\0') bad(key, s);
     return v;
+  }
+  // Comma-separated unsigned integers; empty text = none.
+  std::vector<std::uint64_t> integers(const char* key) const {
+    const std::string& s = text(key);
+    std::vector<std::uint64_t> out;
+    for (std::size_t at = 0; at < s.size();) {
+      char* end = nullptr;
+      out.push_back(std::strtoull(s.c_str() + at, &end, 10));
+      const std::size_t next = static_cast<std::size_t>(end - s.c_str());
+      if (next == at || (next < s.size() && s[next] != ',')) bad(key, s);
+      at = next + 1;
+    }
+    return out;
   }
   double real(const char* key) const {
     const std::string& s = text(key);
@@ -68,6 +83,9 @@ std::map<std::string, std::string> TrainState::to_metadata() const {
   put("epoch_correct_sum", hex(epoch_correct_sum));
   put("epoch_images", std::to_string(epoch_images));
   put("epoch_steps", std::to_string(epoch_steps));
+  std::string streams;
+  for (std::uint64_t v : dropout_streams) streams += (streams.empty() ? "" : ",") + std::to_string(v);
+  put("dropout_streams", streams);
   return m;
 }
 
@@ -95,6 +113,7 @@ TrainState TrainState::from_metadata(const std::map<std::string, std::string>& m
   s.epoch_correct_sum = static_cast<float>(r.real("epoch_correct_sum"));
   s.epoch_images = static_cast<std::uint64_t>(r.integer("epoch_images"));
   s.epoch_steps = static_cast<std::uint64_t>(r.integer("epoch_steps"));
+  s.dropout_streams = r.integers("dropout_streams");
   if (s.epoch < 0 || s.batch_size < 1 || s.batch_multiplier < 1) {
     throw CorruptFile(where + ": the trainer state is out of range (epoch " + std::to_string(s.epoch) +
                       ", batch size " + std::to_string(s.batch_size) + ", multiplier " +
@@ -103,4 +122,34 @@ TrainState TrainState::from_metadata(const std::map<std::string, std::string>& m
   return s;
 }
 
+namespace detail {
+
+std::vector<std::uint64_t> dropout_streams(nn::Model& model) {
+  std::vector<std::uint64_t> out;
+  for (const auto& layer : model.network().layers()) {
+    if (const auto* d = dynamic_cast<const nn::Dropout*>(layer.get())) {
+      out.push_back(d->seed());
+      out.push_back(d->draws());
+    }
+  }
+  return out;
+}
+
+void restore_dropout_streams(nn::Model& model, const std::vector<std::uint64_t>& streams,
+                             const std::string& where) {
+  if (streams.size() != dropout_streams(model).size()) {
+    throw CorruptFile(where + ": the trainer state holds " + std::to_string(streams.size() / 2) +
+                      " dropout streams, the model has " + std::to_string(dropout_streams(model).size() / 2) +
+                      " dropout layers");
+  }
+  std::size_t i = 0;
+  for (const auto& layer : model.network().layers()) {
+    if (auto* d = dynamic_cast<nn::Dropout*>(layer.get())) {
+      d->restore_stream(streams[i], streams[i + 1]);
+      i += 2;
+    }
+  }
+}
+
+}  // namespace detail
 }  // namespace stoke

@@ -175,6 +175,7 @@ int Trainer::resume_from(const std::string& path, State& st) {
   st.step = s.step;
   st.schedule.total_steps = s.schedule_total_steps;
   st.stopping.restore(s.best_val_accuracy, s.epochs_without_improvement);
+  detail::restore_dropout_streams(model_, s.dropout_streams, "checkpoint '" + path + "'");
   log_info("resuming " + path + " at epoch " + std::to_string(s.epoch) + ", batch " + std::to_string(s.batch) +
            ", step " + std::to_string(s.step));
   st.resumed = s;
@@ -260,6 +261,7 @@ TrainState Trainer::train_state(int epoch) const {
   s.loader_seed = st.loader_seed;
   s.best_val_accuracy = st.stopping.best();
   s.epochs_without_improvement = st.stopping.stale();
+  s.dropout_streams = detail::dropout_streams(model_);
   if (!st.epoch_finished && st.loss_sum.defined()) {
     s.epoch_loss_sum = detail::read_scalar(st.loss_sum);
     s.epoch_correct_sum = detail::read_scalar(st.correct_sum);

@@ -101,6 +101,12 @@ TEST_F(TrainResume, AdamCosineAccumulationAndAugmentationResumeExactly) {
   expect_resume_is_exact(kSteps + 3);  // 12 steps per epoch at 8 x 2
 }
 
+// Dropout's masks continue too (the layers' draw counter is in the state).
+TEST_F(TrainResume, DropoutMasksContinueAfterAResume) {
+  spec_.dropout = 0.3f;
+  expect_resume_is_exact(kSteps + 4);
+}
+
 TEST_F(TrainResume, TheStateRoundTripsThroughCheckpointMetadata) {
   TrainState s;
   s.epoch = 3;
@@ -116,6 +122,7 @@ TEST_F(TrainResume, TheStateRoundTripsThroughCheckpointMetadata) {
   s.epoch_correct_sum = 77.0f;
   s.epoch_images = 112;
   s.epoch_steps = 7;
+  s.dropout_streams = {18446744073709551615ull, 5, 3, 0};
   const auto m = s.to_metadata();
   ASSERT_TRUE(TrainState::present(m));
   const TrainState r = TrainState::from_metadata(m, "here");
@@ -126,6 +133,10 @@ TEST_F(TrainResume, TheStateRoundTripsThroughCheckpointMetadata) {
   EXPECT_EQ(r.best_val_accuracy, s.best_val_accuracy);
   EXPECT_EQ(r.epoch_loss_sum, s.epoch_loss_sum);
   EXPECT_EQ(r.epoch_images, 112u);
+  EXPECT_EQ(r.dropout_streams, s.dropout_streams);
+  TrainState none;
+  none.batch_size = 1;
+  EXPECT_TRUE(TrainState::from_metadata(none.to_metadata(), "here").dropout_streams.empty());
   auto broken = m;
   broken.erase("train.step");
   try {
@@ -137,6 +148,9 @@ TEST_F(TrainResume, TheStateRoundTripsThroughCheckpointMetadata) {
   }
   broken = m;
   broken["train.batch"] = "7x";
+  EXPECT_THROW(TrainState::from_metadata(broken, "here"), CorruptFile);
+  broken = m;
+  broken["train.dropout_streams"] = "1,,2";
   EXPECT_THROW(TrainState::from_metadata(broken, "here"), CorruptFile);
   EXPECT_FALSE(TrainState::present({}));
 }
