@@ -178,6 +178,9 @@ struct LoaderOptions {
   AugmentOptions augment;
   std::size_t batch_size = 32;
   bool shuffle = true;
+  // Class-balanced epochs instead of the shuffle: every class drawn equally
+  // often (rare classes repeat), deterministic per seed and epoch.
+  bool balanced_sampler = false;
   bool drop_last = false;           // drop a short last batch
   std::uint64_t seed = 0;
   std::size_t max_in_flight = 0;    // images being processed at once; 0: 2 x threads

@@ -21,6 +21,7 @@
 #include "data/cache.hpp"
 #include "core/task_order.hpp"
 #include "data/rng.hpp"
+#include "data/sampler.hpp"
 #include "stoke/data.hpp"
 #include "stoke/profile.hpp"
 #include "stoke/error.hpp"
@@ -93,6 +94,11 @@ struct Loader::Impl {
 
   void prepare_order(std::uint64_t epoch) {
     if (order_epoch == epoch) return;
+    if (options.balanced_sampler) {
+      order = data_detail::balanced_order(dataset, options.seed, epoch);
+      order_epoch = epoch;
+      return;
+    }
     order.resize(dataset.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
     if (options.shuffle) Rng(data_detail::hash_seed(options.seed, epoch, 0x5AFF1E)).shuffle(order.begin(), order.end());
