@@ -125,5 +125,11 @@ STOKE_API ShardPlan plan_shards(std::size_t samples, std::size_t batch, int worl
 // Positions into the epoch's order that rank `rank` visits, in order.
 STOKE_API std::vector<std::size_t> shard_positions(std::size_t samples, std::size_t batch, int rank,
                                                    int world_size);
+// Validation's policy, which sees every sample once: rank r takes batches r,
+// r + world_size, r + 2 world_size, ... of the order cut into batches (the
+// short last one included), so ranks may differ by a batch; their metrics
+// are summed, not averaged.
+STOKE_API std::vector<std::size_t> cover_positions(std::size_t samples, std::size_t batch, int rank,
+                                                   int world_size);
 
 }  // namespace stoke

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
@@ -138,6 +139,20 @@ std::vector<std::size_t> shard_positions(std::size_t samples, std::size_t batch,
   for (std::size_t step = 0; step < plan.steps; ++step) {
     const std::size_t first = step * global + static_cast<std::size_t>(rank) * batch;
     for (std::size_t i = 0; i < batch; ++i) positions.push_back(first + i);
+  }
+  return positions;
+}
+
+std::vector<std::size_t> cover_positions(std::size_t samples, std::size_t batch, int rank, int world_size) {
+  plan_shards(samples, batch, world_size);  // validates batch and world
+  if (rank < 0 || rank >= world_size) {
+    throw InvalidArgument("cover_positions: rank " + std::to_string(rank) + " outside a world of " +
+                          std::to_string(world_size));
+  }
+  std::vector<std::size_t> positions;
+  const std::size_t stride = batch * static_cast<std::size_t>(world_size);
+  for (std::size_t first = static_cast<std::size_t>(rank) * batch; first < samples; first += stride) {
+    for (std::size_t p = first; p < std::min(samples, first + batch); ++p) positions.push_back(p);
   }
   return positions;
 }

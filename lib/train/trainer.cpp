@@ -109,13 +109,22 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
   st.loader_seed = loader_options.seed;
   if (options_.balanced_sampler) loader_options.balanced_sampler = true;
   loader_options.profiler = &profiler_;
-  Loaders loaders{train, validation_data(val, options_), loader_options, {}, {}};
-  plan_fit(train, loaders);
-
+  st.dp = detail::DataParallel::make(options_, profiler_);
   FitResult result;
-  for (int epoch = first_epoch; epoch < options_.epochs; ++epoch) {
-    std::optional<EpochRecord> record = run_epoch_with_retries(epoch, loaders, result);
-    if (!record || end_epoch(epoch, *record, result)) break;
+  try {
+    if (st.dp) {
+      st.dp->shard(loader_options);
+      st.dp->broadcast_model(model_);
+    }
+    Loaders loaders{train, validation_data(val, options_), loader_options, {}, {}};
+    plan_fit(train, loaders);
+    for (int epoch = first_epoch; epoch < options_.epochs; ++epoch) {
+      std::optional<EpochRecord> record = run_epoch_with_retries(epoch, loaders, result);
+      if (!record || end_epoch(epoch, *record, result)) break;
+    }
+  } catch (const std::exception& e) {
+    if (st.dp) st.dp->report(e);  // the other ranks' next collective fails naming it
+    throw;
   }
   st.logger->flush();
   result.batch_size = st.batch;
@@ -192,6 +201,7 @@ std::optional<EpochRecord> Trainer::run_epoch_with_retries(int epoch, Loaders& l
       return record;
     } catch (const OutOfMemory& e) {
       release_step_memory();
+      if (st.dp) throw;  // ranks change batch together or not at all: the run ends on every rank
       if (!st.oom.retry(e, &st.batch, &st.multiplier)) {
         save_stop_checkpoint(epoch, "out of memory");
         result.reason = StopReason::kOutOfMemory;
@@ -205,11 +215,17 @@ std::optional<EpochRecord> Trainer::run_epoch_with_retries(int epoch, Loaders& l
 
 bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
   State& st = *state_;
+  if (st.dp) {
+    st.dp->reduce(record);
+    st.dp->average_buffers(model_);
+    if (st.dp->agree_stop(stop_requested_.load())) stop_requested_.store(true);
+  }
+  const bool writes = !st.dp || st.dp->writes_files();
   record.profile = profiler_.summary();
   result.log.epochs.push_back(record);
   if (record.validated) {
     if (callbacks_.on_validation) callbacks_.on_validation(record);
-    if (st.stopping.observe(record.val_accuracy) && !options_.best_checkpoint.empty()) {
+    if (st.stopping.observe(record.val_accuracy) && writes && !options_.best_checkpoint.empty()) {
       auto metadata = train_state(epoch).to_metadata();
       metadata["epoch"] = std::to_string(epoch);
       metadata["val_accuracy"] = std::to_string(record.val_accuracy);
@@ -222,7 +238,7 @@ bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
                 record.train_loss, record.train_accuracy,
                 record.validated ? (", val acc " + std::to_string(record.val_accuracy)).c_str() : "",
                 record.images_per_second, record.seconds);
-  st.logger->push(line);
+  if (writes) st.logger->push(line);
   if (stop_requested_.load()) {
     result.reason = StopReason::kRequested;
     save_stop_checkpoint(epoch, "stop requested");
@@ -266,6 +282,7 @@ TrainState Trainer::train_state(int epoch) const {
 }
 
 void Trainer::save_stop_checkpoint(int epoch, const char* why) {
+  if (state_->dp && !state_->dp->writes_files()) return;  // rank 0 writes the run's one stop checkpoint
   auto metadata = train_state(epoch).to_metadata();
   metadata["epoch"] = std::to_string(epoch);
   metadata["stopped"] = why;

@@ -5,11 +5,15 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "stoke/backend.hpp"
 #include "stoke/distributed.hpp"
+#include "stoke/train.hpp"
+#include "unit/dp_training_setup.hpp"
 
 namespace {
 
@@ -57,6 +61,37 @@ int peer_fails(stoke::Communicator& comm, bool leave_reason) {
   return 1;
 }
 
+// Trains the setup of dp_training_setup.hpp on this rank's shard of
+// argv[2..3] (IDX images, labels); writes the final parameters to argv[4].<rank>.
+// With argv[5] = N, rank 1 asks to stop after its N-th step.
+int train(stoke::Communicator& comm, char** argv, int argc) {
+  stoke::nn::ModelSpec spec;
+  stoke::LoaderOptions loader;
+  stoke::TrainerOptions options;
+  stoke::testing::dp_training_setup(spec, loader, options);
+  options.communicator = &comm;
+  const std::string out = argv[4];
+  options.stop_checkpoint = out + ".stop.ckpt";
+  auto data = stoke::Dataset::from_idx(argv[2], argv[3]);
+  auto model = stoke::nn::build_model(stoke::cpu_backend(), spec, 7 + static_cast<std::uint64_t>(comm.rank()));
+  stoke::Callbacks callbacks;
+  stoke::Trainer* trainer_ptr = nullptr;
+  const int stop_at = argc > 5 ? std::atoi(argv[5]) : 0;
+  callbacks.on_step = [&](const stoke::StepInfo& info) {
+    if (stop_at > 0 && comm.rank() == 1 && info.step == static_cast<std::uint64_t>(stop_at)) trainer_ptr->request_stop();
+  };
+  stoke::Trainer trainer(*model, options, callbacks);
+  trainer_ptr = &trainer;
+  const auto result = trainer.fit(data, &data, loader);
+  stoke::testing::write_floats(out + "." + std::to_string(comm.rank()), model->parameters());
+  const auto& last = result.log.epochs.back();
+  std::printf("rank %d: %s after %zu epochs, %llu images, val acc %.4f on %llu images, communicate %.1f %%\n",
+              comm.rank(), stoke::to_string(result.reason), result.log.epochs.size(),
+              static_cast<unsigned long long>(last.images), last.val_accuracy,
+              static_cast<unsigned long long>(last.val_images), 100.0 * last.profile.share(stoke::Stage::kCommunicate));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -68,6 +103,7 @@ int main(int argc, char** argv) {
     if (scenario == "collectives") return collectives(*comm);
     if (scenario == "peer-fails") return peer_fails(*comm, true);
     if (scenario == "peer-killed") return peer_fails(*comm, false);
+    if (scenario == "train" && argc >= 5) return train(*comm, argv, argc);
     return 64;
   } catch (const stoke::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
