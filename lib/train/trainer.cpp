@@ -4,8 +4,10 @@
 // checkpoint carries for exact resume (train_state.cpp).
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <utility>
 
+#include "stoke/distributed.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
 #include "stoke/nn/checkpoint.hpp"
@@ -17,6 +19,8 @@
 
 namespace stoke {
 namespace {
+
+constexpr const char* kWorldSizeKey = "train.world_size";  // ranks of the run that wrote a checkpoint
 
 std::unique_ptr<nn::Optimizer> make_optimizer(const nn::Model& model, const TrainerOptions& o) {
   switch (o.optimizer) {
@@ -175,6 +179,7 @@ int Trainer::resume_from(const std::string& path, State& st) {
                           "written by Trainer::fit carry one");
   }
   TrainState s = TrainState::from_metadata(info.metadata, "checkpoint '" + path + "'");
+  check_resume_world(path, info.metadata, s);
   st.batch = s.batch_size;
   st.multiplier = s.batch_multiplier;
   st.step = s.step;
@@ -227,6 +232,7 @@ bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
     if (callbacks_.on_validation) callbacks_.on_validation(record);
     if (st.stopping.observe(record.val_accuracy) && writes && !options_.best_checkpoint.empty()) {
       auto metadata = train_state(epoch).to_metadata();
+      if (options_.communicator) metadata[kWorldSizeKey] = std::to_string(options_.communicator->world_size());
       metadata["epoch"] = std::to_string(epoch);
       metadata["val_accuracy"] = std::to_string(record.val_accuracy);
       detail::write_checkpoint(options_.best_checkpoint, model_, *optimizer_, metadata);
@@ -258,6 +264,21 @@ void Trainer::release_step_memory() {
   model_.backend().release_workspace();
 }
 
+// A mid-epoch position is a position in each rank's shard: it continues only
+// with the world size that wrote it (an epoch-end checkpoint fits any).
+void Trainer::check_resume_world(const std::string& path, const std::map<std::string, std::string>& metadata,
+                                 const TrainState& s) const {
+  const auto it = metadata.find(kWorldSizeKey);
+  const int written = it == metadata.end() ? 1 : std::atoi(it->second.c_str());
+  const int now = options_.communicator ? options_.communicator->world_size() : 1;
+  if (s.batch != 0 && written != now) {
+    throw InvalidArgument("Trainer::fit: '" + path + "' stopped in the middle of epoch " + std::to_string(s.epoch) +
+                          " of a run with " + std::to_string(written) + " rank(s); it resumes only with " +
+                          std::to_string(written) + " rank(s), not " + std::to_string(now) +
+                          " (a checkpoint written at an epoch's end resumes with any number)");
+  }
+}
+
 // Where the run stands after `epoch`: the next epoch when it finished,
 // otherwise this epoch's position and partial sums.
 TrainState Trainer::train_state(int epoch) const {
@@ -286,6 +307,7 @@ void Trainer::save_stop_checkpoint(int epoch, const char* why) {
   auto metadata = train_state(epoch).to_metadata();
   metadata["epoch"] = std::to_string(epoch);
   metadata["stopped"] = why;
+  if (options_.communicator) metadata[kWorldSizeKey] = std::to_string(options_.communicator->world_size());
   detail::write_stop_checkpoint(options_.stop_checkpoint, model_, *optimizer_, metadata);
 }
 

@@ -71,7 +71,22 @@ TEST_F(DataParallelTraining, AStopRequestOnOneRankStopsBothAndRankZeroWritesOneC
   const auto results = run_ranks("stop", {"3"});
   for (const auto& r : results) EXPECT_NE(r.output.find("requested after 1 epochs"), std::string::npos) << r.output;
   EXPECT_EQ(params_of("stop", 0), params_of("stop", 1));
-  EXPECT_TRUE(std::filesystem::exists(dir_ / "stop.params.stop.ckpt"));
+  const auto checkpoint = dir_ / "stop.params.stop.ckpt";
+  ASSERT_TRUE(std::filesystem::exists(checkpoint));
+
+  // Stopped mid-epoch by two ranks: one process cannot continue that position.
+  nn::ModelSpec spec;
+  LoaderOptions loader;
+  TrainerOptions options;
+  testing::dp_training_setup(spec, loader, options);
+  options.resume = checkpoint.string();
+  auto model = nn::build_model(cpu_backend(), spec, 7);
+  try {
+    Trainer(*model, options).fit(data_, &data_, loader);
+    ADD_FAILURE() << "resumed a two-rank mid-epoch position in one process";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("resumes only with 2 rank(s), not 1"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
