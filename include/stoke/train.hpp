@@ -25,6 +25,8 @@
 
 namespace stoke {
 
+class Communicator;
+
 enum class OptimizerKind { kSgd, kAdam, kAdamW };
 
 struct TrainerOptions {
@@ -59,6 +61,13 @@ struct TrainerOptions {
   Context context;
   // Prefetch depth, pinned staging, streams and graphs; empty = context.settings().
   std::optional<Settings> settings;
+  // Data-parallel training: the ranks' communicator (see
+  // stoke/distributed.hpp), owned by the caller; null or a world of one =
+  // this process alone. Every rank calls fit() with the same options and
+  // data; each trains on its shard and gradients are averaged before every
+  // update, so the ranks keep identical weights. Rank 0 alone writes the
+  // checkpoints.
+  Communicator* communicator = nullptr;
   // A stop or best checkpoint written by fit() to continue from: the model,
   // the optimizer state and the TrainState it carries (epoch, position in the
   // epoch, schedule position, batch size, early-stopping state). The run then
@@ -82,6 +91,7 @@ struct EpochRecord {
   bool validated = false;
   double val_loss = 0;
   double val_accuracy = 0;
+  std::uint64_t val_images = 0;  // validation samples behind val_loss and val_accuracy
   double seconds = 0;
   double images_per_second = 0;
   ProfileSummary profile;
@@ -198,6 +208,8 @@ class STOKE_API Trainer {
   struct State;
   struct Loaders;
   int resume_from(const std::string& path, State& st);
+  void check_resume_world(const std::string& path, const std::map<std::string, std::string>& metadata,
+                          const TrainState& s) const;
   void plan_fit(const Dataset& train, Loaders& loaders);
   EpochRecord run_epoch(int epoch, Loader& loader);
   void begin_epoch(EpochRecord& record);
