@@ -24,8 +24,6 @@
 
 namespace stoke {
 
-class Tensor;
-
 // A collective failed: a peer rank exited or stopped answering within the
 // timeout, or the rendezvous could not complete. The message names this
 // rank, the peer (when known), the operation and the cause.
@@ -91,8 +89,6 @@ class STOKE_API Communicator {
 
   // The element-wise mean over ranks: allreduce_sum, then * 1/world_size.
   void allreduce_mean(std::span<float> data);
-  // Host tensors only (float32): the CPU backend's gradient block.
-  void allreduce_mean(Tensor& tensor);
 
   // Seconds spent inside collectives since construction (the profiler's
   // communication stage).

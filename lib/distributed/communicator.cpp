@@ -6,8 +6,6 @@
 
 #include "distributed/gloo_communicator.hpp"
 #include "stoke/distributed.hpp"
-#include "stoke/backend.hpp"
-#include "stoke/tensor.hpp"
 
 namespace stoke {
 namespace {
@@ -97,14 +95,6 @@ void Communicator::allreduce_mean(std::span<float> data) {
   if (world_size() == 1) return;
   const float inverse = 1.0f / static_cast<float>(world_size());
   for (float& x : data) x *= inverse;
-}
-
-void Communicator::allreduce_mean(Tensor& tensor) {
-  if (tensor.dtype() != DType::kFloat32 || !tensor.backend().is_host()) {
-    throw InvalidArgument("allreduce_mean: the tensor must be float32 in host memory (the CPU backend's "
-                          "gradient block); GPU backends reduce on the device");
-  }
-  allreduce_mean(std::span<float>(tensor.data<float>(), static_cast<std::size_t>(tensor.numel())));
 }
 
 std::unique_ptr<Communicator> make_communicator(const DistributedOptions& options) {

@@ -47,8 +47,8 @@ void DataParallel::broadcast_model(nn::Model& model) {
 
 void DataParallel::allreduce_mean(Tensor& tensor) {
   auto span = profiler_.span(Stage::kCommunicate);
-  if (tensor.backend().is_host()) {
-    comm_.allreduce_mean(tensor);
+  if (tensor.backend().is_host() && tensor.dtype() == DType::kFloat32) {
+    comm_.allreduce_mean(std::span<float>(tensor.data<float>(), static_cast<std::size_t>(tensor.numel())));
     return;
   }
   // A GPU backend's gradients through the host (NCCL on the device is the
