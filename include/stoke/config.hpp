@@ -57,6 +57,9 @@ struct Settings {
   int prefetch_depth = 2;                     // [1, 64]
   CacheSpec cache;
   LogLevel log_level = LogLevel::kWarn;
+  // STOKE_MAX_IMAGE_PIXELS: the largest width * height a decoder accepts,
+  // checked from the header before any pixel buffer is reserved; empty = none.
+  std::optional<std::uint64_t> max_image_pixels = std::uint64_t{300'000'000};
 };
 
 enum class ConfigSource { kDefault, kFile, kEnvironment, kApi };

@@ -26,7 +26,10 @@ namespace stoke {
 enum class Split : std::int8_t { kNone = -1, kTrain = 0, kVal = 1, kTest = 2 };
 STOKE_API const char* to_string(Split split) noexcept;
 
-// Files that were skipped (skip_corrupt) and why; nothing is dropped silently.
+// Files that were skipped (skip_corrupt) and why; nothing is dropped silently:
+// every entry seen is used or skipped (candidates == used + skipped.size()),
+// including files with other extensions, directories named like images,
+// dangling symbolic links, special and unreadable files.
 struct STOKE_API DatasetReport {
   std::string source;          // the folder, manifest or IDX file
   std::size_t candidates = 0;  // entries seen
@@ -48,6 +51,9 @@ struct DatasetOptions {
   // Decode every image fully at load (catches corrupt pixel data, not only a
   // corrupt header); slower. Off: headers only.
   bool verify_decode = false;
+  // Images whose header claims more pixels are refused at load (the reason
+  // names STOKE_MAX_IMAGE_PIXELS); empty: Config::load()'s value. 0: no limit.
+  std::optional<std::uint64_t> max_image_pixels;
   // Manifest: the accepted labels in label order; empty: the sorted distinct
   // labels found (numerically sorted when all are integers).
   std::vector<std::string> classes;
@@ -186,6 +192,27 @@ struct LoaderOptions {
   // Receives read/decode/preprocess/cache/augment/batch-assembly spans; may be
   // null. Must outlive the Loader.
   Profiler* profiler = nullptr;
+  // A sample that cannot be read or decoded when it is met (a header that was
+  // fine at load but a truncated tail, a missing end marker, a damaged scan):
+  // with skip_corrupt its slot is filled from the next sample of the epoch
+  // order that decodes (deterministic: the same files are always corrupt), and
+  // the file and reason go into stats().corrupt; without it, fill_batch throws
+  // the DecodeError/IoError naming the file.
+  bool skip_corrupt = false;
+  // The corruption budget (with skip_corrupt): fill_batch throws DecodeError
+  // ("too many corrupt samples", listing them) once more than
+  // max(max_corrupt_samples, floor(max_corrupt_fraction * dataset size))
+  // distinct samples were found corrupt.
+  std::size_t max_corrupt_samples = 10;
+  double max_corrupt_fraction = 0.01;
+  // STOKE_MAX_IMAGE_PIXELS for decoding; empty: Config::load()'s value. 0: no limit.
+  std::optional<std::uint64_t> max_image_pixels;
+};
+
+// A sample skipped during training, and why.
+struct CorruptSample {
+  std::string path;
+  std::string reason;
 };
 
 struct LoaderStats {
@@ -196,6 +223,9 @@ struct LoaderStats {
   std::uint64_t cache_bytes = 0;
   bool cache_file_reused = false; // file cache found valid at construction
   std::string cache_note;         // why a cache file was rebuilt, if it was
+  // skip_corrupt: the samples found corrupt so far, in dataset order.
+  std::vector<CorruptSample> corrupt;
+  bool corrupt_budget_exceeded = false;  // fill_batch threw "too many corrupt samples"
 };
 
 // Turns a Dataset into batches of (N, C, H, W) tensors of the configured dtype.

@@ -69,6 +69,9 @@ struct EpochRecord {
 
 struct STOKE_API TrainLog {
   std::vector<EpochRecord> epochs;
+  // Samples skipped as corrupt (LoaderOptions::skip_corrupt), train and
+  // validation, in dataset order; in to_json() as "corrupt_samples".
+  std::vector<CorruptSample> corrupt_samples;
   std::string to_json() const;
   std::string to_csv() const;
   // Writes to_json() or to_csv() by the file's extension (.json/.csv), via a
@@ -76,7 +79,8 @@ struct STOKE_API TrainLog {
   void save(const std::filesystem::path& path) const;
 };
 
-enum class StopReason { kCompleted, kEarlyStopping, kRequested, kOutOfMemory };
+// kCorruptData: more corrupt samples than the loader's budget (FitResult::message lists them).
+enum class StopReason { kCompleted, kEarlyStopping, kRequested, kOutOfMemory, kCorruptData };
 STOKE_API const char* to_string(StopReason reason) noexcept;
 
 struct StepInfo {
@@ -101,7 +105,8 @@ struct FitResult {
   int batch_multiplier = 1;
   double best_val_accuracy = 0;
   std::string chrome_trace;  // of the last epoch's first trace_steps steps, if any
-  std::string message;       // why it stopped early (the OutOfMemory text), if it did
+  std::string message;       // why it stopped early (the OutOfMemory or corrupt-data text), if it did
+  std::vector<CorruptSample> corrupt_samples;  // = log.corrupt_samples
   int out_of_memory_retries = 0;  // batch halvings in batch-size-auto mode
   // On a GPU: steps that ran as a replayed CUDA graph (STOKE_GPU_GRAPH), and
   // why steps ran eagerly where they did ("" when every full batch replayed

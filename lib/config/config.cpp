@@ -119,6 +119,16 @@ const Knob kKnobs[] = {
        }
        return std::string("off");
      }},
+    {"STOKE_MAX_IMAGE_PIXELS", "300000000", "none, or an integer in [1, 2^50] (width * height)",
+     "largest image a decoder accepts, checked from the header before allocating",
+     [](Settings& s, std::string_view v) {
+       if (detail::to_lower(detail::trim(v)) == "none") {
+         s.max_image_pixels.reset();
+         return std::string("none");
+       }
+       s.max_image_pixels = static_cast<std::uint64_t>(detail::parse_integer(v, 1, 1ll << 50));
+       return std::to_string(*s.max_image_pixels);
+     }},
     {"STOKE_LOG_LEVEL", "warn", "error, warn, info or debug", "library log verbosity",
      [](Settings& s, std::string_view v) {
        s.log_level = detail::parse_log_level(v);

@@ -2,10 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "stoke/data.hpp"
+#include "stoke/error.hpp"
 
 namespace stoke {
 
@@ -20,5 +24,26 @@ struct Dataset::Storage {
   int pixel_height = 0;
   DatasetReport report;
 };
+
+namespace data_detail {
+
+// Runs a dataset source and turns every foreign exception into a stoke::Error
+// naming `what` (the folder, manifest or file), so none escapes a constructor.
+template <class F>
+auto guarded(const std::string& what, F&& body) {
+  try {
+    return body();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::filesystem::filesystem_error& e) {
+    throw IoError(what + ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(what + ": out of host memory while loading the dataset", 0, 0, 0);
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::kInternal, what + ": " + e.what());
+  }
+}
+
+}  // namespace data_detail
 
 }  // namespace stoke

@@ -2,6 +2,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <new>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -210,6 +212,22 @@ int auto_batch_size(const nn::Model& model, int optimizer_slots, std::uint64_t m
   return best;
 }
 
+namespace {
+
+bool corrupt_budget_exceeded(const Loader& train, const std::optional<Loader>& val) {
+  return train.stats().corrupt_budget_exceeded || (val && val->stats().corrupt_budget_exceeded);
+}
+
+std::vector<CorruptSample> corrupt_samples(const Loader& train, const std::optional<Loader>& val) {
+  std::vector<CorruptSample> all = train.stats().corrupt;
+  if (val) {
+    for (auto& c : val->stats().corrupt) all.push_back(std::move(c));
+  }
+  return all;
+}
+
+}  // namespace
+
 FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions loader_options) {
   check_loader_dtype(loader_options.preprocess.dtype, model_.backend());
   stop_requested_.store(false);
@@ -303,6 +321,18 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
           stopped_by_oom = true;
           break;
         }
+      } catch (const std::bad_alloc&) {
+        save_stop_checkpoint(epoch, "out of host memory");
+        throw OutOfMemory("fit: out of host memory in epoch " + std::to_string(epoch), 0, 0, 0);
+      } catch (const Error& e) {
+        // A sample that cannot be read or decoded: the error names the file.
+        if (e.code() != ErrorCode::kDecode && e.code() != ErrorCode::kIo) throw;
+        save_stop_checkpoint(epoch, "data error");
+        if (!corrupt_budget_exceeded(*train_loader, val_loader)) throw;
+        result.reason = StopReason::kCorruptData;
+        result.message = e.what();
+        stopped_by_oom = true;  // stops like out of memory: checkpointed, no record
+        break;
       }
     }
     if (stopped_by_oom) break;
@@ -342,6 +372,9 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
       break;
     }
   }
+  result.log.corrupt_samples = corrupt_samples(*train_loader, val_loader);
+  for (const auto& c : result.log.corrupt_samples) st.logger->push("skipped corrupt sample " + c.path + ": " + c.reason);
+  result.corrupt_samples = result.log.corrupt_samples;
   st.logger->flush();
   result.batch_size = batch;
   result.batch_multiplier = options_.batch_multiplier;
