@@ -74,7 +74,7 @@ class STOKE_API Image {
   int channels_ = 0;
 };
 
-enum class ImageFormat { kUnknown, kJpeg, kPng };
+enum class ImageFormat { kUnknown, kJpeg, kPng, kBmp };
 STOKE_API const char* to_string(ImageFormat format) noexcept;
 
 // From the first bytes (magic numbers), not the file name.
@@ -85,7 +85,7 @@ struct ImageInfo {
   int width = 0;
   int height = 0;
   int channels = 0;   // as stored: 1 (gray) or 3 (color; alpha is dropped on decode)
-  int bit_depth = 8;  // PNG: 1..16; JPEG: 8
+  int bit_depth = 8;  // PNG: 1..16; JPEG, BMP: 8 per sample
   int orientation = 1;  // JPEG: EXIF orientation 1..8 as stored (1: upright)
 };
 
@@ -109,7 +109,7 @@ struct DecodeOptions {
 // width * height exceeds max_pixels (0: no limit), or when a side is not positive.
 STOKE_API void check_image_size(std::string_view name, int width, int height, std::uint64_t max_pixels);
 
-// Decodes JPEG and PNG into caller-owned Images. Holds a libjpeg-turbo handle
+// Decodes JPEG, PNG and BMP (8-bit palette, 24/32-bit) into caller-owned Images. Holds a libjpeg-turbo handle
 // and reusable read/row buffers, so one Decoder per thread decodes without
 // allocating in steady state. Not thread-safe; move-only.
 // Every failure (truncated or corrupt data, unsupported format, CMYK JPEG, an

@@ -12,6 +12,7 @@
 #include <new>
 #include <string>
 
+#include "image/bmp.hpp"
 #include "image/orientation.hpp"
 #include "stoke/error.hpp"
 #include "stoke/image.hpp"
@@ -141,6 +142,7 @@ ImageFormat sniff_format(std::span<const std::uint8_t> bytes) noexcept {
   }
   static constexpr std::uint8_t kPngMagic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   if (bytes.size() >= 8 && std::memcmp(bytes.data(), kPngMagic, 8) == 0) return ImageFormat::kPng;
+  if (bytes.size() >= 2 && bytes[0] == 'B' && bytes[1] == 'M') return ImageFormat::kBmp;
   return ImageFormat::kUnknown;
 }
 
@@ -189,9 +191,13 @@ ImageInfo Decoder::info(std::span<const std::uint8_t> bytes, std::string_view na
       if (req.info.width <= 0 || req.info.height <= 0) decode_fail(name, "PNG header has zero width or height");
       return req.info;
     }
+    case ImageFormat::kBmp: {
+      const auto h = detail::parse_bmp_header(bytes, name);
+      return {ImageFormat::kBmp, h.width, h.height, h.bits == 8 && h.gray ? 1 : 3, 8, 1};
+    }
     case ImageFormat::kUnknown: break;
   }
-  decode_fail(name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG or PNG)");
+  decode_fail(name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG, PNG or BMP)");
 }
 
 ImageInfo Decoder::output_info(std::span<const std::uint8_t> bytes, std::string_view name,
@@ -218,11 +224,18 @@ void Decoder::decode(std::span<const std::uint8_t> bytes, std::string_view name,
   }
   const ImageFormat format = sniff_format(bytes);
   if (format == ImageFormat::kUnknown) {
-    decode_fail(name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG or PNG)");
+    decode_fail(name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG, PNG or BMP)");
   }
   try {
-    if (format == ImageFormat::kJpeg) impl_->decode_jpeg(bytes, name, options, out);
-    else impl_->decode_png(bytes, name, options, out);
+    if (format == ImageFormat::kJpeg) {
+      impl_->decode_jpeg(bytes, name, options, out);
+    } else if (format == ImageFormat::kPng) {
+      impl_->decode_png(bytes, name, options, out);
+    } else {
+      const auto h = detail::parse_bmp_header(bytes, name);
+      check_image_size(name, h.width, h.height, options.max_pixels);
+      detail::decode_bmp(bytes, name, h, options.channels ? options.channels : (h.bits == 8 && h.gray ? 1 : 3), out);
+    }
   } catch (const std::bad_alloc&) {
     // The size passed the limit but the memory is not there: still a stoke error naming the file.
     decode_fail(name, "out of memory for the decoded pixels (lower STOKE_MAX_IMAGE_PIXELS to refuse such images early)");

@@ -56,6 +56,9 @@ TEST(ImageLimits, HeaderBombsAreRefusedBeforeAllocatingWithMemoryBounded) {
       {bomb_png(100000, 100000), "bomb100k.png", "100000x100000"},
       {bomb_jpeg(60000, 60000), "bomb60k.jpg", "60000x60000"},
       {bomb_jpeg(65000, 65000), "bomb65k.jpg", "65000x65000"},  // JPEG sides are 16-bit
+      {testing::encode_bmp(gradient_image(4, 4, 3).view(), 24, false, 60000, 60000), "bomb60k.bmp", "60000x60000"},
+      {testing::encode_bmp(gradient_image(4, 4, 1).view(), 8, true, 100000, 100000), "bomb100k.bmp",
+       "100000x100000"},
   };
   const long peak_before = status_kib("VmPeak:");
   const long resident_before = status_kib("VmHWM:");

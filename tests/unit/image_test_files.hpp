@@ -116,4 +116,51 @@ inline std::vector<std::uint8_t> truncated(const std::vector<std::uint8_t>& byte
   return {bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(bytes.size() * keep)};
 }
 
+inline void put_le(std::vector<std::uint8_t>& out, std::uint32_t v, int bytes) {
+  for (int k = 0; k < bytes; ++k) out.push_back(static_cast<std::uint8_t>(v >> (8 * k)));
+}
+
+// A BMP of `image`: bits 8 (gray image, gray palette), 24 or 32 (RGB image);
+// bottom-up unless top_down. `claim_width`/`claim_height` > 0 overwrite the
+// header's size without adding pixels (a header bomb).
+inline std::vector<std::uint8_t> encode_bmp(ImageView image, int bits, bool top_down = false,
+                                            std::int32_t claim_width = 0, std::int32_t claim_height = 0) {
+  const std::size_t stride = ((static_cast<std::size_t>(image.width) * bits + 31) / 32) * 4;
+  const std::uint32_t palette = bits == 8 ? 256 * 4 : 0;
+  const std::uint32_t offset = 14 + 40 + palette;
+  std::vector<std::uint8_t> out = {'B', 'M'};
+  put_le(out, static_cast<std::uint32_t>(offset + stride * image.height), 4);
+  put_le(out, 0, 4);
+  put_le(out, offset, 4);
+  put_le(out, 40, 4);
+  put_le(out, static_cast<std::uint32_t>(claim_width ? claim_width : image.width), 4);
+  const std::int32_t h = claim_height ? claim_height : image.height;
+  put_le(out, static_cast<std::uint32_t>(top_down ? -h : h), 4);
+  put_le(out, 1, 2);
+  put_le(out, static_cast<std::uint32_t>(bits), 2);
+  put_le(out, 0, 4);  // BI_RGB
+  put_le(out, static_cast<std::uint32_t>(stride * image.height), 4);
+  put_le(out, 2835, 4);
+  put_le(out, 2835, 4);
+  put_le(out, bits == 8 ? 256 : 0, 4);
+  put_le(out, 0, 4);
+  for (std::uint32_t i = 0; i < palette / 4; ++i) out.insert(out.end(), {std::uint8_t(i), std::uint8_t(i), std::uint8_t(i), 0});
+  for (int row = 0; row < image.height; ++row) {
+    const int y = top_down ? row : image.height - 1 - row;
+    std::vector<std::uint8_t> line(stride, 0);
+    for (int x = 0; x < image.width; ++x) {
+      const std::uint8_t* p = image.row(y) + static_cast<std::size_t>(x) * image.channels;
+      if (bits == 8) {
+        line[x] = p[0];
+      } else {
+        const int step = bits / 8;
+        line[step * x] = p[2], line[step * x + 1] = p[1], line[step * x + 2] = p[0];
+        if (bits == 32) line[step * x + 3] = 255;
+      }
+    }
+    out.insert(out.end(), line.begin(), line.end());
+  }
+  return out;
+}
+
 }  // namespace stoke::testing
