@@ -61,8 +61,21 @@ struct DatasetOptions {
   std::vector<std::string> extensions = {".jpg", ".jpeg", ".png", ".bmp"};
 };
 
-// A list of labelled images: files (folder, manifest) or in-memory gray
-// pixels (IDX). Cheap to copy (shares its storage).
+// Pixel layouts of application-held frames (camera buffers).
+enum class PixelFormat { kMono8, kRgb8, kBgr8 };
+
+// One application-held image: `stride` bytes between rows (0: packed,
+// width * bytes per pixel). Read (copied) when the Dataset is built.
+struct ImageBuffer {
+  const std::uint8_t* data = nullptr;
+  int width = 0;
+  int height = 0;
+  PixelFormat format = PixelFormat::kMono8;
+  std::size_t stride = 0;
+};
+
+// A list of labelled images: files (folder, manifest) or in-memory pixels
+// (IDX, application buffers). Cheap to copy (shares its storage).
 class STOKE_API Dataset {
  public:
   Dataset();
@@ -77,6 +90,13 @@ class STOKE_API Dataset {
   // gzip-compressed or plain.
   static Dataset from_idx(const std::filesystem::path& images, const std::filesystem::path& labels,
                           const DatasetOptions& options = {});
+  // Images an application already holds, copied (Mono8 as gray, RGB8 and
+  // BGR8 as RGB), with their labels (indices into class_names). Sizes may
+  // differ per image. InvalidArgument naming the image for a null pointer, a
+  // non-positive size, a stride below the row size, a label out of range or a
+  // size above max_image_pixels; DatasetOptions::skip_corrupt does not apply.
+  static Dataset from_buffers(std::span<const ImageBuffer> images, std::span<const std::int32_t> labels,
+                              std::vector<std::string> class_names, const DatasetOptions& options = {});
 
   std::size_t size() const noexcept;
   bool empty() const noexcept { return size() == 0; }
@@ -87,7 +107,8 @@ class STOKE_API Dataset {
   std::string path(std::size_t index) const;
   // The stored file path without a copy; empty for in-memory samples.
   const std::string& file(std::size_t index) const;
-  // IDX samples: the pixels (gray); empty view for file-backed datasets.
+  // In-memory samples: the pixels (IDX: gray; buffers: gray or RGB); empty
+  // view for file-backed datasets.
   ImageView pixels(std::size_t index) const;
   bool in_memory() const noexcept;
   const DatasetReport& report() const noexcept;

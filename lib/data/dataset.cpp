@@ -352,6 +352,11 @@ ImageView Dataset::pixels(std::size_t index) const {
   const auto r = row(index);
   if (!in_memory()) return {};
   const auto& s = *storage_;
+  if (!s.slots.empty()) {
+    const auto& slot = s.slots[r];
+    return {s.pixels.data() + slot.offset, slot.width, slot.height, slot.channels,
+            static_cast<std::size_t>(slot.width) * slot.channels};
+  }
   const std::size_t bytes = static_cast<std::size_t>(s.pixel_width) * s.pixel_height;
   return {s.pixels.data() + r * bytes, s.pixel_width, s.pixel_height, 1, static_cast<std::size_t>(s.pixel_width)};
 }

@@ -20,8 +20,13 @@ struct Dataset::Storage {
   std::vector<Split> splits;
   std::vector<std::uint64_t> identity;   // per sample, for fingerprint()
   std::vector<std::uint8_t> pixels;      // in-memory samples (IDX), row-major per image
-  int pixel_width = 0;
+  int pixel_width = 0;                   // IDX: every image's size (gray)
   int pixel_height = 0;
+  struct Slot {                          // application buffers: per image
+    std::size_t offset;
+    int width, height, channels;
+  };
+  std::vector<Slot> slots;
   DatasetReport report;
 };
 
