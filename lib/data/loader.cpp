@@ -292,7 +292,15 @@ Loader::Loader(Dataset dataset, LoaderOptions options) {
   s.entry_bytes = static_cast<std::size_t>(rw) * rh * pre.channels;
   s.sample_bytes = static_cast<std::size_t>(pre.width) * pre.height * pre.channels * dtype_size(pre.dtype);
   const CacheSpec spec = options.cache ? *options.cache : config.settings().cache;
-  s.cache = data_detail::SampleCache::create(spec, dataset.size(), s.entry_bytes, cache_key(dataset, pre, rw, rh));
+  try {
+    s.cache = data_detail::SampleCache::create(spec, dataset.size(), s.entry_bytes, cache_key(dataset, pre, rw, rh));
+  } catch (const std::bad_alloc&) {
+    const std::uint64_t bytes = static_cast<std::uint64_t>(dataset.size()) * s.entry_bytes;
+    throw OutOfMemory("stoke::Loader: cannot allocate the RAM cache for " + std::to_string(dataset.size()) +
+                          " samples of " + std::to_string(s.entry_bytes) + " bytes (set STOKE_CACHE=ram:SIZE, "
+                          "file:PATH or off)",
+                      bytes, spec.ram_budget, 0);
+  }
   s.direct = !s.cache && !options.augment.enabled() && rw == pre.width && rh == pre.height;
   const std::size_t in_flight =
       options.max_in_flight ? options.max_in_flight : static_cast<std::size_t>(2 * thread_count());

@@ -113,6 +113,12 @@ TEST(ImageLimits, JpegHeadersThatDecodingWouldRefuseAreRefusedByInfo) {
   }
   auto zero_height = bomb_jpeg(16, 0);
   EXPECT_THROW(decoder.info(zero_height, "zero.jpg"), DecodeError);
+  // Luma sampled 3x1 (chroma 1x1): a sampling libjpeg-turbo cannot name.
+  auto odd_sampling = encode_jpeg(gradient_image(16, 16, 3).view(), 90);
+  const std::size_t sof = testing::jpeg_sof(odd_sampling);
+  ASSERT_EQ(odd_sampling[sof + 9], 3);  // three components
+  odd_sampling[sof + 11] = 0x31;        // component 1: H=3, V=1
+  EXPECT_THROW(decoder.info(odd_sampling, "odd.jpg"), DecodeError);
 }
 
 TEST(ImageLimits, DirectoriesAndSpecialFilesAreIoErrorsNamingThem) {
