@@ -246,6 +246,9 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
              std::to_string(cap >> 20) + " MiB)");
   }
   loader_options.profiler = &profiler_;
+  if (!loader_options.max_image_pixels) {
+    loader_options.max_image_pixels = options_.settings->max_image_pixels.value_or(0);
+  }
   std::optional<Loader> train_loader, val_loader;
   std::optional<Dataset> val_data;
   if (val && !val->empty() && options_.validate_every_epochs > 0) {
