@@ -264,7 +264,8 @@ class STOKE_API Loader {
   // the options, the epoch and the index. requires: images.size() >=
   // batch_size * sample_bytes(), labels.size() >= batch_size,
   // batch_index < batches_per_epoch() (InvalidArgument otherwise). Throws
-  // DecodeError/IoError naming the file when a sample cannot be read.
+  // DecodeError/IoError naming the file when a sample cannot be read (with
+  // skip_corrupt: only past the corruption budget, see LoaderOptions).
   std::size_t fill_batch(std::uint64_t epoch, std::uint64_t batch_index, std::span<std::byte> images,
                          std::span<std::int32_t> labels);
 

@@ -14,9 +14,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   stoke::fuzz::scratch_dir();  // quiets the log
   const std::span<const std::uint8_t> bytes(data + 1, size - 1);
   stoke::DecodeOptions options;
-  // 0..255 -> limits from 1 pixel to ~2^31 (never "none": the fuzzer's 2 GiB
-  // allocation cap would flag an honest large decode).
-  options.max_pixels = std::uint64_t{1} << (data[0] % 32);
+  // Limits from 1 pixel to 2^29 (3 bytes each: under the fuzzer's 2 GiB
+  // allocation cap; never "none", which would let an honest decode exceed it).
+  options.max_pixels = std::uint64_t{1} << (data[0] % 30);
   options.channels = data[0] & 0x20 ? 3 : 0;
   options.apply_orientation = (data[0] & 0x40) != 0;
   stoke::fuzz::accept_stoke_errors([&] { (void)decoder.output_info(bytes, "fuzz", options); });
