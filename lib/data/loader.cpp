@@ -54,8 +54,9 @@ struct Worker {
 };
 
 std::uint64_t cache_key(const Dataset& dataset, const PreprocessOptions& p, int rw, int rh) {
-  // Everything that determines the cached bytes, plus a format tag.
-  const std::int64_t fields[] = {1, rw, rh, p.channels, static_cast<int>(p.filter), p.dct_scaling ? 1 : 0};
+  // Everything that determines the cached bytes, plus a format tag (2: JPEGs
+  // are turned upright by their EXIF orientation since issue 15).
+  const std::int64_t fields[] = {2, rw, rh, p.channels, static_cast<int>(p.filter), p.dct_scaling ? 1 : 0};
   return data_detail::fnv1a(fields, sizeof fields, dataset.fingerprint());
 }
 
