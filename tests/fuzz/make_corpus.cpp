@@ -174,11 +174,7 @@ void bmp_and_sizes(const fs::path& out) {
     put(out / "bmp", "rgb32" + tag + ".bmp", encode_bmp(rgb.view(), 32, top_down));
   }
   put(out / "bmp", "bomb60k.bmp", encode_bmp(rgb.view(), 24, false, 60000, 60000));
-  auto limited = [](std::uint8_t limit, const Bytes& image) {
-    Bytes in{limit};
-    in.insert(in.end(), image.begin(), image.end());
-    return in;
-  };
+  auto limited = [](std::uint8_t limit, const Bytes& image) { return with_mode(limit, image); };
   const stoke::Image small = gradient_image(16, 16, 3);
   put(out / "image_size", "png_60k.bin", limited(28, stoke::testing::bomb_png(60000, 60000)));
   put(out / "image_size", "png_100k.bin", limited(31, stoke::testing::bomb_png(100000, 100000)));
