@@ -63,6 +63,9 @@ struct Settings {
   // takes the same names. Nothing below the public API reads them again.
   std::string cuda_plugin;  // a path, "off", or "" = beside libstoke.so, then the loader's path
   std::string jit_cache;    // NVRTC kernel cache directory; "" = <temp>/stoke-jit
+  // STOKE_MAX_IMAGE_PIXELS: the largest width * height a decoder accepts,
+  // checked from the header before any pixel buffer is reserved; empty = none.
+  std::optional<std::uint64_t> max_image_pixels = std::uint64_t{300'000'000};
 };
 
 enum class ConfigSource { kDefault, kFile, kEnvironment, kApi };

@@ -27,7 +27,10 @@ namespace stoke {
 enum class Split : std::int8_t { kNone = -1, kTrain = 0, kVal = 1, kTest = 2 };
 STOKE_API const char* to_string(Split split) noexcept;
 
-// Files that were skipped (skip_corrupt) and why; nothing is dropped silently.
+// Files that were skipped (skip_corrupt) and why; nothing is dropped silently:
+// every entry seen is used or skipped (candidates == used + skipped.size()),
+// including files with other extensions, directories named like images,
+// dangling symbolic links, special and unreadable files.
 struct STOKE_API DatasetReport {
   std::string source;          // the folder, manifest or IDX file
   std::size_t candidates = 0;  // entries seen
@@ -49,15 +52,31 @@ struct DatasetOptions {
   // Decode every image fully at load (catches corrupt pixel data, not only a
   // corrupt header); slower. Off: headers only.
   bool verify_decode = false;
+  // Images whose header claims more pixels are refused at load (the reason
+  // names STOKE_MAX_IMAGE_PIXELS); empty: Config::load()'s value. 0: no limit.
+  std::optional<std::uint64_t> max_image_pixels;
   // Manifest: the accepted labels in label order; empty: the sorted distinct
   // labels found (numerically sorted when all are integers).
   std::vector<std::string> classes;
   // Folder source: file extensions taken as images (lower case).
-  std::vector<std::string> extensions = {".jpg", ".jpeg", ".png"};
+  std::vector<std::string> extensions = {".jpg", ".jpeg", ".png", ".bmp"};
 };
 
-// A list of labelled images: files (folder, manifest) or in-memory gray
-// pixels (IDX). Cheap to copy (shares its storage).
+// Pixel layouts of application-held frames (camera buffers).
+enum class PixelFormat { kMono8, kRgb8, kBgr8 };
+
+// One application-held image: `stride` bytes between rows (0: packed,
+// width * bytes per pixel). Read (copied) when the Dataset is built.
+struct ImageBuffer {
+  const std::uint8_t* data = nullptr;
+  int width = 0;
+  int height = 0;
+  PixelFormat format = PixelFormat::kMono8;
+  std::size_t stride = 0;
+};
+
+// A list of labelled images: files (folder, manifest) or in-memory pixels
+// (IDX, application buffers). Cheap to copy (shares its storage).
 class STOKE_API Dataset {
  public:
   Dataset();
@@ -72,6 +91,13 @@ class STOKE_API Dataset {
   // gzip-compressed or plain.
   static Dataset from_idx(const std::filesystem::path& images, const std::filesystem::path& labels,
                           const DatasetOptions& options = {});
+  // Images an application already holds, copied (Mono8 as gray, RGB8 and
+  // BGR8 as RGB), with their labels (indices into class_names). Sizes may
+  // differ per image. InvalidArgument naming the image for a null pointer, a
+  // non-positive size, a stride below the row size, a label out of range or a
+  // size above max_image_pixels; DatasetOptions::skip_corrupt does not apply.
+  static Dataset from_buffers(std::span<const ImageBuffer> images, std::span<const std::int32_t> labels,
+                              std::vector<std::string> class_names, const DatasetOptions& options = {});
 
   std::size_t size() const noexcept;
   bool empty() const noexcept { return size() == 0; }
@@ -82,7 +108,8 @@ class STOKE_API Dataset {
   std::string path(std::size_t index) const;
   // The stored file path without a copy; empty for in-memory samples.
   const std::string& file(std::size_t index) const;
-  // IDX samples: the pixels (gray); empty view for file-backed datasets.
+  // In-memory samples: the pixels (IDX: gray; buffers: gray or RGB); empty
+  // view for file-backed datasets.
   ImageView pixels(std::size_t index) const;
   bool in_memory() const noexcept;
   const DatasetReport& report() const noexcept;
@@ -202,6 +229,27 @@ struct LoaderOptions {
   // Receives read/decode/preprocess/cache/augment/batch-assembly spans; may be
   // null. Must outlive the Loader.
   Profiler* profiler = nullptr;
+  // A sample that cannot be read or decoded when it is met (a header that was
+  // fine at load but a truncated tail, a missing end marker, a damaged scan):
+  // with skip_corrupt its slot is filled from the next sample of the epoch
+  // order that decodes (deterministic: the same files are always corrupt), and
+  // the file and reason go into stats().corrupt; without it, fill_batch throws
+  // the DecodeError/IoError naming the file.
+  bool skip_corrupt = false;
+  // The corruption budget (with skip_corrupt): fill_batch throws DecodeError
+  // ("too many corrupt samples", listing them) once more than
+  // max(max_corrupt_samples, floor(max_corrupt_fraction * dataset size))
+  // distinct samples were found corrupt.
+  std::size_t max_corrupt_samples = 10;
+  double max_corrupt_fraction = 0.01;
+  // STOKE_MAX_IMAGE_PIXELS for decoding; empty: Config::load()'s value. 0: no limit.
+  std::optional<std::uint64_t> max_image_pixels;
+};
+
+// A sample skipped during training, and why.
+struct CorruptSample {
+  std::string path;
+  std::string reason;
 };
 
 struct LoaderStats {
@@ -212,6 +260,9 @@ struct LoaderStats {
   std::uint64_t cache_bytes = 0;
   bool cache_file_reused = false; // file cache found valid at construction
   std::string cache_note;         // why a cache file was rebuilt, if it was
+  // skip_corrupt: the samples found corrupt so far, in dataset order.
+  std::vector<CorruptSample> corrupt;
+  bool corrupt_budget_exceeded = false;  // fill_batch threw "too many corrupt samples"
 };
 
 // Turns a Dataset into batches of (N, C, H, W) tensors of the configured dtype.
@@ -229,7 +280,8 @@ class STOKE_API Loader {
   // the options, the epoch and the index. requires: images.size() >=
   // batch_size * sample_bytes(), labels.size() >= batch_size,
   // batch_index < batches_per_epoch() (InvalidArgument otherwise). Throws
-  // DecodeError/IoError naming the file when a sample cannot be read.
+  // DecodeError/IoError naming the file when a sample cannot be read (with
+  // skip_corrupt: only past the corruption budget, see LoaderOptions).
   std::size_t fill_batch(std::uint64_t epoch, std::uint64_t batch_index, std::span<std::byte> images,
                          std::span<std::int32_t> labels);
 

@@ -74,7 +74,7 @@ class STOKE_API Image {
   int channels_ = 0;
 };
 
-enum class ImageFormat { kUnknown, kJpeg, kPng };
+enum class ImageFormat { kUnknown, kJpeg, kPng, kBmp };
 STOKE_API const char* to_string(ImageFormat format) noexcept;
 
 // From the first bytes (magic numbers), not the file name.
@@ -85,16 +85,31 @@ struct ImageInfo {
   int width = 0;
   int height = 0;
   int channels = 0;   // as stored: 1 (gray) or 3 (color; alpha is dropped on decode)
-  int bit_depth = 8;  // PNG: 1..16; JPEG: 8
+  int bit_depth = 8;  // PNG: 1..16; JPEG, BMP: 8 per sample
+  int orientation = 1;  // JPEG: EXIF orientation 1..8 as stored (1: upright)
 };
+
+// STOKE_MAX_IMAGE_PIXELS's default (Settings::max_image_pixels).
+inline constexpr std::uint64_t kDefaultMaxImagePixels = 300'000'000;
 
 struct DecodeOptions {
   int channels = 0;    // 0: as stored; 1: gray; 3: RGB (converted as needed)
   int min_width = 0;   // JPEG: decode at the smallest DCT scale n/8 (n = 1..8)
   int min_height = 0;  // whose size is still >= these; 0: full size
+  // The largest stored width * height accepted, checked from the header
+  // before any buffer is reserved: DecodeError naming the file, the claimed
+  // size and STOKE_MAX_IMAGE_PIXELS. 0: no limit.
+  std::uint64_t max_pixels = kDefaultMaxImagePixels;
+  // JPEG: turn the image upright by its EXIF orientation tag (min_width and
+  // min_height then apply to the upright image); false keeps it as stored.
+  bool apply_orientation = true;
 };
 
-// Decodes JPEG and PNG into caller-owned Images. Holds a libjpeg-turbo handle
+// Throws DecodeError naming `name`, the claimed size and the knob when
+// width * height exceeds max_pixels (0: no limit), or when a side is not positive.
+STOKE_API void check_image_size(std::string_view name, int width, int height, std::uint64_t max_pixels);
+
+// Decodes JPEG, PNG and BMP (8-bit palette, 24/32-bit) into caller-owned Images. Holds a libjpeg-turbo handle
 // and reusable read/row buffers, so one Decoder per thread decodes without
 // allocating in steady state. Not thread-safe; move-only.
 // Every failure (truncated or corrupt data, unsupported format, CMYK JPEG, an
@@ -127,7 +142,9 @@ class STOKE_API Decoder {
 // with ceil(width * n / 8) >= min_width and ceil(height * n / 8) >= min_height.
 STOKE_API int jpeg_scale_eighths(int width, int height, int min_width, int min_height) noexcept;
 
-// Reads a whole file into `out` (reused). IoError naming the path on failure.
+// Reads a whole file into `out` (reused). IoError naming the path on failure,
+// and for a directory or a special file (device, FIFO, socket), which are
+// refused without reading (so /dev/zero or a FIFO cannot hang or fill memory).
 STOKE_API void read_file(const std::filesystem::path& path, std::vector<std::uint8_t>& out);
 
 // Encoders, used by the synthetic dataset generator and tests. `bit_depth` 16

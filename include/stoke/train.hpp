@@ -99,6 +99,9 @@ struct EpochRecord {
 
 struct STOKE_API TrainLog {
   std::vector<EpochRecord> epochs;
+  // Samples skipped as corrupt (LoaderOptions::skip_corrupt), train and
+  // validation, in dataset order; in to_json() as "corrupt_samples".
+  std::vector<CorruptSample> corrupt_samples;
   std::string to_json() const;
   std::string to_csv() const;
   // Writes to_json() or to_csv() by the file's extension (.json/.csv), via a
@@ -106,7 +109,8 @@ struct STOKE_API TrainLog {
   void save(const std::filesystem::path& path) const;
 };
 
-enum class StopReason { kCompleted, kEarlyStopping, kRequested, kOutOfMemory };
+// kCorruptData: more corrupt samples than the loader's budget (FitResult::message lists them).
+enum class StopReason { kCompleted, kEarlyStopping, kRequested, kOutOfMemory, kCorruptData };
 STOKE_API const char* to_string(StopReason reason) noexcept;
 
 struct StepInfo {
@@ -167,7 +171,8 @@ struct FitResult {
   int batch_multiplier = 1;
   double best_val_accuracy = 0;
   std::string chrome_trace;  // of the last epoch's first trace_steps steps, if any
-  std::string message;       // why it stopped early (the OutOfMemory text), if it did
+  std::string message;       // why it stopped early (the OutOfMemory or corrupt-data text), if it did
+  std::vector<CorruptSample> corrupt_samples;  // = log.corrupt_samples
   int out_of_memory_retries = 0;  // batch halvings in batch-size-auto mode
   // On a GPU: steps that ran as a replayed CUDA graph (STOKE_GPU_GRAPH), and
   // why steps ran eagerly where they did ("" when every full batch replayed
@@ -215,6 +220,8 @@ class STOKE_API Trainer {
   void begin_epoch(EpochRecord& record);
   void run_batches(int epoch, Loader& loader, EpochRecord& record);
   std::optional<EpochRecord> run_epoch_with_retries(int epoch, Loaders& loaders, FitResult& result);
+  bool stop_for_data_error(int epoch, const Error& e, Loaders& loaders, FitResult& result);
+  void record_corrupt_samples(Loaders& loaders, FitResult& result);
   // Validation, callbacks, checkpoints, early stopping; true = stop now.
   bool end_epoch(int epoch, EpochRecord& record, FitResult& result);
   void release_step_memory();

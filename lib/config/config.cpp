@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "config/parse.hpp"
@@ -119,12 +121,42 @@ const Knob kKnobs[] = {
        }
        return std::string("off");
      }},
+    {"STOKE_MAX_IMAGE_PIXELS", "300000000", "none, or an integer in [1, 2^50] (width * height)",
+     "largest image a decoder accepts, checked from the header before allocating",
+     [](Settings& s, std::string_view v) {
+       if (detail::to_lower(detail::trim(v)) == "none") {
+         s.max_image_pixels.reset();
+         return std::string("none");
+       }
+       s.max_image_pixels = static_cast<std::uint64_t>(detail::parse_integer(v, 1, 1ll << 50));
+       return std::to_string(*s.max_image_pixels);
+     }},
     {"STOKE_LOG_LEVEL", "warn", "error, warn, info or debug", "library log verbosity",
      [](Settings& s, std::string_view v) {
        s.log_level = detail::parse_log_level(v);
        return std::string(to_string(s.log_level));
      }},
 };
+
+// A config file must be a regular file of sane size: a device (/dev/zero), a
+// FIFO or a directory is refused before it is read.
+void check_config_file(const std::filesystem::path& file, const std::string& from) {
+  constexpr std::uintmax_t kMaxBytes = 1 << 20;
+  const std::string what = "config file " + file.string() + " (from " + from + ")";
+  std::error_code ec;
+  const auto status = std::filesystem::status(file, ec);
+  if (ec || !std::filesystem::exists(status)) throw ConfigError("cannot read " + what + ": not found");
+  if (std::filesystem::is_directory(status)) throw ConfigError("cannot read " + what + ": it is a directory");
+  if (!std::filesystem::is_regular_file(status)) {
+    throw ConfigError("cannot read " + what + ": not a regular file (a device, FIFO or socket)");
+  }
+  const auto size = std::filesystem::file_size(file, ec);
+  if (ec) throw ConfigError("cannot read " + what + ": " + ec.message());
+  if (size > kMaxBytes) {
+    throw ConfigError("cannot read " + what + ": " + std::to_string(size) +
+                      " bytes; a config file is at most 1 MiB");
+  }
+}
 
 // STOKE_* variables that are not knobs but are read by the library.
 const char* const kAuxiliaryNames[] = {
@@ -287,9 +319,11 @@ Config Config::load(const ConfigLoadOptions& options) {
     }
   }
   if (file) {
+    const std::string from = options.file ? "the API" : "STOKE_CONFIG";
+    check_config_file(*file, from);
     std::ifstream in(*file);
-    if (!in) throw ConfigError("cannot read config file " + file->string() + " (from " +
-                               (options.file ? "the API" : "STOKE_CONFIG") + ")");
+    if (!in) throw ConfigError("cannot read config file " + file->string() + " (from " + from + ")");
+    std::map<std::string, std::string> first_seen;  // canonical key -> origin
     std::string line;
     int line_number = 0;
     while (std::getline(in, line)) {
@@ -305,6 +339,11 @@ Config Config::load(const ConfigLoadOptions& options) {
       const auto key = detail::trim(text.substr(0, eq));
       if (canonical_name(key) == "STOKE_CONFIG") {
         throw ConfigError("config file " + origin + ": STOKE_CONFIG cannot be set in a config file");
+      }
+      const auto [seen, fresh] = first_seen.emplace(canonical_name(key), origin);
+      if (!fresh) {
+        throw ConfigError("config file " + origin + ": " + seen->first + " is set twice (first at " +
+                          seen->second + ", again at " + origin + ")");
       }
       config.assign(key, detail::trim(text.substr(eq + 1)), ConfigSource::kFile, origin);
     }

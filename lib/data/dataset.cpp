@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -32,37 +33,55 @@ std::string trim(std::string_view s) {
   return std::string(s);
 }
 
+// Why a path that is not a readable regular file cannot be used, or "".
+std::string check_file_kind(const fs::path& path) {
+  std::error_code ec;
+  const auto link = fs::symlink_status(path, ec);
+  if (ec || !fs::exists(link)) return "file not found";
+  const auto status = fs::status(path, ec);
+  if (fs::is_symlink(link) && (ec || !fs::exists(status))) return "dangling symbolic link";
+  if (ec) return "cannot stat: " + ec.message();
+  if (fs::is_directory(status)) return "is a directory";
+  if (!fs::is_regular_file(status)) return "not a regular file (a device, FIFO or socket)";
+  return "";
+}
+
 // Why the file cannot be used, or "" when it is fine. Reads the first 64 KiB
 // for the header (the whole file when the header lies further in, or when a
-// full decode is asked for).
-std::string check_image_file(const fs::path& path, bool verify_decode, Decoder& decoder,
-                             std::vector<std::uint8_t>& buffer, Image& scratch) {
+// full decode is asked for). The header must describe an image the decoder
+// would accept: a frame header, a positive size within max_pixels, a
+// supported sampling.
+std::string check_image_file(const fs::path& path, const DatasetOptions& options, std::uint64_t max_pixels,
+                             Decoder& decoder, std::vector<std::uint8_t>& buffer, Image& scratch) {
+  if (std::string kind = check_file_kind(path); !kind.empty()) return kind;
   std::error_code ec;
-  const auto status = fs::status(path, ec);
-  if (ec || !fs::exists(status)) return "file not found";
-  if (!fs::is_regular_file(status)) return "not a regular file";
   const auto size = fs::file_size(path, ec);
   if (ec) return "cannot stat: " + ec.message();
   if (size == 0) return "file is empty";
   try {
-    if (verify_decode) {
-      decoder.decode_file(path, {}, scratch);
+    DecodeOptions decode_options;
+    decode_options.max_pixels = max_pixels;
+    if (options.verify_decode) {
+      decoder.decode_file(path, decode_options, scratch);
       return "";
     }
     std::ifstream in(path, std::ios::binary);
+    if (!in) return std::string("cannot open: ") + std::strerror(errno);
     buffer.resize(std::min<std::uintmax_t>(size, 64 * 1024));
     in.read(reinterpret_cast<char*>(buffer.data()), static_cast<std::streamsize>(buffer.size()));
     if (in.gcount() != static_cast<std::streamsize>(buffer.size())) return "short read";
-    if (sniff_format(buffer) == ImageFormat::kUnknown) return "unsupported format (not JPEG or PNG)";
+    if (sniff_format(buffer) == ImageFormat::kUnknown) return "unsupported format (not JPEG, PNG or BMP)";
     try {
-      decoder.info(buffer, path.string());
+      decoder.output_info(buffer, path.string(), decode_options);
     } catch (const DecodeError&) {
       if (size <= buffer.size()) throw;
       read_file(path, buffer);
-      decoder.info(buffer, path.string());
+      decoder.output_info(buffer, path.string(), decode_options);
     }
   } catch (const Error& e) {
     return e.what();
+  } catch (const std::bad_alloc&) {
+    return "out of memory while checking the image";
   }
   return "";
 }
@@ -70,13 +89,16 @@ std::string check_image_file(const fs::path& path, bool verify_decode, Decoder& 
 // Checks every file in parallel (one Decoder per chunk); then, in index
 // order, throws for the first bad one or moves bad ones to the report.
 void validate_files(Dataset::Storage& s, const DatasetOptions& options) {
+  const std::uint64_t max_pixels = options.max_image_pixels
+                                       ? *options.max_image_pixels
+                                       : Config::load().settings().max_image_pixels.value_or(0);
   std::vector<std::string> problems(s.paths.size());
   parallel_for(0, s.paths.size(), 16, [&](std::size_t begin, std::size_t end) {
     Decoder decoder;
     std::vector<std::uint8_t> buffer;
     Image scratch;
     for (std::size_t i = begin; i < end; ++i) {
-      problems[i] = check_image_file(s.paths[i], options.verify_decode, decoder, buffer, scratch);
+      problems[i] = check_image_file(s.paths[i], options, max_pixels, decoder, buffer, scratch);
     }
   });
   std::size_t kept = 0;
@@ -140,8 +162,33 @@ Dataset finish(std::shared_ptr<Dataset::Storage> storage, const DatasetOptions& 
 
 }  // namespace
 
-Dataset Dataset::from_folder(const fs::path& root, const DatasetOptions& options) {
-  auto storage = std::make_shared<Storage>();
+namespace {
+
+// One class folder: entries with an image extension become samples (whatever
+// they turn out to be: validate_files reports directories, dangling links and
+// special files); every other entry is listed as ignored.
+void list_class_folder(Dataset::Storage& s, const fs::path& dir, const DatasetOptions& options) {
+  const auto label = static_cast<std::int32_t>(s.classes.size());
+  s.classes.push_back(dir.filename().string());
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    ++s.report.candidates;
+    const std::string ext = lower(entry.path().extension().string());
+    if (std::find(options.extensions.begin(), options.extensions.end(), ext) == options.extensions.end()) {
+      s.report.skipped.push_back({entry.path().string(), "ignored: extension not taken as an image"});
+      continue;
+    }
+    files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (auto& f : files) {
+    s.paths.push_back(f.string());
+    s.labels.push_back(label);
+  }
+}
+
+Dataset folder_dataset(const fs::path& root, const DatasetOptions& options) {
+  auto storage = std::make_shared<Dataset::Storage>();
   auto& s = *storage;
   s.report.source = root.string();
   std::error_code ec;
@@ -150,41 +197,38 @@ Dataset Dataset::from_folder(const fs::path& root, const DatasetOptions& options
   }
   std::vector<fs::path> class_dirs;
   for (const auto& entry : fs::directory_iterator(root)) {
-    if (entry.is_directory()) class_dirs.push_back(entry.path());
+    if (entry.is_directory(ec)) {
+      class_dirs.push_back(entry.path());
+    } else {
+      ++s.report.candidates;
+      s.report.skipped.push_back({entry.path().string(), "ignored: not in a class folder (root/<class>/<image>)"});
+    }
   }
   std::sort(class_dirs.begin(), class_dirs.end());
   if (class_dirs.empty()) {
     throw InvalidArgument("dataset folder '" + root.string() + "' has no class subfolders (expected root/<class>/<image>)");
   }
-  for (const auto& dir : class_dirs) {
-    const auto label = static_cast<std::int32_t>(s.classes.size());
-    s.classes.push_back(dir.filename().string());
-    std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      if (!entry.is_regular_file()) continue;
-      const std::string ext = lower(entry.path().extension().string());
-      if (std::find(options.extensions.begin(), options.extensions.end(), ext) == options.extensions.end()) {
-        s.report.skipped.push_back({entry.path().string(), "ignored: extension not taken as an image"});
-        continue;
-      }
-      files.push_back(entry.path());
-    }
-    std::sort(files.begin(), files.end());
-    for (auto& f : files) {
-      s.paths.push_back(f.string());
-      s.labels.push_back(label);
-    }
-  }
-  s.report.candidates = s.paths.size();
+  for (const auto& dir : class_dirs) list_class_folder(s, dir, options);
   return finish(std::move(storage), options);
 }
 
-Dataset Dataset::from_manifest(const fs::path& csv, const DatasetOptions& options) {
-  auto storage = std::make_shared<Storage>();
+}  // namespace
+
+Dataset Dataset::from_folder(const fs::path& root, const DatasetOptions& options) {
+  return data_detail::guarded("dataset folder '" + root.string() + "'", [&] { return folder_dataset(root, options); });
+}
+
+namespace {
+
+Dataset manifest_dataset(const fs::path& csv, const DatasetOptions& options) {
+  auto storage = std::make_shared<Dataset::Storage>();
   auto& s = *storage;
   s.report.source = csv.string();
+  if (std::string kind = check_file_kind(csv); !kind.empty()) {
+    throw IoError("cannot read manifest '" + csv.string() + "': " + kind);
+  }
   std::ifstream in(csv);
-  if (!in) throw IoError("cannot open manifest '" + csv.string() + "'");
+  if (!in) throw IoError("cannot open manifest '" + csv.string() + "': " + std::strerror(errno));
   const fs::path base = csv.parent_path();
   struct Row {
     std::string path, label;
@@ -254,6 +298,12 @@ Dataset Dataset::from_manifest(const fs::path& csv, const DatasetOptions& option
   return finish(std::move(storage), options);
 }
 
+}  // namespace
+
+Dataset Dataset::from_manifest(const fs::path& csv, const DatasetOptions& options) {
+  return data_detail::guarded("manifest '" + csv.string() + "'", [&] { return manifest_dataset(csv, options); });
+}
+
 // ---- Accessors ------------------------------------------------------------------
 
 Dataset::Dataset() : storage_(std::make_shared<Storage>()) {}
@@ -302,6 +352,11 @@ ImageView Dataset::pixels(std::size_t index) const {
   const auto r = row(index);
   if (!in_memory()) return {};
   const auto& s = *storage_;
+  if (!s.slots.empty()) {
+    const auto& slot = s.slots[r];
+    return {s.pixels.data() + slot.offset, slot.width, slot.height, slot.channels,
+            static_cast<std::size_t>(slot.width) * slot.channels};
+  }
   const std::size_t bytes = static_cast<std::size_t>(s.pixel_width) * s.pixel_height;
   return {s.pixels.data() + r * bytes, s.pixel_width, s.pixel_height, 1, static_cast<std::size_t>(s.pixel_width)};
 }

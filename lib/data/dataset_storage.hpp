@@ -2,10 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "stoke/data.hpp"
+#include "stoke/error.hpp"
 
 namespace stoke {
 
@@ -16,9 +20,35 @@ struct Dataset::Storage {
   std::vector<Split> splits;
   std::vector<std::uint64_t> identity;   // per sample, for fingerprint()
   std::vector<std::uint8_t> pixels;      // in-memory samples (IDX), row-major per image
-  int pixel_width = 0;
+  int pixel_width = 0;                   // IDX: every image's size (gray)
   int pixel_height = 0;
+  struct Slot {                          // application buffers: per image
+    std::size_t offset;
+    int width, height, channels;
+  };
+  std::vector<Slot> slots;
   DatasetReport report;
 };
+
+namespace data_detail {
+
+// Runs a dataset source and turns every foreign exception into a stoke::Error
+// naming `what` (the folder, manifest or file), so none escapes a constructor.
+template <class F>
+auto guarded(const std::string& what, F&& body) {
+  try {
+    return body();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::filesystem::filesystem_error& e) {
+    throw IoError(what + ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(what + ": out of host memory while loading the dataset", 0, 0, 0);
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::kInternal, what + ": " + e.what());
+  }
+}
+
+}  // namespace data_detail
 
 }  // namespace stoke

@@ -74,10 +74,10 @@ std::vector<std::uint32_t> read_header(GzFile& in, const std::filesystem::path& 
 
 }  // namespace
 
-Dataset Dataset::from_idx(const std::filesystem::path& images, const std::filesystem::path& labels,
-                          const DatasetOptions& options) {
-  (void)options;  // IDX has no per-file failures to skip
-  auto storage = std::make_shared<Storage>();
+namespace {
+
+Dataset idx_dataset(const std::filesystem::path& images, const std::filesystem::path& labels) {
+  auto storage = std::make_shared<Dataset::Storage>();
   auto& s = *storage;
   s.report.source = images.string();
   GzFile image_file(images);
@@ -109,7 +109,15 @@ Dataset Dataset::from_idx(const std::filesystem::path& images, const std::filesy
     s.identity[i] = data_detail::fnv1a(&raw[i], 1, data_detail::fnv1a(s.pixels.data() + i * bytes, bytes));
   }
   s.report.candidates = s.report.used = raw.size();
-  return from_storage(std::move(storage));
+  return Dataset::from_storage(std::move(storage));
+}
+
+}  // namespace
+
+Dataset Dataset::from_idx(const std::filesystem::path& images, const std::filesystem::path& labels,
+                          const DatasetOptions& options) {
+  (void)options;  // IDX has no per-file failures to skip
+  return data_detail::guarded("IDX '" + images.string() + "'", [&] { return idx_dataset(images, labels); });
 }
 
 }  // namespace stoke

@@ -15,7 +15,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <new>
 #include <numeric>
 
 #include "data/cache.hpp"
@@ -23,6 +25,7 @@
 #include "stoke/distributed.hpp"
 #include "data/rng.hpp"
 #include "data/sampler.hpp"
+#include "image/file_read.hpp"
 #include "stoke/data.hpp"
 #include "stoke/profile.hpp"
 #include "stoke/error.hpp"
@@ -34,9 +37,11 @@ namespace {
 using data_detail::Rng;
 
 struct Token {
-  std::size_t slot = 0;   // position in the batch
-  std::size_t index = 0;  // dataset index
+  std::size_t slot = 0;      // position in the batch
+  std::size_t position = 0;  // position in the epoch order
+  std::size_t index = 0;     // dataset index (of a replacement, after a corrupt sample)
   const std::uint8_t* cached = nullptr;
+  bool fetched = false;             // the read stage fetched `index`
   std::vector<std::uint8_t> bytes;  // file contents, reused
 };
 
@@ -50,22 +55,10 @@ struct Worker {
   Image augmented;
 };
 
-// read_file without building a std::filesystem::path (an allocation per image).
-void read_whole(const std::string& path, std::vector<std::uint8_t>& out) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (!file) throw IoError("cannot open '" + path + "': " + std::strerror(errno));
-  std::fseek(file, 0, SEEK_END);
-  const long size = std::ftell(file);
-  std::fseek(file, 0, SEEK_SET);
-  out.resize(size > 0 ? static_cast<std::size_t>(size) : 0);
-  const std::size_t got = out.empty() ? 0 : std::fread(out.data(), 1, out.size(), file);
-  std::fclose(file);
-  if (size < 0 || got != out.size()) throw IoError("cannot read '" + path + "': short read");
-}
-
 std::uint64_t cache_key(const Dataset& dataset, const PreprocessOptions& p, int rw, int rh) {
-  // Everything that determines the cached bytes, plus a format tag.
-  const std::int64_t fields[] = {1, rw, rh, p.channels, static_cast<int>(p.filter), p.dct_scaling ? 1 : 0};
+  // Everything that determines the cached bytes, plus a format tag (2: JPEGs
+  // are turned upright by their EXIF orientation since issue 15).
+  const std::int64_t fields[] = {2, rw, rh, p.channels, static_cast<int>(p.filter), p.dct_scaling ? 1 : 0};
   return data_detail::fnv1a(fields, sizeof fields, dataset.fingerprint());
 }
 
@@ -90,6 +83,11 @@ struct Loader::Impl {
   std::uint64_t order_epoch = ~0ull;
   std::atomic<std::uint64_t> decoded_count{0};
   std::atomic<std::uint64_t> hits{0};
+  std::uint64_t max_pixels = kDefaultMaxImagePixels;
+  std::mutex corrupt_mutex;
+  std::map<std::size_t, std::string> corrupt;  // dataset index -> reason (skip_corrupt)
+  std::atomic<std::size_t> corrupt_count{0};
+  bool budget_exceeded = false;
 
   explicit Impl(SimdLevel lvl) : level(lvl), workers([lvl] { return Worker(lvl); }) {}
 
@@ -145,7 +143,73 @@ struct Loader::Impl {
   // JPEG decodes at the smallest DCT scale still covering (w, h), unless the
   // options ask for full-size decoding (the baseline of stoke-bench).
   DecodeOptions decode_options(int w, int h) const {
-    return options.preprocess.dct_scaling ? DecodeOptions{channels, w, h} : DecodeOptions{channels, 0, 0};
+    DecodeOptions d = options.preprocess.dct_scaling ? DecodeOptions{channels, w, h} : DecodeOptions{channels, 0, 0};
+    d.max_pixels = max_pixels;
+    return d;
+  }
+
+  // Cache lookup, else the file's bytes into the token.
+  void fetch(Token& t) {
+    if (cache) {
+      Profiler::Span span(options.profiler, Stage::kCache);
+      t.cached = cache->find(t.index);
+    } else {
+      t.cached = nullptr;
+    }
+    if (t.cached) {
+      hits.fetch_add(1, std::memory_order_relaxed);
+    } else if (!dataset.in_memory()) {
+      Profiler::Span span(options.profiler, Stage::kRead);
+      detail::read_regular_file(dataset.file(t.index).c_str(), t.bytes);
+    }
+  }
+
+  bool known_corrupt(std::size_t index) {
+    if (corrupt_count.load(std::memory_order_acquire) == 0) return false;
+    std::lock_guard lock(corrupt_mutex);
+    return corrupt.count(index) != 0;
+  }
+
+  // Fills the token's slot from its sample; with skip_corrupt a sample that
+  // fails is recorded and the next one in the epoch order is tried. The
+  // outcome depends only on which files are corrupt, not on timing. `fetched`:
+  // the read stage already fetched t.index.
+  void fill_slot(Worker& w, Token& t, bool fetched, std::byte* slot, std::int32_t& label) {
+    const std::size_t n = order.size();  // this rank's shard in data-parallel runs
+    for (std::size_t attempt = 0; attempt < n; ++attempt) {
+      t.index = order[(t.position + attempt) % n];
+      if (known_corrupt(t.index)) continue;
+      try {
+        if (attempt > 0 || !fetched) fetch(t);
+        process(w, t, slot);
+        label = dataset.label(t.index);
+        return;
+      } catch (const std::bad_alloc&) {
+        throw DecodeError("cannot load image '" + dataset.path(t.index) + "': out of memory");
+      } catch (const Error& e) {
+        if (!options.skip_corrupt || (e.code() != ErrorCode::kDecode && e.code() != ErrorCode::kIo)) throw;
+        std::lock_guard lock(corrupt_mutex);
+        if (corrupt.emplace(t.index, e.what()).second) corrupt_count.fetch_add(1, std::memory_order_release);
+      }
+    }
+    throw DecodeError("dataset " + dataset.report().source + ": no sample could be decoded (all " +
+                      std::to_string(n) + " are corrupt)");
+  }
+
+  // After a batch: the budget of corrupt samples (deterministic: the set found
+  // by the end of a batch does not depend on timing).
+  void check_corrupt_budget() {
+    const std::size_t found = corrupt_count.load(std::memory_order_acquire);
+    const auto by_fraction = static_cast<std::size_t>(options.max_corrupt_fraction * static_cast<double>(dataset.size()));
+    const std::size_t budget = std::max(options.max_corrupt_samples, by_fraction);
+    if (found <= budget) return;
+    budget_exceeded = true;
+    std::string list;
+    std::lock_guard lock(corrupt_mutex);
+    for (const auto& [index, reason] : corrupt) list += "\n  " + reason;
+    throw DecodeError("dataset " + dataset.report().source + ": too many corrupt samples (" +
+                      std::to_string(found) + " of " + std::to_string(dataset.size()) + ", budget " +
+                      std::to_string(budget) + " = max(max_corrupt_samples, max_corrupt_fraction * size)):" + list);
   }
 
   void process(Worker& w, const Token& t, std::byte* slot) {
@@ -245,6 +309,8 @@ Loader::Loader(Dataset dataset, LoaderOptions options) {
   const SimdLevel level = options.simd ? *options.simd : options.context.simd();
   impl_ = std::make_unique<Impl>(level);
   auto& s = *impl_;
+  s.max_pixels = options.max_image_pixels ? *options.max_image_pixels
+                                          : options.context.settings().max_image_pixels.value_or(0);
   s.channels = pre.channels;
   s.width = pre.width;
   s.height = pre.height;
@@ -253,7 +319,15 @@ Loader::Loader(Dataset dataset, LoaderOptions options) {
   s.entry_bytes = static_cast<std::size_t>(rw) * rh * pre.channels;
   s.sample_bytes = static_cast<std::size_t>(pre.width) * pre.height * pre.channels * dtype_size(pre.dtype);
   const CacheSpec spec = options.cache ? *options.cache : options.context.settings().cache;
-  s.cache = data_detail::SampleCache::create(spec, dataset.size(), s.entry_bytes, cache_key(dataset, pre, rw, rh));
+  try {
+    s.cache = data_detail::SampleCache::create(spec, dataset.size(), s.entry_bytes, cache_key(dataset, pre, rw, rh));
+  } catch (const std::bad_alloc&) {
+    const std::uint64_t bytes = static_cast<std::uint64_t>(dataset.size()) * s.entry_bytes;
+    throw OutOfMemory("stoke::Loader: cannot allocate the RAM cache for " + std::to_string(dataset.size()) +
+                          " samples of " + std::to_string(s.entry_bytes) + " bytes (set STOKE_CACHE=ram:SIZE, "
+                          "file:PATH or off)",
+                      bytes, spec.ram_budget, 0);
+  }
   s.direct = !s.cache && !options.augment.enabled() && rw == pre.width && rh == pre.height;
   const std::size_t in_flight =
       options.max_in_flight ? options.max_in_flight : static_cast<std::size_t>(2 * options.context.cpu_threads());
@@ -294,6 +368,9 @@ LoaderStats Loader::stats() const {
     st.cache_file_reused = impl_->cache->reused();
     st.cache_note = impl_->cache->note();
   }
+  std::lock_guard lock(impl_->corrupt_mutex);
+  for (const auto& [index, reason] : impl_->corrupt) st.corrupt.push_back({impl_->dataset.path(index), reason});
+  st.corrupt_budget_exceeded = impl_->budget_exceeded;
   return st;
 }
 
@@ -316,7 +393,7 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, s
   }
   s.prepare_order(epoch);
   const std::size_t first = batch_index * batch;
-  const std::size_t count = std::min(batch, s.dataset.size() - first);
+  const std::size_t count = std::min(batch, s.order.size() - first);
   s.free_tokens.clear();
   for (auto& t : s.tokens) s.free_tokens.push_back(&t);
   std::size_t next = 0;
@@ -342,6 +419,7 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, s
                                            s.free_tokens.pop_back();
                                          }
                                          t->slot = next;
+                                         t->position = first + next;
                                          t->index = s.order[first + next];
                                          ++next;
                                          return t;
@@ -349,30 +427,26 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, s
             tbb::make_filter<Token*, Token*>(tbb::filter_mode::parallel,
                                              [&](Token* t) {
                                                detail::TaskOrder::Scope scope(detail::arena_order());
-                                               if (s.cache) {
-                                                 Profiler::Span span(s.options.profiler, Stage::kCache);
-                                                 t->cached = s.cache->find(t->index);
-                                               } else {
-                                                 t->cached = nullptr;
-                                               }
-                                               if (t->cached) {
-                                                 s.hits.fetch_add(1, std::memory_order_relaxed);
-                                               } else if (!s.dataset.in_memory()) {
-                                                 Profiler::Span span(s.options.profiler, Stage::kRead);
-                                                 read_whole(s.dataset.file(t->index), t->bytes);
+                                               t->fetched = false;
+                                               try {
+                                                 s.fetch(*t);
+                                                 t->fetched = true;
+                                               } catch (const Error&) {
+                                                 if (!s.options.skip_corrupt) throw;
                                                }
                                                return t;
                                              }) &
             tbb::make_filter<Token*, void>(tbb::filter_mode::parallel, [&](Token* t) {
               detail::TaskOrder::Scope scope(detail::arena_order());
-              s.process(s.workers.local(), *t, images.data() + t->slot * s.sample_bytes);
-              labels[t->slot] = s.dataset.label(t->index);
+              s.fill_slot(s.workers.local(), *t, t->fetched, images.data() + t->slot * s.sample_bytes,
+                          labels[t->slot]);
               std::lock_guard lock(s.free_mutex);
               s.free_tokens.push_back(t);
             }));
   };
   // In the loader's context's arena, whichever thread calls (the prefetcher's).
   s.options.context.run([&] { run_in_arena(pipeline); });
+  if (s.options.skip_corrupt) s.check_corrupt_budget();
   return count;
 }
 

@@ -1,6 +1,9 @@
 // Whole-file I/O, the JPEG/PNG encoders (for the synthetic dataset and tests)
 // and gray<->RGB conversion.
+#include <fcntl.h>
 #include <png.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <turbojpeg.h>
 
 #include <csetjmp>
@@ -10,6 +13,7 @@
 #include <string>
 
 #include "stoke/error.hpp"
+#include "image/file_read.hpp"
 #include "stoke/image.hpp"
 
 namespace stoke {
@@ -58,22 +62,44 @@ int png_write_rows(PngWriteState& state, int width, int height, int channels, in
 
 }  // namespace
 
+namespace detail {
+
+void read_regular_file(const char* path, std::vector<std::uint8_t>& out) {
+  const int fd = ::open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw IoError("cannot open '" + std::string(path) + "': " + std::strerror(errno));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    throw IoError("cannot stat '" + std::string(path) + "': " + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) throw IoError("cannot read '" + std::string(path) + "': it is a directory");
+  if (!S_ISREG(st.st_mode)) {
+    throw IoError("cannot read '" + std::string(path) +
+                  "': not a regular file (a device, FIFO or socket)");
+  }
+  try {
+    out.resize(static_cast<std::size_t>(st.st_size));
+  } catch (const std::bad_alloc&) {
+    throw IoError("cannot read '" + std::string(path) + "': out of memory for " +
+                  std::to_string(st.st_size) + " bytes");
+  }
+  std::size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw IoError("cannot read '" + std::string(path) + "': " + std::strerror(errno));
+    if (n == 0) throw IoError("cannot read '" + std::string(path) + "': short read (file shrank?)");
+    got += static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace detail
+
 void read_file(const std::filesystem::path& path, std::vector<std::uint8_t>& out) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (!file) {
-    throw IoError("cannot open '" + path.string() + "': " + std::strerror(errno));
-  }
-  std::fseek(file, 0, SEEK_END);
-  const long size = std::ftell(file);
-  std::fseek(file, 0, SEEK_SET);
-  if (size < 0) {
-    std::fclose(file);
-    throw IoError("cannot read '" + path.string() + "': not a regular file");
-  }
-  out.resize(static_cast<std::size_t>(size));
-  const std::size_t got = size ? std::fread(out.data(), 1, out.size(), file) : 0;
-  std::fclose(file);
-  if (got != out.size()) throw IoError("cannot read '" + path.string() + "': short read");
+  detail::read_regular_file(path.c_str(), out);
 }
 
 void write_file(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {

@@ -9,8 +9,11 @@
 #include <algorithm>
 #include <csetjmp>
 #include <cstring>
+#include <new>
 #include <string>
 
+#include "image/bmp.hpp"
+#include "image/orientation.hpp"
 #include "stoke/error.hpp"
 #include "stoke/image.hpp"
 
@@ -139,6 +142,7 @@ ImageFormat sniff_format(std::span<const std::uint8_t> bytes) noexcept {
   }
   static constexpr std::uint8_t kPngMagic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   if (bytes.size() >= 8 && std::memcmp(bytes.data(), kPngMagic, 8) == 0) return ImageFormat::kPng;
+  if (bytes.size() >= 2 && bytes[0] == 'B' && bytes[1] == 'M') return ImageFormat::kBmp;
   return ImageFormat::kUnknown;
 }
 
@@ -146,7 +150,7 @@ struct Decoder::Impl {
   TjHandle tj;
   std::vector<std::uint8_t> file_bytes;
   std::vector<std::uint8_t*> row_pointers;
-  Image* target = nullptr;
+  Image stored_orientation;  // a JPEG as stored, before it is turned upright
 
   ImageInfo jpeg_info(std::span<const std::uint8_t> bytes, std::string_view name) {
     if (!tj.handle) decode_fail(name, "libjpeg-turbo could not create a decompressor");
@@ -159,8 +163,16 @@ struct Decoder::Impl {
       throw DecodeError("cannot decode image '" + std::string(name) +
                         "': CMYK/YCCK JPEG is not supported (convert it to RGB)");
     }
-    return {ImageFormat::kJpeg, width, height, colorspace == TJCS_GRAY ? 1 : 3, 8};
+    if (width <= 0 || height <= 0) decode_fail(name, "JPEG header has zero width or height");
+    if (subsamp < 0) decode_fail(name, "unsupported JPEG chroma subsampling");
+    return {ImageFormat::kJpeg, width, height, colorspace == TJCS_GRAY ? 1 : 3, 8,
+            detail::jpeg_exif_orientation(bytes)};
   }
+
+  void decode_jpeg(std::span<const std::uint8_t> bytes, std::string_view name, const DecodeOptions& options,
+                   Image& out);
+  void decode_png(std::span<const std::uint8_t> bytes, std::string_view name, const DecodeOptions& options,
+                  Image& out);
 };
 
 Decoder::Decoder() : impl_(std::make_unique<Impl>()) {}
@@ -176,21 +188,30 @@ ImageInfo Decoder::info(std::span<const std::uint8_t> bytes, std::string_view na
       PngRequest req;
       PngErrorState state{};
       if (png_read_into(src, req, state, nullptr) != 0) decode_fail(name, std::string("PNG: ") + state.message);
+      if (req.info.width <= 0 || req.info.height <= 0) decode_fail(name, "PNG header has zero width or height");
       return req.info;
+    }
+    case ImageFormat::kBmp: {
+      const auto h = detail::parse_bmp_header(bytes, name);
+      return {ImageFormat::kBmp, h.width, h.height, h.bits == 8 && h.gray ? 1 : 3, 8, 1};
     }
     case ImageFormat::kUnknown: break;
   }
-  decode_fail(name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG or PNG)");
+  decode_fail(name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG, PNG or BMP)");
 }
 
 ImageInfo Decoder::output_info(std::span<const std::uint8_t> bytes, std::string_view name,
                                const DecodeOptions& options) {
   ImageInfo info = this->info(bytes, name);
+  check_image_size(name, info.width, info.height, options.max_pixels);
   if (options.channels) info.channels = options.channels;
   if (info.format == ImageFormat::kJpeg) {
-    const int n = jpeg_scale_eighths(info.width, info.height, options.min_width, options.min_height);
+    const bool swap = options.apply_orientation && detail::orientation_swaps_axes(info.orientation);
+    const int n = swap ? jpeg_scale_eighths(info.width, info.height, options.min_height, options.min_width)
+                       : jpeg_scale_eighths(info.width, info.height, options.min_width, options.min_height);
     info.width = (info.width * n + 7) / 8;
     info.height = (info.height * n + 7) / 8;
+    if (swap) std::swap(info.width, info.height);
   }
   return info;
 }
@@ -202,52 +223,88 @@ void Decoder::decode(std::span<const std::uint8_t> bytes, std::string_view name,
                           std::to_string(options.channels));
   }
   const ImageFormat format = sniff_format(bytes);
-  if (format == ImageFormat::kJpeg) {
-    const ImageInfo stored = impl_->jpeg_info(bytes, name);
-    const int channels = options.channels ? options.channels : stored.channels;
-    const int n = jpeg_scale_eighths(stored.width, stored.height, options.min_width, options.min_height);
-    const int width = (stored.width * n + 7) / 8;
-    const int height = (stored.height * n + 7) / 8;
-    out.reshape(width, height, channels);
-    // libjpeg-turbo does not expand gray to RGB: decode gray into the start of
-    // each RGB row, then widen each row in place from its end.
-    const bool widen = channels == 3 && stored.channels == 1;
-    // Warnings (premature end of data, corrupt entropy segments) are errors.
-    const int flags = TJFLAG_STOPONWARNING;
-    if (tjDecompress2(impl_->tj.handle, bytes.data(), static_cast<unsigned long>(bytes.size()), out.data(),
-                      width, static_cast<int>(out.stride()), height,
-                      (channels == 1 || widen) ? TJPF_GRAY : TJPF_RGB, flags) != 0) {
-      decode_fail(name, std::string("JPEG: ") + tjGetErrorStr2(impl_->tj.handle));
-    }
-    if (widen) {
-      for (int y = 0; y < height; ++y) {
-        std::uint8_t* row = out.data() + y * out.stride();
-        for (int x = width - 1; x >= 0; --x) row[3 * x] = row[3 * x + 1] = row[3 * x + 2] = row[x];
-      }
-    }
-    return;
+  if (format == ImageFormat::kUnknown) {
+    decode_fail(name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG, PNG or BMP)");
   }
-  if (format == ImageFormat::kPng) {
-    PngSource src{bytes.data(), bytes.size(), 0};
-    PngErrorState state{};
-    PngRequest header;
-    header.want_channels = options.channels;
-    if (png_read_into(src, header, state, nullptr) != 0) decode_fail(name, std::string("PNG: ") + state.message);
-    out.reshape(header.info.width, header.info.height, header.out_channels);
-    auto& rows = impl_->row_pointers;
-    rows.resize(header.info.height);
-    for (int y = 0; y < header.info.height; ++y) rows[y] = out.data() + y * out.stride();
-    PngRequest req;
-    req.want_channels = options.channels;
-    req.pixels = out.data();
-    req.capacity = out.size_bytes();
-    req.row_pointers = rows.data();
-    if (png_read_into(src, req, state, [](PngRequest& r, int) { return r.row_pointers; }) != 0) {
-      decode_fail(name, std::string("PNG: ") + state.message);
+  try {
+    if (format == ImageFormat::kJpeg) {
+      impl_->decode_jpeg(bytes, name, options, out);
+    } else if (format == ImageFormat::kPng) {
+      impl_->decode_png(bytes, name, options, out);
+    } else {
+      const auto h = detail::parse_bmp_header(bytes, name);
+      check_image_size(name, h.width, h.height, options.max_pixels);
+      detail::decode_bmp(bytes, name, h, options.channels ? options.channels : (h.bits == 8 && h.gray ? 1 : 3), out);
     }
-    return;
+  } catch (const std::bad_alloc&) {
+    // The size passed the limit but the memory is not there: still a stoke error naming the file.
+    decode_fail(name, "out of memory for the decoded pixels (lower STOKE_MAX_IMAGE_PIXELS to refuse such images early)");
   }
-  decode_fail(name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG or PNG)");
+}
+
+void Decoder::Impl::decode_jpeg(std::span<const std::uint8_t> bytes, std::string_view name,
+                                const DecodeOptions& options, Image& out) {
+  const ImageInfo stored = jpeg_info(bytes, name);
+  check_image_size(name, stored.width, stored.height, options.max_pixels);
+  const int channels = options.channels ? options.channels : stored.channels;
+  const int orientation = options.apply_orientation ? stored.orientation : 1;
+  const bool swap = detail::orientation_swaps_axes(orientation);
+  const int n = jpeg_scale_eighths(stored.width, stored.height, swap ? options.min_height : options.min_width,
+                                   swap ? options.min_width : options.min_height);
+  const int width = (stored.width * n + 7) / 8;
+  const int height = (stored.height * n + 7) / 8;
+  Image& target = orientation == 1 ? out : stored_orientation;
+  target.reshape(width, height, channels);
+  // libjpeg-turbo does not expand gray to RGB: decode gray into the start of
+  // each RGB row, then widen each row in place from its end.
+  const bool widen = channels == 3 && stored.channels == 1;
+  // Warnings (premature end of data, corrupt entropy segments) are errors.
+  const int flags = TJFLAG_STOPONWARNING;
+  if (tjDecompress2(tj.handle, bytes.data(), static_cast<unsigned long>(bytes.size()), target.data(), width,
+                    static_cast<int>(target.stride()), height, (channels == 1 || widen) ? TJPF_GRAY : TJPF_RGB,
+                    flags) != 0) {
+    decode_fail(name, std::string("JPEG: ") + tjGetErrorStr2(tj.handle));
+  }
+  if (widen) {
+    for (int y = 0; y < height; ++y) {
+      std::uint8_t* row = target.data() + y * target.stride();
+      for (int x = width - 1; x >= 0; --x) row[3 * x] = row[3 * x + 1] = row[3 * x + 2] = row[x];
+    }
+  }
+  if (orientation != 1) detail::apply_orientation(target.view(), orientation, out);
+}
+
+void Decoder::Impl::decode_png(std::span<const std::uint8_t> bytes, std::string_view name,
+                               const DecodeOptions& options, Image& out) {
+  PngSource src{bytes.data(), bytes.size(), 0};
+  PngErrorState state{};
+  PngRequest header;
+  header.want_channels = options.channels;
+  if (png_read_into(src, header, state, nullptr) != 0) decode_fail(name, std::string("PNG: ") + state.message);
+  check_image_size(name, header.info.width, header.info.height, options.max_pixels);
+  out.reshape(header.info.width, header.info.height, header.out_channels);
+  row_pointers.resize(header.info.height);
+  for (int y = 0; y < header.info.height; ++y) row_pointers[y] = out.data() + y * out.stride();
+  PngRequest req;
+  req.want_channels = options.channels;
+  req.pixels = out.data();
+  req.capacity = out.size_bytes();
+  req.row_pointers = row_pointers.data();
+  if (png_read_into(src, req, state, [](PngRequest& r, int) { return r.row_pointers; }) != 0) {
+    decode_fail(name, std::string("PNG: ") + state.message);
+  }
+}
+
+void check_image_size(std::string_view name, int width, int height, std::uint64_t max_pixels) {
+  if (width <= 0 || height <= 0) {
+    decode_fail(name, "header claims a size of " + std::to_string(width) + "x" + std::to_string(height));
+  }
+  const std::uint64_t pixels = static_cast<std::uint64_t>(width) * static_cast<std::uint64_t>(height);
+  if (max_pixels != 0 && pixels > max_pixels) {
+    decode_fail(name, "header claims " + std::to_string(width) + "x" + std::to_string(height) + " = " +
+                          std::to_string(pixels) + " pixels, above the limit of " + std::to_string(max_pixels) +
+                          " (STOKE_MAX_IMAGE_PIXELS; raise it or set it to none to lift the limit)");
+  }
 }
 
 void Decoder::decode_file(const std::filesystem::path& path, const DecodeOptions& options, Image& out) {

@@ -33,6 +33,7 @@ const char* to_string(ImageFormat format) noexcept {
   switch (format) {
     case ImageFormat::kJpeg: return "jpeg";
     case ImageFormat::kPng: return "png";
+    case ImageFormat::kBmp: return "bmp";
     case ImageFormat::kUnknown: break;
   }
   return "unknown";

@@ -13,6 +13,7 @@ const char* to_string(StopReason reason) noexcept {
     case StopReason::kEarlyStopping: return "early stopping";
     case StopReason::kRequested: return "stop requested";
     case StopReason::kOutOfMemory: return "out of memory";
+    case StopReason::kCorruptData: return "too many corrupt samples";
   }
   return "unknown";
 }
@@ -30,6 +31,25 @@ std::string TrainLog::to_json() const {
     if (e.validated) out << ",\"val_loss\":" << e.val_loss << ",\"val_accuracy\":" << e.val_accuracy;
     out << ",\"seconds\":" << e.seconds << ",\"images_per_second\":" << e.images_per_second
         << ",\"profile\":" << profile_to_json(e.profile) << "}";
+  }
+  out << "],\"corrupt_samples\":[";
+  auto quoted = [](const std::string& text) {
+    std::string q = "\"";
+    for (char c : text) {
+      if (c == '"' || c == '\\') q += '\\';
+      if (static_cast<unsigned char>(c) < 0x20) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "\\u%04x", c);
+        q += hex;
+        continue;
+      }
+      q += c;
+    }
+    return q + "\"";
+  };
+  for (std::size_t i = 0; i < corrupt_samples.size(); ++i) {
+    out << (i ? "," : "") << "{\"path\":" << quoted(corrupt_samples[i].path)
+        << ",\"reason\":" << quoted(corrupt_samples[i].reason) << "}";
   }
   out << "]}";
   return out.str();

@@ -4,6 +4,7 @@
 // checkpoint carries for exact resume (train_state.cpp).
 #include <algorithm>
 #include <cstdio>
+#include <new>
 #include <cstdlib>
 #include <utility>
 
@@ -125,6 +126,7 @@ FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val, Load
   if (options_.balanced_sampler) loader_options.balanced_sampler = true;
   loader_options.profiler = &profiler_;
   loader_options.context = options_.context;
+  if (!loader_options.max_image_pixels) loader_options.max_image_pixels = st.settings.max_image_pixels.value_or(0);
   st.dp = detail::DataParallel::make(options_, profiler_);
   FitResult result;
   try {
@@ -138,6 +140,7 @@ FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val, Load
       std::optional<EpochRecord> record = run_epoch_with_retries(epoch, loaders, result);
       if (!record || end_epoch(epoch, *record, result)) break;
     }
+    record_corrupt_samples(loaders, result);
   } catch (const std::exception& e) {
     if (st.dp) st.dp->report(e);  // the other ranks' next collective fails naming it
     throw;
@@ -227,8 +230,40 @@ std::optional<EpochRecord> Trainer::run_epoch_with_retries(int epoch, Loaders& l
         return std::nullopt;
       }
       loaders.build(st.batch);
+    } catch (const std::bad_alloc&) {
+      save_stop_checkpoint(epoch, "out of host memory");
+      throw OutOfMemory("fit: out of host memory in epoch " + std::to_string(epoch), 0, 0, 0);
+    } catch (const Error& e) {
+      if (!stop_for_data_error(epoch, e, loaders, result)) throw;
+      return std::nullopt;
     }
   }
+}
+
+// A sample that cannot be read or decoded (the error names the file): the
+// stop checkpoint is written; true when the corrupt-sample budget is spent
+// (the run stops with kCorruptData), false when the error should propagate.
+bool Trainer::stop_for_data_error(int epoch, const Error& e, Loaders& loaders, FitResult& result) {
+  if (e.code() != ErrorCode::kDecode && e.code() != ErrorCode::kIo) return false;
+  save_stop_checkpoint(epoch, "data error");
+  const bool budget = loaders.train_loader->stats().corrupt_budget_exceeded ||
+                      (loaders.val_loader && loaders.val_loader->stats().corrupt_budget_exceeded);
+  if (!budget) return false;
+  result.reason = StopReason::kCorruptData;
+  result.message = e.what();
+  return true;  // fit() records the corrupt samples when its loop ends
+}
+
+// Every sample skipped as corrupt (training and validation), into the result,
+// the train log and the log stream.
+void Trainer::record_corrupt_samples(Loaders& loaders, FitResult& result) {
+  std::vector<CorruptSample> all = loaders.train_loader->stats().corrupt;
+  if (loaders.val_loader) {
+    for (auto& c : loaders.val_loader->stats().corrupt) all.push_back(std::move(c));
+  }
+  for (const auto& c : all) state_->logger->push("skipped corrupt sample " + c.path + ": " + c.reason);
+  result.log.corrupt_samples = all;
+  result.corrupt_samples = std::move(all);
 }
 
 bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {

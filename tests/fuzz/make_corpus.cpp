@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../unit/image_test_files.hpp"
 #include "fuzz_fixtures.hpp"
 #include "stoke/backend.hpp"
 #include "stoke/config.hpp"
@@ -160,6 +161,32 @@ void cache(const fs::path& out, const fs::path& scratch) {
 
 }  // namespace
 
+// BMP layouts, and size-claiming headers (valid PNG CRCs) for image_size,
+// each behind a limit byte (low 5 bits: log2 of the limit).
+void bmp_and_sizes(const fs::path& out) {
+  using stoke::testing::encode_bmp;
+  using stoke::testing::gradient_image;
+  const stoke::Image gray = gradient_image(13, 7, 1), rgb = gradient_image(9, 6, 3, 5);
+  for (bool top_down : {false, true}) {
+    const std::string tag = top_down ? "_topdown" : "";
+    put(out / "bmp", "gray8" + tag + ".bmp", encode_bmp(gray.view(), 8, top_down));
+    put(out / "bmp", "rgb24" + tag + ".bmp", encode_bmp(rgb.view(), 24, top_down));
+    put(out / "bmp", "rgb32" + tag + ".bmp", encode_bmp(rgb.view(), 32, top_down));
+  }
+  put(out / "bmp", "bomb60k.bmp", encode_bmp(rgb.view(), 24, false, 60000, 60000));
+  auto limited = [](std::uint8_t limit, const Bytes& image) { return with_mode(limit, image); };
+  const stoke::Image small = gradient_image(16, 16, 3);
+  put(out / "image_size", "png_60k.bin", limited(28, stoke::testing::bomb_png(60000, 60000)));
+  put(out / "image_size", "png_100k.bin", limited(31, stoke::testing::bomb_png(100000, 100000)));
+  put(out / "image_size", "png_fits.bin", limited(12, stoke::testing::bomb_png(64, 32)));
+  put(out / "image_size", "jpeg_60k.bin", limited(28, stoke::testing::bomb_jpeg(60000, 60000)));
+  put(out / "image_size", "jpeg_real.bin", limited(0x28, stoke::encode_jpeg(small.view(), 80)));
+  put(out / "image_size", "jpeg_exif6.bin",
+      limited(0x48, stoke::testing::with_exif_orientation(stoke::encode_jpeg(small.view(), 80), 6)));
+  put(out / "image_size", "bmp_100k.bin", limited(31, encode_bmp(gray.view(), 8, true, 100000, 100000)));
+  put(out / "image_size", "bmp_real.bin", limited(10, encode_bmp(rgb.view(), 32)));
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s OUT_DIR [FASHION_MNIST_DIR]\n", argv[0]);
@@ -174,6 +201,7 @@ int main(int argc, char** argv) {
   configs(out);
   checkpoints(out, scratch);
   cache(out, scratch);
+  bmp_and_sizes(out);
   std::printf("corpus written to %s\n", out.string().c_str());
   return 0;
 }

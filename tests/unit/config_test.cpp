@@ -44,8 +44,9 @@ TEST(Config, DefaultsMatchTheDesignTable) {
   EXPECT_EQ(s.prefetch_depth, 2);
   EXPECT_EQ(s.cache.kind, CacheSpec::Kind::kOff);
   EXPECT_EQ(s.log_level, LogLevel::kWarn);
+  EXPECT_EQ(s.max_image_pixels, std::uint64_t{300000000});
   for (const auto& k : c.knobs()) EXPECT_EQ(k.source, ConfigSource::kDefault) << k.name;
-  EXPECT_EQ(c.knobs().size(), 13u);
+  EXPECT_EQ(c.knobs().size(), 14u);
 }
 
 TEST(Config, EnvironmentValuesParseAndRecordTheirSource) {
@@ -62,6 +63,7 @@ TEST(Config, EnvironmentValuesParseAndRecordTheirSource) {
                            {"STOKE_PREFETCH_DEPTH", "4"},
                            {"STOKE_CACHE", "ram:2G"},
                            {"STOKE_LOG_LEVEL", "error"},
+                           {"STOKE_MAX_IMAGE_PIXELS", "none"},
                            {"PATH", "/usr/bin"}});
   const auto& s = c.settings();
   EXPECT_EQ(s.gpu_device.kind, DeviceRequest::Kind::kList);
@@ -80,6 +82,7 @@ TEST(Config, EnvironmentValuesParseAndRecordTheirSource) {
   EXPECT_EQ(s.cache.kind, CacheSpec::Kind::kRam);
   EXPECT_EQ(s.cache.ram_budget, 2ull << 30);
   EXPECT_EQ(s.log_level, LogLevel::kError);
+  EXPECT_FALSE(s.max_image_pixels.has_value());
   for (const auto& k : c.knobs()) EXPECT_EQ(k.source, ConfigSource::kEnvironment) << k.name;
   EXPECT_EQ(c.knob("STOKE_GPU_MEM_MAX").value, "12G");
   EXPECT_EQ(c.knob("gpu_device").value, "1,0");
