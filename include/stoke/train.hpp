@@ -18,6 +18,7 @@
 #include "stoke/config.hpp"
 #include "stoke/context.hpp"
 #include "stoke/data.hpp"
+#include "stoke/error.hpp"
 #include "stoke/export.hpp"
 #include "stoke/nn/model.hpp"
 #include "stoke/nn/optim.hpp"
