@@ -299,6 +299,7 @@ int main(int argc, char** argv) {
     in.max_batch_size = auto_batch_size(*model, 1, 2ull << 30);
     in.decoded_pixels_per_image = 2448.0 * 2048.0;
     in.training_pixels_per_image = static_cast<double>(size) * size;
+    in.class_counts = class_counts(data, static_cast<int>(data.class_names().size()));
     const auto advice = advise(in);
 
     bench::Report report{b, t, pipeline_rate, compute_rate, tuned_choice, advice, size, data.size(),

@@ -179,7 +179,19 @@ struct LoaderOptions {
   AugmentOptions augment;
   std::size_t batch_size = 32;
   bool shuffle = true;
+  // Class-balanced epochs instead of the shuffle: every class drawn equally
+  // often (rare classes repeat), deterministic per seed and epoch.
+  bool balanced_sampler = false;
   bool drop_last = false;           // drop a short last batch
+  // Data-parallel training: this loader visits shard `shard_index` of
+  // `shard_count` of each epoch's order (after the shuffle or the balanced
+  // sampler, which every rank draws alike). Whole steps (training): rank r
+  // takes the r-th batch of every global step of shard_count batches, equal
+  // steps on every rank; otherwise (validation) batches r, r + count, ... so
+  // every sample is seen once. See stoke/distributed.hpp.
+  int shard_index = 0;
+  int shard_count = 1;
+  bool shard_whole_steps = true;
   std::uint64_t seed = 0;
   std::size_t max_in_flight = 0;    // images being processed at once; 0: 2 x the context's threads
   // Settings, SIMD level and thread arena (the pipeline runs in the

@@ -16,47 +16,6 @@ namespace stoke {
 
 Backend::~Backend() = default;
 
-const char* to_string(Op op) noexcept {
-  switch (op) {
-    case Op::kConv2d: return "conv2d";
-    case Op::kBatchNorm: return "batch_norm";
-    case Op::kRelu: return "relu";
-    case Op::kMaxPool2d: return "max_pool2d";
-    case Op::kAvgPool2d: return "avg_pool2d";
-    case Op::kGlobalAvgPool: return "global_avg_pool";
-    case Op::kAdd: return "add";
-    case Op::kLinear: return "linear";
-    case Op::kSoftmaxCrossEntropy: return "softmax_cross_entropy";
-    case Op::kDropout: return "dropout";
-    case Op::kSgdUpdate: return "sgd_update";
-    case Op::kAdamUpdate: return "adam_update";
-  }
-  return "?";
-}
-
-std::int64_t conv_output_size(std::int64_t in, int kernel, int stride, int pad,
-                              int dilation) noexcept {
-  const std::int64_t span = static_cast<std::int64_t>(dilation) * (kernel - 1) + 1;
-  const std::int64_t padded = in + 2 * static_cast<std::int64_t>(pad);
-  if (padded < span || stride <= 0) return 0;
-  return (padded - span) / stride + 1;
-}
-
-Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p, const char* op) {
-  const auto fail = [&](const std::string& why) {
-    throw InvalidArgument(std::string(op) + ": x " + shape_to_string(x) + ", kernel " + std::to_string(p.kernel_h) +
-                          "x" + std::to_string(p.kernel_w) + ": " + why);
-  };
-  if (x.size() != 4) fail("x must be (N, C, H, W)");
-  if (p.kernel_h < 1 || p.kernel_w < 1 || p.stride_h < 1 || p.stride_w < 1) fail("kernel and stride must be >= 1");
-  if (p.pad_h < 0 || p.pad_w < 0 || 2 * p.pad_h > p.kernel_h || 2 * p.pad_w > p.kernel_w)
-    fail("padding must be in [0, kernel / 2]");
-  const std::int64_t oh = conv_output_size(x[2], p.kernel_h, p.stride_h, p.pad_h);
-  const std::int64_t ow = conv_output_size(x[3], p.kernel_w, p.stride_w, p.pad_w);
-  if (oh <= 0 || ow <= 0) fail("the window does not fit the padded input");
-  return {x[0], x[1], oh, ow};
-}
-
 namespace {
 
 struct Registry {

@@ -43,25 +43,6 @@ void CpuBackend::fill(Tensor& tensor, float value) {
   std::fill(p, p + tensor.numel(), value);
 }
 
-bool CpuBackend::supports(Op /*op*/, DType dtype) const noexcept {
-  return dtype == DType::kFloat32;
-}
-
-void expect_shape(const char* op, const char* name, const Tensor& t, const Shape& shape) {
-  if (!t.defined()) {
-    throw InvalidArgument(std::string(op) + ": tensor '" + name + "' is undefined, expected " +
-                          shape_to_string(shape));
-  }
-  if (t.dtype() != DType::kFloat32) {
-    throw InvalidArgument(std::string(op) + ": tensor '" + name + "' is " +
-                          to_string(t.dtype()) + ", expected float32");
-  }
-  if (t.shape() != shape) {
-    throw InvalidArgument(std::string(op) + ": tensor '" + name + "' has shape " +
-                          shape_to_string(t.shape()) + ", expected " + shape_to_string(shape));
-  }
-}
-
 void for_chunks(const CpuBackend& be, std::size_t n, int chunks,
                 const std::function<void(int, std::size_t, std::size_t)>& body) {
   if (n == 0) return;

@@ -1,4 +1,4 @@
-// Convolution descriptors shared by conv.cpp (the passes) and conv_algo.cpp
+// Convolution descriptors shared by conv2d.cpp (the passes) and conv2d_algo.cpp
 // (algorithm choice and its cache).
 #pragma once
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "backend/cuda/check.hpp"
-#include "backend/cuda/conv.hpp"
+#include "backend/cuda/conv2d.hpp"
 #include "backend/cuda/conv_algo_text.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
