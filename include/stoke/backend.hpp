@@ -178,9 +178,15 @@ struct MemoryStats {
   std::uint64_t allocations = 0;  // live allocations
 };
 
+class GpuBackend;  // stoke/cuda.hpp
+
 class STOKE_API Backend {
  public:
   virtual ~Backend();
+
+  // The device surface (streams, pool figures, graph capture) of a GPU
+  // backend; nullptr on a host backend. GpuBackend returns itself.
+  virtual GpuBackend* gpu() noexcept { return nullptr; }
 
   // "cpu", "cuda:0", ...
   virtual std::string name() const = 0;

@@ -4,7 +4,8 @@
 #include <mutex>
 
 #include "backend/cpu/cpu_backend.hpp"
-#include "backend/plugin_loader.hpp"
+#include "gpu/plugin_loader.hpp"
+#include "backend/registry.hpp"
 #include "stoke/backend.hpp"
 #include "stoke/config.hpp"
 #include "stoke/cuda.hpp"
@@ -20,6 +21,8 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::vector<std::unique_ptr<Backend>> backends;
+  Settings gpu_settings;     // what "cuda:<i>" are created with (init() hands them down)
+  bool gpu_added = false;    // add_gpu_backends ran: later settings do not apply
 };
 
 Registry& registry() {
@@ -33,7 +36,8 @@ Registry& registry() {
 
 // "cuda:<i>" for every device the plugin finds (or those STOKE_GPU_DEVICE
 // lists; none for `cpu`), once per process, on first use of a lookup other
-// than cpu_backend(). Creating one is cheap: a stream; the pool grows and the
+// than cpu_backend(), with the settings init() handed down (defaults when the
+// application never called it; nothing is read from the environment here). Creating one is cheap: a stream; the pool grows and the
 // handles and kernels load on first use. A failure leaves the CPU backend
 // alone and is logged.
 void add_gpu_backends() {
@@ -41,9 +45,14 @@ void add_gpu_backends() {
   if (!load.plugin) return;
   const CudaInfo info = load.plugin->probe();
   if (info.gpus.empty()) return;
+  Settings settings;
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    r.gpu_added = true;
+    settings = r.gpu_settings;
+  }
   try {
-    const Config config = Config::load();
-    const Settings& settings = config.settings();
     if (settings.gpu_device.kind == DeviceRequest::Kind::kCpu) return;
     for (const GpuInfo& gpu : info.gpus) {
       const auto& wanted = settings.gpu_device.indices;
@@ -68,6 +77,16 @@ void ensure_gpu_backends() {
 }
 
 }  // namespace
+
+namespace detail {
+
+void set_registry_settings(const Settings& settings) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  if (!r.gpu_added) r.gpu_settings = settings;
+}
+
+}  // namespace detail
 
 Backend& cpu_backend() {
   Registry& r = registry();

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
-#include "backend/prefetch_device.hpp"
+#include "gpu/prefetch_device.hpp"
 #include "stoke/cuda.hpp"
 #include "stoke/error.hpp"
 #include "unit/async_fake_cuda_device.hpp"

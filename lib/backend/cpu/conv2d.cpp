@@ -124,7 +124,13 @@ std::size_t backward_floats_per_chunk(const Geometry& g, const Layout& l) {
   return l.forward() + static_cast<std::size_t>(g.k) * g.rows() + g.k;
 }
 
-int chunk_count_for(const CpuBackend& be, const Geometry& g) { return std::max(1, std::min(be.chunks(), g.n)); }
+// A fixed number of chunks, not one per thread: the backward pass sums its
+// per-chunk partial weight gradients, and the images packed per product
+// depend on the chunk, so a thread-count-dependent split would make the
+// weights a function of the thread count. The arena runs the chunks on
+// however many threads it has.
+constexpr int kChunks = 8;
+int chunk_count_for(const CpuBackend&, const Geometry& g) { return std::max(1, std::min(kChunks, g.n)); }
 
 }  // namespace
 

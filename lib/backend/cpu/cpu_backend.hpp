@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "backend/cpu/counting_allocator.hpp"
+#include "backend/cpu/simd.hpp"
+#include "stoke/context.hpp"
 #include "stoke/backend.hpp"
 #include "stoke/threads.hpp"
 
@@ -20,8 +22,13 @@ namespace stoke::cpu {
 
 class STOKE_INTERNAL CpuBackend final : public Backend {
  public:
-  CpuBackend() = default;
-  explicit CpuBackend(std::uint64_t memory_cap) : allocator_(memory_cap) {}
+  // The default context: elementwise kernels for the best SIMD level this
+  // CPU has; ops run in the arena current on the calling thread.
+  CpuBackend() : CpuBackend(0) {}
+  explicit CpuBackend(std::uint64_t memory_cap) : CpuBackend(memory_cap, Context()) {}
+  // A context's backend (make_backend): its SIMD level, and its arena for
+  // every op whatever thread calls.
+  CpuBackend(std::uint64_t memory_cap, const Context& context);
   ~CpuBackend() override;
 
   std::string name() const override { return "cpu"; }
@@ -49,12 +56,17 @@ class STOKE_INTERNAL CpuBackend final : public Backend {
   Execution execution() const noexcept { return execution_; }
   // Number of independent chunks parallel ops split into (>= 1).
   int chunks() const noexcept;
+  // The elementwise kernel table this backend was built with.
+  const SimdKernels& simd_kernels() const noexcept { return *simd_; }
+  const Context& context() const noexcept { return context_; }
   // Workspace of at least `floats` floats, kept between calls and grown on
   // demand through the counting allocator. Valid until the next workspace() call.
   float* workspace(std::size_t floats);
 
  private:
   CountingAllocator allocator_;
+  Context context_;
+  const SimdKernels* simd_;
   Execution execution_ = Execution::kParallel;
   float* workspace_ = nullptr;
   std::size_t workspace_floats_ = 0;

@@ -28,7 +28,10 @@ void CpuBackend::do_softmax_cross_entropy_forward(const Tensor& logits, const Te
   const float* lp = logits.data<float>();
   const std::int32_t* lab = labels.data<std::int32_t>();
   float* pp = probs.data<float>();
-  const int chunk_count = std::max(1, std::min(chunks(), static_cast<int>(n)));
+  // A fixed split (not one per thread): the partial sums, and so the loss,
+  // do not depend on the thread count.
+  constexpr int kChunks = 8;
+  const int chunk_count = std::max(1, std::min(kChunks, static_cast<int>(n)));
   std::vector<double> loss_part(static_cast<std::size_t>(chunk_count), 0.0);
   std::vector<double> correct_part(static_cast<std::size_t>(chunk_count), 0.0);
   for_chunks(*this, n, chunk_count, [&](int chunk, std::size_t b, std::size_t e) {

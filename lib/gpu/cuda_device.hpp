@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "backend/cuda_device_api.hpp"
+#include "gpu/cuda_device_api.hpp"
 #include "stoke/export.hpp"
 
 namespace stoke::detail {

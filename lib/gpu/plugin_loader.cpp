@@ -1,10 +1,12 @@
-#include "backend/plugin_loader.hpp"
+#include "gpu/plugin_loader.hpp"
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <string>
+
+#include "stoke/log.hpp"
 
 namespace stoke::detail {
 namespace {
@@ -15,13 +17,24 @@ std::filesystem::path this_library_dir() {
   return std::filesystem::path(info.dli_fname).parent_path();
 }
 
-PluginLoad load() {
+struct Request {
+  std::mutex mutex;
+  std::string value;
+  std::string jit_cache;
+  bool used = false;  // cuda_plugin() has loaded with `value`
+};
+
+Request& request() {
+  static Request r;
+  return r;
+}
+
+PluginLoad load(const std::string& value) {
   PluginLoad result;
   const std::string plugin_name = STOKE_CUDA_PLUGIN_NAME;
   result.built = !plugin_name.empty();
   std::string candidate;
-  if (const char* env = std::getenv("STOKE_CUDA_PLUGIN"); env && *env) {
-    const std::string value = env;
+  if (!value.empty()) {
     if (value == "off" || value == "none" || value == "0") {
       result.error = "disabled by STOKE_CUDA_PLUGIN=" + value;
       return result;
@@ -63,8 +76,27 @@ PluginLoad load() {
 }  // namespace
 
 const PluginLoad& cuda_plugin() {
-  static const PluginLoad loaded = load();
+  static const PluginLoad loaded = [] {
+    Request& r = request();
+    std::lock_guard lock(r.mutex);
+    r.used = true;
+    PluginLoad result = load(r.value);
+    if (result.plugin) result.plugin->set_jit_cache(r.jit_cache);
+    return result;
+  }();
   return loaded;
+}
+
+void request_cuda_plugin(const std::string& value, const std::string& jit_cache) {
+  Request& r = request();
+  std::lock_guard lock(r.mutex);
+  if (!r.used) {
+    r.value = value;
+    r.jit_cache = jit_cache;
+  } else if (value != r.value) {
+    log_warn("STOKE_CUDA_PLUGIN=" + value + " is ignored: this process already looked for the plugin" +
+             (r.value.empty() ? std::string() : " at " + r.value));
+  }
 }
 
 }  // namespace stoke::detail

@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "backend/cuda_device_api.hpp"
+#include "gpu/cuda_device_api.hpp"
 #include "stoke/export.hpp"
 
 namespace stoke::detail {

@@ -6,8 +6,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
-#include "backend/cuda_device_api.hpp"
+#include "gpu/cuda_device_api.hpp"
 #include "stoke/cuda.hpp"
 #include "stoke/memory.hpp"
 #include "stoke/system.hpp"
@@ -16,7 +17,8 @@ namespace stoke::detail {
 
 // 2: open_device (memory, streams, events, copies; see cuda_device_api.hpp).
 // 3: create_backend (the cuDNN/cuBLAS backend, see stoke/cuda.hpp).
-inline constexpr int kCudaPluginAbi = 3;
+// 4: set_jit_cache (the NVRTC cache directory comes from libstoke's settings).
+inline constexpr int kCudaPluginAbi = 4;
 
 class CudaPlugin {
  public:
@@ -28,6 +30,9 @@ class CudaPlugin {
   // same device may hold it together). GpuLibraryError when the device cannot
   // be opened; InvalidArgument for an index that does not exist.
   virtual std::shared_ptr<CudaDevice> open_device(int index) = 0;
+  // The directory of NVRTC-compiled kernels (Settings::jit_cache; "" = a
+  // temporary one), set by libstoke right after loading the plugin.
+  virtual void set_jit_cache(const std::string& directory) = 0;
   // The CUDA backend of device `index`, allocating from `pool` (a device pool
   // of the same device). GpuLibraryError when the device or its stream
   // cannot be set up.
