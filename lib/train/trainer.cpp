@@ -106,10 +106,7 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
                           std::to_string(st.resumed->loader_seed) + "), got " +
                           std::to_string(loader_options.seed));
   }
-  if (!resolve_class_weights(options_, train, model_.spec().classes).empty()) {
-    throw Unsupported("Trainer::fit: per-class loss weights need the weighted cross-entropy op, which this "
-                      "build does not have yet; use TrainerOptions::balanced_sampler");
-  }
+  st.class_weights = resolve_class_weights(options_, train, model_.spec().classes);
   st.loader_seed = loader_options.seed;
   if (options_.balanced_sampler) loader_options.balanced_sampler = true;
   loader_options.profiler = &profiler_;
