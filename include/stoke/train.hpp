@@ -191,7 +191,7 @@ class STOKE_API Trainer {
   struct State;
   struct Loaders;
   int resume_from(const std::string& path, State& st);
-  void plan_fit(const Dataset& train, Loaders& loaders);
+  void plan_fit(Loaders& loaders);
   EpochRecord run_epoch(int epoch, Loader& loader);
   void begin_epoch(EpochRecord& record);
   void run_batches(int epoch, Loader& loader, EpochRecord& record);

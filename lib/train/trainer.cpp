@@ -111,7 +111,7 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
   if (options_.balanced_sampler) loader_options.balanced_sampler = true;
   loader_options.profiler = &profiler_;
   Loaders loaders{train, validation_data(val, options_), loader_options, {}, {}};
-  plan_fit(train, loaders);
+  plan_fit(loaders);
 
   FitResult result;
   for (int epoch = first_epoch; epoch < options_.epochs; ++epoch) {
@@ -135,7 +135,7 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
 
 // The device batch (auto: the largest the memory plan fits; resumed: the
 // one the run ended with), the loaders, and the schedule's length.
-void Trainer::plan_fit(const Dataset&, Loaders& loaders) {
+void Trainer::plan_fit(Loaders& loaders) {
   State& st = *state_;
   if (!st.resumed) {
     st.batch = options_.batch_size;
