@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "stoke/config.hpp"
+#include "stoke/context.hpp"
 #include "stoke/data.hpp"
 #include "stoke/export.hpp"
 #include "stoke/nn/model.hpp"
@@ -23,6 +24,8 @@
 #include "stoke/profile.hpp"
 
 namespace stoke {
+
+class Communicator;
 
 enum class OptimizerKind { kSgd, kAdam, kAdamW };
 
@@ -51,8 +54,20 @@ struct TrainerOptions {
   std::size_t max_steps_per_epoch = 0;    // 0 = the whole epoch (trials use a few steps)
   int trace_steps = 0;                    // Chrome trace of the first N steps of each epoch
   std::uint64_t seed = 0;
-  // Prefetch depth, pinned staging and streams; empty = Config::load().
+  // Where the trainer's settings, SIMD level and CPU thread arena come from
+  // (runtime.context, or a Context built from the application's Config):
+  // fit() runs in its arena and the loaders it builds take it (replacing
+  // the loader options' context). Default: defaults, the current arena.
+  Context context;
+  // Prefetch depth, pinned staging, streams and graphs; empty = context.settings().
   std::optional<Settings> settings;
+  // Data-parallel training: the ranks' communicator (see
+  // stoke/distributed.hpp), owned by the caller; null or a world of one =
+  // this process alone. Every rank calls fit() with the same options and
+  // data; each trains on its shard and gradients are averaged before every
+  // update, so the ranks keep identical weights. Rank 0 alone writes the
+  // checkpoints.
+  Communicator* communicator = nullptr;
   // A stop or best checkpoint written by fit() to continue from: the model,
   // the optimizer state and the TrainState it carries (epoch, position in the
   // epoch, schedule position, batch size, early-stopping state). The run then
@@ -76,6 +91,7 @@ struct EpochRecord {
   bool validated = false;
   double val_loss = 0;
   double val_accuracy = 0;
+  std::uint64_t val_images = 0;  // validation samples behind val_loss and val_accuracy
   double seconds = 0;
   double images_per_second = 0;
   ProfileSummary profile;
@@ -188,9 +204,12 @@ class STOKE_API Trainer {
   const TrainerOptions& options() const noexcept { return options_; }
 
  private:
+  FitResult fit_in_context(const Dataset& train, const Dataset* val, LoaderOptions loader);
   struct State;
   struct Loaders;
   int resume_from(const std::string& path, State& st);
+  void check_resume_world(const std::string& path, const std::map<std::string, std::string>& metadata,
+                          const TrainState& s) const;
   void plan_fit(Loaders& loaders);
   EpochRecord run_epoch(int epoch, Loader& loader);
   void begin_epoch(EpochRecord& record);

@@ -2,8 +2,8 @@
 // GpuBackend surface, and GraphedStep (eager or replayed CUDA graph).
 #include <memory>
 
-#include "backend/plugin_loader.hpp"
-#include "backend/prefetch_device.hpp"
+#include "gpu/plugin_loader.hpp"
+#include "gpu/prefetch_device.hpp"
 #include "stoke/cuda.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
@@ -13,8 +13,6 @@ namespace stoke {
 
 CapturedStep::~CapturedStep() = default;
 GpuBackend::~GpuBackend() = default;
-
-detail::PrefetchDeviceSource::~PrefetchDeviceSource() = default;
 
 GpuBackend* as_gpu_backend(Backend& backend) noexcept {
   return backend.gpu();

@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "backend/prefetch_device.hpp"
+#include "gpu/prefetch_device.hpp"
 #include "stoke/log.hpp"
 
 namespace stoke::detail {

@@ -24,8 +24,14 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader) {
   record.epoch = epoch;
   begin_epoch(record);
   if (!st.runner) {
-    detail::StepEnv env{model_, *optimizer_, profiler_, st.loss_sum, st.correct_sum, st.graphs,
-                        callbacks_.on_gradients, st.class_weights};
+    detail::StepEnv env{model_,
+                        *optimizer_,
+                        profiler_,
+                        st.loss_sum,
+                        st.correct_sum,
+                        st.graphs,
+                        st.dp ? st.dp->gradient_hook(callbacks_.on_gradients) : callbacks_.on_gradients,
+                        st.class_weights};
     st.runner = detail::make_step_runner(std::move(env), st.multiplier, st.settings.gpu_graph);
   }
   profiler_.start();
@@ -125,6 +131,10 @@ void Trainer::finish_step(int epoch, EpochRecord& record, float lr) {
     st.logger->push(line);
   }
   if (callbacks_.on_step) callbacks_.on_step(info);
+  if (st.dp) {
+    st.dp->check_identical(model_);
+    if (st.dp->agree_stop(stop_requested_.load())) stop_requested_.store(true);
+  }
 }
 
 }  // namespace stoke

@@ -34,6 +34,7 @@ void validate(nn::Model& model, Loader& loader, const Settings& settings, EpochR
     seen += static_cast<std::uint64_t>(count);
   }
   record.validated = seen > 0;
+  record.val_images = seen;
   if (seen > 0) {
     record.val_loss = loss_sum / static_cast<double>(seen);
     record.val_accuracy = correct_sum / static_cast<double>(seen);

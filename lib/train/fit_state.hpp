@@ -8,6 +8,7 @@
 
 #include "stoke/train.hpp"
 #include "train/async_logger.hpp"
+#include "train/data_parallel.hpp"
 #include "train/epoch_end.hpp"
 #include "train/oom_policy.hpp"
 #include "train/step_runner.hpp"
@@ -37,6 +38,7 @@ struct Trainer::State {
   std::uint64_t epoch_images = 0, epoch_steps = 0;  // the epoch's record at the last update
   std::uint64_t loader_seed = 0;
   std::vector<float> class_weights;  // the loss's per-class weights; empty = none
+  std::unique_ptr<detail::DataParallel> dp;  // null: one process
   std::optional<TrainState> resumed;  // continues the first epoch (position and sums)
 };
 
@@ -55,6 +57,7 @@ struct Trainer::Loaders {
     vo.shuffle = false;
     vo.drop_last = false;
     vo.augment = {};
+    vo.shard_whole_steps = false;  // data-parallel validation sees every sample once
     vo.profiler = nullptr;  // validation is one span of its own
     val_loader.emplace(*val_data, vo);
   }

@@ -4,8 +4,10 @@
 // checkpoint carries for exact resume (train_state.cpp).
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <utility>
 
+#include "stoke/distributed.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
 #include "stoke/nn/checkpoint.hpp"
@@ -17,6 +19,8 @@
 
 namespace stoke {
 namespace {
+
+constexpr const char* kWorldSizeKey = "train.world_size";  // ranks of the run that wrote a checkpoint
 
 std::unique_ptr<nn::Optimizer> make_optimizer(const nn::Model& model, const TrainerOptions& o) {
   switch (o.optimizer) {
@@ -93,13 +97,20 @@ std::optional<Dataset> validation_data(const Dataset* val, const TrainerOptions&
 }  // namespace
 
 FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions loader_options) {
+  FitResult result;
+  options_.context.run([&] { result = fit_in_context(train, val, std::move(loader_options)); });
+  return result;
+}
+
+FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val, LoaderOptions loader_options) {
   check_loader_dtype(loader_options.preprocess.dtype, model_.backend());
   stop_requested_.store(false);
   state_ = std::make_unique<State>(options_);
   State& st = *state_;
   st.logger = std::make_unique<detail::AsyncLogger>(options_.log_stream);
-  // Read the environment once per fit, not per epoch (its warnings too).
-  st.settings = options_.settings ? *options_.settings : Config::load().settings();
+  // The settings come from the context the application built (nothing here
+  // reads the environment).
+  st.settings = options_.settings ? *options_.settings : options_.context.settings();
   const int first_epoch = options_.resume.empty() ? 0 : resume_from(options_.resume, st);
   if (st.resumed && st.resumed->loader_seed != loader_options.seed) {
     throw InvalidArgument("Trainer::fit: resuming " + options_.resume + " needs the loader seed it ran with (" +
@@ -110,13 +121,23 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
   st.loader_seed = loader_options.seed;
   if (options_.balanced_sampler) loader_options.balanced_sampler = true;
   loader_options.profiler = &profiler_;
-  Loaders loaders{train, validation_data(val, options_), loader_options, {}, {}};
-  plan_fit(loaders);
-
+  loader_options.context = options_.context;
+  st.dp = detail::DataParallel::make(options_, profiler_);
   FitResult result;
-  for (int epoch = first_epoch; epoch < options_.epochs; ++epoch) {
-    std::optional<EpochRecord> record = run_epoch_with_retries(epoch, loaders, result);
-    if (!record || end_epoch(epoch, *record, result)) break;
+  try {
+    if (st.dp) {
+      st.dp->shard(loader_options);
+      st.dp->broadcast_model(model_);
+    }
+    Loaders loaders{train, validation_data(val, options_), loader_options, {}, {}};
+    plan_fit(loaders);
+    for (int epoch = first_epoch; epoch < options_.epochs; ++epoch) {
+      std::optional<EpochRecord> record = run_epoch_with_retries(epoch, loaders, result);
+      if (!record || end_epoch(epoch, *record, result)) break;
+    }
+  } catch (const std::exception& e) {
+    if (st.dp) st.dp->report(e);  // the other ranks' next collective fails naming it
+    throw;
   }
   st.logger->flush();
   result.batch_size = st.batch;
@@ -167,6 +188,7 @@ int Trainer::resume_from(const std::string& path, State& st) {
                           "written by Trainer::fit carry one");
   }
   TrainState s = TrainState::from_metadata(info.metadata, "checkpoint '" + path + "'");
+  check_resume_world(path, info.metadata, s);
   st.batch = s.batch_size;
   st.multiplier = s.batch_multiplier;
   st.step = s.step;
@@ -194,6 +216,7 @@ std::optional<EpochRecord> Trainer::run_epoch_with_retries(int epoch, Loaders& l
       return record;
     } catch (const OutOfMemory& e) {
       release_step_memory();
+      if (st.dp) throw;  // ranks change batch together or not at all: the run ends on every rank
       if (!st.oom.retry(e, &st.batch, &st.multiplier)) {
         save_stop_checkpoint(epoch, "out of memory");
         result.reason = StopReason::kOutOfMemory;
@@ -207,12 +230,19 @@ std::optional<EpochRecord> Trainer::run_epoch_with_retries(int epoch, Loaders& l
 
 bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
   State& st = *state_;
+  if (st.dp) {
+    st.dp->reduce(record);
+    st.dp->average_buffers(model_);
+    if (st.dp->agree_stop(stop_requested_.load())) stop_requested_.store(true);
+  }
+  const bool writes = !st.dp || st.dp->writes_files();
   record.profile = profiler_.summary();
   result.log.epochs.push_back(record);
   if (record.validated) {
     if (callbacks_.on_validation) callbacks_.on_validation(record);
-    if (st.stopping.observe(record.val_accuracy) && !options_.best_checkpoint.empty()) {
+    if (st.stopping.observe(record.val_accuracy) && writes && !options_.best_checkpoint.empty()) {
       auto metadata = train_state(epoch).to_metadata();
+      if (options_.communicator) metadata[kWorldSizeKey] = std::to_string(options_.communicator->world_size());
       metadata["epoch"] = std::to_string(epoch);
       metadata["val_accuracy"] = std::to_string(record.val_accuracy);
       detail::write_checkpoint(options_.best_checkpoint, model_, *optimizer_, metadata);
@@ -224,7 +254,7 @@ bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
                 record.train_loss, record.train_accuracy,
                 record.validated ? (", val acc " + std::to_string(record.val_accuracy)).c_str() : "",
                 record.images_per_second, record.seconds);
-  st.logger->push(line);
+  if (writes) st.logger->push(line);
   if (stop_requested_.load()) {
     result.reason = StopReason::kRequested;
     save_stop_checkpoint(epoch, "stop requested");
@@ -242,6 +272,21 @@ void Trainer::release_step_memory() {
   st.runner.reset();
   model_.release_activations();
   model_.backend().release_workspace();
+}
+
+// A mid-epoch position is a position in each rank's shard: it continues only
+// with the world size that wrote it (an epoch-end checkpoint fits any).
+void Trainer::check_resume_world(const std::string& path, const std::map<std::string, std::string>& metadata,
+                                 const TrainState& s) const {
+  const auto it = metadata.find(kWorldSizeKey);
+  const int written = it == metadata.end() ? 1 : std::atoi(it->second.c_str());
+  const int now = options_.communicator ? options_.communicator->world_size() : 1;
+  if (s.batch != 0 && written != now) {
+    throw InvalidArgument("Trainer::fit: '" + path + "' stopped in the middle of epoch " + std::to_string(s.epoch) +
+                          " of a run with " + std::to_string(written) + " rank(s); it resumes only with " +
+                          std::to_string(written) + " rank(s), not " + std::to_string(now) +
+                          " (a checkpoint written at an epoch's end resumes with any number)");
+  }
 }
 
 // Where the run stands after `epoch`: the next epoch when it finished,
@@ -269,9 +314,11 @@ TrainState Trainer::train_state(int epoch) const {
 }
 
 void Trainer::save_stop_checkpoint(int epoch, const char* why) {
+  if (state_->dp && !state_->dp->writes_files()) return;  // rank 0 writes the run's one stop checkpoint
   auto metadata = train_state(epoch).to_metadata();
   metadata["epoch"] = std::to_string(epoch);
   metadata["stopped"] = why;
+  if (options_.communicator) metadata[kWorldSizeKey] = std::to_string(options_.communicator->world_size());
   detail::write_stop_checkpoint(options_.stop_checkpoint, model_, *optimizer_, metadata);
 }
 

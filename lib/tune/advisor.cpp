@@ -19,6 +19,7 @@ constexpr double kHoardingFactor = 2.0;      // reserved above this multiple of 
 constexpr std::uint64_t kHoardingMinimum = 256ull << 20;
 constexpr double kInterruptions = 0.10;      // validation + logging
 constexpr double kOversizedDecode = 4.0;     // decoded pixels per training pixel
+constexpr double kCommunicationBound = 0.20;  // data-parallel collectives
 constexpr double kClassImbalance = 5.0;      // most common class per sample of the rarest
 
 std::string percent(double share) {
@@ -293,6 +294,24 @@ void class_imbalance(const AdvisorInput& in, std::vector<Advice>& out) {
   out.push_back(std::move(a));
 }
 
+// Data-parallel runs whose ranks spend a large share waiting in collectives:
+// each step exchanges the whole gradient block, so fewer, larger steps (a
+// bigger batch per rank, or accumulation) amortize it.
+void communication_bound(const AdvisorInput& in, std::vector<Advice>& out) {
+  const double share = in.profile.share(Stage::kCommunicate);
+  if (share < kCommunicationBound) return;
+  Advice a;
+  a.rule = "communication-bound";
+  a.diagnosis = "data-parallel collectives (gradient allreduce, stop agreement) take " + percent(share) +
+                " of the wall time";
+  a.changes.push_back("a larger batch per rank (TrainerOptions::batch_size, stoke train --batch) so each "
+                      "allreduce of the gradients serves more images");
+  a.changes.push_back("or TrainerOptions::batch_multiplier > 1: accumulate batches locally, allreduce once per step");
+  a.changes.push_back("or fewer ranks per machine when they share its cores (stoke train --nproc)");
+  a.severity = share;
+  out.push_back(std::move(a));
+}
+
 }  // namespace
 
 std::vector<Advice> advise(const AdvisorInput& in) {
@@ -308,6 +327,7 @@ std::vector<Advice> advise(const AdvisorInput& in) {
   interruptions(in, out);
   oversized_decode(in, out);
   class_imbalance(in, out);
+  communication_bound(in, out);
   std::stable_sort(out.begin(), out.end(),
                    [](const Advice& a, const Advice& b) { return a.severity > b.severity; });
   return out;
