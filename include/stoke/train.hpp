@@ -216,7 +216,7 @@ class STOKE_API Trainer {
   int resume_from(const std::string& path, State& st);
   void check_resume_world(const std::string& path, const std::map<std::string, std::string>& metadata,
                           const TrainState& s) const;
-  void plan_fit(const Dataset& train, Loaders& loaders);
+  void plan_fit(Loaders& loaders);
   EpochRecord run_epoch(int epoch, Loader& loader);
   void begin_epoch(EpochRecord& record);
   void run_batches(int epoch, Loader& loader, EpochRecord& record);

@@ -5,7 +5,9 @@
 namespace stoke::detail {
 
 StepRunner::StepRunner(StepEnv env)
-    : env_(std::move(env)), be_(env_.model.backend()), step_(env_.model, env_.optimizer) {}
+    : env_(std::move(env)), be_(env_.model.backend()), step_(env_.model, env_.optimizer) {
+  step_.set_class_weights(env_.class_weights);
+}
 
 StepRunner::~StepRunner() = default;
 

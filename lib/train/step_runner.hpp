@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "stoke/cuda.hpp"
 #include "stoke/nn/optim.hpp"
@@ -49,6 +50,7 @@ struct StepEnv {
   Tensor& correct_sum;  // (1): the epoch's correct count
   GraphStats& graphs;
   GradientHook on_gradients;  // may be empty
+  std::vector<float> class_weights;  // per-class loss weights; empty = none
 };
 
 class StepRunner {
