@@ -399,12 +399,18 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader, std::uint64_t& step) {
   // Dropout draws each step's mask from a host-side seed, which a replay
   // would freeze: such models run eagerly.
   const bool dropout = model_.spec().dropout > 0.0f;
-  const bool graphs_allowed =
-      gpu && settings.gpu_graph != Toggle::kOff && options_.batch_multiplier == 1 && !dropout;
+  // Graphs need the prefetcher's own copy stream: with STOKE_GPU_STREAMS=off
+  // its uploads of the next batch go on the compute stream, and a capture
+  // there would bake them into the graph (or break on their events).
+  const bool graphs_allowed = gpu && settings.gpu_graph != Toggle::kOff && settings.gpu_streams &&
+                              options_.batch_multiplier == 1 && !dropout;
   std::map<int, std::unique_ptr<GraphedStep>> graphs;
   bool graphs_ended = false;
   if (gpu && !graphs_allowed) {
     st.graph_note = settings.gpu_graph == Toggle::kOff ? "STOKE_GPU_GRAPH is off"
+                    : !settings.gpu_streams
+                        ? "STOKE_GPU_STREAMS is off (CUDA graphs need the separate copy stream: "
+                          "uploads on the compute stream would be captured into the graph)"
                     : dropout ? "the model has dropout (a new mask each step; a replay would repeat one)"
                               : "batch multiplier > 1 (gradient accumulation runs eagerly)";
   }

@@ -62,7 +62,7 @@ join_path() {
   for d in "$@"; do [ -n "$d" ] && [ -d "$d" ] && out="${out:+$out:}$d"; done
   echo "$out"
 }
-wheel_libs=$(timeout -k 2 15 python3 - <<'PY' 2>/dev/null
+wheel_libs=$(timeout -k 2 10 python3 - <<'PY' 2>/dev/null
 import glob, os
 try:
     import nvidia
@@ -116,9 +116,9 @@ for f in "$bundle"/bin/* "$bundle"/lib/*.so* "$libs"/deps/*; do
   esac
 done
 [ -z "$core_missing" ] || refuse "unresolved libraries:$core_missing"
-timeout -k 2 10 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap \
+timeout -k 2 8 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap \
   --format=csv,noheader >>"$summary" 2>&1 || note "nvidia-smi: not available or failed"
-"${stoke[@]}" timeout -k 2 20 "$bundle/bin/stoke-info" --json >"$scratch/stoke-info.json" 2>"$scratch/stoke-info.err"
+"${stoke[@]}" timeout -k 2 15 "$bundle/bin/stoke-info" --json >"$scratch/stoke-info.json" 2>"$scratch/stoke-info.err"
 info_rc=$?
 [ "$info_rc" = 0 ] || refuse "stoke-info --json exited $info_rc: $(tail -c 300 "$scratch/stoke-info.err")"
 verdict=$(python3 - "$scratch/stoke-info.json" <<'PY' 2>&1
