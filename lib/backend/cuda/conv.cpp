@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/cudnn_limits.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::cuda {
@@ -34,6 +35,9 @@ ConvSetup::ConvSetup(const char* op, const Shape& x, const Shape& w, const Conv2
   const std::int64_t ow = conv_output_size(x[3], to_int(w[3]), p.stride_w, p.pad_w, p.dilation_w);
   if (oh <= 0 || ow <= 0) fail("the kernel does not fit the padded input");
   y_shape_ = {x[0], w[0], oh, ow};
+  check_cudnn_elements(op, "x", x);
+  check_cudnn_elements(op, "w", w);
+  check_cudnn_elements(op, "y", y_shape_);
   key_ = shape_to_string(x) + " w" + shape_to_string(w) + " s" + std::to_string(p.stride_h) + "," +
          std::to_string(p.stride_w) + " p" + std::to_string(p.pad_h) + "," +
          std::to_string(p.pad_w) + " d" + std::to_string(p.dilation_h) + "," +

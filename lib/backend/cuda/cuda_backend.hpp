@@ -145,7 +145,6 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   mutable std::mutex algo_mutex_;
   mutable std::map<std::string, ConvAlgoChoice> algos_;
   mutable std::vector<std::string> algo_order_;
-  std::atomic<bool> bn_persistent_ok_{true};  // cleared when cuDNN refuses the mode
   // While capturing, frees are held (the graph keeps using the memory).
   bool capturing_ = false;
   std::vector<void*> held_during_capture_;
