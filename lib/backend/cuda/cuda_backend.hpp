@@ -114,8 +114,9 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   // This thread's handles for the device, bound to the compute stream.
   cudnnHandle_t cudnn() const;
   cublasHandle_t cublas();
-  // Workspace of at least `bytes` from the pool, kept between ops; the old
-  // block is freed in stream order when it grows.
+  // Workspace of at least `bytes` from the pool, kept between ops. When it
+  // grows (or is released) the old block is freed in stream order, unless a
+  // live graph may point into it: then it is kept until the last graph goes.
   void* workspace(std::size_t bytes);
   // Launches kernel `name` over n elements (grid-stride) on the stream.
   void launch_n(const char* name, long long n, std::initializer_list<const void*> args);
@@ -140,6 +141,13 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   std::mutex kernels_mutex_;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
+  // Graphs captured on this backend and not yet destroyed, and the workspace
+  // blocks they may still point into (freed when the count drops to 0).
+  int live_graphs_ = 0;
+  std::vector<void*> retired_workspaces_;
+  void drop_workspace();
+  void graph_destroyed();
+  void release_retired_workspaces();
   void* cublas_workspace_ = nullptr;
   std::size_t cublas_workspace_bytes_ = 0;
   mutable std::mutex algo_mutex_;
