@@ -10,6 +10,9 @@ if(STOKE_HAVE_CUDA)
                        TEST_FILTER "-Gpu*")
   gtest_discover_tests(stoke_cuda_tests DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
                        TEST_FILTER "Gpu*" PROPERTIES LABELS gpu)
+  add_test(NAME CudaPlugin.ExportsOnlyItsEntryAndLinksCleanly
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cuda/plugin_link_test.sh
+                   $<TARGET_FILE:stoke_cuda> ${PROJECT_BINARY_DIR})
 endif()
 
 # The GPU machine's check refuses in its preflight where no GPU runs it (here):

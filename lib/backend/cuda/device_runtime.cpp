@@ -14,26 +14,6 @@
 namespace stoke::cuda {
 namespace {
 
-// Makes the object's device current for the duration of a call and restores
-// the caller's device afterwards, so the pool never changes global state.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device) STOKE_CUDA_CHECK(cudaSetDevice(device));
-    switched_ = previous_ != device;
-  }
-  ~DeviceScope() {
-    if (switched_ && previous_ >= 0) cudaSetDevice(previous_);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int previous_ = -1;
-  bool switched_ = false;
-};
-
 // Relaxes this thread's stream-capture mode for its lifetime.
 class CaptureModeRelaxed {
  public:
