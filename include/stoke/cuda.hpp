@@ -30,6 +30,9 @@ struct CudaBackendOptions {
   // Choose each convolution's algorithms by timing them (cudnnFind*Ex) once
   // per shape instead of by cuDNN's heuristics; the choice is cached.
   bool conv_benchmark = false;
+  // Deterministic cuDNN convolution algorithms only (no atomics reordering
+  // sums between runs): bitwise-repeatable steps, sometimes slower.
+  bool deterministic = false;
   // Largest workspace one convolution algorithm may take from the pool.
   std::size_t conv_workspace_limit = 512ull << 20;
   // STOKE_GPU_JIT: NVRTC-compiled kernels for the exact device (on/auto) or
