@@ -79,6 +79,7 @@ PrefetchOptions prefetch_options(const Settings& settings, const Loader& loader,
   po.epochs = 1;
   po.device = gpu ? gpu->device() : -1;
   if (gpu) po.compute_stream = gpu->compute_stream();
+  po.device_memory = gpu;  // the device slots count against the pool's cap
   if (loader.dtype() == OutputDtype::kUint8) po.device_normalize = device_normalize_for(loader.options().preprocess);
   return po;
 }
