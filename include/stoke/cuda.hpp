@@ -73,6 +73,10 @@ class STOKE_API GpuBackend : public Backend {
   // and the device's total memory, for profiles and the advisor.
   virtual PoolStats pool_stats() const = 0;
   virtual std::uint64_t device_memory_bytes() const = 0;
+  // Device memory in use by everyone as the driver reports it (total - free:
+  // the pool, this process's CUDA context and cuDNN/cuBLAS handles, other
+  // processes); 0 when unknown.
+  virtual std::uint64_t device_used_bytes() const { return 0; }
   // The compute stream every op is issued on (a cudaStream_t), for
   // PrefetchOptions::compute_stream, so uploads are handed over in stream order.
   virtual StreamHandle compute_stream() const noexcept = 0;

@@ -158,6 +158,8 @@ MemoryFigures memory_figures(const Backend& backend, GpuBackend* gpu, const Pref
     m.pool_reserved = pool.reserved;
     m.pool_in_use = pool.in_use;
     m.pool_peak = pool.peak_in_use;
+    const std::uint64_t used = gpu->device_used_bytes();
+    m.device_outside_pool = used > pool.reserved ? used - pool.reserved : 0;
   } else {
     const MemoryStats stats = backend.memory_stats();
     m.pool_in_use = stats.in_use_bytes;

@@ -138,6 +138,13 @@ std::uint64_t CudaBackend::device_memory_bytes() const {
   return total;
 }
 
+std::uint64_t CudaBackend::device_used_bytes() const {
+  make_current();
+  std::size_t free_bytes = 0, total = 0;
+  STOKE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  return total - free_bytes;
+}
+
 void CudaBackend::reset_peak() {
   pool_->reset_peak();
 }

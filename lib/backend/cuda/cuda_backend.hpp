@@ -40,6 +40,7 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   MemoryStats memory_stats() const override;
   PoolStats pool_stats() const override;
   std::uint64_t device_memory_bytes() const override;
+  std::uint64_t device_used_bytes() const override;
   void reset_peak() override;
   std::size_t conv2d_workspace_bytes(const Shape& x, const Shape& w,
                                      const Conv2dParams& params) const override;
