@@ -92,8 +92,10 @@ DeviceSelection select_device(const DeviceRequest& request, const std::vector<Gp
                                      [&](const GpuInfo& g) { return g.index == index; }));
     const GpuInfo& pick = *std::min_element(listed.begin(), listed.end(), better);
     std::string indices;
-    for (int index : selection.gpus)
-      indices += (indices.empty() ? "" : ",") + std::to_string(index);
+    for (int index : selection.gpus) {
+      if (!indices.empty()) indices += ',';
+      indices += std::to_string(index);
+    }
     throw ConfigError(
         "STOKE_GPU_DEVICE=" + indices + " lists " + std::to_string(selection.gpus.size()) +
         " devices, but multi-GPU (data-parallel) training is not built yet: stoke "
