@@ -14,7 +14,7 @@
 namespace stoke::cuda {
 namespace {
 
-const char* const kPassNames[] = {"forward", "backward_data", "backward_filter"};
+const char* const* const kPassNames = kConvPassNames;
 
 const char* algo_name(int pass, int algo) {
   static const char* const fwd[] = {
@@ -107,7 +107,7 @@ bool acceptable(const Candidate& c, bool strict, bool deterministic, std::size_t
 }  // namespace
 
 ConvAlgoChoice CudaBackend::choose_conv_algo(int pass, const ConvCall& call) const {
-  const std::string key = std::string(kPassNames[pass]) + " " + call.setup.key();
+  const std::string& key = call.setup.pass_key(pass);
   {
     std::lock_guard lock(algo_mutex_);
     if (auto it = algos_.find(key); it != algos_.end()) return it->second;

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <array>
 #include <atomic>
 #include <deque>
 #include <initializer_list>
@@ -26,6 +27,8 @@
 #include "stoke/memory.hpp"
 
 namespace stoke::cuda {
+
+class ConvSetup;
 
 class STOKE_INTERNAL CudaBackend final : public GpuBackend {
  public:
@@ -129,6 +132,9 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   // benchmarking (outside a capture).
   struct ConvCall;
   ConvAlgoChoice choose_conv_algo(int pass, const ConvCall& call) const;
+  // The descriptors of a convolution shape, built once per backend (conv.cpp).
+  const ConvSetup& conv_setup(const char* op, const Shape& x, const Shape& w,
+                                    const Conv2dParams& params);
 
  private:
   friend class CudaCapturedStep;
@@ -151,6 +157,9 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   void release_retired_workspaces();
   void* cublas_workspace_ = nullptr;
   std::size_t cublas_workspace_bytes_ = 0;
+  static constexpr std::size_t kMaxConvSetups = 256;
+  std::mutex conv_setups_mutex_;
+  std::map<std::array<std::int64_t, 16>, std::unique_ptr<ConvSetup>> conv_setups_;
   mutable std::mutex algo_mutex_;
   mutable std::map<std::string, ConvAlgoChoice> algos_;
   mutable std::vector<std::string> algo_order_;
