@@ -30,6 +30,9 @@ struct CudaBackendOptions {
   // Choose each convolution's algorithms by timing them (cudnnFind*Ex) once
   // per shape instead of by cuDNN's heuristics; the choice is cached.
   bool conv_benchmark = false;
+  // Deterministic cuDNN convolution algorithms only (no atomics reordering
+  // sums between runs): bitwise-repeatable steps, sometimes slower.
+  bool deterministic = false;
   // Largest workspace one convolution algorithm may take from the pool.
   std::size_t conv_workspace_limit = 512ull << 20;
   // STOKE_GPU_JIT: NVRTC-compiled kernels for the exact device (on/auto) or
@@ -71,6 +74,10 @@ class STOKE_API GpuBackend : public Backend {
   // and the device's total memory, for profiles and the advisor.
   virtual PoolStats pool_stats() const = 0;
   virtual std::uint64_t device_memory_bytes() const = 0;
+  // Device memory in use by everyone as the driver reports it (total - free:
+  // the pool, this process's CUDA context and cuDNN/cuBLAS handles, other
+  // processes); 0 when unknown.
+  virtual std::uint64_t device_used_bytes() const { return 0; }
   // The compute stream every op is issued on (a cudaStream_t), for
   // PrefetchOptions::compute_stream, so uploads are handed over in stream order.
   virtual StreamHandle compute_stream() const noexcept = 0;

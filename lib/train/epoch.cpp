@@ -26,7 +26,8 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader) {
   if (!st.runner) {
     detail::StepEnv env{model_,   *optimizer_, profiler_, st.loss_sum, st.correct_sum, st.graphs,
                         st.dp ? st.dp->gradient_hook(callbacks_.on_gradients) : callbacks_.on_gradients};
-    st.runner = detail::make_step_runner(std::move(env), st.multiplier, st.settings.gpu_graph);
+    st.runner = detail::make_step_runner(std::move(env), st.multiplier, st.settings.gpu_graph,
+                                             st.settings.gpu_streams);
   }
   profiler_.start();
   run_batches(epoch, loader, record);
