@@ -16,7 +16,9 @@ namespace stoke::detail {
 
 // 2: open_device (memory, streams, events, copies; see cuda_device_api.hpp).
 // 3: create_backend (the cuDNN/cuBLAS backend, see stoke/cuda.hpp).
-inline constexpr int kCudaPluginAbi = 3;
+// 4: GpuBackend's device collectives (NCCL groups: new_device_group_id,
+//    join_device_group), reached through the backend's table.
+inline constexpr int kCudaPluginAbi = 4;
 
 class CudaPlugin {
  public:

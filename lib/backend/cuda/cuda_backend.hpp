@@ -112,6 +112,11 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   double take_busy_seconds(bool wait) override;
   std::unique_ptr<CapturedStep> capture(const std::function<void()>& step,
                                         std::string* why) override;
+  // NCCL groups (nccl_communicator.cpp).
+  std::string device_collectives_unavailable() const override;
+  std::vector<std::uint8_t> new_device_group_id() override;
+  std::unique_ptr<DeviceCommunicator> join_device_group(int rank, int world_size,
+                                                        std::span<const std::uint8_t> id) override;
 
   // --- for the op files ----------------------------------------------------
   cudaStream_t stream() const noexcept { return stream_; }
