@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "distributed/group_id.hpp"
 #include "stoke/backend.hpp"
+#include "stoke/cuda.hpp"
 #include "stoke/distributed.hpp"
 #include "stoke/train.hpp"
 #include "unit/dp_training_setup.hpp"
@@ -61,6 +63,26 @@ int peer_fails(stoke::Communicator& comm, bool leave_reason) {
   return 1;
 }
 
+// Rank 0 makes a device-group id (as NCCL's ncclGetUniqueId would: 128
+// bytes, different per run); every rank prints the id it received.
+int group_id(stoke::Communicator& comm) {
+  const auto make = [] {
+    std::vector<std::uint8_t> id(stoke::kDeviceGroupIdBytes);
+    const auto seed = static_cast<unsigned>(getpid());
+    for (std::size_t i = 0; i < id.size(); ++i) id[i] = static_cast<std::uint8_t>((seed >> (i % 24)) + 31 * i);
+    return id;
+  };
+  const std::vector<std::uint8_t> id = stoke::detail::share_group_id(comm, make, stoke::kDeviceGroupIdBytes);
+  std::string hex;
+  for (std::uint8_t b : id) {
+    char two[3];
+    std::snprintf(two, sizeof two, "%02x", b);
+    hex += two;
+  }
+  std::printf("rank %d id %s\n", comm.rank(), hex.c_str());
+  return id.size() == stoke::kDeviceGroupIdBytes ? 0 : 1;
+}
+
 // Trains the setup of dp_training_setup.hpp on this rank's shard of
 // argv[2..3] (IDX images, labels); writes the final parameters to argv[4].<rank>.
 // With argv[5] = N, rank 1 asks to stop after its N-th step.
@@ -101,6 +123,7 @@ int main(int argc, char** argv) {
     auto comm = stoke::make_communicator(options);
     const std::string scenario = argv[1];
     if (scenario == "collectives") return collectives(*comm);
+    if (scenario == "group-id") return group_id(*comm);
     if (scenario == "peer-fails") return peer_fails(*comm, true);
     if (scenario == "peer-killed") return peer_fails(*comm, false);
     if (scenario == "train" && argc >= 5) return train(*comm, argv, argc);
