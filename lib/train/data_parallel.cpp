@@ -65,6 +65,7 @@ DeviceCommunicator* DataParallel::device_communicator(Tensor& tensor) {
   const std::vector<std::uint8_t> id =
       share_group_id(comm_, [gpu] { return gpu->new_device_group_id(); }, kDeviceGroupIdBytes);
   device_ = gpu->join_device_group(comm_.rank(), comm_.world_size(), id);
+  device_backend_ = gpu;
   log_info("data-parallel gradients on " + device_->name() + " (" + gpu->name() + ", compute stream)");
   return device_.get();
 }
@@ -72,16 +73,16 @@ DeviceCommunicator* DataParallel::device_communicator(Tensor& tensor) {
 void DataParallel::allreduce_mean(Tensor& tensor) {
   auto span = profiler_.span(Stage::kCommunicate);
   DeviceCommunicator* device = device_communicator(tensor);
+  if (device && &tensor.backend() == device_backend_ && tensor.dtype() == DType::kFloat32) {
+    device->allreduce_mean(tensor);  // queued on the compute stream: no host wait
+    return;
+  }
+  // Through the host: the block is complete once the backend has run.
+  tensor.backend().synchronize();
   if (tensor.backend().is_host() && tensor.dtype() == DType::kFloat32) {
     comm_.allreduce_mean(std::span<float>(tensor.data<float>(), static_cast<std::size_t>(tensor.numel())));
     return;
   }
-  if (device && tensor.dtype() == DType::kFloat32) {
-    device->allreduce_mean(tensor);  // queued on the compute stream: no host wait
-    return;
-  }
-  // Through the host: the block is complete once the stream has run.
-  tensor.backend().synchronize();
   std::vector<float> host = to_host(tensor);
   comm_.allreduce_mean(host);
   from_host(tensor, host);

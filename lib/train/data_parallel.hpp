@@ -61,6 +61,7 @@ class DataParallel {
   Profiler& profiler_;
   bool device_decided_ = false;
   std::unique_ptr<DeviceCommunicator> device_;
+  const Backend* device_backend_ = nullptr;  // the backend device_ runs on
 };
 
 }  // namespace stoke::detail
