@@ -16,6 +16,7 @@
 #include "stoke/distributed.hpp"
 #include "stoke/train.hpp"
 #include "unit/dp_training_setup.hpp"
+#include "unit/fake_gpu_backend.hpp"
 
 namespace {
 
@@ -86,7 +87,9 @@ int group_id(stoke::Communicator& comm) {
 // Trains the setup of dp_training_setup.hpp on this rank's shard of
 // argv[2..3] (IDX images, labels); writes the final parameters to argv[4].<rank>.
 // With argv[5] = N, rank 1 asks to stop after its N-th step.
-int train(stoke::Communicator& comm, char** argv, int argc) {
+// On a fake GPU (fake_gpu: FakeGpuBackend, which has no device collectives)
+// the gradients go through the host, and the run logs so (STOKE_LOG_LEVEL=info).
+int train(stoke::Communicator& comm, char** argv, int argc, bool fake_gpu = false) {
   stoke::nn::ModelSpec spec;
   stoke::LoaderOptions loader;
   stoke::TrainerOptions options;
@@ -95,7 +98,9 @@ int train(stoke::Communicator& comm, char** argv, int argc) {
   const std::string out = argv[4];
   options.stop_checkpoint = out + ".stop.ckpt";
   auto data = stoke::Dataset::from_idx(argv[2], argv[3]);
-  auto model = stoke::nn::build_model(stoke::cpu_backend(), spec, 7 + static_cast<std::uint64_t>(comm.rank()));
+  stoke::testing::FakeGpuBackend gpu;
+  stoke::Backend& backend = fake_gpu ? static_cast<stoke::Backend&>(gpu) : stoke::cpu_backend();
+  auto model = stoke::nn::build_model(backend, spec, 7 + static_cast<std::uint64_t>(comm.rank()));
   stoke::Callbacks callbacks;
   stoke::Trainer* trainer_ptr = nullptr;
   const int stop_at = argc > 5 ? std::atoi(argv[5]) : 0;
@@ -105,7 +110,10 @@ int train(stoke::Communicator& comm, char** argv, int argc) {
   stoke::Trainer trainer(*model, options, callbacks);
   trainer_ptr = &trainer;
   const auto result = trainer.fit(data, &data, loader);
-  stoke::testing::write_floats(out + "." + std::to_string(comm.rank()), model->parameters());
+  const std::vector<float> params = model->parameters().to_vector();
+  std::FILE* file = std::fopen((out + "." + std::to_string(comm.rank())).c_str(), "wb");
+  if (!file || std::fwrite(params.data(), sizeof(float), params.size(), file) != params.size()) return 5;
+  std::fclose(file);
   const auto& last = result.log.epochs.back();
   std::printf("rank %d: %s after %zu epochs, %llu images, val acc %.4f on %llu images, communicate %.1f %%\n",
               comm.rank(), stoke::to_string(result.reason), result.log.epochs.size(),
@@ -127,6 +135,7 @@ int main(int argc, char** argv) {
     if (scenario == "peer-fails") return peer_fails(*comm, true);
     if (scenario == "peer-killed") return peer_fails(*comm, false);
     if (scenario == "train" && argc >= 5) return train(*comm, argv, argc);
+    if (scenario == "train-fake-gpu" && argc >= 5) return train(*comm, argv, argc, true);
     return 64;
   } catch (const stoke::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
