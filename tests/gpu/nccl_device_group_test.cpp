@@ -28,8 +28,8 @@ class NcclGroup : public GpuTest {
 
   std::unique_ptr<DeviceCommunicator> join_one() {
     auto host = make_communicator(DistributedOptions{});
-    const auto id = detail::share_group_id(*host, [this] { return gpu_->new_device_group_id(); },
-                                           kDeviceGroupIdBytes);
+    const auto id = detail::share_group_id(
+        *host, [this] { return gpu_->new_device_group_id(); }, kDeviceGroupIdBytes);
     return gpu_->join_device_group(0, 1, id);
   }
 
@@ -64,7 +64,8 @@ TEST_F(NcclGroup, RefusesBadRanksIdsAndTensorsByName) {
   const auto id = gpu_->new_device_group_id();
   ASSERT_EQ(id.size(), kDeviceGroupIdBytes);
   EXPECT_THROW(gpu_->join_device_group(1, 1, id), InvalidArgument);
-  EXPECT_THROW(gpu_->join_device_group(0, 1, std::span<const std::uint8_t>(id.data(), 5)), InvalidArgument);
+  EXPECT_THROW(gpu_->join_device_group(0, 1, std::span<const std::uint8_t>(id.data(), 5)),
+               InvalidArgument);
   auto group = gpu_->join_device_group(0, 1, id);
   Tensor host(cpu_backend(), Shape{4});
   EXPECT_THROW(group->allreduce_sum(host), InvalidArgument);

@@ -2,7 +2,6 @@
 // makes it, the host communicator's broadcast_bytes carries it. Runs without a
 // GPU: the id here is 128 bytes made by the worker, as ncclGetUniqueId makes one.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -26,9 +25,9 @@ std::string printed_id(const std::string& output) {
 
 TEST(DeviceGroupId, TravelsFromRankZeroToTheOtherProcessOverGloo) {
   if (!distributed_available()) GTEST_SKIP() << "this build has no Gloo (libgloo-dev)";
-  testing::RankGroup group(std::filesystem::temp_directory_path() /
-                               ("stoke-dist-group-id-" + std::to_string(getpid())),
-                           2);
+  testing::RankGroup group(
+      std::filesystem::temp_directory_path() / ("stoke-dist-group-id-" + std::to_string(getpid())),
+      2);
   const auto results = group.run(STOKE_DIST_WORKER, {"group-id"}, std::chrono::seconds(60));
   ASSERT_EQ(results.size(), 2u);
   for (std::size_t r = 0; r < results.size(); ++r) {
@@ -36,7 +35,8 @@ TEST(DeviceGroupId, TravelsFromRankZeroToTheOtherProcessOverGloo) {
   }
   const std::string root = printed_id(results[0].output);
   EXPECT_EQ(root.size(), 2 * kDeviceGroupIdBytes) << results[0].output;
-  EXPECT_EQ(printed_id(results[1].output), root) << "rank 1 must hold rank 0's id:\n" << results[1].output;
+  EXPECT_EQ(printed_id(results[1].output), root) << "rank 1 must hold rank 0's id:\n"
+                                                 << results[1].output;
   EXPECT_NE(root.find_first_not_of('0'), std::string::npos) << "the id is not all zeros";
 }
 
@@ -44,7 +44,13 @@ TEST(DeviceGroupId, OneRankKeepsTheIdItMade) {
   auto comm = make_communicator(DistributedOptions{});
   const std::vector<std::uint8_t> made(kDeviceGroupIdBytes, 0x5a);
   int calls = 0;
-  const auto id = detail::share_group_id(*comm, [&] { ++calls; return made; }, kDeviceGroupIdBytes);
+  const auto id = detail::share_group_id(
+      *comm,
+      [&] {
+        ++calls;
+        return made;
+      },
+      kDeviceGroupIdBytes);
   EXPECT_EQ(id, made);
   EXPECT_EQ(calls, 1);
 }
@@ -52,7 +58,8 @@ TEST(DeviceGroupId, OneRankKeepsTheIdItMade) {
 TEST(DeviceGroupId, AnIdOfTheWrongSizeIsRefusedBeforeItIsSent) {
   auto comm = make_communicator(DistributedOptions{});
   try {
-    detail::share_group_id(*comm, [] { return std::vector<std::uint8_t>(5); }, kDeviceGroupIdBytes);
+    detail::share_group_id(
+        *comm, [] { return std::vector<std::uint8_t>(5); }, kDeviceGroupIdBytes);
     FAIL() << "a 5-byte id was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("5 bytes, expected 128"), std::string::npos) << e.what();

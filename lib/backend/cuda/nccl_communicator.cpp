@@ -44,7 +44,8 @@ struct NcclApi {
 template <typename Fn>
 void resolve(void* library, const char* symbol, Fn& fn, std::string& error) {
   fn = reinterpret_cast<Fn>(dlsym(library, symbol));
-  if (!fn && error.empty()) error = std::string("libnccl has no ") + symbol + " (NCCL older than 2.13?)";
+  if (!fn && error.empty())
+    error = std::string("libnccl has no ") + symbol + " (NCCL older than 2.13?)";
 }
 
 const NcclApi& nccl() {
@@ -79,10 +80,12 @@ const NcclApi& nccl_or_throw(const std::string& where) {
 const char* nccl_hint(ncclResult_t status) {
   switch (status) {
     case ncclRemoteError:
-      return "another rank failed or left (its own error names the cause); every rank of the group must "
+      return "another rank failed or left (its own error names the cause); every rank of the group "
+             "must "
              "reach the same collectives";
     case ncclSystemError:
-      return "a system call or the network failed: NCCL_DEBUG=WARN prints which; on several machines "
+      return "a system call or the network failed: NCCL_DEBUG=WARN prints which; on several "
+             "machines "
              "check NCCL_SOCKET_IFNAME and that the ranks reach each other";
     case ncclUnhandledCudaError:
       return "a CUDA call inside NCCL failed: check the driver and the device";
@@ -95,15 +98,17 @@ const char* nccl_hint(ncclResult_t status) {
 
 // "NCCL call ncclAllReduce(...) failed at file:line on device 0 (rank 1 of
 // 2): remote process exited or there was a network error (status 6); hint".
-[[noreturn]] void nccl_failure(ncclResult_t status, const char* call, const char* file, int line, int rank,
-                               int world) {
+[[noreturn]] void nccl_failure(ncclResult_t status, const char* call, const char* file, int line,
+                               int rank, int world) {
   int device = -1;
   const bool have_device = cudaGetDevice(&device) == cudaSuccess;
-  std::string message = std::string("NCCL call ") + call + " failed at " + file + ":" + std::to_string(line) +
-                        " on " + (have_device ? "device " + std::to_string(device) : "no current device") +
-                        " (rank " + std::to_string(rank) + " of " + std::to_string(world) +
-                        "): " + nccl().error_string(status) + " (status " + std::to_string(status) + ")";
-  if (const char* last = nccl().last_error(nullptr); last && *last) message += ": " + std::string(last);
+  std::string message =
+      std::string("NCCL call ") + call + " failed at " + file + ":" + std::to_string(line) +
+      " on " + (have_device ? "device " + std::to_string(device) : "no current device") +
+      " (rank " + std::to_string(rank) + " of " + std::to_string(world) +
+      "): " + nccl().error_string(status) + " (status " + std::to_string(status) + ")";
+  if (const char* last = nccl().last_error(nullptr); last && *last)
+    message += ": " + std::string(last);
   if (const char* hint = nccl_hint(status)) message += "; " + std::string(hint);
   throw CommunicationError(message, rank);
 }
@@ -124,8 +129,8 @@ std::string nccl_version() {
   int version = 0;
   if (nccl().get_version(&version) != ncclSuccess) return "nccl";
   // NCCL_VERSION(X, Y, Z) = X * 10000 + Y * 100 + Z since 2.9.
-  return "nccl " + std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
-         std::to_string(version % 100);
+  return "nccl " + std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) +
+         "." + std::to_string(version % 100);
 }
 
 class NcclCommunicator final : public DeviceCommunicator {
@@ -142,7 +147,8 @@ class NcclCommunicator final : public DeviceCommunicator {
       const DeviceScope scope(backend_.device());
       STOKE_CUDA_WARN(cudaStreamSynchronize(backend_.stream()));
       if (const ncclResult_t status = nccl().comm_destroy(comm_); status != ncclSuccess) {
-        log_warn("ncclCommDestroy on rank " + std::to_string(rank_) + ": " + nccl().error_string(status));
+        log_warn("ncclCommDestroy on rank " + std::to_string(rank_) + ": " +
+                 nccl().error_string(status));
       }
     } catch (...) {
       // The device is gone: nothing left to release (never throw here).
@@ -168,8 +174,9 @@ class NcclCommunicator final : public DeviceCommunicator {
     float* data = tensor.data<float>();
     const auto count = static_cast<std::size_t>(tensor.numel());
     const DeviceScope scope(backend_.device());
-    STOKE_NCCL_CHECK(nccl().all_reduce(data, data, count, ncclFloat32, op, comm_, backend_.stream()), rank_,
-                     world_);
+    STOKE_NCCL_CHECK(
+        nccl().all_reduce(data, data, count, ncclFloat32, op, comm_, backend_.stream()), rank_,
+        world_);
   }
 
   CudaBackend& backend_;
@@ -180,7 +187,9 @@ class NcclCommunicator final : public DeviceCommunicator {
 
 }  // namespace
 
-std::string CudaBackend::device_collectives_unavailable() const { return nccl().error; }
+std::string CudaBackend::device_collectives_unavailable() const {
+  return nccl().error;
+}
 
 std::vector<std::uint8_t> CudaBackend::new_device_group_id() {
   const NcclApi& api = nccl_or_throw(name());
@@ -191,15 +200,16 @@ std::vector<std::uint8_t> CudaBackend::new_device_group_id() {
   return bytes;
 }
 
-std::unique_ptr<DeviceCommunicator> CudaBackend::join_device_group(int rank, int world_size,
-                                                                   std::span<const std::uint8_t> id) {
+std::unique_ptr<DeviceCommunicator> CudaBackend::join_device_group(
+    int rank, int world_size, std::span<const std::uint8_t> id) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
-    throw InvalidArgument("NCCL group on " + name() + ": rank " + std::to_string(rank) + " outside a world of " +
-                          std::to_string(world_size));
+    throw InvalidArgument("NCCL group on " + name() + ": rank " + std::to_string(rank) +
+                          " outside a world of " + std::to_string(world_size));
   }
   if (id.size() != sizeof(ncclUniqueId)) {
-    throw InvalidArgument("NCCL group on " + name() + ": the group id has " + std::to_string(id.size()) +
-                          " bytes, not " + std::to_string(sizeof(ncclUniqueId)));
+    throw InvalidArgument("NCCL group on " + name() + ": the group id has " +
+                          std::to_string(id.size()) + " bytes, not " +
+                          std::to_string(sizeof(ncclUniqueId)));
   }
   nccl_or_throw(name());
   ncclUniqueId unique{};
@@ -217,7 +227,8 @@ std::vector<std::uint8_t> CudaBackend::new_device_group_id() {
   throw Unsupported("NCCL group on " + name() + ": " + device_collectives_unavailable());
 }
 
-std::unique_ptr<DeviceCommunicator> CudaBackend::join_device_group(int, int, std::span<const std::uint8_t>) {
+std::unique_ptr<DeviceCommunicator> CudaBackend::join_device_group(int, int,
+                                                                   std::span<const std::uint8_t>) {
   throw Unsupported("NCCL group on " + name() + ": " + device_collectives_unavailable());
 }
 
