@@ -125,6 +125,7 @@ class GraphedStepRunner final : public StepRunner {
 
 // The runner for this model, backend and settings; on a GPU where steps
 // cannot replay as graphs, env.graphs.note says why.
-std::unique_ptr<StepRunner> make_step_runner(StepEnv env, int multiplier, Toggle gpu_graph);
+std::unique_ptr<StepRunner> make_step_runner(StepEnv env, int multiplier, Toggle gpu_graph,
+                                             bool gpu_streams = true);
 
 }  // namespace stoke::detail
