@@ -1,0 +1,193 @@
+// Inference with batch norm folded and bias + residual + ReLU fused (see
+// fused_inference.hpp). Folding: scale = gamma / sqrt(var + eps),
+// w' = w * scale (per output channel), b' = (b - mean) * scale + beta.
+#include "nn/fused_inference.hpp"
+
+#include <cmath>
+
+#include "backend/cpu/conv2d_fused.hpp"
+
+namespace stoke::nn {
+
+namespace {
+
+void ensure_shape(Backend& be, Tensor& t, const Shape& shape) {
+  if (!t.defined() || t.shape() != shape) t = Tensor(be, shape);
+}
+
+// One convolution with what follows it folded in or fused.
+struct FoldedConv {
+  const Conv2d* conv = nullptr;
+  const BatchNorm2d* bn = nullptr;  // folded into w, b
+  bool relu = false;
+  Tensor w, b;       // folded weights and bias
+  Tensor y, scratch;  // output; the plain-ops path's intermediate
+
+  void fold(Backend& be);
+  const Tensor& run(Backend& be, const Tensor& x, const Tensor* residual);
+};
+
+void FoldedConv::fold(Backend& be) {
+  const Shape shape = conv->weight().shape();
+  const auto k = static_cast<std::size_t>(shape[0]);
+  std::vector<float> wv = conv->weight().to_vector();
+  const std::size_t per = wv.size() / k;
+  std::vector<float> bv = conv->bias().defined() ? conv->bias().to_vector() : std::vector<float>(k, 0.0f);
+  if (bn) {
+    const auto gamma = bn->gamma().to_vector(), beta = bn->beta().to_vector();
+    const auto mean = bn->running_mean().to_vector(), var = bn->running_var().to_vector();
+    for (std::size_t c = 0; c < k; ++c) {
+      const double scale = gamma[c] / std::sqrt(static_cast<double>(var[c]) + bn->params().epsilon);
+      for (std::size_t i = 0; i < per; ++i) wv[c * per + i] = static_cast<float>(wv[c * per + i] * scale);
+      bv[c] = static_cast<float>((bv[c] - mean[c]) * scale + beta[c]);
+    }
+  }
+  ensure_shape(be, w, shape);
+  ensure_shape(be, b, {shape[0]});
+  w.copy_from_host(wv.data());
+  b.copy_from_host(bv.data());
+}
+
+const Tensor& FoldedConv::run(Backend& be, const Tensor& x, const Tensor* residual) {
+  ensure_shape(be, y, conv->output_shape(x.shape()));
+  if (cpu::conv2d_fused(be, x, w, b, residual, y, conv->params(), relu)) return y;
+  // Elsewhere: the same arithmetic through the plain ops.
+  if (!residual && !relu) {
+    be.conv2d_forward(x, w, b, y, conv->params());
+    return y;
+  }
+  ensure_shape(be, scratch, y.shape());
+  be.conv2d_forward(x, w, b, scratch, conv->params());
+  if (!residual) {
+    be.relu_forward(scratch, y);
+    return y;
+  }
+  be.add(scratch, *residual, y);
+  if (!relu) return y;
+  be.relu_forward(y, scratch);
+  return scratch;
+}
+
+template <class T>
+const T* as(const std::unique_ptr<Layer>& layer) {
+  return dynamic_cast<const T*>(layer.get());
+}
+
+// Conv2d at layers[i], with a BatchNorm2d of its channels and a Relu after it
+// taken in; advances i past what it took.
+FoldedConv take_conv(const std::vector<std::unique_ptr<Layer>>& layers, std::size_t& i) {
+  FoldedConv fc;
+  fc.conv = as<Conv2d>(layers[i]);
+  const auto* bn = i + 1 < layers.size() ? as<BatchNorm2d>(layers[i + 1]) : nullptr;
+  if (bn && bn->gamma().numel() == fc.conv->weight().dim(0)) {
+    fc.bn = bn;
+    ++i;
+  }
+  if (i + 1 < layers.size() && as<Relu>(layers[i + 1])) {
+    fc.relu = true;
+    ++i;
+  }
+  return fc;
+}
+
+}  // namespace
+
+struct FusedInference::Step {
+  enum class Kind { kConv, kBlock, kLayer } kind = Kind::kLayer;
+  FoldedConv first, second, shortcut;  // kConv: first; kBlock: all (shortcut.conv null: identity)
+  Layer* layer = nullptr;              // kLayer
+
+  void fold(Backend& be) {
+    if (kind == Kind::kLayer) return;
+    first.fold(be);
+    if (kind == Kind::kConv) return;
+    second.fold(be);
+    if (shortcut.conv) shortcut.fold(be);
+  }
+  const Tensor& run(Backend& be, const Tensor& x) {
+    switch (kind) {
+      case Kind::kConv: return first.run(be, x, nullptr);
+      case Kind::kLayer: return layer->forward(x, false);
+      case Kind::kBlock: break;
+    }
+    const Tensor& mid = first.run(be, x, nullptr);
+    const Tensor& skip = shortcut.conv ? shortcut.run(be, x, nullptr) : x;
+    return second.run(be, mid, &skip);
+  }
+};
+
+namespace {
+
+// A BasicBlock as conv-bn-relu, conv-bn + shortcut (conv-bn or identity),
+// relu; false when its layers are not exactly that.
+bool take_block(const BasicBlock& block, FusedInference::Step& step) {
+  const auto& m = block.main_path().layers();
+  if (m.size() != 5 || !as<Conv2d>(m[0]) || !as<BatchNorm2d>(m[1]) || !as<Relu>(m[2]) || !as<Conv2d>(m[3]) ||
+      !as<BatchNorm2d>(m[4])) {
+    return false;
+  }
+  std::size_t i = 0;
+  step.first = take_conv(m, i);
+  i = 3;
+  step.second = take_conv(m, i);
+  if (!step.first.bn || !step.first.relu || !step.second.bn) return false;
+  step.second.relu = true;  // the block's relu after the add
+  if (const Sequential* sc = block.shortcut()) {
+    const auto& s = sc->layers();
+    if (s.size() != 2 || !as<Conv2d>(s[0]) || !as<BatchNorm2d>(s[1])) return false;
+    i = 0;
+    step.shortcut = take_conv(s, i);
+    if (!step.shortcut.bn) return false;
+  }
+  step.kind = FusedInference::Step::Kind::kBlock;
+  return true;
+}
+
+void build(const Sequential& seq, std::vector<std::unique_ptr<FusedInference::Step>>& steps) {
+  const auto& layers = seq.layers();
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    auto step = std::make_unique<FusedInference::Step>();
+    if (const auto* inner = as<Sequential>(layers[i])) {
+      build(*inner, steps);
+      continue;
+    }
+    if (as<Conv2d>(layers[i])) {
+      step->kind = FusedInference::Step::Kind::kConv;
+      step->first = take_conv(layers, i);
+    } else if (const auto* block = as<BasicBlock>(layers[i]); !(block && take_block(*block, *step))) {
+      step = std::make_unique<FusedInference::Step>();
+      step->layer = layers[i].get();
+    }
+    steps.push_back(std::move(step));
+  }
+}
+
+}  // namespace
+
+FusedInference::FusedInference(Sequential& net) : backend_(&net.backend()) {
+  build(net, steps_);
+  refold();
+}
+
+FusedInference::~FusedInference() = default;
+
+void FusedInference::refold() {
+  for (auto& step : steps_) step->fold(*backend_);
+}
+
+const Tensor& FusedInference::forward(const Tensor& x) {
+  const Tensor* t = &x;
+  for (auto& step : steps_) t = &step->run(*backend_, *t);
+  return *t;
+}
+
+int FusedInference::fused_convolutions() const noexcept {
+  int count = 0;
+  for (const auto& step : steps_) {
+    if (step->kind == Step::Kind::kConv) count += 1;
+    if (step->kind == Step::Kind::kBlock) count += step->shortcut.conv ? 3 : 2;
+  }
+  return count;
+}
+
+}  // namespace stoke::nn
