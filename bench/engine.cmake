@@ -16,3 +16,9 @@ if(STOKE_DNNL_LIBRARY AND STOKE_DNNL_INCLUDE)
   target_link_libraries(bench_engine_conv_dnnl PRIVATE stoke ${STOKE_DNNL_LIBRARY})
   set_target_properties(bench_engine_conv_dnnl PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
 endif()
+
+# Eval-mode inference of the net: plain forward vs fused (issue 16).
+add_executable(bench_engine_infer ${CMAKE_CURRENT_LIST_DIR}/engine_infer.cpp)
+target_include_directories(bench_engine_infer PRIVATE ${PROJECT_SOURCE_DIR}/lib)
+target_link_libraries(bench_engine_infer PRIVATE stoke stoke_warnings)
+set_target_properties(bench_engine_infer PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)

@@ -71,11 +71,12 @@ struct Problem {
   int kind = kForward;
   int n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, groups = 1;
   int sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int ph_bottom = 0;  // a band of rows pads only where it meets the image's edge
   bool bias = false, sum = false, relu = false;
   std::array<int, 19> key() const {
-    return {kind, n, c, h, w, k, r, s, groups, sh, sw, ph, pw, dh, dw, bias, sum, relu, 0};
+    return {kind, n, c, h, w, k, r, s, groups, sh, sw, ph, pw, dh, dw, ph_bottom, bias, sum, relu};
   }
-  int p() const { return static_cast<int>(conv_output_size(h, r, sh, ph, dh)); }
+  int p() const { return (h + ph + ph_bottom - ((r - 1) * dh + 1)) / sh + 1; }
   int q() const { return static_cast<int>(conv_output_size(w, s, sw, pw, dw)); }
 };
 
@@ -87,6 +88,7 @@ Problem problem(const Shape& x, const Shape& w, const Conv2dParams& prm) {
   pb.groups = prm.groups;
   pb.sh = prm.stride_h; pb.sw = prm.stride_w; pb.ph = prm.pad_h; pb.pw = prm.pad_w;
   pb.dh = prm.dilation_h; pb.dw = prm.dilation_w;
+  pb.ph_bottom = pb.ph;
   return pb;
 }
 
@@ -102,7 +104,7 @@ dnnl::stream& stream() {
 
 struct Descs {
   memory::desc src, weights, bias, dst;
-  memory::dims strides, dilates, pad;
+  memory::dims strides, dilates, pad, pad_r;
 };
 
 Descs descs(const Problem& pb) {
@@ -116,7 +118,8 @@ Descs descs(const Problem& pb) {
   d.bias = memory::desc({pb.k}, f32, Tag::x);
   d.strides = {pb.sh, pb.sw};
   d.dilates = {pb.dh - 1, pb.dw - 1};  // oneDNN counts the gaps
-  d.pad = {pb.ph, pb.pw};              // symmetric: stoke's output size is then consistent
+  d.pad = {pb.ph, pb.pw};
+  d.pad_r = {pb.ph_bottom, pb.pw};  // symmetric but for bands: stoke's output size is then consistent
   return d;
 }
 
@@ -125,9 +128,9 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Problem& pb, dnnl::pr
   const Descs d = descs(pb);
   const auto alg = dnnl::algorithm::convolution_direct;
   const auto desc = pb.bias ? dnnl::convolution_forward::desc(prop, alg, d.src, d.weights, d.bias, d.dst, d.strides,
-                                                              d.dilates, d.pad, d.pad)
+                                                              d.dilates, d.pad, d.pad_r)
                             : dnnl::convolution_forward::desc(prop, alg, d.src, d.weights, d.dst, d.strides,
-                                                              d.dilates, d.pad, d.pad);
+                                                              d.dilates, d.pad, d.pad_r);
   return {desc, attr, engine()};
 }
 
@@ -157,15 +160,15 @@ std::unique_ptr<Prim> create(const Problem& pb) {
     const auto alg = dnnl::algorithm::convolution_direct;
     if (pb.kind == kBackwardData) {
       const dnnl::convolution_backward_data::desc desc(alg, d.src, d.weights, d.dst, d.strides, d.dilates, d.pad,
-                                                       d.pad);
+                                                       d.pad_r);
       const dnnl::convolution_backward_data::primitive_desc pd(desc, attr, engine(), hint);
       out->primitive = dnnl::convolution_backward_data(pd);
       out->scratch = pd.scratchpad_desc();
     } else {
       const auto desc = pb.bias ? dnnl::convolution_backward_weights::desc(alg, d.src, d.weights, d.bias, d.dst,
-                                                                           d.strides, d.dilates, d.pad, d.pad)
+                                                                           d.strides, d.dilates, d.pad, d.pad_r)
                                 : dnnl::convolution_backward_weights::desc(alg, d.src, d.weights, d.dst, d.strides,
-                                                                           d.dilates, d.pad, d.pad);
+                                                                           d.dilates, d.pad, d.pad_r);
       const dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, engine(), hint);
       out->primitive = dnnl::convolution_backward_weights(pd);
       out->scratch = pd.scratchpad_desc();
@@ -235,17 +238,54 @@ std::size_t most_scratch(Problem pb, int kind, bool channels_k, bool channels_c,
                   primitive(sub(pb, kind, channels_k, channels_c, 0, hi)).scratch_floats);
 }
 
+// Forward of one image split into bands of output rows (every arena thread
+// on one image, no work done twice); a batch splits over images.
+struct Band {
+  int p0, p1;        // output rows
+  int row0, rows;    // input rows read
+  Problem problem;   // the band as a convolution of its own (n = 1)
+};
+
+Band band(const Problem& g, std::size_t b, std::size_t e) {
+  Band bd{};
+  bd.p0 = static_cast<int>(b);
+  bd.p1 = static_cast<int>(e);
+  const int lo = bd.p0 * g.sh - g.ph, hi = (bd.p1 - 1) * g.sh - g.ph + (g.r - 1) * g.dh + 1;
+  bd.row0 = std::max(lo, 0);
+  bd.rows = std::min(hi, g.h) - bd.row0;
+  bd.problem = g;
+  bd.problem.n = 1;
+  bd.problem.h = bd.rows;
+  bd.problem.ph = bd.row0 - lo;
+  bd.problem.ph_bottom = hi - std::min(hi, g.h);
+  return bd;
+}
+
 struct ForwardPlan {
-  bool channels;
+  bool bands;
   int count;
-  std::size_t per_chunk;  // floats
+  std::size_t scratch;    // floats per chunk, then the band's x and y copies
+  std::size_t x_band, y_band;
+  std::size_t per_chunk() const { return scratch + x_band + y_band; }
 };
 
 ForwardPlan forward_plan(const CpuBackend& be, const Problem& g) {
   ForwardPlan fp{};
-  fp.channels = split_channels(be, g);
-  fp.count = parts(be, fp.channels ? g.k : g.n);
-  fp.per_chunk = most_scratch(g, kForward, fp.channels, false, fp.channels ? g.k : g.n, fp.count);
+  fp.bands = g.n == 1 && be.chunks() > 1 && g.p() > 1;
+  if (!fp.bands) {
+    fp.count = parts(be, g.n);
+    fp.scratch = most_scratch(g, kForward, false, false, g.n, fp.count);
+    return fp;
+  }
+  fp.count = parts(be, g.p());
+  for (int j = 0; j < fp.count; ++j) {
+    const std::size_t b = static_cast<std::size_t>(j) * g.p() / fp.count;
+    const std::size_t e = static_cast<std::size_t>(j + 1) * g.p() / fp.count;
+    const Band bd = band(g, b, e);
+    fp.scratch = std::max(fp.scratch, primitive(bd.problem).scratch_floats);
+    fp.x_band = std::max(fp.x_band, align16(static_cast<std::size_t>(g.c) * bd.rows * g.w));
+    fp.y_band = std::max(fp.y_band, align16(static_cast<std::size_t>(g.k) * (e - b) * g.q()));
+  }
   return fp;
 }
 
@@ -291,8 +331,39 @@ std::size_t workspace_bytes(const CpuBackend& be, const Shape& x, const Shape& w
   const Problem g = problem(x, w, prm);
   const ForwardPlan fp = forward_plan(be, g);
   const BackwardPlan bp = backward_plan(be, g, true);
-  return std::max(fp.per_chunk * fp.count, bp.floats()) * sizeof(float);
+  return std::max(fp.per_chunk() * fp.count, bp.floats()) * sizeof(float);
 }
+
+namespace {
+
+// Rows [row0, row0 + rows) of every channel plane (planes of `height` rows of
+// `width`) between a full image and a dense band.
+void copy_rows(const float* from, std::size_t from_height, float* to, std::size_t to_height, int channels,
+               std::size_t rows, std::size_t width) {
+  for (int c = 0; c < channels; ++c) {
+    std::memcpy(to + c * to_height * width, from + c * from_height * width, rows * width * sizeof(float));
+  }
+}
+
+void forward_band(const Problem& g, const ForwardPlan& fp, float* scratch, std::size_t b, std::size_t e,
+                  const float* xp, const float* wp, const float* bp, float* yp, const float* residual) {
+  const Band bd = band(g, b, e);
+  const Descs d = descs(bd.problem);
+  const std::size_t q = static_cast<std::size_t>(g.q()), rows_out = e - b;
+  float* x_band = scratch + fp.scratch;
+  float* y_band = x_band + fp.x_band;
+  copy_rows(xp + static_cast<std::size_t>(bd.row0) * g.w, static_cast<std::size_t>(g.h), x_band,
+            static_cast<std::size_t>(bd.rows), g.c, static_cast<std::size_t>(bd.rows), static_cast<std::size_t>(g.w));
+  const std::size_t p = static_cast<std::size_t>(g.p());
+  if (residual) copy_rows(residual + b * q, p, y_band, rows_out, g.k, rows_out, q);
+  Args args{{DNNL_ARG_SRC, wrap(d.src, x_band)}, {DNNL_ARG_WEIGHTS, wrap(d.weights, wp)},
+            {DNNL_ARG_DST, wrap(d.dst, y_band)}};
+  if (bp) args.emplace(DNNL_ARG_BIAS, wrap(d.bias, bp));
+  run(primitive(bd.problem), args, scratch);
+  copy_rows(y_band, rows_out, yp + b * q, p, g.k, rows_out, q);
+}
+
+}  // namespace
 
 void forward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
              const Conv2dParams& prm, const Epilogue& epilogue) {
@@ -301,30 +372,30 @@ void forward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& bia
   g.sum = epilogue.residual != nullptr;
   g.relu = epilogue.relu;
   const ForwardPlan fp = forward_plan(be, g);
-  float* ws = be.workspace(std::max<std::size_t>(1, fp.per_chunk * fp.count));
+  float* ws = be.workspace(std::max<std::size_t>(1, fp.per_chunk() * fp.count));
   const float* xp = x.data<float>();
   const float* wp = w.data<float>();
   const float* bp = g.bias ? bias.data<float>() : nullptr;
   float* yp = y.data<float>();
-  const std::size_t pq = static_cast<std::size_t>(g.p()) * g.q();
-  for_chunks(be, static_cast<std::size_t>(fp.channels ? g.k : g.n), fp.count,
+  const std::size_t x_image = static_cast<std::size_t>(g.c) * g.h * g.w;
+  const std::size_t y_image = static_cast<std::size_t>(g.k) * g.p() * g.q();
+  for_chunks(be, static_cast<std::size_t>(fp.bands ? g.p() : g.n), fp.count,
              [&](int chunk, std::size_t b, std::size_t e) {
-               const Problem pb = sub(g, kForward, fp.channels, false, b, e);
-               const Prim& prim = primitive(pb);
-               const Descs d = descs(pb);
-               // Offsets of this chunk's part: output channels [b, e) of the one
-               // image, or images [b, e).
-               const std::size_t y_off = fp.channels ? b * pq : b * g.k * pq;
-               const std::size_t x_off = fp.channels ? 0 : b * static_cast<std::size_t>(g.c) * g.h * g.w;
-               const std::size_t w_off = fp.channels ? b * weight_floats(g) / g.k : 0;
-               if (epilogue.residual && epilogue.residual != yp) {
-                 std::memcpy(yp + y_off, epilogue.residual + y_off, (e - b) * (fp.channels ? pq : g.k * pq) * sizeof(float));
+               float* scratch = ws + fp.per_chunk() * static_cast<std::size_t>(chunk);
+               if (fp.bands) {
+                 forward_band(g, fp, scratch, b, e, xp, wp, bp, yp, epilogue.residual);
+                 return;
                }
-               Args args{{DNNL_ARG_SRC, wrap(d.src, xp + x_off)},
-                         {DNNL_ARG_WEIGHTS, wrap(d.weights, wp + w_off)},
-                         {DNNL_ARG_DST, wrap(d.dst, yp + y_off)}};
-               if (bp) args.emplace(DNNL_ARG_BIAS, wrap(d.bias, bp + (fp.channels ? b : 0)));
-               run(prim, args, ws + fp.per_chunk * static_cast<std::size_t>(chunk));
+               const Problem pb = sub(g, kForward, false, false, b, e);
+               const Descs d = descs(pb);
+               if (epilogue.residual && epilogue.residual != yp) {
+                 std::memcpy(yp + b * y_image, epilogue.residual + b * y_image, (e - b) * y_image * sizeof(float));
+               }
+               Args args{{DNNL_ARG_SRC, wrap(d.src, xp + b * x_image)},
+                         {DNNL_ARG_WEIGHTS, wrap(d.weights, wp)},
+                         {DNNL_ARG_DST, wrap(d.dst, yp + b * y_image)}};
+               if (bp) args.emplace(DNNL_ARG_BIAS, wrap(d.bias, bp));
+               run(primitive(pb), args, scratch);
              });
 }
 
