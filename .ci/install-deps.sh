@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config python3
   libtbb-dev libxsimd-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
   libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libdnnl-dev  # CPU convolutions (lib/backend/cpu/conv2d_dnnl.cpp); without it: im2col + OpenBLAS
   libopencv-dev  # optional, bench-only reference (bench/pipeline.cmake)
   dataset-fashion-mnist
 )
