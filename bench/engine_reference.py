@@ -3,7 +3,7 @@
 --torch, PyTorch eager) on the ResNet-style net of bench/pytorch_resnet.py, in
 one table with ratios (stoke / reference; under 1: stoke faster).
 
-    python3 bench/engine_reference.py --build build [--threads 2] [--rounds 3] [--torch]
+    python3 bench/engine_reference.py --build build [--threads 2] [--rounds 3] [--batches 1,32] [--torch]
 
 Creates its own virtual environment (default build/bench-venv) with
 onnxruntime, onnx and numpy from PyPI (torch only with --torch; PyPI's torch
@@ -118,7 +118,7 @@ def inference_rows(args):
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     sess = ort.InferenceSession(resnet_onnx(3), opts, providers=["CPUExecutionProvider"])
     rows = []
-    for batch in (1, 32):
+    for batch in args.batches:
         x = np.random.default_rng(2).standard_normal((batch, 3, 224, 224)).astype(np.float32)
         sess.run(None, {"input": x})  # warm-up
         st, ref, st1 = [], [], []
@@ -164,9 +164,11 @@ def main():
     ap.add_argument("--venv", default="build/bench-venv")
     ap.add_argument("--torch", action="store_true", help="also install torch and time PyTorch's train step")
     ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument("--batches", default="1,32", help="inference batch sizes at 224x224 (batch 32 needs ~8 GB)")
     args = ap.parse_args()
     ensure_venv(args)
     args.build = os.path.abspath(args.build)
+    args.batches = [int(b) for b in args.batches.split(",")]
     rows = inference_rows(args) + ([] if args.skip_train else train_rows(args))
     load = os.getloadavg()[0]
     print(f"# {args.threads} threads, {os.cpu_count()} CPUs, load average {load:.1f} at the end; medians of "
