@@ -6,6 +6,8 @@
 #include "backend/cpu/conv2d_fused.hpp"
 #include "backend/cpu/naive.hpp"
 #include "op_test_util.hpp"
+#include "stoke/nn/model.hpp"
+#include "stoke/nn/optim.hpp"
 #include "stoke/threads.hpp"
 
 namespace stoke::test {
@@ -118,6 +120,42 @@ TEST(CpuConvSplit, FusedRejectsAMismatchedResidual) {
   Tensor x = random_tensor(be, c.x, 1), w = random_tensor(be, c.w, 2), none, y(be, ys), res(be, {1, 1, 2, 2});
   if (!cpu::conv2d_fused(be, x, w, none, nullptr, y, c.p, false)) GTEST_SKIP() << "built without oneDNN";
   EXPECT_THROW(cpu::conv2d_fused(be, x, w, none, &res, y, c.p, true), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace stoke::test
+
+namespace stoke::test {
+namespace {
+
+// A train step (forward, both backward passes, SGD) through the CPU
+// convolution allocates nothing after the first step, at batch 1 (channel and
+// band splits) and at a batch (image split).
+TEST(CpuConvSplit, TrainStepAllocatesNothingAfterTheFirst) {
+  ThreadCount tc(2);
+  for (std::int64_t batch : {1, 4}) {
+    cpu::CpuBackend be;
+    nn::ModelSpec spec;
+    spec.in_channels = 3;
+    spec.height = spec.width = 12;
+    spec.stem_width = 8;
+    spec.widths = {8, 16};
+    spec.strides = {1, 2};
+    spec.blocks_per_stage = 1;
+    auto model = nn::build_model(be, spec, 1);
+    nn::Sgd sgd(*model);
+    nn::TrainStep step(*model, sgd);
+    Tensor x = random_tensor(be, model->input_shape(batch), 2);
+    Tensor labels(be, {batch}, DType::kInt32);
+    std::vector<std::int32_t> l(static_cast<std::size_t>(batch), 1);
+    labels.copy_from_host(l.data());
+    step.run(x, labels, 0.01f);
+    const MemoryStats first = be.memory_stats();
+    step.run(x, labels, 0.01f);
+    step.run(x, labels, 0.01f);
+    EXPECT_EQ(be.memory_stats().allocations, first.allocations) << "batch " << batch;
+    EXPECT_EQ(be.memory_stats().peak_bytes, first.peak_bytes) << "batch " << batch;
+  }
 }
 
 }  // namespace
