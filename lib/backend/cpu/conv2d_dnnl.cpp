@@ -72,9 +72,9 @@ struct Problem {
   int n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, groups = 1;
   int sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
   int ph_bottom = 0;  // a band of rows pads only where it meets the image's edge
-  bool bias = false, sum = false, relu = false;
-  std::array<int, 19> key() const {
-    return {kind, n, c, h, w, k, r, s, groups, sh, sw, ph, pw, dh, dw, ph_bottom, bias, sum, relu};
+  bool bias = false;  // backward weights: also the bias gradient (forward: bias in output_pass)
+  std::array<int, 17> key() const {
+    return {kind, n, c, h, w, k, r, s, groups, sh, sw, ph, pw, dh, dw, ph_bottom, bias};
   }
   int p() const { return (h + ph + ph_bottom - ((r - 1) * dh + 1)) / sh + 1; }
   int q() const { return static_cast<int>(conv_output_size(w, s, sw, pw, dw)); }
@@ -145,10 +145,6 @@ std::unique_ptr<Prim> create(const Problem& pb) {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   auto out = std::make_unique<Prim>();
   if (pb.kind == kForward) {
-    dnnl::post_ops ops;
-    if (pb.sum) ops.append_sum(1.0f);
-    if (pb.relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    attr.set_post_ops(ops);
     const auto pd = forward_pd(pb, dnnl::prop_kind::forward_inference, attr);
     out->primitive = dnnl::convolution_forward(pd);
     out->scratch = pd.scratchpad_desc();
@@ -182,7 +178,7 @@ std::unique_ptr<Prim> create(const Problem& pb) {
 // primitives may run on several threads at once.
 const Prim& primitive(const Problem& pb) {
   static std::mutex mutex;
-  static std::map<std::array<int, 19>, std::unique_ptr<Prim>> cache;
+  static std::map<std::array<int, 17>, std::unique_ptr<Prim>> cache;
   std::lock_guard lock(mutex);
   auto& slot = cache[pb.key()];
   if (!slot) {
@@ -336,66 +332,88 @@ std::size_t workspace_bytes(const CpuBackend& be, const Shape& x, const Shape& w
 
 namespace {
 
-// Rows [row0, row0 + rows) of every channel plane (planes of `height` rows of
-// `width`) between a full image and a dense band.
-void copy_rows(const float* from, std::size_t from_height, float* to, std::size_t to_height, int channels,
-               std::size_t rows, std::size_t width) {
+// The output pass: channel planes of `rows` x `width` from `from` (plane
+// height from_height) to `to` (to_height), adding the channel's bias and the
+// residual (laid out like `to`) and clamping at 0 as asked. In place when
+// from == to. oneDNN 2.6's NCHW gemm convolution applies bias and post-ops
+// element by element, several times slower than this vectorized loop.
+struct Output {
+  const float* bias;
+  const float* residual;
+  bool relu;
+};
+
+void output_pass(const float* from, std::size_t from_height, float* to, std::size_t to_height, int channels,
+                 std::size_t rows, std::size_t width, const Output& out) {
+  const std::size_t n = rows * width;
   for (int c = 0; c < channels; ++c) {
-    std::memcpy(to + c * to_height * width, from + c * from_height * width, rows * width * sizeof(float));
+    const float* src = from + c * from_height * width;
+    float* dst = to + c * to_height * width;
+    const float* res = out.residual ? out.residual + c * to_height * width : nullptr;
+    const float bias = out.bias ? out.bias[c] : 0.0f;
+    if (res && out.relu) {
+      for (std::size_t i = 0; i < n; ++i) dst[i] = std::max(src[i] + bias + res[i], 0.0f);
+    } else if (res) {
+      for (std::size_t i = 0; i < n; ++i) dst[i] = src[i] + bias + res[i];
+    } else if (out.relu) {
+      for (std::size_t i = 0; i < n; ++i) dst[i] = std::max(src[i] + bias, 0.0f);
+    } else if (out.bias || src != dst) {
+      for (std::size_t i = 0; i < n; ++i) dst[i] = src[i] + bias;
+    }
   }
 }
 
 void forward_band(const Problem& g, const ForwardPlan& fp, float* scratch, std::size_t b, std::size_t e,
-                  const float* xp, const float* wp, const float* bp, float* yp, const float* residual) {
+                  const float* xp, const float* wp, float* yp, const Output& out) {
   const Band bd = band(g, b, e);
   const Descs d = descs(bd.problem);
   const std::size_t q = static_cast<std::size_t>(g.q()), rows_out = e - b;
   float* x_band = scratch + fp.scratch;
   float* y_band = x_band + fp.x_band;
-  copy_rows(xp + static_cast<std::size_t>(bd.row0) * g.w, static_cast<std::size_t>(g.h), x_band,
-            static_cast<std::size_t>(bd.rows), g.c, static_cast<std::size_t>(bd.rows), static_cast<std::size_t>(g.w));
-  const std::size_t p = static_cast<std::size_t>(g.p());
-  if (residual) copy_rows(residual + b * q, p, y_band, rows_out, g.k, rows_out, q);
+  const std::size_t w = static_cast<std::size_t>(g.w), rows_in = static_cast<std::size_t>(bd.rows);
+  const float* x_rows = xp + static_cast<std::size_t>(bd.row0) * w;
+  for (int c = 0; c < g.c; ++c) {
+    std::memcpy(x_band + c * rows_in * w, x_rows + c * static_cast<std::size_t>(g.h) * w, rows_in * w * sizeof(float));
+  }
   Args args{{DNNL_ARG_SRC, wrap(d.src, x_band)}, {DNNL_ARG_WEIGHTS, wrap(d.weights, wp)},
             {DNNL_ARG_DST, wrap(d.dst, y_band)}};
-  if (bp) args.emplace(DNNL_ARG_BIAS, wrap(d.bias, bp));
   run(primitive(bd.problem), args, scratch);
-  copy_rows(y_band, rows_out, yp + b * q, p, g.k, rows_out, q);
+  Output band_out = out;
+  if (out.residual) band_out.residual = out.residual + b * q;
+  output_pass(y_band, rows_out, yp + b * q, static_cast<std::size_t>(g.p()), g.k, rows_out, q, band_out);
 }
 
 }  // namespace
 
 void forward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
              const Conv2dParams& prm, const Epilogue& epilogue) {
-  Problem g = problem(x.shape(), w.shape(), prm);
-  g.bias = bias.defined();
-  g.sum = epilogue.residual != nullptr;
-  g.relu = epilogue.relu;
+  const Problem g = problem(x.shape(), w.shape(), prm);  // bias and epilogue: output_pass
   const ForwardPlan fp = forward_plan(be, g);
   float* ws = be.workspace(std::max<std::size_t>(1, fp.per_chunk() * fp.count));
   const float* xp = x.data<float>();
   const float* wp = w.data<float>();
-  const float* bp = g.bias ? bias.data<float>() : nullptr;
+  const Output out{bias.defined() ? bias.data<float>() : nullptr, epilogue.residual, epilogue.relu};
   float* yp = y.data<float>();
   const std::size_t x_image = static_cast<std::size_t>(g.c) * g.h * g.w;
-  const std::size_t y_image = static_cast<std::size_t>(g.k) * g.p() * g.q();
+  const std::size_t pq = static_cast<std::size_t>(g.p()) * g.q(), y_image = g.k * pq;
   for_chunks(be, static_cast<std::size_t>(fp.bands ? g.p() : g.n), fp.count,
              [&](int chunk, std::size_t b, std::size_t e) {
                float* scratch = ws + fp.per_chunk() * static_cast<std::size_t>(chunk);
                if (fp.bands) {
-                 forward_band(g, fp, scratch, b, e, xp, wp, bp, yp, epilogue.residual);
+                 forward_band(g, fp, scratch, b, e, xp, wp, yp, out);
                  return;
                }
                const Problem pb = sub(g, kForward, false, false, b, e);
                const Descs d = descs(pb);
-               if (epilogue.residual && epilogue.residual != yp) {
-                 std::memcpy(yp + b * y_image, epilogue.residual + b * y_image, (e - b) * y_image * sizeof(float));
-               }
                Args args{{DNNL_ARG_SRC, wrap(d.src, xp + b * x_image)},
                          {DNNL_ARG_WEIGHTS, wrap(d.weights, wp)},
                          {DNNL_ARG_DST, wrap(d.dst, yp + b * y_image)}};
-               if (bp) args.emplace(DNNL_ARG_BIAS, wrap(d.bias, bp));
                run(primitive(pb), args, scratch);
+               for (std::size_t n = b; n < e; ++n) {
+                 Output image_out = out;
+                 if (out.residual) image_out.residual = out.residual + n * y_image;
+                 output_pass(yp + n * y_image, 1, yp + n * y_image, 1, g.k, 1, pq, image_out);  // planes of pq
+               }
              });
 }
 

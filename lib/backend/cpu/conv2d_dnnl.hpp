@@ -17,8 +17,9 @@
 
 namespace stoke::cpu::dnnl_conv {
 
-// What the forward does to its output after the convolution and bias:
-// y = relu?(conv(x) + bias + residual?). The residual has y's shape.
+// What the forward does to its output after the convolution, in the same
+// pass that adds the bias: y = relu?(conv(x) + bias + residual?). The
+// residual has y's shape and does not alias y.
 struct Epilogue {
   const float* residual = nullptr;
   bool relu = false;
