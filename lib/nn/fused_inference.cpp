@@ -3,6 +3,8 @@
 // w' = w * scale (per output channel), b' = (b - mean) * scale + beta.
 #include "nn/fused_inference.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "backend/cpu/conv2d_fused.hpp"
@@ -20,10 +22,11 @@ struct FoldedConv {
   const Conv2d* conv = nullptr;
   const BatchNorm2d* bn = nullptr;  // folded into w, b
   bool relu = false;
-  Tensor w, b;       // folded weights and bias
-  Tensor y, scratch;  // output; the plain-ops path's intermediate
+  Tensor w, b;        // folded weights and bias
+  Tensor y, scratch;  // output (a view of one of the shared slots); the plain-ops path's intermediate
 
   void fold(Backend& be);
+  // y must be set to a view of the output's shape first.
   const Tensor& run(Backend& be, const Tensor& x, const Tensor* residual);
 };
 
@@ -49,7 +52,6 @@ void FoldedConv::fold(Backend& be) {
 }
 
 const Tensor& FoldedConv::run(Backend& be, const Tensor& x, const Tensor* residual) {
-  ensure_shape(be, y, conv->output_shape(x.shape()));
   if (cpu::conv2d_fused(be, x, w, b, residual, y, conv->params(), relu)) return y;
   // Elsewhere: the same arithmetic through the plain ops.
   if (!residual && !relu) {
@@ -92,10 +94,29 @@ FoldedConv take_conv(const std::vector<std::unique_ptr<Layer>>& layers, std::siz
 
 }  // namespace
 
+// Convolution outputs live in kSlots shared buffers: a step reads its input
+// from one slot and writes to others (a block holds at most input, middle,
+// shortcut and output at once), so memory is four activations, not one per
+// convolution. Other layers keep their own outputs.
+constexpr int kSlots = 4;
+
 struct FusedInference::Step {
   enum class Kind { kConv, kBlock, kLayer } kind = Kind::kLayer;
   FoldedConv first, second, shortcut;  // kConv: first; kBlock: all (shortcut.conv null: identity)
   Layer* layer = nullptr;              // kLayer
+
+  Shape output_shape(const Shape& in) const {
+    if (kind == Kind::kLayer) return layer->output_shape(in);
+    const Shape mid = first.conv->output_shape(in);
+    return kind == Kind::kConv ? mid : second.conv->output_shape(mid);
+  }
+  // Largest convolution output of this step for input `in`, in elements.
+  std::int64_t largest_output(const Shape& in) const {
+    if (kind == Kind::kLayer) return 0;
+    const Shape mid = first.conv->output_shape(in);
+    if (kind == Kind::kConv) return shape_numel(mid);
+    return std::max(shape_numel(mid), shape_numel(second.conv->output_shape(mid)));
+  }
 
   void fold(Backend& be) {
     if (kind == Kind::kLayer) return;
@@ -104,15 +125,32 @@ struct FusedInference::Step {
     second.fold(be);
     if (shortcut.conv) shortcut.fold(be);
   }
-  const Tensor& run(Backend& be, const Tensor& x) {
-    switch (kind) {
-      case Kind::kConv: return first.run(be, x, nullptr);
-      case Kind::kLayer: return layer->forward(x, false);
-      case Kind::kBlock: break;
+  // `slot`: the slot x lives in (-1: not a slot); set to the output's.
+  const Tensor& run(Backend& be, const Tensor& x, std::array<Tensor, kSlots>& slots, int& slot) {
+    if (kind == Kind::kLayer) {
+      slot = -1;
+      return layer->forward(x, false);
     }
+    int busy = slot < 0 ? 0 : 1 << slot;
+    auto place = [&](FoldedConv& fc, const Shape& shape) {
+      int s = 0;
+      while (busy & (1 << s)) ++s;
+      busy |= 1 << s;
+      fc.y = slots[static_cast<std::size_t>(s)].view(0, shape);
+      return s;
+    };
+    const Shape mid_shape = first.conv->output_shape(x.shape());
+    int out = place(first, mid_shape);
     const Tensor& mid = first.run(be, x, nullptr);
-    const Tensor& skip = shortcut.conv ? shortcut.run(be, x, nullptr) : x;
-    return second.run(be, mid, &skip);
+    if (kind == Kind::kBlock) {
+      if (shortcut.conv) place(shortcut, shortcut.conv->output_shape(x.shape()));
+      const Tensor& skip = shortcut.conv ? shortcut.run(be, x, nullptr) : x;
+      out = place(second, second.conv->output_shape(mid_shape));
+      slot = out;
+      return second.run(be, mid, &skip);
+    }
+    slot = out;
+    return mid;
   }
 };
 
@@ -176,8 +214,21 @@ void FusedInference::refold() {
 }
 
 const Tensor& FusedInference::forward(const Tensor& x) {
+  if (x.shape() != planned_for_) {  // size the slots for this input shape
+    std::int64_t most = 1;
+    Shape s = x.shape();
+    for (const auto& step : steps_) {
+      most = std::max(most, step->largest_output(s));
+      s = step->output_shape(s);
+    }
+    for (Tensor& slot : slots_) {
+      if (!slot.defined() || slot.numel() < most) slot = Tensor(*backend_, {most});
+    }
+    planned_for_ = x.shape();
+  }
   const Tensor* t = &x;
-  for (auto& step : steps_) t = &step->run(*backend_, *t);
+  int slot = -1;
+  for (auto& step : steps_) t = &step->run(*backend_, *t, slots_, slot);
   return *t;
 }
 

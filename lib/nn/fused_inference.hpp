@@ -6,10 +6,11 @@
 //   BasicBlock (conv-bn-relu-conv-bn, shortcut conv-bn or identity, add, relu)
 //                                          -> two or three fused convolutions
 //   Sequential                             -> its layers, in order
-// Any other layer runs its own forward(x, false). Outputs are owned per step,
-// allocated at the first call for a shape and reused after.
+// Any other layer runs its own forward(x, false). Convolution outputs share
+// four buffers, (re)allocated when the input shape grows and reused after.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -37,6 +38,8 @@ class STOKE_INTERNAL FusedInference {
  private:
   Backend* backend_;
   std::vector<std::unique_ptr<Step>> steps_;
+  std::array<Tensor, 4> slots_;  // convolution outputs, see fused_inference.cpp
+  Shape planned_for_;
 };
 
 }  // namespace stoke::nn
