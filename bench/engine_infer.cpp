@@ -5,7 +5,9 @@
 //           bias + residual + ReLU in the convolution's output pass
 // each at 1 thread and at `threads` threads, all interleaved round by round
 // (medians), so the load of a shared machine hits every column alike.
-//   bench_engine_infer [--channels 3] [--size 224] [--batch 1] [--rounds 5] [--threads 2] [--json]
+//   bench_engine_infer [--channels 3] [--size 224] [--batch 1] [--rounds 5] [--threads 2] [--fused-only] [--json]
+// --fused-only: only the fused forward at `threads` (the plain forward keeps
+// every activation: ~8 GB at batch 32, 224x224).
 // --json prints one line {"plain_ms":..,"fused_ms":..,"fused_1t_ms":..} for
 // bench/engine_reference.py.
 #include <algorithm>
@@ -25,7 +27,7 @@ namespace {
 
 struct Options {
   int channels = 3, size = 224, batch = 1, rounds = 5, threads = 2;
-  bool json = false;
+  bool json = false, fused_only = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -39,6 +41,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--rounds") o.rounds = next();
     else if (a == "--threads") o.threads = next();
     else if (a == "--json") o.json = true;
+    else if (a == "--fused-only") o.fused_only = true;
     else {
       std::fprintf(stderr, "bench_engine_infer: unknown argument '%s'\n", a.c_str());
       std::exit(2);
@@ -82,10 +85,10 @@ int main(int argc, char** argv) {
   std::vector<double> plain, fused_n, fused_1;
   for (int r = -1; r < o.rounds; ++r) {  // round -1 warms up (first-call allocations, primitive creation)
     stoke::set_thread_count(o.threads);
-    const double p = time_ms([&] { model->forward(x, false); });
+    const double p = o.fused_only ? 0.0 : time_ms([&] { model->forward(x, false); });
     const double f = time_ms([&] { fused.forward(x); });
     stoke::set_thread_count(1);
-    const double f1 = time_ms([&] { fused.forward(x); });
+    const double f1 = o.fused_only ? 0.0 : time_ms([&] { fused.forward(x); });
     if (r < 0) continue;
     plain.push_back(p), fused_n.push_back(f), fused_1.push_back(f1);
   }
