@@ -92,9 +92,10 @@ Problem problem(const Shape& x, const Shape& w, const Conv2dParams& prm) {
   return pb;
 }
 
+// Never destroyed: the arena threads' streams may outlive static destruction.
 dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
+  static auto* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *e;
 }
 
 dnnl::stream& stream() {
