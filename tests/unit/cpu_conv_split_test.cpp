@@ -46,11 +46,13 @@ class ThreadCount {
   int saved_;
 };
 
-TEST(CpuConvSplit, EveryThreadCountMatchesNaive) {
+TEST(CpuConvSplit, EveryThreadCountMatchesNaiveAndOneThreadBitForBit) {
+  std::vector<std::vector<float>> first;  // the 1-thread results, per case and output
   for (int threads : {1, 2, 3, 5}) {
     ThreadCount tc(threads);
     cpu::CpuBackend be;
     std::uint32_t seed = 40;
+    std::size_t out = 0;
     for (const Case& c : kCases) {
       const Shape ys = cpu::conv2d_output_shape(c.x, c.w, c.p);
       const std::string what = describe(c, threads);
@@ -67,6 +69,14 @@ TEST(CpuConvSplit, EveryThreadCountMatchesNaive) {
       expect_close(dx, rdx, reduction_tolerance(static_cast<std::size_t>(c.w[0] * c.w[2] * c.w[3])), "dx " + what);
       expect_close(dw, rdw, reduction_tolerance(spatial), "dw " + what);
       expect_close(db, rdb, reduction_tolerance(spatial), "db " + what);
+      for (const Tensor* t : {&y, &dx, &dw, &db}) {
+        if (threads == 1) {
+          first.push_back(t->to_vector());
+        } else {
+          EXPECT_EQ(t->to_vector(), first[out]) << "not the 1-thread bits: " << what;
+        }
+        ++out;
+      }
     }
   }
 }

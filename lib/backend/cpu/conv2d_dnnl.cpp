@@ -211,8 +211,13 @@ memory wrap(const memory::desc& d, const float* p) { return memory(d, engine(), 
 
 // A single image splits over channels (every arena thread on one image);
 // a batch splits over images.
-bool split_channels(const CpuBackend& be, const Problem& g) { return g.n == 1 && g.groups == 1 && be.chunks() > 1; }
-int parts(const CpuBackend& be, int total) { return std::max(1, std::min(be.chunks(), total)); }
+// A fixed number of parts, not one per thread: the weight gradient sums
+// per-part partials and a band's rounding may depend on its height, so a
+// thread-count-dependent split would make results (and trained weights) a
+// function of the thread count. The arena runs the parts on the threads it has.
+constexpr int kParts = 8;
+bool split_channels(const CpuBackend&, const Problem& g) { return g.n == 1 && g.groups == 1; }
+int parts(const CpuBackend&, int total) { return std::max(1, std::min(kParts, total)); }
 
 // Sub-problem for items [b, e) of `total` split over images or channels.
 Problem sub(Problem pb, int kind, bool channels_k, bool channels_c, std::size_t b, std::size_t e) {
@@ -268,7 +273,7 @@ struct ForwardPlan {
 
 ForwardPlan forward_plan(const CpuBackend& be, const Problem& g) {
   ForwardPlan fp{};
-  fp.bands = g.n == 1 && be.chunks() > 1 && g.p() > 1;
+  fp.bands = g.n == 1 && g.p() > 1;
   if (!fp.bands) {
     fp.count = parts(be, g.n);
     fp.scratch = most_scratch(g, kForward, false, false, g.n, fp.count);

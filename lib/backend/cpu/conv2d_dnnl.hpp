@@ -6,9 +6,10 @@
 // Threads: Debian builds oneDNN on OpenMP. To keep DESIGN.md's rule (one
 // oneTBB arena, no pool behind its back) every oneDNN primitive is created and
 // run with one OpenMP thread, inside the backend's own chunks: a batch is split
-// over images, a single image over output channels (forward, weight gradient)
-// or input channels (input gradient), so batch 1 uses every arena thread.
-// Chunking follows CpuBackend::chunks(), so kSerial equals kParallel bit for bit.
+// over images, a single image into bands of output rows (forward), over output
+// channels (weight gradient) or input channels (input gradient), so batch 1
+// uses every arena thread. The split is a fixed number of parts (8), not one
+// per thread: results are the same bits for any thread count and for kSerial.
 #pragma once
 
 #include <cstddef>
