@@ -95,34 +95,39 @@ FoldedConv take_conv(const std::vector<std::unique_ptr<Layer>>& layers, std::siz
 }  // namespace
 
 // Convolution outputs live in kSlots shared buffers: a step reads its input
-// from one slot and writes to others (a block holds at most input, middle,
-// shortcut and output at once), so memory is four activations, not one per
-// convolution. Other layers keep their own outputs.
+// from one slot and writes to others (a block holds at most its input, its
+// shortcut, the previous and the current convolution's output at once), so
+// memory is four activations, not one per convolution. Other layers keep
+// their own outputs.
 constexpr int kSlots = 4;
 
 struct FusedInference::Step {
-  enum class Kind { kConv, kBlock, kLayer } kind = Kind::kLayer;
-  FoldedConv first, second, shortcut;  // kConv: first; kBlock: all (shortcut.conv null: identity)
-  Layer* layer = nullptr;              // kLayer
+  enum class Kind { kConvs, kBlock, kLayer } kind = Kind::kLayer;
+  // kConvs: one folded convolution; kBlock: the body's chain, the last one
+  // taking the residual (shortcut.conv null: identity) and the block's relu.
+  std::vector<FoldedConv> chain;
+  FoldedConv shortcut;
+  Layer* layer = nullptr;  // kLayer
 
   Shape output_shape(const Shape& in) const {
     if (kind == Kind::kLayer) return layer->output_shape(in);
-    const Shape mid = first.conv->output_shape(in);
-    return kind == Kind::kConv ? mid : second.conv->output_shape(mid);
+    Shape s = in;
+    for (const auto& fc : chain) s = fc.conv->output_shape(s);
+    return s;
   }
   // Largest convolution output of this step for input `in`, in elements.
   std::int64_t largest_output(const Shape& in) const {
-    if (kind == Kind::kLayer) return 0;
-    const Shape mid = first.conv->output_shape(in);
-    if (kind == Kind::kConv) return shape_numel(mid);
-    return std::max(shape_numel(mid), shape_numel(second.conv->output_shape(mid)));
+    std::int64_t most = shortcut.conv ? shape_numel(shortcut.conv->output_shape(in)) : 0;
+    Shape s = in;
+    for (const auto& fc : chain) {
+      s = fc.conv->output_shape(s);
+      most = std::max(most, shape_numel(s));
+    }
+    return most;
   }
 
   void fold(Backend& be) {
-    if (kind == Kind::kLayer) return;
-    first.fold(be);
-    if (kind == Kind::kConv) return;
-    second.fold(be);
+    for (auto& fc : chain) fc.fold(be);
     if (shortcut.conv) shortcut.fold(be);
   }
   // `slot`: the slot x lives in (-1: not a slot); set to the output's.
@@ -131,51 +136,55 @@ struct FusedInference::Step {
       slot = -1;
       return layer->forward(x, false);
     }
-    int busy = slot < 0 ? 0 : 1 << slot;
-    auto place = [&](FoldedConv& fc, const Shape& shape) {
+    const int in = slot < 0 ? 0 : 1 << slot;
+    int keep = in;  // slots that must survive: the input and the shortcut's output
+    auto place = [&](FoldedConv& fc, const Shape& shape, int busy) {
       int s = 0;
       while (busy & (1 << s)) ++s;
-      busy |= 1 << s;
       fc.y = slots[static_cast<std::size_t>(s)].view(0, shape);
       return s;
     };
-    const Shape mid_shape = first.conv->output_shape(x.shape());
-    int out = place(first, mid_shape);
-    const Tensor& mid = first.run(be, x, nullptr);
+    const Tensor* skip = nullptr;
     if (kind == Kind::kBlock) {
-      if (shortcut.conv) place(shortcut, shortcut.conv->output_shape(x.shape()));
-      const Tensor& skip = shortcut.conv ? shortcut.run(be, x, nullptr) : x;
-      out = place(second, second.conv->output_shape(mid_shape));
-      slot = out;
-      return second.run(be, mid, &skip);
+      skip = &x;
+      if (shortcut.conv) {
+        keep |= 1 << place(shortcut, shortcut.conv->output_shape(x.shape()), keep);
+        skip = &shortcut.run(be, x, nullptr);
+      }
     }
-    slot = out;
-    return mid;
+    const Tensor* t = &x;
+    int prev = 0;  // the slot of the previous convolution's output (bit)
+    for (std::size_t i = 0; i < chain.size(); ++i) {
+      const int s = place(chain[i], chain[i].conv->output_shape(t->shape()), keep | prev);
+      t = &chain[i].run(be, *t, i + 1 == chain.size() ? skip : nullptr);
+      prev = 1 << s;
+      slot = s;
+    }
+    return *t;
   }
 };
 
 namespace {
 
-// A BasicBlock as conv-bn-relu, conv-bn + shortcut (conv-bn or identity),
-// relu; false when its layers are not exactly that.
+// A residual block's body as convolutions, each with its batch norm and all
+// but the last with a relu; its shortcut conv-bn or identity. False when the
+// layers are anything else.
 bool take_block(const BasicBlock& block, FusedInference::Step& step) {
-  const auto& m = block.main_path().layers();
-  if (m.size() != 5 || !as<Conv2d>(m[0]) || !as<BatchNorm2d>(m[1]) || !as<Relu>(m[2]) || !as<Conv2d>(m[3]) ||
-      !as<BatchNorm2d>(m[4])) {
-    return false;
+  const auto& m = block.main().layers();
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    if (!as<Conv2d>(m[i])) return false;
+    step.chain.push_back(take_conv(m, i));
+    const bool last = i + 1 == m.size();
+    if (!step.chain.back().bn || step.chain.back().relu == last) return false;
   }
-  std::size_t i = 0;
-  step.first = take_conv(m, i);
-  i = 3;
-  step.second = take_conv(m, i);
-  if (!step.first.bn || !step.first.relu || !step.second.bn) return false;
-  step.second.relu = true;  // the block's relu after the add
+  if (step.chain.empty()) return false;
+  step.chain.back().relu = true;  // the block's relu after the add
   if (const Sequential* sc = block.shortcut()) {
     const auto& s = sc->layers();
-    if (s.size() != 2 || !as<Conv2d>(s[0]) || !as<BatchNorm2d>(s[1])) return false;
-    i = 0;
+    std::size_t i = 0;
+    if (s.size() != 2 || !as<Conv2d>(s[0])) return false;
     step.shortcut = take_conv(s, i);
-    if (!step.shortcut.bn) return false;
+    if (!step.shortcut.bn || i + 1 != s.size()) return false;
   }
   step.kind = FusedInference::Step::Kind::kBlock;
   return true;
@@ -190,8 +199,8 @@ void build(const Sequential& seq, std::vector<std::unique_ptr<FusedInference::St
       continue;
     }
     if (as<Conv2d>(layers[i])) {
-      step->kind = FusedInference::Step::Kind::kConv;
-      step->first = take_conv(layers, i);
+      step->kind = FusedInference::Step::Kind::kConvs;
+      step->chain.push_back(take_conv(layers, i));
     } else if (const auto* block = as<BasicBlock>(layers[i]); !(block && take_block(*block, *step))) {
       step = std::make_unique<FusedInference::Step>();
       step->layer = layers[i].get();
@@ -235,8 +244,7 @@ const Tensor& FusedInference::forward(const Tensor& x) {
 int FusedInference::fused_convolutions() const noexcept {
   int count = 0;
   for (const auto& step : steps_) {
-    if (step->kind == Step::Kind::kConv) count += 1;
-    if (step->kind == Step::Kind::kBlock) count += step->shortcut.conv ? 3 : 2;
+    count += static_cast<int>(step->chain.size()) + (step->shortcut.conv ? 1 : 0);
   }
   return count;
 }

@@ -262,7 +262,7 @@ class STOKE_API BasicBlock final : public Layer {
   std::size_t workspace_bytes(const Shape& in) const override;
   void describe(std::string& out, int depth, const Shape& in) const override;
   // For inference folding (lib/nn/fused_inference.cpp); shortcut null: identity.
-  const Sequential& main_path() const noexcept { return main_; }
+  const Sequential& main() const noexcept { return main_; }
   const Sequential* shortcut() const noexcept { return shortcut_.get(); }
 
  private:
