@@ -18,7 +18,7 @@ else()
   target_link_libraries(stoke PRIVATE openblas)
 endif()
 find_path(STOKE_CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas-pthread openblas)
-target_include_directories(stoke SYSTEM PRIVATE ${STOKE_CBLAS_INCLUDE_DIR})
+target_include_directories(stoke_backend SYSTEM PRIVATE ${STOKE_CBLAS_INCLUDE_DIR})
 
 # The AVX2 kernel table alone is compiled for AVX2 + FMA; it runs only where
 # the CPU has them (simd.cpp chooses at run time).
@@ -36,7 +36,7 @@ find_path(STOKE_DNNL_INC dnnl.hpp)
 find_library(STOKE_GOMP_LIB NAMES gomp libgomp.so.1)
 if(STOKE_WITH_DNNL AND STOKE_DNNL_LIB AND STOKE_DNNL_INC AND STOKE_GOMP_LIB)
   target_link_libraries(stoke PRIVATE ${STOKE_DNNL_LIB} ${STOKE_GOMP_LIB})
-  target_include_directories(stoke SYSTEM PRIVATE ${STOKE_DNNL_INC})
+  target_include_directories(stoke_backend SYSTEM PRIVATE ${STOKE_DNNL_INC})
   set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_dnnl.cpp APPEND PROPERTY COMPILE_DEFINITIONS
                STOKE_HAVE_DNNL=1)
   message(STATUS "stoke: CPU convolutions through oneDNN (${STOKE_DNNL_LIB})")
