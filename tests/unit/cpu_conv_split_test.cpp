@@ -4,13 +4,14 @@
 // reference with the op suite's tolerances; and the fused epilogue
 // (bias + residual + ReLU) against the plain ops composed.
 #include "backend/cpu/conv2d_fused.hpp"
+#include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/naive.hpp"
 #include "op_test_util.hpp"
 #include "stoke/nn/model.hpp"
 #include "stoke/nn/optim.hpp"
 #include "stoke/threads.hpp"
 
-namespace stoke::test {
+namespace stoke::testing {
 namespace {
 
 struct Case {
@@ -54,7 +55,7 @@ TEST(CpuConvSplit, EveryThreadCountMatchesNaiveAndOneThreadBitForBit) {
     std::uint32_t seed = 40;
     std::size_t out = 0;
     for (const Case& c : kCases) {
-      const Shape ys = cpu::conv2d_output_shape(c.x, c.w, c.p);
+      const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
       const std::string what = describe(c, threads);
       Tensor x = random_tensor(be, c.x, ++seed), w = random_tensor(be, c.w, ++seed);
       Tensor b = random_tensor(be, {c.w[0]}, ++seed), dy = random_tensor(be, ys, ++seed);
@@ -65,10 +66,10 @@ TEST(CpuConvSplit, EveryThreadCountMatchesNaiveAndOneThreadBitForBit) {
       be.conv2d_backward(x, w, dy, dx, dw, db, c.p);
       cpu::naive::conv2d_backward(x, w, dy, rdx, rdw, rdb, c.p);
       const std::size_t spatial = static_cast<std::size_t>(c.x[0] * ys[2] * ys[3]);
-      expect_close(y, ry, reduction_tolerance(static_cast<std::size_t>(c.w[1] * c.w[2] * c.w[3])), "y " + what);
-      expect_close(dx, rdx, reduction_tolerance(static_cast<std::size_t>(c.w[0] * c.w[2] * c.w[3])), "dx " + what);
-      expect_close(dw, rdw, reduction_tolerance(spatial), "dw " + what);
-      expect_close(db, rdb, reduction_tolerance(spatial), "db " + what);
+      expect_close(y, ry, tolerance(Accuracy::kReduction, static_cast<std::size_t>(c.w[1] * c.w[2] * c.w[3])), "y " + what);
+      expect_close(dx, rdx, tolerance(Accuracy::kReduction, static_cast<std::size_t>(c.w[0] * c.w[2] * c.w[3])), "dx " + what);
+      expect_close(dw, rdw, tolerance(Accuracy::kReduction, spatial), "dw " + what);
+      expect_close(db, rdb, tolerance(Accuracy::kReduction, spatial), "db " + what);
       for (const Tensor* t : {&y, &dx, &dw, &db}) {
         if (threads == 1) {
           first.push_back(t->to_vector());
@@ -86,7 +87,7 @@ TEST(CpuConvSplit, SerialEqualsParallelForOneImage) {
   cpu::CpuBackend serial, parallel;
   serial.set_execution(Execution::kSerial);
   const Case& c = kCases[0];
-  const Shape ys = cpu::conv2d_output_shape(c.x, c.w, c.p);
+  const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
   Tensor none;
   Tensor x = random_tensor(parallel, c.x, 1), w = random_tensor(parallel, c.w, 2), dy = random_tensor(parallel, ys, 3);
   Tensor ya(parallel, ys), yb(serial, ys), dxa(parallel, c.x), dxb(serial, c.x), dwa(parallel, c.w), dwb(serial, c.w);
@@ -105,7 +106,7 @@ TEST(CpuConvSplit, FusedEpilogueMatchesThePlainOps) {
     cpu::CpuBackend be;
     std::uint32_t seed = 90;
     for (const Case& c : kCases) {
-      const Shape ys = cpu::conv2d_output_shape(c.x, c.w, c.p);
+      const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
       const std::string what = describe(c, threads);
       Tensor x = random_tensor(be, c.x, ++seed), w = random_tensor(be, c.w, ++seed);
       Tensor b = random_tensor(be, {c.w[0]}, ++seed), res = random_tensor(be, ys, ++seed);
@@ -117,8 +118,8 @@ TEST(CpuConvSplit, FusedEpilogueMatchesThePlainOps) {
       if (!cpu::conv2d_fused(be, x, w, b, &res, got, c.p, true)) GTEST_SKIP() << "built without oneDNN";
       ASSERT_TRUE(cpu::conv2d_fused(be, x, w, b, nullptr, relu_only, c.p, true));
       // One rounding more or less (the add) on values of size ~sqrt(reduction).
-      expect_close(got, want, reduction_tolerance(static_cast<std::size_t>(c.w[1] * c.w[2] * c.w[3])), what);
-      expect_close(relu_only, want_relu, kElementwise, "relu only " + what);
+      expect_close(got, want, tolerance(Accuracy::kReduction, static_cast<std::size_t>(c.w[1] * c.w[2] * c.w[3])), what);
+      expect_close(relu_only, want_relu, tolerance(Accuracy::kElementwise), "relu only " + what);
     }
   }
 }
@@ -126,16 +127,16 @@ TEST(CpuConvSplit, FusedEpilogueMatchesThePlainOps) {
 TEST(CpuConvSplit, FusedRejectsAMismatchedResidual) {
   cpu::CpuBackend be;
   const Case& c = kCases[0];
-  const Shape ys = cpu::conv2d_output_shape(c.x, c.w, c.p);
+  const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
   Tensor x = random_tensor(be, c.x, 1), w = random_tensor(be, c.w, 2), none, y(be, ys), res(be, {1, 1, 2, 2});
   if (!cpu::conv2d_fused(be, x, w, none, nullptr, y, c.p, false)) GTEST_SKIP() << "built without oneDNN";
   EXPECT_THROW(cpu::conv2d_fused(be, x, w, none, &res, y, c.p, true), InvalidArgument);
 }
 
 }  // namespace
-}  // namespace stoke::test
+}  // namespace stoke::testing
 
-namespace stoke::test {
+namespace stoke::testing {
 namespace {
 
 // A train step (forward, both backward passes, SGD) through the CPU
@@ -169,4 +170,4 @@ TEST(CpuConvSplit, TrainStepAllocatesNothingAfterTheFirst) {
 }
 
 }  // namespace
-}  // namespace stoke::test
+}  // namespace stoke::testing
