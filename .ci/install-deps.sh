@@ -9,6 +9,7 @@ packages=(
   libtbb-dev libxsimd-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
   libgloo-dev  # data-parallel training between CPU ranks (optional: one rank without it)
   libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libdnnl-dev  # CPU convolutions (lib/backend/cpu/conv2d_dnnl.cpp); without it: im2col + OpenBLAS
   libopencv-dev  # optional, bench-only reference (bench/pipeline.cmake)
   dataset-fashion-mnist
 )

@@ -168,10 +168,36 @@ void BlockAllocator::add_chunk(std::uintptr_t base, std::size_t size) {
   reserved_ += size;
 }
 
+void BlockAllocator::set_quick_cache(bool on) {
+  if (!on) flush_quick();
+  quick_on_ = on;
+}
+
+void BlockAllocator::flush_quick() {
+  for (int i = 0; i < quick_count_; ++i) release(quick_[i]);
+  quick_count_ = 0;
+}
+
 std::uintptr_t BlockAllocator::allocate(std::size_t bytes) {
   const std::size_t size = round_up(bytes);
   if (size < bytes) return 0;  // overflow
+  for (int i = quick_count_ - 1; i >= 0; --i) {  // newest first
+    Block* parked = quick_[i];
+    if (parked->size != size) continue;
+    for (int j = i; j + 1 < quick_count_; ++j) quick_[j] = quick_[j + 1];
+    --quick_count_;
+    parked->state = State::kUsed;  // still in used_: parking kept its address entry
+    in_use_ += size;
+    if (in_use_ > peak_in_use_) peak_in_use_ = in_use_;
+    ++live_;
+    ++total_;
+    return parked->address;
+  }
   Block* block = find_fit(size);
+  if (!block && quick_count_ > 0) {
+    flush_quick();  // parked blocks merged back may make room
+    block = find_fit(size);
+  }
   if (!block) return 0;
   remove_free(block);
   if (block->size > size) {
@@ -234,6 +260,16 @@ std::size_t BlockAllocator::free(std::uintptr_t address) {
   const std::size_t size = block->size;
   in_use_ -= size;
   --live_;
+  if (quick_on_ && size <= kQuickMaxSize) {
+    if (quick_count_ == kQuickSlots) {  // the oldest goes back to the bins
+      release(quick_[0]);
+      for (int j = 0; j + 1 < quick_count_; ++j) quick_[j] = quick_[j + 1];
+      --quick_count_;
+    }
+    block->state = State::kParked;  // neighbours do not merge with it
+    quick_[quick_count_++] = block;
+    return size;
+  }
   release(block);
   return size;
 }
@@ -269,6 +305,7 @@ std::size_t BlockAllocator::reclaim(const std::function<bool(std::uint64_t)>& pa
 }
 
 std::vector<BlockAllocator::Chunk> BlockAllocator::take_free_chunks() {
+  flush_quick();
   std::vector<Chunk> taken;
   for (auto chunk = chunks_.begin(); chunk != chunks_.end();) {
     Block* block = chunk->second.first;

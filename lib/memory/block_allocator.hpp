@@ -11,6 +11,14 @@
 // the block itself: blocks are split to the 256-rounded size); if that finds
 // nothing, the request's own bin is scanned, so a refusal means no free block
 // fits.
+//
+// Optional quick cache (set_quick_cache, used by MemoryPool): a block of at
+// most kQuickMaxSize freed with free() is parked, uncoalesced, in a short
+// LIFO list and handed out again for the same rounded size without touching
+// the bins, the split or the merge. Parked blocks count as free in every
+// figure (in use, live, peak); they are merged back (flush_quick) when no
+// binned block fits, before take_free_chunks, when the list is full (the
+// oldest), and whenever the caller flushes (MemoryPool::stats, trim).
 #pragma once
 
 #include <cstddef>
@@ -63,6 +71,13 @@ class STOKE_INTERNAL BlockAllocator {
   // Every chunk, for tearing down.
   std::vector<Chunk> chunks() const;
 
+  static constexpr std::size_t kQuickMaxSize = std::size_t{1} << 20;
+  static constexpr int kQuickSlots = 32;
+  void set_quick_cache(bool on);  // off: flushes it
+  // Merges every parked block back into the bins (exact free-block figures).
+  void flush_quick();
+  std::size_t quick_count() const noexcept { return quick_count_; }
+
   std::size_t round_up(std::size_t bytes) const noexcept;
   std::size_t alignment() const noexcept { return alignment_; }
   std::uint64_t reserved() const noexcept { return reserved_; }
@@ -85,7 +100,7 @@ class STOKE_INTERNAL BlockAllocator {
   static constexpr int kSubBits = 5;
   static constexpr int kBins = 64;
 
-  enum class State : std::uint8_t { kFree, kUsed, kPending };
+  enum class State : std::uint8_t { kFree, kUsed, kPending, kParked };
   struct Block {
     std::uintptr_t address = 0;
     std::size_t size = 0;
@@ -138,6 +153,9 @@ class STOKE_INTERNAL BlockAllocator {
   };
   std::map<std::uintptr_t, ChunkInfo> chunks_;
   std::vector<std::pair<Block*, std::uint64_t>> pending_;
+  bool quick_on_ = false;
+  Block* quick_[kQuickSlots] = {};  // oldest first
+  int quick_count_ = 0;
   std::size_t free_blocks_ = 0;
   std::uint64_t reserved_ = 0;
   std::uint64_t in_use_ = 0;

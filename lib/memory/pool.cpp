@@ -39,6 +39,10 @@ MemoryPool::MemoryPool(std::unique_ptr<ChunkProvider> provider, PoolOptions opti
   }
   options_.min_chunk = round_to(std::max<std::size_t>(options_.min_chunk, 1),
                                 options_.chunk_granularity);
+  // Small and medium blocks freed without a stream are parked for the next
+  // request of their size (block_allocator.hpp): an allocate/free pair then
+  // skips the bins' split and merge.
+  blocks_->set_quick_cache(true);
   if (options_.remedy.empty()) options_.remedy = "free memory or raise the pool's cap";
 }
 
@@ -180,6 +184,7 @@ void MemoryPool::synchronize() {
 
 PoolStats MemoryPool::stats() const {
   std::lock_guard lock(mutex_);
+  blocks_->flush_quick();  // free-block figures as if nothing were parked
   PoolStats s;
   s.cap = options_.cap;
   s.reserved = blocks_->reserved();

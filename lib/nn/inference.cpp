@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "nn/fused_inference.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::nn {
@@ -65,7 +66,10 @@ Classifier::Classifier(const std::string& checkpoint_path, Backend* backend) {
                         " values per channel list, the model has " + std::to_string(c) + " channels");
     }
   }
+  fused_ = std::make_unique<FusedInference>(model_->network());
 }
+
+Classifier::~Classifier() = default;
 
 Prediction Classifier::classify(const std::uint8_t* pixels, int height, int width, int channels) {
   return classify_batch(pixels, 1, height, width, channels).front();
@@ -92,9 +96,10 @@ std::vector<Prediction> Classifier::classify_batch(const std::uint8_t* pixels, i
     }
   std::lock_guard lock(mutex_);
   Backend& be = model_->backend();
-  Tensor x(be, model_->input_shape(count));
-  x.copy_from_host(host.data());
-  const Tensor& logits = model_->forward(x, false);
+  const Shape in = model_->input_shape(count);
+  if (!input_.defined() || input_.shape() != in) input_ = Tensor(be, in);
+  input_.copy_from_host(host.data());
+  const Tensor& logits = fused_->forward(input_);
   const auto v = logits.to_vector();
   std::vector<Prediction> out(static_cast<std::size_t>(count));
   const std::size_t k = static_cast<std::size_t>(s.classes);

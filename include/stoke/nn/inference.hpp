@@ -35,10 +35,14 @@ struct Prediction {
   std::vector<float> probabilities;  // one per class
 };
 
+class FusedInference;  // lib/nn/fused_inference.hpp
+
 class STOKE_API Classifier {
  public:
   // Loads the checkpoint onto backend (default: the registry's default backend).
+  // Batch norm is folded into the convolutions once, here (eval mode).
   explicit Classifier(const std::string& checkpoint_path, Backend* backend = nullptr);
+  ~Classifier();
 
   const ModelSpec& spec() const noexcept { return model_->spec(); }
   const Preprocessing& preprocessing() const noexcept { return preprocessing_; }
@@ -54,6 +58,8 @@ class STOKE_API Classifier {
   std::mutex mutex_;
   std::unique_ptr<Model> model_;
   Preprocessing preprocessing_;
+  std::unique_ptr<FusedInference> fused_;
+  Tensor input_;  // reused while the batch size stays the same
 };
 
 }  // namespace stoke::nn

@@ -93,6 +93,10 @@ class STOKE_API Conv2d final : public Layer {
   void parameters(std::vector<ParamSlot>& out) override;
   std::size_t activation_bytes(const Shape& in) const override;
   std::size_t workspace_bytes(const Shape& in) const override;
+  // For inference folding (lib/nn/fused_inference.cpp).
+  const Conv2dParams& params() const noexcept { return params_; }
+  const Tensor& weight() const noexcept { return weight_; }
+  const Tensor& bias() const noexcept { return bias_; }  // undefined without bias
 
  private:
   int in_channels_, out_channels_, kernel_;
@@ -111,6 +115,12 @@ class STOKE_API BatchNorm2d final : public Layer {
   void parameters(std::vector<ParamSlot>& out) override;
   void buffers(std::vector<BufferSlot>& out) override;
   std::size_t activation_bytes(const Shape& in) const override;
+  // For inference folding (lib/nn/fused_inference.cpp).
+  const BatchNormParams& params() const noexcept { return params_; }
+  const Tensor& gamma() const noexcept { return gamma_; }
+  const Tensor& beta() const noexcept { return beta_; }
+  const Tensor& running_mean() const noexcept { return running_mean_; }
+  const Tensor& running_var() const noexcept { return running_var_; }
 
  private:
   int channels_;
@@ -258,6 +268,9 @@ class STOKE_API BasicBlock final : public Layer {
   std::size_t activation_bytes(const Shape& in) const override;
   std::size_t workspace_bytes(const Shape& in) const override;
   void describe(std::string& out, int depth, const Shape& in) const override;
+  // For inference folding (lib/nn/fused_inference.cpp); shortcut null: identity.
+  const Sequential& main() const noexcept { return main_; }
+  const Sequential* shortcut() const noexcept { return shortcut_.get(); }
 
  private:
   Sequential main_;

@@ -1,3 +1,5 @@
+// Convolution: through oneDNN where stoke is built with it (conv2d_dnnl.cpp,
+// the default, chosen by measurement); otherwise as below.
 // Convolution as im2col + sgemm per chunk of the batch. Small feature maps
 // put several images side by side in one column matrix (rows x B*cols), so
 // each sgemm has at least ~kMinGemmCols columns: OpenBLAS is far from peak on
@@ -10,6 +12,7 @@
 #include <cstring>
 
 #include "backend/cpu/blas.hpp"
+#include "backend/cpu/conv2d_dnnl.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/naive.hpp"
 
@@ -136,6 +139,7 @@ int chunk_count_for(const CpuBackend&, const Geometry& g) { return std::max(1, s
 
 std::size_t CpuBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
                                                const Conv2dParams& params) const {
+  if (dnnl_conv::enabled()) return dnnl_conv::workspace_bytes(*this, x, w, params);
   const Geometry g = geometry(x, w, params);
   const int chunk_count = chunk_count_for(*this, g);
   const Layout l = layout(g, chunk_count);
@@ -146,6 +150,7 @@ std::size_t CpuBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
 void CpuBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
                                 const Conv2dParams& prm) {
   const Geometry g = geometry(x.shape(), w.shape(), prm);
+  if (dnnl_conv::enabled()) return dnnl_conv::forward(*this, x, w, bias, y, prm, {});
   const int chunk_count = chunk_count_for(*this, g);
   const Layout l = layout(g, chunk_count);
   float* ws = workspace(std::max<std::size_t>(1, l.forward() * chunk_count));
@@ -197,6 +202,7 @@ void CpuBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tenso
 void CpuBackend::do_conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                                  Tensor& dw, Tensor& db, const Conv2dParams& prm) {
   const Geometry g = geometry(x.shape(), w.shape(), prm);
+  if (dnnl_conv::enabled()) return dnnl_conv::backward(*this, x, w, dy, dx, dw, db, prm);
   const int chunk_count = chunk_count_for(*this, g);
   const Layout l = layout(g, chunk_count);
   const std::size_t per_chunk = backward_floats_per_chunk(g, l);

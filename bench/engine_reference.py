@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""stoke's CPU inference and train step against ONNX Runtime (and, with
+--torch, PyTorch eager) on the ResNet-style net of bench/pytorch_resnet.py, in
+one table with ratios (stoke / reference; under 1: stoke faster).
+
+    python3 bench/engine_reference.py --build build [--threads 2] [--rounds 3] [--batches 1,32] [--torch]
+
+Creates its own virtual environment (default build/bench-venv) with
+onnxruntime, onnx and numpy from PyPI (torch only with --torch; PyPI's torch
+wheel may be large) and re-runs itself inside it. Bench-only: nothing here is a
+build or test dependency of stoke.
+
+Inference: the ONNX graph is the same net built with onnx.helper (random
+weights, random batch-norm statistics); ONNX Runtime folds and fuses it itself
+(ORT_ENABLE_ALL). stoke runs build/bin/bench_engine_infer (nn::FusedInference,
+what nn::Classifier runs). Rounds alternate stoke and the references, medians
+are reported. Train steps: build/bin/bench_engine (BM_train_step) against
+bench/pytorch_step.py's step when --torch is given.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def ensure_venv(args):
+    if os.environ.get("STOKE_BENCH_IN_VENV") == "1":
+        return
+    venv = os.path.abspath(args.venv)
+    py = os.path.join(venv, "bin", "python3")
+    if not os.path.exists(py):
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    need = ["onnxruntime", "onnx", "numpy"] + (["torch"] if args.torch else [])
+    missing = [m for m in need
+               if subprocess.run([py, "-c", f"import {m}"], capture_output=True).returncode != 0]
+    if missing:
+        subprocess.run([py, "-m", "pip", "install", "-q"] + missing, check=True)
+    os.execve(py, [py] + sys.argv, dict(os.environ, STOKE_BENCH_IN_VENV="1"))
+
+
+def resnet_onnx(channels, classes=10, stem=32, widths=(32, 64, 128), strides=(1, 2, 2), blocks=2, seed=1):
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    counter = [0]
+
+    def name(prefix):
+        counter[0] += 1
+        return f"{prefix}{counter[0]}"
+
+    def conv_bn(x, cin, cout, k, stride, relu):
+        w = name("w")
+        fan = cin * k * k
+        inits.append(numpy_helper.from_array((rng.standard_normal((cout, cin, k, k)) * (2.0 / fan) ** 0.5)
+                                             .astype(np.float32), w))
+        c = name("conv")
+        nodes.append(helper.make_node("Conv", [x, w], [c], kernel_shape=[k, k], strides=[stride, stride],
+                                      pads=[k // 2] * 4))
+        bn_in = [c]
+        for what, lo, hi in (("gamma", 0.5, 1.5), ("beta", -0.5, 0.5), ("mean", -0.5, 0.5), ("var", 0.5, 1.5)):
+            t = name(what)
+            inits.append(numpy_helper.from_array(rng.uniform(lo, hi, cout).astype(np.float32), t))
+            bn_in.append(t)
+        b = name("bn")
+        nodes.append(helper.make_node("BatchNormalization", bn_in, [b], epsilon=1e-5))
+        if not relu:
+            return b
+        r = name("relu")
+        nodes.append(helper.make_node("Relu", [b], [r]))
+        return r
+
+    x = conv_bn("input", channels, stem, 3, 1, True)
+    c = stem
+    for w, s in zip(widths, strides):
+        for i in range(blocks):
+            st = s if i == 0 else 1
+            y = conv_bn(conv_bn(x, c, w, 3, st, True), w, w, 3, 1, False)
+            sc = conv_bn(x, c, w, 1, st, False) if (st != 1 or c != w) else x
+            a = name("add")
+            nodes.append(helper.make_node("Add", [y, sc], [a]))
+            x = name("relu")
+            nodes.append(helper.make_node("Relu", [a], [x]))
+            c = w
+    nodes.append(helper.make_node("GlobalAveragePool", [x], ["gap"]))
+    nodes.append(helper.make_node("Flatten", ["gap"], ["flat"]))
+    inits.append(numpy_helper.from_array((rng.standard_normal((classes, c)) * 0.1).astype(np.float32), "fc_w"))
+    inits.append(numpy_helper.from_array(np.zeros(classes, np.float32), "fc_b"))
+    nodes.append(helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["logits"], transB=1))
+    graph = helper.make_graph(nodes, "stoke_resnet",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", channels, "H", "W"])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", classes])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2]
+
+
+def stoke_infer_ms(build, size, batch, threads):
+    extra = ["--fused-only"] if batch > 1 else []  # batch 1 also times 1 thread
+    out = subprocess.run([os.path.join(build, "bin", "bench_engine_infer"), "--size", str(size), "--batch",
+                          str(batch), "--rounds", "1", "--threads", str(threads), "--json"] + extra,
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def inference_rows(args):
+    import numpy as np
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = args.threads
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(resnet_onnx(3), opts, providers=["CPUExecutionProvider"])
+    rows = []
+    for batch in args.batches:
+        x = np.random.default_rng(2).standard_normal((batch, 3, 224, 224)).astype(np.float32)
+        sess.run(None, {"input": x})  # warm-up
+        st, ref, st1 = [], [], []
+        for _ in range(args.rounds):  # interleaved
+            s = stoke_infer_ms(args.build, 224, batch, args.threads)
+            st.append(s["fused_ms"])
+            st1.append(s["fused_1t_ms"])
+            t0 = time.perf_counter()
+            sess.run(None, {"input": x})
+            ref.append((time.perf_counter() - t0) * 1e3)
+        rows.append((f"inference 3x224x224, batch {batch}", median(st), "onnxruntime " + ort.__version__,
+                     median(ref)))
+        if batch == 1:
+            rows.append((f"  (stoke 1 thread; {args.threads}-thread speed-up {median(st1) / median(st):.2f}x)",
+                         median(st1), "", None))
+    return rows
+
+
+def train_rows(args):
+    out = subprocess.run([os.path.join(args.build, "bin", "bench_engine"), "--benchmark_filter=BM_train_step",
+                          "--benchmark_format=json"], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, STOKE_CPU_THREADS=str(args.threads)))
+    stoke_ms = {"/".join(b["name"].split("/f32/")[1].split("/")[:2]): b["real_time"]
+                for b in json.loads(out.stdout)["benchmarks"]}
+    torch_ms = {}
+    if args.torch:
+        import torch
+        sys.path.insert(0, HERE)
+        from pytorch_step import time_step
+        torch.set_num_threads(args.threads)
+        for key in stoke_ms:
+            shape, batch = key.split("/")
+            c, h, _ = (int(v) for v in shape.split("x"))
+            torch_ms[key] = time_step(c, h, int(batch[1:]), 5)
+    return [(f"train step {k}", v, "pytorch eager" if k in torch_ms else "", torch_ms.get(k))
+            for k, v in stoke_ms.items()]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--venv", default="build/bench-venv")
+    ap.add_argument("--torch", action="store_true", help="also install torch and time PyTorch's train step")
+    ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument("--batches", default="1,32", help="inference batch sizes at 224x224")
+    args = ap.parse_args()
+    ensure_venv(args)
+    args.build = os.path.abspath(args.build)
+    args.batches = [int(b) for b in args.batches.split(",")]
+    rows = inference_rows(args) + ([] if args.skip_train else train_rows(args))
+    load = os.getloadavg()[0]
+    print(f"# {args.threads} threads, {os.cpu_count()} CPUs, load average {load:.1f} at the end; medians of "
+          f"{args.rounds} interleaved rounds")
+    print(f"| {'work':44} | {'stoke ms':>9} | {'reference':22} | {'ref ms':>9} | {'stoke/ref':>9} |")
+    print(f"| {'-' * 44} | {'-' * 9}: | {'-' * 22} | {'-' * 9}: | {'-' * 9}: |")
+    for work, st, ref_name, ref in rows:
+        ratio = f"{st / ref:.2f}" if ref else "—"
+        ref_s = f"{ref:.1f}" if ref else "—"
+        print(f"| {work:44} | {st:9.1f} | {ref_name:22} | {ref_s:>9} | {ratio:>9} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+// Eval-mode forward of a network with batch norm folded into the preceding
+// convolution's weights and bias, and bias + residual add + ReLU done in the
+// convolution's output pass (on the CPU backend with oneDNN; elsewhere the
+// same arithmetic through the plain backend ops). What it recognizes:
+//   Conv2d [BatchNorm2d] [Relu]            -> one fused convolution
+//   BasicBlock (conv-bn-relu-conv-bn, shortcut conv-bn or identity, add, relu)
+//                                          -> two or three fused convolutions
+//   Sequential                             -> its layers, in order
+// Any other layer runs its own forward(x, false). Convolution outputs share
+// four buffers, (re)allocated when the input shape grows and reused after.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "stoke/nn/layers.hpp"
+
+namespace stoke::nn {
+
+class STOKE_INTERNAL FusedInference {
+ public:
+  // Folds the network's current weights and statistics. The network must
+  // outlive this object; call refold() after its parameters change.
+  explicit FusedInference(Sequential& net);
+  ~FusedInference();
+  FusedInference(const FusedInference&) = delete;
+  FusedInference& operator=(const FusedInference&) = delete;
+
+  void refold();
+  // x (N, C, H, W) -> the network's output; valid until the next forward.
+  const Tensor& forward(const Tensor& x);
+  // Convolutions fused (for tests and the bench): each is one output pass.
+  int fused_convolutions() const noexcept;
+
+  struct Step;
+
+ private:
+  Backend* backend_;
+  std::vector<std::unique_ptr<Step>> steps_;
+  std::array<Tensor, 4> slots_;  // convolution outputs, see fused_inference.cpp
+  Shape planned_for_;
+};
+
+}  // namespace stoke::nn

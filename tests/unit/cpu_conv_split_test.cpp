@@ -1,0 +1,173 @@
+// The CPU convolution's work splits (conv2d_dnnl.cpp, or im2col without
+// oneDNN): a single image in bands of output rows (forward) or over channels
+// (backward), a batch over images, at 1 to 5 arena threads, against the naive
+// reference with the op suite's tolerances; and the fused epilogue
+// (bias + residual + ReLU) against the plain ops composed.
+#include "backend/cpu/conv2d_fused.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/naive.hpp"
+#include "op_test_util.hpp"
+#include "stoke/nn/model.hpp"
+#include "stoke/nn/optim.hpp"
+#include "stoke/threads.hpp"
+
+namespace stoke::testing {
+namespace {
+
+struct Case {
+  Shape x, w;
+  Conv2dParams p;
+};
+
+const Case kCases[] = {
+    {{1, 3, 13, 11}, {8, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},   // stem-like, odd rows for uneven bands
+    {{1, 8, 12, 12}, {16, 8, 3, 3}, {2, 2, 1, 1, 1, 1, 1}},  // strided
+    {{1, 8, 9, 9}, {8, 8, 1, 1}, {2, 2, 0, 0, 1, 1, 1}},     // 1x1 shortcut, stride 2
+    {{1, 6, 10, 10}, {6, 3, 3, 3}, {1, 1, 2, 2, 2, 2, 2}},   // dilated, grouped
+    {{1, 4, 3, 7}, {5, 4, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},     // fewer rows than threads
+    {{3, 4, 8, 8}, {6, 4, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},     // a batch
+};
+
+std::string describe(const Case& c, int threads) {
+  std::string out = "x";
+  out += shape_to_string(c.x);
+  out += " w";
+  out += shape_to_string(c.w);
+  out += " threads ";
+  out += std::to_string(threads);
+  return out;
+}
+
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n) : saved_(thread_count()) { set_thread_count(n); }
+  ~ThreadCount() { set_thread_count(saved_); }
+
+ private:
+  int saved_;
+};
+
+TEST(CpuConvSplit, EveryThreadCountMatchesNaiveAndOneThreadBitForBit) {
+  std::vector<std::vector<float>> first;  // the 1-thread results, per case and output
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadCount tc(threads);
+    cpu::CpuBackend be;
+    std::uint32_t seed = 40;
+    std::size_t out = 0;
+    for (const Case& c : kCases) {
+      const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
+      const std::string what = describe(c, threads);
+      Tensor x = random_tensor(be, c.x, ++seed), w = random_tensor(be, c.w, ++seed);
+      Tensor b = random_tensor(be, {c.w[0]}, ++seed), dy = random_tensor(be, ys, ++seed);
+      Tensor y(be, ys), ry(be, ys), dx(be, c.x), rdx(be, c.x), dw(be, c.w), rdw(be, c.w), db(be, {c.w[0]}),
+          rdb(be, {c.w[0]});
+      be.conv2d_forward(x, w, b, y, c.p);
+      cpu::naive::conv2d_forward(x, w, b, ry, c.p);
+      be.conv2d_backward(x, w, dy, dx, dw, db, c.p);
+      cpu::naive::conv2d_backward(x, w, dy, rdx, rdw, rdb, c.p);
+      const std::size_t spatial = static_cast<std::size_t>(c.x[0] * ys[2] * ys[3]);
+      expect_close(y, ry, tolerance(Accuracy::kReduction, static_cast<std::size_t>(c.w[1] * c.w[2] * c.w[3])), "y " + what);
+      expect_close(dx, rdx, tolerance(Accuracy::kReduction, static_cast<std::size_t>(c.w[0] * c.w[2] * c.w[3])), "dx " + what);
+      expect_close(dw, rdw, tolerance(Accuracy::kReduction, spatial), "dw " + what);
+      expect_close(db, rdb, tolerance(Accuracy::kReduction, spatial), "db " + what);
+      for (const Tensor* t : {&y, &dx, &dw, &db}) {
+        if (threads == 1) {
+          first.push_back(t->to_vector());
+        } else {
+          EXPECT_EQ(t->to_vector(), first[out]) << "not the 1-thread bits: " << what;
+        }
+        ++out;
+      }
+    }
+  }
+}
+
+TEST(CpuConvSplit, SerialEqualsParallelForOneImage) {
+  ThreadCount tc(3);
+  cpu::CpuBackend serial, parallel;
+  serial.set_execution(Execution::kSerial);
+  const Case& c = kCases[0];
+  const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
+  Tensor none;
+  Tensor x = random_tensor(parallel, c.x, 1), w = random_tensor(parallel, c.w, 2), dy = random_tensor(parallel, ys, 3);
+  Tensor ya(parallel, ys), yb(serial, ys), dxa(parallel, c.x), dxb(serial, c.x), dwa(parallel, c.w), dwb(serial, c.w);
+  parallel.conv2d_forward(x, w, none, ya, c.p);
+  serial.conv2d_forward(x, w, none, yb, c.p);
+  parallel.conv2d_backward(x, w, dy, dxa, dwa, none, c.p);
+  serial.conv2d_backward(x, w, dy, dxb, dwb, none, c.p);
+  expect_identical(ya, yb, "y");
+  expect_identical(dxa, dxb, "dx");
+  expect_identical(dwa, dwb, "dw");
+}
+
+TEST(CpuConvSplit, FusedEpilogueMatchesThePlainOps) {
+  for (int threads : {1, 2, 3}) {
+    ThreadCount tc(threads);
+    cpu::CpuBackend be;
+    std::uint32_t seed = 90;
+    for (const Case& c : kCases) {
+      const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
+      const std::string what = describe(c, threads);
+      Tensor x = random_tensor(be, c.x, ++seed), w = random_tensor(be, c.w, ++seed);
+      Tensor b = random_tensor(be, {c.w[0]}, ++seed), res = random_tensor(be, ys, ++seed);
+      Tensor conv(be, ys), sum(be, ys), want(be, ys), got(be, ys), relu_only(be, ys), want_relu(be, ys);
+      be.conv2d_forward(x, w, b, conv, c.p);
+      be.add(conv, res, sum);
+      be.relu_forward(sum, want);
+      be.relu_forward(conv, want_relu);
+      if (!cpu::conv2d_fused(be, x, w, b, &res, got, c.p, true)) GTEST_SKIP() << "built without oneDNN";
+      ASSERT_TRUE(cpu::conv2d_fused(be, x, w, b, nullptr, relu_only, c.p, true));
+      // One rounding more or less (the add) on values of size ~sqrt(reduction).
+      expect_close(got, want, tolerance(Accuracy::kReduction, static_cast<std::size_t>(c.w[1] * c.w[2] * c.w[3])), what);
+      expect_close(relu_only, want_relu, tolerance(Accuracy::kElementwise), "relu only " + what);
+    }
+  }
+}
+
+TEST(CpuConvSplit, FusedRejectsAMismatchedResidual) {
+  cpu::CpuBackend be;
+  const Case& c = kCases[0];
+  const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
+  Tensor x = random_tensor(be, c.x, 1), w = random_tensor(be, c.w, 2), none, y(be, ys), res(be, {1, 1, 2, 2});
+  if (!cpu::conv2d_fused(be, x, w, none, nullptr, y, c.p, false)) GTEST_SKIP() << "built without oneDNN";
+  EXPECT_THROW(cpu::conv2d_fused(be, x, w, none, &res, y, c.p, true), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace stoke::testing
+
+namespace stoke::testing {
+namespace {
+
+// A train step (forward, both backward passes, SGD) through the CPU
+// convolution allocates nothing after the first step, at batch 1 (channel and
+// band splits) and at a batch (image split).
+TEST(CpuConvSplit, TrainStepAllocatesNothingAfterTheFirst) {
+  ThreadCount tc(2);
+  for (std::int64_t batch : {1, 4}) {
+    cpu::CpuBackend be;
+    nn::ModelSpec spec;
+    spec.in_channels = 3;
+    spec.height = spec.width = 12;
+    spec.stem_width = 8;
+    spec.widths = {8, 16};
+    spec.strides = {1, 2};
+    spec.blocks_per_stage = 1;
+    auto model = nn::build_model(be, spec, 1);
+    nn::Sgd sgd(*model);
+    nn::TrainStep step(*model, sgd);
+    Tensor x = random_tensor(be, model->input_shape(batch), 2);
+    Tensor labels(be, {batch}, DType::kInt32);
+    std::vector<std::int32_t> l(static_cast<std::size_t>(batch), 1);
+    labels.copy_from_host(l.data());
+    step.run(x, labels, 0.01f);
+    const MemoryStats first = be.memory_stats();
+    step.run(x, labels, 0.01f);
+    step.run(x, labels, 0.01f);
+    EXPECT_EQ(be.memory_stats().allocations, first.allocations) << "batch " << batch;
+    EXPECT_EQ(be.memory_stats().peak_bytes, first.peak_bytes) << "batch " << batch;
+  }
+}
+
+}  // namespace
+}  // namespace stoke::testing

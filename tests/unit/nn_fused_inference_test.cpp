@@ -1,0 +1,111 @@
+// FusedInference (batch norm folded, bias + residual + ReLU fused) against the
+// model's own eval-mode forward, on ResNet and plain-CNN specs, batch 1 and 3.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "nn/fused_inference.hpp"
+#include "stoke/nn/model.hpp"
+
+namespace stoke::nn {
+namespace {
+
+// Non-trivial batch-norm state, so that folding has something to fold.
+void randomize_statistics(Model& model, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.5f, 1.5f), c(-0.5f, 0.5f);
+  auto fill = [&](const Tensor& t, bool positive) {
+    std::vector<float> v(static_cast<std::size_t>(t.numel()));
+    for (float& x : v) x = positive ? u(rng) : c(rng);
+    Tensor view = t;
+    view.copy_from_host(v.data());
+  };
+  for (const auto& b : model.named_buffers()) fill(b.tensor, b.name.find("running_var") != std::string::npos);
+  for (const auto& p : model.named_parameters()) {
+    if (p.name.find(".gamma") != std::string::npos) fill(p.tensor, true);
+    if (p.name.find(".beta") != std::string::npos || p.name.find("fc.bias") != std::string::npos) fill(p.tensor, false);
+  }
+}
+
+Tensor random_input(Backend& be, const Shape& s, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(static_cast<std::size_t>(shape_numel(s)));
+  for (float& x : v) x = d(rng);
+  Tensor t(be, s);
+  t.copy_from_host(v.data());
+  return t;
+}
+
+void expect_matches(Model& model, FusedInference& fused, std::int64_t batch) {
+  Backend& be = model.backend();
+  const Tensor x = random_input(be, model.input_shape(batch), 7 + static_cast<std::uint32_t>(batch));
+  const auto want = model.forward(x, false).to_vector();
+  const auto got = fused.forward(x).to_vector();
+  ASSERT_EQ(got.size(), want.size());
+  float scale = 0.0f;
+  for (float v : want) scale = std::max(scale, std::abs(v));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    // Folding reorders the roundings of conv and batch norm: float32, ~15 layers.
+    EXPECT_NEAR(got[i], want[i], 2e-5 * (1.0f + scale)) << "logit " << i << " batch " << batch;
+  }
+}
+
+ModelSpec small_resnet() {
+  ModelSpec spec;
+  spec.in_channels = 3;
+  spec.height = spec.width = 12;
+  spec.stem_width = 8;
+  spec.widths = {8, 16};
+  spec.strides = {1, 2};
+  spec.blocks_per_stage = 2;
+  return spec;
+}
+
+TEST(FusedInference, ResNetMatchesEvalForward) {
+  auto model = build_model(cpu_backend(), small_resnet(), 3);
+  randomize_statistics(*model, 11);
+  FusedInference fused(model->network());
+  // Stem; stage 1 keeps 8 channels at stride 1 (identity shortcuts: 2 each);
+  // stage 2 opens with a projection shortcut (3), then an identity block (2).
+  EXPECT_EQ(fused.fused_convolutions(), 1 + 2 + 2 + 3 + 2);
+  for (std::int64_t batch : {1, 3}) expect_matches(*model, fused, batch);
+}
+
+TEST(FusedInference, PlainCnnWithDropoutMatchesEvalForward) {
+  ModelSpec spec = small_resnet();
+  spec.architecture = Architecture::kPlainCnn;
+  spec.dropout = 0.3f;
+  auto model = build_model(cpu_backend(), spec, 5);
+  randomize_statistics(*model, 13);
+  FusedInference fused(model->network());
+  EXPECT_EQ(fused.fused_convolutions(), 2);
+  for (std::int64_t batch : {1, 3}) expect_matches(*model, fused, batch);
+}
+
+TEST(FusedInference, RefoldFollowsChangedStatistics) {
+  auto model = build_model(cpu_backend(), small_resnet(), 3);
+  FusedInference fused(model->network());
+  randomize_statistics(*model, 17);  // stale until refold
+  fused.refold();
+  expect_matches(*model, fused, 2);
+}
+
+TEST(FusedInference, AllocatesNothingAfterTheFirstCall) {
+  cpu::CpuBackend be;
+  auto model = build_model(be, small_resnet(), 3);
+  FusedInference fused(model->network());
+  const Tensor x = random_input(be, model->input_shape(2), 1);
+  const auto first = fused.forward(x).to_vector();
+  const MemoryStats after_first = be.memory_stats();
+  const auto second = fused.forward(x).to_vector();
+  EXPECT_EQ(be.memory_stats().allocations, after_first.allocations);
+  EXPECT_EQ(be.memory_stats().peak_bytes, after_first.peak_bytes);
+  EXPECT_EQ(first, second);
+}
+
+}  // namespace
+}  // namespace stoke::nn
