@@ -8,6 +8,8 @@
 //       "name batch channels height width classes"
 //   interchange_tool import onnx|safetensors FILE ARCH WIDTH_MULT CHANNELS SIZE CLASSES INPUT OUTPUT [new-head]
 //       imports FILE into the model and writes its inference logits on INPUT (batch inferred)
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -35,12 +37,12 @@ void write_floats(const std::string& path, const std::vector<float>& v) {
   if (!f) throw IoError("cannot write " + path);
 }
 
-// Batch-norm scale and shift away from the identity (so a wrong mapping shows
-// in the logits), then running statistics from training forwards on random
-// input (so activations, and the logits, stay at the scale of real use).
+// Batch-norm parameters and statistics away from the identity (so a wrong
+// mapping shows in the logits), drawn as tests/interchange/torchvision_like.py
+// draws them.
 void perturb_batch_norms(nn::Model& model, std::uint32_t seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> scale(0.5f, 1.5f), shift(-0.2f, 0.2f), pixel(-1.0f, 1.0f);
+  std::uniform_real_distribution<float> scale(0.5f, 1.5f), shift(-0.2f, 0.2f);
   auto params = model.named_parameters();
   for (std::size_t i = 0; i + 1 < params.size(); ++i) {  // rank-1 parameters but the head's bias: the norms'
     if (params[i].tensor.rank() != 1) continue;
@@ -49,18 +51,34 @@ void perturb_batch_norms(nn::Model& model, std::uint32_t seed) {
     for (float& x : v) x = gamma ? scale(rng) : shift(rng);
     params[i].tensor.copy_from_host(v.data());
   }
-  Tensor x(model.backend(), model.input_shape(32));
-  std::vector<float> host(static_cast<std::size_t>(x.numel()));
-  for (float& p : host) p = pixel(rng);
-  x.copy_from_host(host.data());
-  for (int i = 0; i < 20; ++i) model.forward(x, true);
+  for (auto& t : model.named_buffers()) {
+    std::vector<float> v(static_cast<std::size_t>(t.tensor.numel()));
+    for (float& x : v) x = t.name.ends_with("running_var") ? scale(rng) : shift(rng);
+    t.tensor.copy_from_host(v.data());
+  }
 }
+
+// Scales the (linear) head so the logits on `input` are at most 3 in
+// magnitude: the activations grow through deep random nets, and 1e-4 should
+// be a tight bound on logits of the size a trained model gives.
+void scale_head(nn::Model& model, const std::vector<float>& input);
 
 std::vector<float> logits(nn::Model& model, const std::vector<float>& input) {
   const std::int64_t per = shape_numel(model.input_shape(1));
   Tensor x(model.backend(), model.input_shape(static_cast<std::int64_t>(input.size()) / per));
   x.copy_from_host(input.data());
   return model.forward(x, false).to_vector();
+}
+
+void scale_head(nn::Model& model, const std::vector<float>& input) {
+  float most = 1.0f;
+  for (float v : logits(model, input)) most = std::max(most, std::fabs(v));
+  auto params = model.named_parameters();
+  for (std::size_t i = params.size() - 2; i < params.size(); ++i) {  // the head's weight and bias
+    std::vector<float> v = params[i].tensor.to_vector();
+    for (float& x : v) x *= 3.0f / most;
+    params[i].tensor.copy_from_host(v.data());
+  }
 }
 
 nn::ModelSpec spec_for(const std::string& arch, float width, int channels, int size, int classes) {
@@ -88,7 +106,7 @@ int export_all(const std::string& dir) {
       for (bool fold : {false, true}) {
         const bool torch = std::string(arch).starts_with("resnet") && std::string(arch) != "resnet";
         const int size = torch ? 32 : 12, classes = 5, batch = 3;
-        auto model = nn::build_model(cpu_backend(), spec_for(arch, 0.125f, channels, size, classes), ++seed);
+        auto model = nn::build_model(cpu_backend(), spec_for(arch, 0.0625f, channels, size, classes), ++seed);
         perturb_batch_norms(*model, seed);
         const std::string name = std::string(arch) + (channels == 1 ? "_gray" : "_rgb") + (fold ? "_folded" : "");
         interchange::OnnxExportOptions o;
@@ -96,11 +114,12 @@ int export_all(const std::string& dir) {
         o.softmax = fold;  // the optional output, on half the files
         o.class_names = {"good", "scratch", "dent", "stain", "crack"};
         o.metadata = {{"preprocessing", "{\"mean\": [0.5], \"std\": [0.25]}"}};
-        interchange::export_onnx(*model, dir + "/" + name + ".onnx", o);
         std::mt19937 rng(seed);
         std::uniform_real_distribution<float> u(-1.0f, 1.0f);
         std::vector<float> input(static_cast<std::size_t>(shape_numel(model->input_shape(batch))));
         for (float& x : input) x = u(rng);
+        scale_head(*model, input);
+        interchange::export_onnx(*model, dir + "/" + name + ".onnx", o);
         write_floats(dir + "/" + name + ".input.bin", input);
         const std::vector<float> own = logits(*model, input);
         if (fold) {
