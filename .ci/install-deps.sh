@@ -10,6 +10,7 @@ packages=(
   libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopencv-dev  # optional, bench-only reference (bench/pipeline.cmake)
   dataset-fashion-mnist
+  python3-venv python3-pip  # test-time only: tests/interchange/run.sh makes a venv with onnx + onnxruntime
 )
 
 missing=()
