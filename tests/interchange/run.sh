@@ -11,9 +11,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work" && mkdir -p "$work"
 
 if [[ $mode == torchvision ]]; then
-  py=${STOKE_TORCH_PYTHON:-python3}
-  if ! "$py" -c 'import torch, torchvision, onnx, onnxruntime, numpy' 2>/dev/null; then
-    echo "SKIP: $py cannot import torch, torchvision, onnx, onnxruntime and numpy (set STOKE_TORCH_PYTHON to a Python that can)"
+  # Debian's python3-torch and python3-torchvision are enough (no onnx package needed).
+  py=${STOKE_TORCH_PYTHON:-/usr/bin/python3}
+  if ! "$py" -c 'import torch, torchvision, numpy' 2>/dev/null; then
+    echo "SKIP: $py cannot import torch, torchvision and numpy (install python3-torchvision, or set STOKE_TORCH_PYTHON)"
     exit 77
   fi
   exec "$py" "$here/torchvision_check.py" "$tool" "$work"

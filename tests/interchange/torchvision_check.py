@@ -5,13 +5,14 @@ logits equal PyTorch's within 1e-4. Runs only where PyTorch is installed."""
 import subprocess
 import sys
 
+import os
+
 import numpy as np
 import torch
 import torchvision
 
-import os
 sys.path.insert(0, os.path.dirname(__file__))
-import torchvision_like as tv  # noqa: E402
+from safetensors_np import save_safetensors  # noqa: E402
 
 tool, work = sys.argv[1], sys.argv[2]
 torch.manual_seed(0)
@@ -26,7 +27,7 @@ with torch.no_grad():  # batch-norm statistics away from the identity
 x = torch.rand(2, 3, 64, 64) * 2 - 1
 with torch.no_grad():
     want = model(x).numpy()
-tv.save_safetensors({k: v.numpy() for k, v in model.state_dict().items()}, f"{work}/r18.safetensors")
+save_safetensors({k: v.numpy() for k, v in model.state_dict().items()}, f"{work}/r18.safetensors")
 torch.onnx.export(model, x, f"{work}/r18.onnx", opset_version=13, dynamic_axes={"x": {0: "n"}}, input_names=["x"])
 x.numpy().tofile(f"{work}/in.bin")
 failures = []

@@ -2,11 +2,10 @@
 files from numpy weights, without PyTorch: node and initializer names as
 torch.onnx.export writes them (so import cannot rely on stoke's names), batch
 norm kept or folded into the convolutions as the exporter does in eval mode."""
-import json
-import struct
-
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
+
+from safetensors_np import save_safetensors  # noqa: F401 (re-exported)
 
 BLOCKS = {"resnet18": (2, 2, 2, 2), "resnet34": (3, 4, 6, 3), "resnet50": (3, 4, 6, 3)}
 
@@ -49,20 +48,6 @@ def make_state_dict(arch, width, channels, classes, rng):
     sd["fc.weight"] = (rng.standard_normal((classes, inp)) / np.sqrt(inp)).astype(np.float32)
     sd["fc.bias"] = rng.uniform(-0.1, 0.1, classes).astype(np.float32)
     return sd
-
-
-def save_safetensors(sd, path):
-    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
-    codes = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64", np.dtype(np.float16): "F16"}
-    for name, a in sd.items():
-        a = np.ascontiguousarray(a)
-        header[name] = {"dtype": codes[a.dtype], "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
-        blobs.append(a.tobytes())
-        offset += a.nbytes
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 class Graph:
