@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "interchange/protobuf.hpp"
 #include "op_test_util.hpp"
 #include "stoke/interchange.hpp"
