@@ -49,6 +49,11 @@ struct TrainerOptions {
   std::size_t max_steps_per_epoch = 0;    // 0 = the whole epoch (trials use a few steps)
   int trace_steps = 0;                    // Chrome trace of the first N steps of each epoch
   std::uint64_t seed = 0;
+  // Fine-tuning: the stem and the first N stages frozen (Model::freeze_stages),
+  // and per-stage learning-rate multipliers (Model::set_stage_lr_multipliers);
+  // 0 / empty = the model as it is.
+  int freeze_stages = 0;
+  std::vector<float> stage_lr_multipliers;
   // Prefetch depth, pinned staging and streams; empty = Config::load().
   std::optional<Settings> settings;
 };

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "op_test_util.hpp"
+#include "tiny_dataset.hpp"
 #include "stoke/nn/model.hpp"
 #include "stoke/nn/optim.hpp"
 
@@ -101,3 +102,37 @@ TEST(FineTune, StageMultipliersScaleTheirStagesUpdate) {
 
 }  // namespace
 }  // namespace stoke::test
+
+namespace stoke::testing {
+namespace {
+
+// TrainerOptions::freeze_stages reaches the model before the optimizer: the
+// frozen stage's weights and statistics come out of fit() as they went in.
+TEST_F(TinyDataset, TrainerFreezesStagesFromOptions) {
+  spec_.widths = {6, 8};
+  auto m = model();
+  options_.epochs = 1;
+  options_.freeze_stages = 1;
+  options_.stage_lr_multipliers = {0.0f, 0.5f};
+  std::map<std::string, std::vector<float>> before;
+  for (const auto& t : m->named_parameters()) before[t.name] = t.tensor.to_vector();
+  for (const auto& t : m->named_buffers()) before[t.name] = t.tensor.to_vector();
+  Trainer trainer(*m, options_);
+  trainer.fit(data_, nullptr, loader_);
+  EXPECT_EQ(m->frozen_layers(), 4);
+  for (const auto& t : m->named_parameters()) {
+    if (t.name.starts_with("conv1")) {
+      EXPECT_EQ(t.tensor.to_vector(), before[t.name]) << t.name;
+    } else {
+      EXPECT_NE(t.tensor.to_vector(), before[t.name]) << t.name;
+    }
+  }
+  for (const auto& t : m->named_buffers()) {
+    if (t.name.starts_with("conv1")) {
+      EXPECT_EQ(t.tensor.to_vector(), before[t.name]) << t.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace stoke::testing
