@@ -93,10 +93,14 @@ class STOKE_API Conv2d final : public Layer {
   void parameters(std::vector<ParamSlot>& out) override;
   std::size_t activation_bytes(const Shape& in) const override;
   std::size_t workspace_bytes(const Shape& in) const override;
+  // For inference folding (lib/nn/fused_inference.cpp).
+  const Conv2dParams& params() const noexcept { return params_; }
+  const Tensor& weight() const noexcept { return weight_; }
+  const Tensor& bias() const noexcept { return bias_; }  // undefined without bias
+  // For ONNX export and import (lib/interchange/).
   int in_channels() const noexcept { return in_channels_; }
   int out_channels() const noexcept { return out_channels_; }
   int kernel() const noexcept { return kernel_; }
-  const Conv2dParams& params() const noexcept { return params_; }
   bool has_bias() const noexcept { return has_bias_; }
 
  private:
@@ -121,8 +125,14 @@ class STOKE_API BatchNorm2d final : public Layer {
   void parameters(std::vector<ParamSlot>& out) override;
   void buffers(std::vector<BufferSlot>& out) override;
   std::size_t activation_bytes(const Shape& in) const override;
-  int channels() const noexcept { return channels_; }
+  // For inference folding (lib/nn/fused_inference.cpp).
   const BatchNormParams& params() const noexcept { return params_; }
+  const Tensor& gamma() const noexcept { return gamma_; }
+  const Tensor& beta() const noexcept { return beta_; }
+  const Tensor& running_mean() const noexcept { return running_mean_; }
+  const Tensor& running_var() const noexcept { return running_var_; }
+  // For ONNX export and import (lib/interchange/).
+  int channels() const noexcept { return channels_; }
   // The names of the scale and shift parameters ("<name>.gamma" or "<name>.weight").
   std::string scale_name() const;
   std::string shift_name() const;
@@ -275,6 +285,7 @@ class STOKE_API Residual : public Layer {
   std::size_t workspace_bytes(const Shape& in) const override;
   void describe(std::string& out, int depth, const Shape& in) const override;
   const Sequential& main() const noexcept { return *main_; }
+  const Sequential& main_path() const noexcept { return *main_; }  // the name lib/nn/fused_inference.cpp uses
   const Sequential* shortcut() const noexcept { return shortcut_.get(); }  // null: identity
 
  private:
