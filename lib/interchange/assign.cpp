@@ -67,6 +67,11 @@ ImportReport assign_weights(nn::Model& model, const std::map<std::string, HostTe
     const HostTensor& h = it->second;
     const Shape want = t.tensor.shape();
     const Shape got(h.shape.begin(), h.shape.end());
+    if (h.data.size() != static_cast<std::size_t>(shape_numel(got))) {  // a type the readers do not convert
+      problems.push_back(t.name + ": " + std::to_string(h.data.size()) + " float values for shape " + shape_to_string(got) +
+                         " (only float32, float64 and int64 ONNX weights are read)");
+      continue;
+    }
     if (got == want) {
       writes.emplace_back(t.tensor, h.data);
     } else if (t.name == ends.stem_weight && options.sum_rgb_stem && want.size() == 4 && got.size() == 4 &&
