@@ -12,7 +12,7 @@
 #include "op_test_util.hpp"
 #include "stoke/interchange.hpp"
 
-namespace stoke::test {
+namespace stoke::testing {
 namespace {
 
 namespace fs = std::filesystem;
@@ -211,4 +211,4 @@ TEST(Interchange, CorruptFilesAreCorruptFileErrors) {
 }
 
 }  // namespace
-}  // namespace stoke::test
+}  // namespace stoke::testing

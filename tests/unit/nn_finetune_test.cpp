@@ -10,7 +10,7 @@
 #include "stoke/nn/model.hpp"
 #include "stoke/nn/optim.hpp"
 
-namespace stoke::test {
+namespace stoke::testing {
 namespace {
 
 nn::ModelSpec r18() {
@@ -101,7 +101,7 @@ TEST(FineTune, StageMultipliersScaleTheirStagesUpdate) {
 }
 
 }  // namespace
-}  // namespace stoke::test
+}  // namespace stoke::testing
 
 namespace stoke::testing {
 namespace {

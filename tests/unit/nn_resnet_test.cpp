@@ -7,7 +7,7 @@
 #include "nn/resnet.hpp"
 #include "stoke/nn/model.hpp"
 
-namespace stoke::test {
+namespace stoke::testing {
 namespace {
 
 nn::ModelSpec torch_spec(nn::Architecture arch, float width, int channels, int size, int classes) {
@@ -122,4 +122,4 @@ TEST(TorchResNet, ResNet18GradientsMatchFiniteDifferences) {
 }
 
 }  // namespace
-}  // namespace stoke::test
+}  // namespace stoke::testing
