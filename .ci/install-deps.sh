@@ -12,6 +12,7 @@ packages=(
   libdnnl-dev  # CPU convolutions (lib/backend/cpu/conv2d_dnnl.cpp); without it: im2col + OpenBLAS
   libopencv-dev  # optional, bench-only reference (bench/pipeline.cmake)
   dataset-fashion-mnist
+  python3-venv python3-pip  # test-time only: tests/interchange/run.sh makes a venv with onnx + onnxruntime
 )
 
 missing=()

@@ -7,6 +7,7 @@
 #include "stoke/device.hpp"
 #include "stoke/error.hpp"
 #include "stoke/image.hpp"
+#include "stoke/interchange.hpp"
 #include "stoke/log.hpp"
 #include "stoke/memory.hpp"
 #include "stoke/nn.hpp"

@@ -55,6 +55,11 @@ struct TrainerOptions {
   std::size_t max_steps_per_epoch = 0;    // 0 = the whole epoch (trials use a few steps)
   int trace_steps = 0;                    // Chrome trace of the first N steps of each epoch
   std::uint64_t seed = 0;
+  // Fine-tuning: the stem and the first N stages frozen (Model::freeze_stages),
+  // and per-stage learning-rate multipliers (Model::set_stage_lr_multipliers);
+  // 0 / empty = the model as it is.
+  int freeze_stages = 0;
+  std::vector<float> stage_lr_multipliers;
   // Where the trainer's settings, SIMD level and CPU thread arena come from
   // (runtime.context, or a Context built from the application's Config):
   // fit() runs in its arena and the loaders it builds take it (replacing

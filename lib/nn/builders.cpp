@@ -3,6 +3,7 @@
 
 #include "stoke/error.hpp"
 #include "stoke/nn/model.hpp"
+#include "nn/resnet.hpp"
 
 namespace stoke::nn {
 
@@ -44,8 +45,33 @@ std::vector<int> to_ints(const std::map<std::string, std::string>& m, const std:
 
 }  // namespace
 
+const char* architecture_name(Architecture architecture) noexcept {
+  switch (architecture) {
+    case Architecture::kResNet: return "resnet";
+    case Architecture::kPlainCnn: return "plain_cnn";
+    case Architecture::kResNet18: return "resnet18";
+    case Architecture::kResNet34: return "resnet34";
+    case Architecture::kResNet50: return "resnet50";
+  }
+  return "unknown";
+}
+
+Architecture architecture_from_name(const std::string& name) {
+  for (Architecture a : {Architecture::kResNet, Architecture::kPlainCnn, Architecture::kResNet18,
+                         Architecture::kResNet34, Architecture::kResNet50}) {
+    if (name == architecture_name(a)) return a;
+  }
+  throw InvalidArgument("architecture '" + name + "' is not one of resnet, plain_cnn, resnet18, resnet34, resnet50");
+}
+
+bool is_torchvision_resnet(Architecture architecture) noexcept {
+  return architecture == Architecture::kResNet18 || architecture == Architecture::kResNet34 ||
+         architecture == Architecture::kResNet50;
+}
+
 std::map<std::string, std::string> ModelSpec::to_map() const {
-  return {{"architecture", architecture == Architecture::kResNet ? "resnet" : "plain_cnn"},
+  return {{"architecture", architecture_name(architecture)},
+          {"width_multiplier", std::to_string(width_multiplier)},
           {"in_channels", std::to_string(in_channels)},
           {"height", std::to_string(height)},
           {"width", std::to_string(width)},
@@ -59,13 +85,10 @@ std::map<std::string, std::string> ModelSpec::to_map() const {
 
 ModelSpec ModelSpec::from_map(const std::map<std::string, std::string>& m) {
   ModelSpec s;
-  const std::string& arch = get(m, "architecture");
-  if (arch == "resnet") {
-    s.architecture = Architecture::kResNet;
-  } else if (arch == "plain_cnn") {
-    s.architecture = Architecture::kPlainCnn;
-  } else {
-    throw InvalidArgument("ModelSpec: architecture '" + arch + "' is not resnet or plain_cnn");
+  try {
+    s.architecture = architecture_from_name(get(m, "architecture"));
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string("ModelSpec: ") + e.what());
   }
   s.in_channels = to_int(m, "in_channels");
   s.height = to_int(m, "height");
@@ -80,10 +103,19 @@ ModelSpec ModelSpec::from_map(const std::map<std::string, std::string>& m) {
   } catch (const std::logic_error&) {
     throw InvalidArgument("ModelSpec: key 'dropout' is not a number");
   }
+  // Written since the torchvision backbones; older files mean 1.
+  if (m.count("width_multiplier")) {
+    try {
+      s.width_multiplier = std::stof(get(m, "width_multiplier"));
+    } catch (const std::logic_error&) {
+      throw InvalidArgument("ModelSpec: key 'width_multiplier' is not a number");
+    }
+  }
   return s;
 }
 
 std::unique_ptr<Model> build_model(Backend& backend, const ModelSpec& spec, std::uint64_t seed) {
+  if (is_torchvision_resnet(spec.architecture)) return std::make_unique<Model>(spec, build_torchvision_resnet(backend, spec, seed), seed);
   if (spec.widths.empty() || spec.classes < 1 || spec.in_channels < 1) {
     throw InvalidArgument("build_model: need at least one width, one class and one input channel");
   }

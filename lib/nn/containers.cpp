@@ -1,14 +1,10 @@
-// Sequential and the ResNet basic block.
+// Sequential and the ResNet basic block (a Residual, lib/nn/resnet.cpp).
 #include <algorithm>
 
 #include "stoke/error.hpp"
 #include "stoke/nn/layers.hpp"
 
 namespace stoke::nn {
-
-namespace {
-std::size_t float_bytes(const Shape& s) { return static_cast<std::size_t>(shape_numel(s)) * sizeof(float); }
-}  // namespace
 
 void Sequential::add(std::unique_ptr<Layer> layer) {
   if (!layer) throw InvalidArgument("Sequential '" + name_ + "': null layer");
@@ -81,86 +77,35 @@ void Sequential::describe(std::string& out, int depth, const Shape& in) const {
   }
 }
 
-BasicBlock::BasicBlock(Backend& backend, std::string name, int in_channels, int out_channels, int stride)
-    : Layer(backend, name), main_(backend, name) {
+namespace {
+
+std::unique_ptr<Sequential> basic_main(Backend& backend, const std::string& name, int in_channels, int out_channels,
+                                       int stride) {
+  auto main = std::make_unique<Sequential>(backend, name);
   const Conv2dParams c1{stride, stride, 1, 1, 1, 1, 1};
   const Conv2dParams c2{1, 1, 1, 1, 1, 1, 1};
-  main_.add(std::make_unique<Conv2d>(backend, name + ".conv1", in_channels, out_channels, 3, c1));
-  main_.add(std::make_unique<BatchNorm2d>(backend, name + ".bn1", out_channels));
-  main_.add(std::make_unique<Relu>(backend, name + ".relu1"));
-  main_.add(std::make_unique<Conv2d>(backend, name + ".conv2", out_channels, out_channels, 3, c2));
-  main_.add(std::make_unique<BatchNorm2d>(backend, name + ".bn2", out_channels));
-  if (stride != 1 || in_channels != out_channels) {
-    shortcut_ = std::make_unique<Sequential>(backend, name + ".shortcut");
-    const Conv2dParams s{stride, stride, 0, 0, 1, 1, 1};
-    shortcut_->add(std::make_unique<Conv2d>(backend, name + ".shortcut.conv", in_channels, out_channels, 1, s));
-    shortcut_->add(std::make_unique<BatchNorm2d>(backend, name + ".shortcut.bn", out_channels));
-  }
-}
-
-Shape BasicBlock::output_shape(const Shape& in) const {
-  const Shape main = main_.output_shape(in);
-  const Shape shortcut = shortcut_ ? shortcut_->output_shape(in) : in;
-  if (main != shortcut) {
-    throw InvalidArgument("BasicBlock '" + name_ + "': main path gives " + shape_to_string(main) + ", shortcut " +
-                          shape_to_string(shortcut));
-  }
+  main->add(std::make_unique<Conv2d>(backend, name + ".conv1", in_channels, out_channels, 3, c1));
+  main->add(std::make_unique<BatchNorm2d>(backend, name + ".bn1", out_channels));
+  main->add(std::make_unique<Relu>(backend, name + ".relu1"));
+  main->add(std::make_unique<Conv2d>(backend, name + ".conv2", out_channels, out_channels, 3, c2));
+  main->add(std::make_unique<BatchNorm2d>(backend, name + ".bn2", out_channels));
   return main;
 }
 
-const Tensor& BasicBlock::forward(const Tensor& x, bool training) {
-  const Shape out = output_shape(x.shape());
-  ensure(sum_, out);
-  ensure(y_, out);
-  const Tensor& main = main_.forward(x, training);
-  const Tensor& shortcut = shortcut_ ? shortcut_->forward(x, training) : x;
-  backend_->add(main, shortcut, sum_);
-  backend_->relu_forward(sum_, y_);
-  return y_;
+std::unique_ptr<Sequential> basic_shortcut(Backend& backend, const std::string& name, int in_channels,
+                                           int out_channels, int stride) {
+  if (stride == 1 && in_channels == out_channels) return nullptr;
+  auto shortcut = std::make_unique<Sequential>(backend, name + ".shortcut");
+  const Conv2dParams s{stride, stride, 0, 0, 1, 1, 1};
+  shortcut->add(std::make_unique<Conv2d>(backend, name + ".shortcut.conv", in_channels, out_channels, 1, s));
+  shortcut->add(std::make_unique<BatchNorm2d>(backend, name + ".shortcut.bn", out_channels));
+  return shortcut;
 }
 
-const Tensor& BasicBlock::backward(const Tensor& dy) {
-  ensure(dsum_, y_.shape());
-  backend_->relu_backward(y_, dy, dsum_);
-  // The add passes dsum to both paths unchanged.
-  const Tensor& dmain = main_.backward(dsum_);
-  const Tensor& dshort = shortcut_ ? shortcut_->backward(dsum_) : dsum_;
-  if (!input_grad_) return none_tensor();
-  ensure(dx_, dmain.shape());
-  backend_->add(dmain, dshort, dx_);
-  return dx_;
-}
+}  // namespace
 
-void BasicBlock::release_activations() {
-  main_.release_activations();
-  if (shortcut_) shortcut_->release_activations();
-  sum_ = y_ = dsum_ = dx_ = Tensor();
-}
-
-void BasicBlock::parameters(std::vector<ParamSlot>& out) {
-  main_.parameters(out);
-  if (shortcut_) shortcut_->parameters(out);
-}
-
-void BasicBlock::buffers(std::vector<BufferSlot>& out) {
-  main_.buffers(out);
-  if (shortcut_) shortcut_->buffers(out);
-}
-
-std::size_t BasicBlock::activation_bytes(const Shape& in) const {
-  const std::size_t out = float_bytes(output_shape(in));
-  return main_.activation_bytes(in) + (shortcut_ ? shortcut_->activation_bytes(in) : 0) + 3 * out +
-         (input_grad_ ? float_bytes(in) : 0);
-}
-
-std::size_t BasicBlock::workspace_bytes(const Shape& in) const {
-  return std::max(main_.workspace_bytes(in), shortcut_ ? shortcut_->workspace_bytes(in) : 0);
-}
-
-void BasicBlock::describe(std::string& out, int depth, const Shape& in) const {
-  Layer::describe(out, depth, in);
-  main_.describe(out, depth, in);
-  if (shortcut_) shortcut_->describe(out, depth, in);
-}
+BasicBlock::BasicBlock(Backend& backend, std::string name, int in_channels, int out_channels, int stride)
+    : Residual(backend, name, basic_main(backend, name, in_channels, out_channels, stride),
+               basic_shortcut(backend, name, in_channels, out_channels, stride)) {}
 
 }  // namespace stoke::nn

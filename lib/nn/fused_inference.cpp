@@ -169,7 +169,7 @@ namespace {
 // A residual block's body as convolutions, each with its batch norm and all
 // but the last with a relu; its shortcut conv-bn or identity. False when the
 // layers are anything else.
-bool take_block(const BasicBlock& block, FusedInference::Step& step) {
+bool take_block(const Residual& block, FusedInference::Step& step) {
   const auto& m = block.main().layers();
   for (std::size_t i = 0; i < m.size(); ++i) {
     if (!as<Conv2d>(m[i])) return false;
@@ -201,7 +201,7 @@ void build(const Sequential& seq, std::vector<std::unique_ptr<FusedInference::St
     if (as<Conv2d>(layers[i])) {
       step->kind = FusedInference::Step::Kind::kConvs;
       step->chain.push_back(take_conv(layers, i));
-    } else if (const auto* block = as<BasicBlock>(layers[i]); !(block && take_block(*block, *step))) {
+    } else if (const auto* block = as<Residual>(layers[i]); !(block && take_block(*block, *step))) {
       step = std::make_unique<FusedInference::Step>();
       step->layer = layers[i].get();
     }

@@ -90,10 +90,11 @@ std::size_t Conv2d::workspace_bytes(const Shape& in) const {
 
 // --- BatchNorm2d ----------------------------------------------------------------
 
-BatchNorm2d::BatchNorm2d(Backend& backend, std::string name, int channels, BatchNormParams params)
+BatchNorm2d::BatchNorm2d(Backend& backend, std::string name, int channels, BatchNormParams params, BnNames names)
     : Layer(backend, std::move(name)),
       channels_(channels),
       params_(params),
+      names_(names),
       running_mean_(backend, {channels}),
       running_var_(backend, {channels}) {
   backend.fill(running_mean_, 0.0f);
@@ -131,9 +132,12 @@ const Tensor& BatchNorm2d::backward(const Tensor& dy) {
 void BatchNorm2d::release_activations() { save_mean_ = save_invstd_ = x_ = y_ = dx_ = Tensor(); }
 
 void BatchNorm2d::parameters(std::vector<ParamSlot>& out) {
-  out.push_back({name_ + ".gamma", {channels_}, Init::kOnes, 1, &gamma_, &gamma_grad_});
-  out.push_back({name_ + ".beta", {channels_}, Init::kZeros, 1, &beta_, &beta_grad_});
+  out.push_back({scale_name(), {channels_}, Init::kOnes, 1, &gamma_, &gamma_grad_});
+  out.push_back({shift_name(), {channels_}, Init::kZeros, 1, &beta_, &beta_grad_});
 }
+
+std::string BatchNorm2d::scale_name() const { return name_ + (names_ == BnNames::kGammaBeta ? ".gamma" : ".weight"); }
+std::string BatchNorm2d::shift_name() const { return name_ + (names_ == BnNames::kGammaBeta ? ".beta" : ".bias"); }
 
 void BatchNorm2d::buffers(std::vector<BufferSlot>& out) {
   out.push_back({name_ + ".running_mean", &running_mean_});

@@ -31,9 +31,17 @@ Model::Model(ModelSpec spec, std::unique_ptr<Sequential> net, std::uint64_t seed
   be.fill(grads_, 0.0f);
   std::int64_t offset = 0;
   for (ParamSlot& s : slots_) {
+    slot_offsets_.push_back(offset);
     *s.value = params_.view(offset, s.shape);
     *s.grad = grads_.view(offset, s.shape);
     offset += aligned(shape_numel(s.shape));
+  }
+  std::size_t slots = 0;
+  for (const auto& layer : net_->layers()) {
+    std::vector<ParamSlot> mine;
+    layer->parameters(mine);
+    slots += mine.size();
+    layer_slot_end_.push_back(slots);
   }
   initialize(seed);
 }
@@ -65,10 +73,22 @@ const Tensor& Model::forward(const Tensor& x, bool training) {
     throw InvalidArgument("Model::forward: input " + shape_to_string(x.shape()) + " does not match the model's " +
                           shape_to_string(input_shape(x.rank() > 0 ? x.dim(0) : 0)));
   }
-  return net_->forward(x, training);
+  if (frozen_ == 0) return net_->forward(x, training);
+  const auto& layers = net_->layers();
+  const Tensor* t = &x;
+  for (std::size_t i = 0; i < layers.size(); ++i) t = &layers[i]->forward(*t, training && static_cast<int>(i) >= frozen_);
+  return *t;
 }
 
-void Model::backward(const Tensor& dlogits) { net_->backward(dlogits); }
+void Model::backward(const Tensor& dlogits) {
+  if (frozen_ == 0) {
+    net_->backward(dlogits);
+    return;
+  }
+  const auto& layers = net_->layers();
+  const Tensor* g = &dlogits;
+  for (std::size_t i = layers.size(); i-- > static_cast<std::size_t>(frozen_);) g = &layers[i]->backward(*g);
+}
 
 std::vector<NamedTensor> Model::named_parameters() const {
   std::vector<NamedTensor> out;
@@ -91,7 +111,7 @@ MemoryPlan Model::memory_plan(std::int64_t batch, int optimizer_slots) const {
   for (const BufferSlot& b : buffers_) plan.parameters += b.value->bytes();
   plan.gradients = grads_.bytes();
   plan.optimizer_state = static_cast<std::size_t>(std::max(optimizer_slots, 0)) * params_.bytes();
-  if (optimizer_slots > 0) plan.optimizer_state += kOptimizerStepValues * sizeof(float);
+  if (optimizer_slots > 0) plan.optimizer_state += parameter_groups().size() * kOptimizerStepValues * sizeof(float);
   const Shape in = input_shape(batch);
   plan.activations = net_->activation_bytes(in);
   // Loss buffers of a TrainStep: probabilities and dlogits (N, classes), loss and correct (1).

@@ -11,39 +11,77 @@ namespace stoke::nn {
 
 Optimizer::~Optimizer() = default;
 
-Sgd::Sgd(const Model& model, SgdOptions options) : options_(options) {
+Optimizer::Optimizer(const Model& model) : model_(&model), groups_(model.parameter_groups()) { build_views(); }
+
+void Optimizer::build_views() {
+  const auto n = static_cast<std::int64_t>(groups_.size());
+  if (!scalars_.defined() || scalars_.numel() != n * kOptimizerStepValues) {
+    scalars_ = Tensor(model_->backend(), {n * kOptimizerStepValues});
+    model_->backend().fill(scalars_, 0.0f);
+  }
+  group_scalars_.clear();
+  for (std::int64_t g = 0; g < n; ++g) group_scalars_.push_back(scalars_.view(g * kOptimizerStepValues, {kOptimizerStepValues}));
+  group_params_ = ranges(model_->parameters());
+  group_grads_ = ranges(model_->gradients());
+}
+
+std::vector<Tensor> Optimizer::ranges(const Tensor& t) const {
+  std::vector<Tensor> out;
+  for (const ParameterGroup& g : groups_) out.push_back(range(t, g));
+  return out;
+}
+
+void Optimizer::write_scalars(std::vector<float> values) {
+  auto groups = model_->parameter_groups();
+  bool same = groups.size() == groups_.size();
+  for (std::size_t g = 0; same && g < groups.size(); ++g) {
+    same = groups[g].offset == groups_[g].offset && groups[g].count == groups_[g].count;
+  }
+  groups_ = std::move(groups);
+  if (!same) {  // frozen or re-grouped after construction
+    build_views();
+    regroup();
+  }
+  const float lr = values[0];
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    values[0] = lr * groups_[g].lr_multiplier;
+    scalars_.backend().write_values(group_scalars_[g], values);
+  }
+}
+
+Sgd::Sgd(const Model& model, SgdOptions options) : Optimizer(model), options_(options) {
   Backend& be = model.backend();
   velocity_ = Tensor(be, model.parameters().shape());
   be.fill(velocity_, 0.0f);
-  scalars_ = Tensor(be, {kOptimizerStepValues});
-  be.fill(scalars_, 0.0f);
+  regroup();
 }
 
 void Sgd::prepare(float lr) {
   ++steps_;
-  const float values[] = {lr};
-  scalars_.backend().write_values(scalars_, values);
+  write_scalars({lr});
 }
 
 void Sgd::apply(Model& model) {
-  SgdParams p{0.0f, options_.momentum, options_.weight_decay, options_.nesterov};
-  p.scalars = &scalars_;
-  model.backend().sgd_update(model.parameters(), model.gradients(), velocity_, p);
+  if (&model != model_) throw InvalidArgument("Sgd::apply: a different model than the optimizer was built for");
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    SgdParams p{0.0f, options_.momentum, options_.weight_decay, options_.nesterov};
+    p.scalars = &group_scalars_[g];
+    model.backend().sgd_update(group_params_[g], group_grads_[g], group_velocity_[g], p);
+  }
 }
 
 std::vector<NamedTensor> Sgd::state() const {
   return {{"sgd.velocity", velocity_}};
 }
 
-Adam::Adam(const Model& model, AdamOptions options) : options_(options) {
+Adam::Adam(const Model& model, AdamOptions options) : Optimizer(model), options_(options) {
   Backend& be = model.backend();
   const Shape s = model.parameters().shape();
   m_ = Tensor(be, s);
   v_ = Tensor(be, s);
   be.fill(m_, 0.0f);
   be.fill(v_, 0.0f);
-  scalars_ = Tensor(be, {kOptimizerStepValues});
-  be.fill(scalars_, 0.0f);
+  regroup();
 }
 
 void Adam::prepare(float lr) {
@@ -52,8 +90,7 @@ void Adam::prepare(float lr) {
   const auto correction = [&](float beta) {
     return static_cast<float>(1.0 - std::pow(static_cast<double>(beta), static_cast<double>(steps_)));
   };
-  const float values[] = {lr, correction(options_.beta1), correction(options_.beta2)};
-  scalars_.backend().write_values(scalars_, values);
+  write_scalars({lr, correction(options_.beta1), correction(options_.beta2)});
 }
 
 void Adam::apply(Model& model) {
@@ -64,8 +101,11 @@ void Adam::apply(Model& model) {
   p.weight_decay = options_.weight_decay;
   p.decoupled_weight_decay = options_.decoupled_weight_decay;
   p.step = steps_;
-  p.scalars = &scalars_;
-  model.backend().adam_update(model.parameters(), model.gradients(), m_, v_, p);
+  if (&model != model_) throw InvalidArgument("Adam::apply: a different model than the optimizer was built for");
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    p.scalars = &group_scalars_[g];
+    model.backend().adam_update(group_params_[g], group_grads_[g], group_m_[g], group_v_[g], p);
+  }
 }
 
 std::vector<NamedTensor> Adam::state() const { return {{"adam.m", m_}, {"adam.v", v_}}; }

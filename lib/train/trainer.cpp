@@ -71,6 +71,9 @@ Trainer::Trainer(nn::Model& model, TrainerOptions options, Callbacks callbacks)
       profiler_(ProfilerOptions{options_.trace_steps}),
       state_(std::make_unique<State>(options_)) {
   check_options(options_);
+  // Fine-tuning (docs/interchange.md): set on the model before the optimizer takes its groups.
+  if (options_.freeze_stages > 0) model_.freeze_stages(options_.freeze_stages);
+  if (!options_.stage_lr_multipliers.empty()) model_.set_stage_lr_multipliers(options_.stage_lr_multipliers);
   optimizer_ = make_optimizer(model_, options_);
 }
 

@@ -97,6 +97,11 @@ class STOKE_API Conv2d final : public Layer {
   const Conv2dParams& params() const noexcept { return params_; }
   const Tensor& weight() const noexcept { return weight_; }
   const Tensor& bias() const noexcept { return bias_; }  // undefined without bias
+  // For ONNX export and import (lib/interchange/).
+  int in_channels() const noexcept { return in_channels_; }
+  int out_channels() const noexcept { return out_channels_; }
+  int kernel() const noexcept { return kernel_; }
+  bool has_bias() const noexcept { return has_bias_; }
 
  private:
   int in_channels_, out_channels_, kernel_;
@@ -105,9 +110,14 @@ class STOKE_API Conv2d final : public Layer {
   Tensor weight_, weight_grad_, bias_, bias_grad_, x_, y_, dx_;
 };
 
+// How a batch norm names its scale and shift: stoke's own nets say gamma and
+// beta, the torchvision backbones weight and bias (torchvision's state_dict names).
+enum class BnNames : std::uint8_t { kGammaBeta, kWeightBias };
+
 class STOKE_API BatchNorm2d final : public Layer {
  public:
-  BatchNorm2d(Backend& backend, std::string name, int channels, BatchNormParams params = {});
+  BatchNorm2d(Backend& backend, std::string name, int channels, BatchNormParams params = {},
+              BnNames names = BnNames::kGammaBeta);
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
@@ -121,10 +131,16 @@ class STOKE_API BatchNorm2d final : public Layer {
   const Tensor& beta() const noexcept { return beta_; }
   const Tensor& running_mean() const noexcept { return running_mean_; }
   const Tensor& running_var() const noexcept { return running_var_; }
+  // For ONNX export and import (lib/interchange/).
+  int channels() const noexcept { return channels_; }
+  // The names of the scale and shift parameters ("<name>.gamma" or "<name>.weight").
+  std::string scale_name() const;
+  std::string shift_name() const;
 
  private:
   int channels_;
   BatchNormParams params_;
+  BnNames names_;
   Tensor gamma_, gamma_grad_, beta_, beta_grad_, running_mean_, running_var_;
   Tensor save_mean_, save_invstd_, x_, y_, dx_;
 };
@@ -152,6 +168,8 @@ class STOKE_API Pool2d final : public Layer {
   const Tensor& backward(const Tensor& dy) override;
   void release_activations() override;
   std::size_t activation_bytes(const Shape& in) const override;
+  PoolKind kind() const noexcept { return kind_; }
+  const Pool2dParams& params() const noexcept { return params_; }
 
  private:
   PoolKind kind_;
@@ -199,6 +217,8 @@ class STOKE_API Linear final : public Layer {
   void release_activations() override;
   void parameters(std::vector<ParamSlot>& out) override;
   std::size_t activation_bytes(const Shape& in) const override;
+  int in_features() const noexcept { return in_; }
+  int out_features() const noexcept { return out_; }
 
  private:
   int in_, out_;
@@ -254,11 +274,14 @@ class STOKE_API Sequential : public Layer {
   const Tensor* last_ = nullptr;
 };
 
-// ResNet basic block: relu(bn(conv3x3(relu(bn(conv3x3(x))))) + shortcut(x)),
-// the shortcut a 1x1 strided conv + bn when the shape changes, else identity.
-class STOKE_API BasicBlock final : public Layer {
+// A residual block of any body: relu(main(x) + shortcut(x)), the shortcut
+// null for identity. torchvision's basic and bottleneck blocks are built as
+// this (lib/nn/resnet.cpp), so their parameters keep torchvision's names
+// (layer1.0.conv1.weight, layer1.0.downsample.0.weight).
+class STOKE_API Residual : public Layer {
  public:
-  BasicBlock(Backend& backend, std::string name, int in_channels, int out_channels, int stride);
+  Residual(Backend& backend, std::string name, std::unique_ptr<Sequential> main,
+           std::unique_ptr<Sequential> shortcut);
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
@@ -268,14 +291,21 @@ class STOKE_API BasicBlock final : public Layer {
   std::size_t activation_bytes(const Shape& in) const override;
   std::size_t workspace_bytes(const Shape& in) const override;
   void describe(std::string& out, int depth, const Shape& in) const override;
-  // For inference folding (lib/nn/fused_inference.cpp); shortcut null: identity.
-  const Sequential& main() const noexcept { return main_; }
-  const Sequential* shortcut() const noexcept { return shortcut_.get(); }
+  const Sequential& main() const noexcept { return *main_; }
+  const Sequential& main_path() const noexcept { return *main_; }  // the name lib/nn/fused_inference.cpp uses
+  const Sequential* shortcut() const noexcept { return shortcut_.get(); }  // null: identity
 
  private:
-  Sequential main_;
-  std::unique_ptr<Sequential> shortcut_;  // null: identity
+  std::unique_ptr<Sequential> main_, shortcut_;
   Tensor sum_, y_, dsum_, dx_;
+};
+
+// ResNet basic block: relu(bn(conv3x3(relu(bn(conv3x3(x))))) + shortcut(x)),
+// the shortcut a 1x1 strided conv + bn when the shape changes, else identity.
+// Sub-layers: <name>.conv1, .bn1, .relu1, .conv2, .bn2, .shortcut.conv, .shortcut.bn.
+class STOKE_API BasicBlock final : public Residual {
+ public:
+  BasicBlock(Backend& backend, std::string name, int in_channels, int out_channels, int stride);
 };
 
 }  // namespace stoke::nn

@@ -17,7 +17,19 @@ namespace stoke::nn {
 enum class Architecture : std::uint8_t {
   kResNet,    // stem conv3x3-bn-relu, stages of basic blocks, GAP, linear
   kPlainCnn,  // per width: conv3x3-bn-relu, 2x2 max pool; then GAP, dropout, linear
+  // torchvision's topology and parameter names: 7x7/2 stem, 3x3/2 max pool,
+  // four stages (64, 128, 256, 512 channels x width_multiplier), GAP, fc.
+  kResNet18,  // basic blocks 2-2-2-2
+  kResNet34,  // basic blocks 3-4-6-3
+  kResNet50,  // bottleneck blocks 3-4-6-3 (expansion 4, stride on the 3x3)
 };
+
+// "resnet", "plain_cnn", "resnet18", "resnet34", "resnet50" and back;
+// architecture_from_name: InvalidArgument listing the names for anything else.
+STOKE_API const char* architecture_name(Architecture architecture) noexcept;
+STOKE_API Architecture architecture_from_name(const std::string& name);
+// True for the torchvision backbones (kResNet18/34/50).
+STOKE_API bool is_torchvision_resnet(Architecture architecture) noexcept;
 
 struct STOKE_API ModelSpec {
   Architecture architecture = Architecture::kResNet;
@@ -30,6 +42,9 @@ struct STOKE_API ModelSpec {
   std::vector<int> strides = {1, 2, 2};     // first block of each stage (ResNet)
   int blocks_per_stage = 2;
   float dropout = 0.0f;  // before the classifier (plain CNN)
+  // torchvision backbones: channels are round(64 x multiplier) x {1, 2, 4, 8}
+  // (at least 1); stem_width, widths, strides and blocks_per_stage do not apply.
+  float width_multiplier = 1.0f;
 
   // "key=value" pairs and back, for checkpoints. from_map: InvalidArgument
   // naming the key when a value is missing or malformed.
@@ -53,6 +68,14 @@ struct MemoryPlan {
   std::size_t total() const noexcept {
     return parameters + gradients + optimizer_state + activations + workspace;
   }
+};
+
+// A contiguous range of the flat parameter block that the optimizer updates,
+// with its learning-rate multiplier. Frozen layers' parameters are in none.
+struct ParameterGroup {
+  std::int64_t offset = 0;
+  std::int64_t count = 0;
+  float lr_multiplier = 1.0f;
 };
 
 struct NamedTensor {
@@ -83,6 +106,7 @@ class STOKE_API Model {
   Tensor& parameters() noexcept { return params_; }
   const Tensor& parameters() const noexcept { return params_; }
   Tensor& gradients() noexcept { return grads_; }
+  const Tensor& gradients() const noexcept { return grads_; }
   std::vector<NamedTensor> named_parameters() const;
   std::vector<NamedTensor> named_buffers() const;
   std::int64_t parameter_count() const noexcept { return param_count_; }
@@ -91,10 +115,33 @@ class STOKE_API Model {
   // zeros for biases and beta, ones for gamma; running stats reset.
   void initialize(std::uint64_t seed);
 
-  // optimizer_slots: Optimizer::slots() (1 for SGD, 2 for Adam).
+  // Fine-tuning. Stages: the four layerN of a torchvision backbone, the width
+  // stages of the other architectures; stage 1 includes the stem.
+  int stage_count() const noexcept;
+  // Top-level layers of the network up to the end of stage `stages` (0..stage_count()).
+  int stage_end(int stages) const;
+  // The first `layers` top-level layers are frozen: they run in inference mode
+  // (batch norm uses and keeps its running statistics), get no backward pass,
+  // and their parameters are in no ParameterGroup, so no optimizer updates
+  // them (nor decays them). 0 unfreezes. Set it before building the optimizer.
+  void freeze_layers(int layers);
+  void freeze_stages(int stages) { freeze_layers(stage_end(stages)); }
+  int frozen_layers() const noexcept { return frozen_; }
+  // Learning-rate multiplier per stage (entry i: stage i + 1); layers after the
+  // last stage (pooling, head) and missing entries take 1. InvalidArgument for
+  // more entries than stages or a negative or non-finite multiplier.
+  void set_stage_lr_multipliers(std::vector<float> multipliers);
+  // What the optimizer updates: one group over the whole block unless layers
+  // are frozen or multipliers differ from 1.
+  std::vector<ParameterGroup> parameter_groups() const;
+
+  // optimizer_slots: Optimizer::slots() (1 for SGD, 2 for Adam). With frozen
+  // layers the activations are an upper bound (frozen layers keep no
+  // statistics and need no gradients); otherwise the plan is exact.
   MemoryPlan memory_plan(std::int64_t batch, int optimizer_slots) const;
   std::string summary() const;
   Sequential& network() noexcept { return *net_; }
+  const Sequential& network() const noexcept { return *net_; }
 
  private:
   ModelSpec spec_;
@@ -103,6 +150,10 @@ class STOKE_API Model {
   std::vector<BufferSlot> buffers_;
   Tensor params_, grads_;
   std::int64_t param_count_ = 0;
+  std::vector<std::int64_t> slot_offsets_;   // per slot, in floats (64-byte aligned)
+  std::vector<std::size_t> layer_slot_end_;  // per top-level layer: end of its slots
+  int frozen_ = 0;
+  std::vector<float> stage_lr_;
 };
 
 // Builds the network a spec describes on `backend`, initialized with `seed`.

@@ -38,7 +38,29 @@ class STOKE_API Optimizer {
   virtual int slots() const noexcept = 0;
 
  protected:
+  // The model's parameter groups (Model::parameter_groups) as of the last
+  // prepare(), one block of per-step values per group, and views of each
+  // group's range. The views are members: a captured update keeps pointing at them.
+  explicit Optimizer(const Model& model);
+  // Writes `values` with values[0] (the rate) scaled by each group's
+  // multiplier; first regroups when the model's groups changed.
+  void write_scalars(std::vector<float> values);
+  // Subclasses rebuild their state views from groups_ (called on regrouping).
+  virtual void regroup() = 0;
+  // The group's range of a tensor shaped like the parameter block.
+  static Tensor range(const Tensor& t, const ParameterGroup& g) {
+    return g.offset == 0 && g.count == t.numel() ? t : t.view(g.offset, {g.count});
+  }
+  std::vector<Tensor> ranges(const Tensor& t) const;
+
+  const Model* model_;
+  std::vector<ParameterGroup> groups_;
+  Tensor scalars_;
+  std::vector<Tensor> group_scalars_, group_params_, group_grads_;
   std::int64_t steps_ = 0;
+
+ private:
+  void build_views();
 };
 
 struct SgdOptions {
@@ -59,9 +81,10 @@ class STOKE_API Sgd final : public Optimizer {
   int slots() const noexcept override { return 1; }
 
  private:
+  void regroup() override { group_velocity_ = ranges(velocity_); }
   SgdOptions options_;
-  Tensor velocity_;
-  Tensor scalars_;  // {lr, unused...} (kOptimizerStepValues)
+  Tensor velocity_;  // per group scalars: {lr, unused...} (kOptimizerStepValues)
+  std::vector<Tensor> group_velocity_;
 };
 
 struct AdamOptions {
@@ -80,9 +103,13 @@ class STOKE_API Adam final : public Optimizer {
   int slots() const noexcept override { return 2; }
 
  private:
+  void regroup() override {
+    group_m_ = ranges(m_);
+    group_v_ = ranges(v_);
+  }
   AdamOptions options_;
-  Tensor m_, v_;
-  Tensor scalars_;  // {lr, 1 - beta1^t, 1 - beta2^t, unused}
+  Tensor m_, v_;  // per group scalars: {lr, 1 - beta1^t, 1 - beta2^t, unused}
+  std::vector<Tensor> group_m_, group_v_;
 };
 
 // Learning rate as a function of the step (0-based). A linear warm-up from

@@ -1,0 +1,75 @@
+// Interchange: ONNX export of any stoke model for inference, and import of
+// pretrained weights from safetensors files (torchvision state_dict names)
+// and from ONNX files (matched by graph topology, batch norm folded or not).
+// Files are written and read with stoke's own protobuf wire code: no
+// protobuf library is linked (docs/interchange.md says why).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "stoke/export.hpp"
+#include "stoke/nn/model.hpp"
+
+namespace stoke::interchange {
+
+struct OnnxExportOptions {
+  // Batch norm folded into the preceding convolution's weights and bias
+  // (exact at inference); otherwise BatchNormalization nodes.
+  bool fold_batch_norm = false;
+  // A second output "probabilities" = Softmax(logits) over the classes.
+  bool softmax = false;
+  int opset = 13;  // 13 or later
+  // Written to metadata_props as "class_names" (a JSON list of strings), when given.
+  std::vector<std::string> class_names;
+  // Further metadata_props (for example the model file's preprocessing), written as given.
+  std::vector<std::pair<std::string, std::string>> metadata;
+};
+
+// The model as an ONNX ModelProto: input "input" (N, C, H, W) float32 with a
+// dynamic batch dimension N, output "logits" (N, classes). Every layer of the
+// built-in architectures maps to a standard op (Conv, BatchNormalization,
+// Relu, MaxPool, AveragePool, GlobalAveragePool, Flatten, Add, Gemm; Dropout
+// is left out: inference). Unsupported naming a layer without an ONNX form.
+STOKE_API std::string onnx_model_bytes(const nn::Model& model, const OnnxExportOptions& options = {});
+// Writes onnx_model_bytes to `path`; IoError naming the path.
+STOKE_API void export_onnx(const nn::Model& model, const std::string& path, const OnnxExportOptions& options = {});
+
+struct ImportOptions {
+  // False: the last Linear layer (the classifier head) keeps the model's own
+  // initialization, for fine-tuning on a different set of classes.
+  bool load_classifier = true;
+  // A model with a 1-channel input takes a 3-channel stem by summing the
+  // stem's weights over the input channels (gray = R = G = B gives the same response).
+  bool sum_rgb_stem = true;
+};
+
+// What an import set: names of the model's tensors loaded from the file and
+// of those left as they were (the head when load_classifier is false).
+struct ImportReport {
+  std::vector<std::string> loaded;
+  std::vector<std::string> kept;
+  bool stem_summed = false;
+};
+
+// Loads parameters and batch-norm statistics by name from a safetensors file
+// (what safetensors.torch.save_file(model.state_dict(), path) writes; F32,
+// F16, BF16 and F64 tensors; num_batches_tracked entries ignored).
+// CorruptFile for a malformed file; InvalidArgument listing every missing,
+// unexpected or differently shaped tensor. The model is unchanged on error.
+STOKE_API ImportReport load_safetensors(nn::Model& model, const std::string& path, const ImportOptions& options = {});
+// Writes the model's parameters and buffers as F32 tensors under their names
+// (a torchvision backbone's file loads into torchvision's model).
+STOKE_API void save_safetensors(const nn::Model& model, const std::string& path);
+
+// Loads weights from an ONNX file whose graph has the model's topology (for
+// example torchvision's export of the same backbone). Initializers are found
+// by walking the graph from its input, not by name; convolutions whose
+// following batch norm was folded in take the folded weights and bias
+// (the batch norm becomes the identity with that bias as its shift).
+// InvalidArgument naming the stoke layer and the ONNX node where the graphs
+// differ; CorruptFile for a malformed file. The model is unchanged on error.
+STOKE_API ImportReport import_onnx(nn::Model& model, const std::string& path, const ImportOptions& options = {});
+
+}  // namespace stoke::interchange

@@ -1,0 +1,16 @@
+# ONNX Runtime parity and weight import (tests/interchange/): the scripts make
+# their own Python virtual environment with onnx and onnxruntime (cached in
+# ~/.cache/stoke, or STOKE_PY_CACHE) and skip (77) only when that cannot be made.
+add_executable(stoke_interchange_tool ${CMAKE_CURRENT_SOURCE_DIR}/tools/interchange_tool.cpp)
+target_link_libraries(stoke_interchange_tool PRIVATE stoke stoke_warnings)
+add_test(NAME Interchange.OnnxRuntimeParity
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/interchange/run.sh export
+                 $<TARGET_FILE:stoke_interchange_tool> ${CMAKE_CURRENT_BINARY_DIR}/interchange_export)
+add_test(NAME Interchange.ImportGeneratedFiles
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/interchange/run.sh import
+                 $<TARGET_FILE:stoke_interchange_tool> ${CMAKE_CURRENT_BINARY_DIR}/interchange_import)
+add_test(NAME Interchange.TorchvisionExport
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/interchange/run.sh torchvision
+                 $<TARGET_FILE:stoke_interchange_tool> ${CMAKE_CURRENT_BINARY_DIR}/interchange_torch)
+set_tests_properties(Interchange.OnnxRuntimeParity Interchange.ImportGeneratedFiles Interchange.TorchvisionExport
+                     PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS python RESOURCE_LOCK stoke_py_venv)

@@ -1,0 +1,53 @@
+// stoke export --model MODEL --onnx OUT [--fold-bn] [--softmax] [--opset N]
+// Writes a model file (or any stoke checkpoint) as ONNX for inference, with
+// the model file's class names and preprocessing in metadata_props.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "stoke/deploy.hpp"
+#include "stoke/interchange.hpp"
+#include "stoke/nn/checkpoint.hpp"
+#include "stoke/stoke.hpp"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: stoke export --model MODEL --onnx OUT [--fold-bn] [--softmax] [--opset N]\n"
+    "  --fold-bn   fold batch norm into the convolutions (exact at inference)\n"
+    "  --softmax   add a 'probabilities' output\n"
+    "  --opset N   ONNX opset, 13..21 (default 13)\n";
+
+int run(int argc, char** argv) {
+  const stoke_cli::Args args(argc, argv, {"model", "onnx", "opset"}, {"fold-bn", "softmax"});
+  const std::string model_path = args.required("model"), out = args.required("onnx");
+  stoke::nn::CheckpointInfo info;
+  auto model = stoke::nn::load_model(model_path, stoke::cpu_backend(), &info);
+  stoke::interchange::OnnxExportOptions o;
+  o.fold_batch_norm = args.has("fold-bn");
+  o.softmax = args.has("softmax");
+  o.opset = args.get_int("opset", 13);
+  // The model file's preprocessing goes along under its own keys; class names
+  // as a JSON list. A plain checkpoint has neither: the export says so.
+  for (const auto& [key, value] : info.metadata) {
+    if (key.rfind("model.preprocess.", 0) == 0) o.metadata.emplace_back(key, value);
+  }
+  try {
+    o.class_names = stoke::read_model_info(model_path).class_names;
+  } catch (const stoke::CorruptFile&) {
+    std::fprintf(stderr, "stoke export: %s is not a model file; exporting without class names\n", model_path.c_str());
+  }
+  o.metadata.emplace_back("stoke.source", model_path);
+  stoke::interchange::export_onnx(*model, out, o);
+  std::printf("wrote %s (%s, %d classes, input %dx%dx%d, dynamic batch, opset %d%s%s)\n", out.c_str(),
+              stoke::nn::architecture_name(model->spec().architecture), model->spec().classes,
+              model->spec().in_channels, model->spec().height, model->spec().width, o.opset,
+              o.fold_batch_norm ? ", batch norm folded" : "", o.softmax ? ", softmax output" : "");
+  return 0;
+}
+
+}  // namespace
+
+int cmd_export(int argc, char** argv) { return stoke_cli::run_guarded("export", kUsage, run, argc, argv); }
