@@ -84,7 +84,10 @@ std::map<std::string, std::string> TrainState::to_metadata() const {
   put("epoch_images", std::to_string(epoch_images));
   put("epoch_steps", std::to_string(epoch_steps));
   std::string streams;
-  for (std::uint64_t v : dropout_streams) streams += (streams.empty() ? "" : ",") + std::to_string(v);
+  for (std::uint64_t v : dropout_streams) {
+    if (!streams.empty()) streams += ',';
+    streams += std::to_string(v);
+  }
   put("dropout_streams", streams);
   return m;
 }
