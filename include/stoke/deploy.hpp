@@ -93,6 +93,12 @@ STOKE_API void save_model(const std::filesystem::path& path, nn::Model& model, c
                           const nn::Optimizer* optimizer = nullptr,
                           const std::map<std::string, std::string>& extra = {});
 
+// The metadata save_model writes, added to `metadata` (keys of `info`
+// replace existing ones), for writers that save the checkpoint themselves
+// (the Trainer's best and stop checkpoints).
+STOKE_API void add_model_metadata(std::map<std::string, std::string>& metadata, nn::Model& model,
+                                  const ModelInfo& info);
+
 // The model file's ModelInfo without building the model.
 STOKE_API ModelInfo read_model_info(const std::filesystem::path& path);
 

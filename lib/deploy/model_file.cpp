@@ -6,6 +6,7 @@
 #include "deploy/text.hpp"
 #include "stoke/backend.hpp"
 #include "stoke/error.hpp"
+#include "stoke/log.hpp"
 #include "stoke/nn/checkpoint.hpp"
 #include "stoke/version.hpp"
 
@@ -177,26 +178,44 @@ void record_epoch(ModelInfo& info, const EpochRecord& r) {
   }
 }
 
-void save_model(const std::filesystem::path& path, nn::Model& model, const ModelInfo& info,
-                const nn::Optimizer* optimizer, const std::map<std::string, std::string>& extra) {
+void add_model_metadata(std::map<std::string, std::string>& metadata, nn::Model& model, const ModelInfo& info) {
   if (info.class_names.size() != static_cast<std::size_t>(model.spec().classes)) {
     throw InvalidArgument("stoke::save_model: " + std::to_string(info.class_names.size()) + " class names for a " +
                           std::to_string(model.spec().classes) + "-class model");
   }
   ModelInfo out = info;
-  for (const auto& [k, v] : extra) out.metrics[k] = v;
+  for (const auto& [k, v] : metadata) {
+    if (k.rfind("model.", 0) != 0 && k.rfind("train.", 0) != 0) out.metrics[k] = v;
+  }
   out.reference_backend = model.backend().name();
-  if (!out.references.empty()) {
+  try {
     std::vector<float> inputs;
     for (const auto& r : out.references) inputs.insert(inputs.end(), r.input.begin(), r.input.end());
-    const std::vector<float> logits = deploy_detail::run_logits(model, inputs, out.references.size());
+    const std::vector<float> logits =
+        out.references.empty() ? std::vector<float>{} : deploy_detail::run_logits(model, inputs, out.references.size());
+    // Leave the model's memory as the writer had it (a trainer between
+    // epochs, possibly after running out of memory).
+    model.release_activations();
+    model.backend().release_workspace();
     const std::size_t classes = out.class_names.size();
     for (std::size_t i = 0; i < out.references.size(); ++i) {
       out.references[i].logits.assign(logits.begin() + i * classes, logits.begin() + (i + 1) * classes);
     }
+  } catch (const OutOfMemory& e) {
+    // A stop checkpoint after running out of memory must still be written:
+    // without references the predictor reports the self-check as skipped.
+    log_warn(std::string("model file: no reference logits (out of memory): ") + e.what());
+    out.references.clear();
+    model.release_activations();
+    model.backend().release_workspace();
   }
-  std::map<std::string, std::string> metadata = extra;
   out.to_metadata(metadata);
+}
+
+void save_model(const std::filesystem::path& path, nn::Model& model, const ModelInfo& info,
+                const nn::Optimizer* optimizer, const std::map<std::string, std::string>& extra) {
+  std::map<std::string, std::string> metadata = extra;
+  add_model_metadata(metadata, model, info);
   nn::save_checkpoint(path.string(), model, optimizer, metadata);
 }
 

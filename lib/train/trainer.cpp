@@ -9,6 +9,7 @@
 #include "stoke/cuda.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
+#include "stoke/deploy.hpp"
 #include "stoke/nn/checkpoint.hpp"
 #include "stoke/prefetch.hpp"
 #include "stoke/train.hpp"
@@ -187,6 +188,7 @@ struct Trainer::State {
   double best_val_accuracy = -1;
   int epochs_without_improvement = 0;
   std::string chrome_trace;
+  ModelInfo model_info;  // what every checkpoint of this fit says about the model (lib/deploy)
 };
 
 Trainer::Trainer(nn::Model& model, TrainerOptions options, Callbacks callbacks)
@@ -253,6 +255,7 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
     }
   };
   build_loaders();
+  st.model_info = describe_training(train, val_data ? &*val_data : nullptr, loader_options, options_);
 
   std::uint64_t batches = train_loader->batches_per_epoch();
   if (options_.max_steps_per_epoch > 0) {
@@ -308,15 +311,15 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
     if (stopped_by_oom) break;
     record.profile = profiler_.summary();
     result.log.epochs.push_back(record);
+    record_epoch(st.model_info, record);
     if (record.validated) {
       if (callbacks_.on_validation) callbacks_.on_validation(record);
       if (record.val_accuracy > st.best_val_accuracy) {
         st.best_val_accuracy = record.val_accuracy;
         st.epochs_without_improvement = 0;
         if (!options_.best_checkpoint.empty()) {
-          nn::save_checkpoint(options_.best_checkpoint.string(), model_, optimizer_.get(),
-                              {{"epoch", std::to_string(epoch)},
-                               {"val_accuracy", std::to_string(record.val_accuracy)}});
+          save_model(options_.best_checkpoint, model_, st.model_info, optimizer_.get(),
+                     {{"epoch", std::to_string(epoch)}, {"val_accuracy", std::to_string(record.val_accuracy)}});
         }
       } else {
         ++st.epochs_without_improvement;
@@ -374,8 +377,8 @@ void Trainer::release_step_memory() {
 void Trainer::save_stop_checkpoint(int epoch, const char* why) {
   if (options_.stop_checkpoint.empty()) return;
   try {
-    nn::save_checkpoint(options_.stop_checkpoint.string(), model_, optimizer_.get(),
-                        {{"epoch", std::to_string(epoch)}, {"stopped", why}});
+    save_model(options_.stop_checkpoint, model_, state_->model_info, optimizer_.get(),
+               {{"epoch", std::to_string(epoch)}, {"stopped", why}});
     log_info("checkpoint written to " + options_.stop_checkpoint.string() + " (" + why + ")");
   } catch (const Error& e) {
     log_error("could not write the stop checkpoint " + options_.stop_checkpoint.string() + ": " + e.what());
