@@ -2,6 +2,7 @@
 // decoding and preprocessing, and the load-time self-check.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <mutex>
 
 #include "deploy/model_file.hpp"
@@ -15,6 +16,12 @@ namespace stoke {
 namespace {
 
 constexpr std::size_t kChunk = 32;  // samples per forward in batch calls
+
+std::string short_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
 
 SelfCheckResult run_self_check(const ModelInfo& info, nn::Model& model) {
   SelfCheckResult r;
@@ -42,8 +49,8 @@ SelfCheckResult run_self_check(const ModelInfo& info, nn::Model& model) {
   r.message = std::string("self-check ") + (r.passed ? "passed" : "FAILED") + ": " + std::to_string(r.references) +
               " reference samples on backend '" + model.backend().name() + "' (trained on '" +
               info.reference_backend + "', stoke " + info.stoke_version + "): max logit error " +
-              deploy_detail::float_text(r.max_error) + (r.passed ? " <= " : " > ") + "tolerance " +
-              deploy_detail::float_text(r.tolerance) + " (relative to max(1, |logit|))";
+              short_number(r.max_error) + (r.passed ? " <= " : " > ") + "tolerance " + short_number(r.tolerance) +
+              " (relative to max(1, |logit|))";
   return r;
 }
 
