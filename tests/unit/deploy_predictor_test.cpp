@@ -9,6 +9,7 @@
 #include "deploy_fixture.hpp"
 #include "stoke/error.hpp"
 #include "stoke/nn/checkpoint.hpp"
+#include "stoke/nn/inference.hpp"
 #include "stoke/version.hpp"
 
 namespace stoke::testing {
@@ -241,6 +242,32 @@ TEST_F(DeployFixture, BadPixelBuffersAreNamed) {
   EXPECT_THROW(predictor.predict_pixels({nullptr, 10, 10, PixelFormat::kRgb8, 0}), InvalidArgument);
   const std::vector<std::uint8_t> junk = {1, 2, 3, 4};
   EXPECT_THROW(predictor.predict_bytes(junk, "junk.bin"), DecodeError);
+}
+
+}  // namespace
+}  // namespace stoke::testing
+
+namespace stoke::testing {
+namespace {
+
+// nn::Classifier reads a model file's normalization (it used to fall back to
+// pixel / 255 without mean/std), and refuses a checkpoint that records none.
+TEST_F(DeployFixture, TheClassifierUsesTheModelFilesNormalization) {
+  for (const bool mean_std : {false, true}) {
+    train(loader_options(1, mean_std, 16, false));
+    Predictor predictor(model_path());
+    nn::Classifier classifier(model_path().string(), &cpu_backend());
+    std::vector<std::uint8_t> pixels(16 * 16);
+    for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>((i * 37 + 11) % 256);
+    const nn::Prediction a = classifier.classify(pixels.data(), 16, 16, 1);
+    const Prediction b = predictor.predict_pixels({pixels.data(), 16, 16, PixelFormat::kMono8, 0});
+    EXPECT_EQ(a.label, b.label);
+    for (std::size_t k = 0; k < 2; ++k) EXPECT_NEAR(a.probabilities[k], b.probabilities[k], 1e-5) << mean_std;
+  }
+  nn::ModelSpec spec = nn::read_checkpoint_info(model_path().string()).spec;
+  auto model = nn::build_model(cpu_backend(), spec, 1);
+  nn::save_checkpoint(model_path().string(), *model, nullptr, {});
+  EXPECT_THROW(nn::Classifier(model_path().string(), &cpu_backend()), CorruptFile);
 }
 
 }  // namespace
