@@ -95,6 +95,24 @@ stoke::nn::ModelSpec model_spec(const stoke_cli::Args& args, int channels, int s
   return spec;
 }
 
+stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t seed, bool validate) {
+  stoke::TrainerOptions o;
+  o.epochs = args.get_int("epochs", 10);
+  o.batch_size = args.get("batch", "32") == "auto" ? 0 : args.get_int("batch", 32);
+  o.seed = seed;
+  o.schedule.kind = stoke::nn::ScheduleKind::kCosine;
+  o.schedule.base_lr = static_cast<float>(args.get_double("lr", 0.05));
+  const std::string opt = args.get("optimizer", "sgd");
+  if (opt != "sgd" && opt != "adam" && opt != "adamw") throw stoke_cli::UsageError("--optimizer is sgd, adam or adamw");
+  o.optimizer = opt == "sgd" ? stoke::OptimizerKind::kSgd
+                : opt == "adam" ? stoke::OptimizerKind::kAdam : stoke::OptimizerKind::kAdamW;
+  o.log_every_steps = 0;
+  const std::string out = args.get("out");
+  if (validate) o.best_checkpoint = out;  // the best model by validation accuracy
+  o.stop_checkpoint = out + ".stop";
+  return o;
+}
+
 struct Sets {
   stoke::Dataset train, val;
 };
@@ -121,6 +139,20 @@ void report(const stoke_cli::Args& args, const stoke::Dataset& val) {
                evaluation.accuracy);
 }
 
+void print_result(const stoke_cli::Args& args, const stoke::FitResult& result, const Sets& sets, bool stopped) {
+  const std::string out = args.get("out");
+  if (args.has("json")) {
+    std::printf("{\"model\": %s, \"stop_checkpoint\": %s, \"reason\": %s, \"epochs\": %zu, \"batch_size\": %d, "
+                "\"best_val_accuracy\": %.6f, \"train_samples\": %zu, \"val_samples\": %zu}\n",
+                stoke_cli::json_string(out).c_str(), stoke_cli::json_string(stopped ? out + ".stop" : "").c_str(),
+                stoke_cli::json_string(stoke::to_string(result.reason)).c_str(), result.log.epochs.size(),
+                result.batch_size, result.best_val_accuracy, sets.train.size(), sets.val.size());
+  } else {
+    std::printf("%s: %s (best validation accuracy %.4f)\n", stopped ? "stopped; checkpoint" : "model",
+                (stopped ? out + ".stop" : out).c_str(), result.best_val_accuracy);
+  }
+}
+
 int run(int argc, char** argv) {
   stoke_cli::Args args(argc, argv,
                        {"data", "val", "split", "out", "size", "channels", "epochs", "batch", "lr", "optimizer",
@@ -138,20 +170,8 @@ int run(int argc, char** argv) {
   loader.preprocess.normalization = normalization(args.get("normalize", "minmax"));
   augment(args.get("augment", ""), loader);
 
-  stoke::TrainerOptions o;
-  o.epochs = args.get_int("epochs", 10);
-  o.batch_size = args.get("batch", "32") == "auto" ? 0 : args.get_int("batch", 32);
-  o.seed = seed;
-  o.schedule.kind = stoke::nn::ScheduleKind::kCosine;
-  o.schedule.base_lr = static_cast<float>(args.get_double("lr", 0.05));
-  const std::string opt = args.get("optimizer", "sgd");
-  if (opt != "sgd" && opt != "adam" && opt != "adamw") throw stoke_cli::UsageError("--optimizer is sgd, adam or adamw");
-  o.optimizer = opt == "sgd" ? stoke::OptimizerKind::kSgd
-                : opt == "adam" ? stoke::OptimizerKind::kAdam : stoke::OptimizerKind::kAdamW;
-  o.log_every_steps = 0;
   const bool validate = !sets.val.empty();
-  if (validate) o.best_checkpoint = out;
-  o.stop_checkpoint = out + ".stop";
+  const stoke::TrainerOptions o = trainer_options(args, seed, validate);
 
   const auto spec = model_spec(args, channels, size, static_cast<int>(sets.train.class_names().size()));
   auto model = stoke::nn::build_model(stoke::default_backend(), spec, seed);
@@ -179,16 +199,7 @@ int run(int argc, char** argv) {
   const bool stopped = result.reason == stoke::StopReason::kRequested || result.reason == stoke::StopReason::kOutOfMemory;
   progress.finish(std::string("stopped: ") + stoke::to_string(result.reason));
   if (!stopped) report(args, sets.val);
-  if (args.has("json")) {
-    std::printf("{\"model\": %s, \"stop_checkpoint\": %s, \"reason\": %s, \"epochs\": %zu, \"batch_size\": %d, "
-                "\"best_val_accuracy\": %.6f, \"train_samples\": %zu, \"val_samples\": %zu}\n",
-                stoke_cli::json_string(out).c_str(), stoke_cli::json_string(stopped ? out + ".stop" : "").c_str(),
-                stoke_cli::json_string(stoke::to_string(result.reason)).c_str(), result.log.epochs.size(),
-                result.batch_size, result.best_val_accuracy, sets.train.size(), sets.val.size());
-  } else {
-    std::printf("%s: %s (best validation accuracy %.4f)\n", stopped ? "stopped; checkpoint" : "model",
-                (stopped ? out + ".stop" : out).c_str(), result.best_val_accuracy);
-  }
+  print_result(args, result, sets, stopped);
   return stopped ? 130 : 0;
 }
 
