@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <unistd.h>
 #include <string_view>
 
 #include "stoke/error.hpp"
@@ -105,7 +106,9 @@ Progress::Progress(std::string what, std::size_t total, std::string unit)
 
 void Progress::update(std::size_t done, const std::string& detail) {
   const auto now = std::chrono::steady_clock::now();
-  if (printed_ && now - last_ < std::chrono::seconds(2) && done < total_) return;
+  // A terminal gets a line every 2 s, a log file one every 15 s.
+  static const bool terminal = isatty(fileno(stderr)) != 0;
+  if (printed_ && now - last_ < std::chrono::seconds(terminal ? 2 : 15) && done < total_) return;
   last_ = now;
   printed_ = true;
   const double elapsed = std::chrono::duration<double>(now - start_).count();

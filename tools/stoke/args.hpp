@@ -42,8 +42,9 @@ std::vector<std::filesystem::path> list_images(const std::filesystem::path& root
 // `s` as a JSON string literal.
 std::string json_string(const std::string& s);
 
-// A progress line on stderr at most every `interval`: "what done/total (p %)
-// rate unit/s ETA m:ss" plus a detail string; the last update always prints.
+// A progress line on stderr, every 2 s on a terminal and every 15 s into a
+// file: "what done/total (p %) rate unit/s ETA m:ss" plus a detail string;
+// the first and the last update always print.
 class Progress {
  public:
   Progress(std::string what, std::size_t total, std::string unit);
