@@ -10,6 +10,11 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export STOKE_LOG_LEVEL=error
 
+# info and bench are the stoke-info and stoke-bench programs.
+"$stoke" info --json 2>/dev/null | grep -q '"stoke_version"' || { echo "FAIL: stoke info --json"; exit 1; }
+"$stoke" bench --help >/dev/null 2>&1 || { echo "FAIL: stoke bench --help"; exit 1; }
+"$stoke" help | grep -q predict || { echo "FAIL: stoke help"; exit 1; }
+
 "$stoke" dataset --out "$work/data" --count 48 --size 40x40 --format png >/dev/null
 "$stoke" train --data "$work/data" --out "$work/model.stoke" --size 16 --epochs 2 --batch 8 --arch plain \
   --normalize mean=0.5,std=0.25 --augment hflip --report "$work/train-report" --json >"$work/train.json" 2>"$work/train.err" \
