@@ -35,6 +35,16 @@ one=$(find "$work/data/ok" -name '*.png' | head -1)
 "$stoke" predict --model "$work/model.stoke" "$one" --json 2>/dev/null | grep -q '"probabilities"' \
   || { echo "FAIL: predict --json"; exit 1; }
 
+# A bad image among good ones: reported in its row, the others classified, status 1.
+mkdir -p "$work/mixed"
+cp "$one" "$work/mixed/a.png"
+printf 'not an image' >"$work/mixed/b.png"
+set +e
+"$stoke" predict --model "$work/model.stoke" --data "$work/mixed" --csv >"$work/mixed.csv" 2>/dev/null; status=$?
+set -e
+test $status -eq 1 && test "$(wc -l <"$work/mixed.csv")" -eq 3 && grep -q 'b.png,,,' "$work/mixed.csv" \
+  && grep -q 'a.png,[a-z]*,0' "$work/mixed.csv" || { echo "FAIL: mixed folder: $status"; cat "$work/mixed.csv"; exit 1; }
+
 # Usage errors are status 2; a file that is not a model file is status 1 with the reason.
 set +e
 "$stoke" predict --model "$work/model.stoke" --bogus >/dev/null 2>&1; test $? -eq 2 || { echo "FAIL: usage status"; exit 1; }

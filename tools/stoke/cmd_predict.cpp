@@ -11,7 +11,17 @@ namespace {
 constexpr const char* kUsage =
     "usage: stoke predict --model MODEL (FILE... | --data DIR) [--json | --csv] [--no-self-check]\n"
     "  prints file, class and confidence per image (--json: one JSON object per line with every\n"
-    "  class probability). The model's self-check runs first and must pass unless --no-self-check.\n";
+    "  class probability). The model's self-check runs first and must pass unless --no-self-check.\n"
+    "  An image that cannot be read is reported (stderr, and an error row) and the others are\n"
+    "  classified; the exit status is then 1.\n";
+
+// A CSV field: quoted when it holds a comma, a quote or a line break.
+std::string csv(const std::string& field) {
+  if (field.find_first_of(",\"\n\r") == std::string::npos) return field;
+  std::string out = "\"";
+  for (char c : field) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
 
 void print(const std::string& mode, const std::filesystem::path& file, const stoke::Prediction& p,
            const stoke::ModelInfo& info) {
@@ -25,9 +35,21 @@ void print(const std::string& mode, const std::filesystem::path& file, const sto
     }
     std::printf("}}\n");
   } else if (mode == "csv") {
-    std::printf("%s,%s,%.6f\n", file.c_str(), p.class_name.c_str(), p.confidence);
+    std::printf("%s,%s,%.6f,\n", csv(file.string()).c_str(), csv(p.class_name).c_str(), p.confidence);
   } else {
     std::printf("%-48s %-12s %6.2f %%\n", file.c_str(), p.class_name.c_str(), 100.0 * p.confidence);
+  }
+}
+
+void print_error(const std::string& mode, const std::filesystem::path& file, const std::string& what) {
+  std::fprintf(stderr, "stoke predict: %s\n", what.c_str());
+  if (mode == "json") {
+    std::printf("{\"file\": %s, \"error\": %s}\n", stoke_cli::json_string(file.string()).c_str(),
+                stoke_cli::json_string(what).c_str());
+  } else if (mode == "csv") {
+    std::printf("%s,,,%s\n", csv(file.string()).c_str(), csv(what).c_str());
+  } else {
+    std::printf("%-48s error (see stderr)\n", file.c_str());
   }
 }
 
@@ -47,16 +69,30 @@ int run(int argc, char** argv) {
   stoke::Predictor predictor(args.required("model"), po);
   std::fprintf(stderr, "%s\n", predictor.self_check().message.c_str());
   const std::string mode = args.has("json") ? "json" : args.has("csv") ? "csv" : "table";
-  if (mode == "csv") std::printf("file,class,confidence\n");
+  if (mode == "csv") std::printf("file,class,confidence,error\n");
   stoke_cli::Progress progress("predict", files.size(), "images");
+  std::size_t failed = 0;
   constexpr std::size_t kChunk = 64;
   for (std::size_t first = 0; first < files.size(); first += kChunk) {
-    const std::size_t n = std::min(kChunk, files.size() - first);
-    const auto preds = predictor.predict_files(std::span(files).subspan(first, n));
-    for (std::size_t i = 0; i < n; ++i) print(mode, files[first + i], preds[i], predictor.info());
-    if (files.size() > kChunk) progress.update(first + n);
+    const auto chunk = std::span(files).subspan(first, std::min(kChunk, files.size() - first));
+    try {
+      const auto preds = predictor.predict_files(chunk);
+      for (std::size_t i = 0; i < chunk.size(); ++i) print(mode, chunk[i], preds[i], predictor.info());
+    } catch (const stoke::Error&) {
+      // One bad file: classify the chunk one by one and report the bad ones.
+      for (const auto& file : chunk) {
+        try {
+          print(mode, file, predictor.predict_file(file), predictor.info());
+        } catch (const stoke::Error& e) {
+          ++failed;
+          print_error(mode, file, e.what());
+        }
+      }
+    }
+    if (files.size() > kChunk) progress.update(first + chunk.size());
   }
-  return 0;
+  if (failed) std::fprintf(stderr, "stoke predict: %zu of %zu images could not be classified\n", failed, files.size());
+  return failed ? 1 : 0;
 }
 
 }  // namespace
