@@ -255,7 +255,9 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
     }
   };
   build_loaders();
-  st.model_info = describe_training(train, val_data ? &*val_data : nullptr, loader_options, options_);
+  if (!options_.best_checkpoint.empty() || !options_.stop_checkpoint.empty()) {
+    st.model_info = describe_training(train, val_data ? &*val_data : nullptr, loader_options, options_);
+  }
 
   std::uint64_t batches = train_loader->batches_per_epoch();
   if (options_.max_steps_per_epoch > 0) {
