@@ -37,6 +37,9 @@ struct ReferenceSample {
   std::string source;         // the image it came from
   std::vector<float> input;   // C x H x W float32, as fed to the network
   std::vector<float> logits;  // one per class
+  // The encoded file (when it was a file of at most 256 KiB), so a predictor
+  // can check that this build decodes and preprocesses it to `input`.
+  std::vector<std::uint8_t> encoded;
 };
 
 struct STOKE_API ModelInfo {
@@ -131,7 +134,12 @@ struct SelfCheckResult {
   double max_error = 0;   // max |logit difference| / max(1, max |logit|)
   double tolerance = 0;
   std::size_t references = 0;
-  std::string message;  // one line: what was compared, on which backend, the result
+  // Decode + preprocessing of the references that carry their encoded file:
+  // max |input difference| in pixel levels (1 = one 8-bit grey level after
+  // normalization); passing needs <= 1.
+  std::size_t decoded_references = 0;
+  double max_input_levels = 0;
+  std::string message;  // what was compared, on which backend, the result
 };
 
 struct PredictorOptions {

@@ -68,6 +68,10 @@ LoaderOptions validation_options(const LoaderOptions& loader, bool cached, std::
   return vo;
 }
 
+// Reference files up to this size travel in the model file for the
+// predictor's decode check.
+constexpr std::uintmax_t kMaxEncodedReference = 256 * 1024;
+
 std::vector<ReferenceSample> reference_inputs(const Dataset& source, const LoaderOptions& loader, bool cached,
                                               std::size_t count) {
   count = std::min(count, source.size());
@@ -83,6 +87,11 @@ std::vector<ReferenceSample> reference_inputs(const Dataset& source, const Loade
   for (std::size_t i = 0; i < count; ++i) {
     out[i].source = source.path(i);
     out[i].input.assign(batch.begin() + i * sample, batch.begin() + (i + 1) * sample);
+    std::error_code ec;
+    const std::string& file = source.file(i);
+    if (!file.empty() && std::filesystem::file_size(file, ec) <= kMaxEncodedReference && !ec) {
+      read_file(file, out[i].encoded);
+    }
   }
   return out;
 }

@@ -185,6 +185,7 @@ void ModelInfo::to_metadata(Meta& m) const {
     m[k + "source"] = references[i].source;
     m[k + "input"] = floats_base64(references[i].input);
     m[k + "logits"] = floats_base64(references[i].logits);
+    if (!references[i].encoded.empty()) m[k + "encoded"] = deploy_detail::base64_encode(references[i].encoded);
   }
 }
 
@@ -224,6 +225,7 @@ ModelInfo ModelInfo::from_metadata(const Meta& m, const std::string& path) {
     try {
       s.input = base64_floats(r.text(k + "input"), k + "input");
       s.logits = base64_floats(r.text(k + "logits"), k + "logits");
+      if (auto it = m.find(k + "encoded"); it != m.end()) s.encoded = deploy_detail::base64_decode(it->second, k + "encoded");
     } catch (const InvalidArgument& e) {
       r.bad(e.what());
     }

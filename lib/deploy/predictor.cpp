@@ -23,7 +23,33 @@ std::string short_number(double v) {
   return buf;
 }
 
-SelfCheckResult run_self_check(const ModelInfo& info, nn::Model& model) {
+// Decodes and preprocesses the references that carry their file, and
+// measures the largest difference from the stored input in pixel levels.
+void check_decoding(const ModelInfo& info, SimdLevel level, SelfCheckResult& r) {
+  deploy_detail::SamplePreprocessor pre(info, level);
+  const auto& p = info.preprocess;
+  const std::size_t plane = static_cast<std::size_t>(p.width) * p.height;
+  float scale[3] = {1.f, 1.f, 1.f}, bias;
+  for (int c = 0; c < p.channels; ++c) p.normalization.affine(c, scale[c], bias);
+  std::vector<float> mine(pre.sample_size());
+  for (const auto& s : info.references) {
+    if (s.encoded.empty()) continue;
+    try {
+      pre.from_bytes(s.encoded, s.source, mine);
+    } catch (const Error& e) {
+      r.max_input_levels = INFINITY;
+      r.message += std::string("; cannot decode reference '") + s.source + "': " + e.what();
+      continue;
+    }
+    ++r.decoded_references;
+    for (std::size_t k = 0; k < mine.size(); ++k) {
+      const double levels = std::abs(double(mine[k]) - s.input[k]) / std::abs(double(scale[k / plane]));
+      r.max_input_levels = std::max(r.max_input_levels, std::isfinite(levels) ? levels : INFINITY);
+    }
+  }
+}
+
+SelfCheckResult run_self_check(const ModelInfo& info, nn::Model& model, SimdLevel level) {
   SelfCheckResult r;
   r.tolerance = info.reference_tolerance;
   r.references = info.references.size();
@@ -45,12 +71,18 @@ SelfCheckResult run_self_check(const ModelInfo& info, nn::Model& model) {
     r.max_error = std::max(r.max_error, err);
   }
   r.ran = true;
-  r.passed = r.max_error <= r.tolerance;
+  const bool logits_ok = r.max_error <= r.tolerance;
+  check_decoding(info, level, r);  // may append decode failures to r.message
+  const std::string decode_notes = r.message;
+  const bool decoding_ok = r.max_input_levels <= 1.0;
+  r.passed = logits_ok && decoding_ok;
   r.message = std::string("self-check ") + (r.passed ? "passed" : "FAILED") + ": " + std::to_string(r.references) +
               " reference samples on backend '" + model.backend().name() + "' (trained on '" +
               info.reference_backend + "', stoke " + info.stoke_version + "): max logit error " +
-              short_number(r.max_error) + (r.passed ? " <= " : " > ") + "tolerance " + short_number(r.tolerance) +
-              " (relative to max(1, |logit|))";
+              short_number(r.max_error) + (logits_ok ? " <= " : " > ") + "tolerance " + short_number(r.tolerance) +
+              " (relative to max(1, |logit|)); " + std::to_string(r.decoded_references) +
+              " decoded from their files: max input difference " + short_number(r.max_input_levels) +
+              (decoding_ok ? " <= " : " > ") + "1 pixel level" + decode_notes;
   return r;
 }
 
@@ -98,7 +130,7 @@ Predictor::Predictor(const std::filesystem::path& model_file, PredictorOptions o
   Backend& backend = options.backend ? *options.backend : default_backend();
   impl_->loaded = deploy_detail::load_model_file(model_file, backend);
   impl_->level = default_simd_level();
-  impl_->check = run_self_check(impl_->loaded.info, *impl_->loaded.model);
+  impl_->check = run_self_check(impl_->loaded.info, *impl_->loaded.model, impl_->level);
   if (impl_->check.ran && !impl_->check.passed && options.require_self_check) {
     throw Unsupported("model file '" + model_file.string() + "': " + impl_->check.message +
                       "; this build, machine or backend does not reproduce the trainer's outputs "

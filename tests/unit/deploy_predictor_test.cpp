@@ -213,6 +213,24 @@ TEST_F(DeployFixture, TheSelfCheckSaysWhenTheOutputsAreNotReproduced) {
     EXPECT_TRUE(ok.self_check().passed);
     EXPECT_EQ(ok.self_check().max_error, 0.0);  // same backend, same build
     EXPECT_NE(ok.self_check().message.find("passed"), std::string::npos);
+    EXPECT_EQ(ok.self_check().decoded_references, 4u);  // the files travel in the model file
+    EXPECT_EQ(ok.self_check().max_input_levels, 0.0);  // this build decodes them to the stored inputs
+  }
+  {
+    // A reference whose file decodes to another image: the decode check fails.
+    const nn::CheckpointInfo header = nn::read_checkpoint_info(model_path().string());
+    ModelInfo info = ModelInfo::from_metadata(header.metadata, model_path().string());
+    info.references[0].encoded = info.references[2].encoded;
+    std::map<std::string, std::string> metadata;
+    info.to_metadata(metadata);
+    nn::save_checkpoint((dir_ / "swapped.stoke").string(), *model, nullptr, metadata);
+    PredictorOptions lenient;
+    lenient.require_self_check = false;
+    Predictor swapped(dir_ / "swapped.stoke", lenient);
+    EXPECT_FALSE(swapped.self_check().passed);
+    EXPECT_GT(swapped.self_check().max_input_levels, 1.0);
+    EXPECT_LE(swapped.self_check().max_error, swapped.self_check().tolerance);  // the network itself agrees
+    EXPECT_THROW(Predictor(dir_ / "swapped.stoke"), Unsupported);
   }
   const nn::CheckpointInfo header = nn::read_checkpoint_info(model_path().string());
   ModelInfo info = ModelInfo::from_metadata(header.metadata, model_path().string());
