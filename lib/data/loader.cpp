@@ -20,7 +20,9 @@
 
 #include "data/cache.hpp"
 #include "core/task_order.hpp"
+#include "stoke/distributed.hpp"
 #include "data/rng.hpp"
+#include "data/sampler.hpp"
 #include "stoke/data.hpp"
 #include "stoke/profile.hpp"
 #include "stoke/error.hpp"
@@ -93,10 +95,32 @@ struct Loader::Impl {
 
   void prepare_order(std::uint64_t epoch) {
     if (order_epoch == epoch) return;
+    if (options.balanced_sampler) {
+      order = data_detail::balanced_order(dataset, options.seed, epoch);
+      shard_order();
+      order_epoch = epoch;
+      return;
+    }
     order.resize(dataset.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
     if (options.shuffle) Rng(data_detail::hash_seed(options.seed, epoch, 0x5AFF1E)).shuffle(order.begin(), order.end());
+    shard_order();
     order_epoch = epoch;
+  }
+
+  // This rank's part of the epoch's order (data-parallel training).
+  void shard_order() {
+    if (options.shard_count <= 1) return;
+    const auto positions = shard_positions_for(order.size());
+    std::vector<std::size_t> mine(positions.size());
+    for (std::size_t i = 0; i < positions.size(); ++i) mine[i] = order[positions[i]];
+    order = std::move(mine);
+  }
+
+  std::vector<std::size_t> shard_positions_for(std::size_t samples) const {
+    return options.shard_whole_steps
+               ? shard_positions(samples, options.batch_size, options.shard_index, options.shard_count)
+               : cover_positions(samples, options.batch_size, options.shard_index, options.shard_count);
   }
 
   // The deterministic stage into `out` (rw x rh x C uint8, tightly packed).
@@ -203,6 +227,10 @@ Loader::Loader(Dataset dataset, LoaderOptions options) {
                           std::to_string(pre.channels));
   }
   if (options.batch_size == 0) throw InvalidArgument("stoke::Loader: batch_size must be at least 1");
+  if (options.shard_count < 1 || options.shard_index < 0 || options.shard_index >= options.shard_count) {
+    throw InvalidArgument("stoke::Loader: shard " + std::to_string(options.shard_index) + " of " +
+                          std::to_string(options.shard_count) + " does not exist (0 <= shard_index < shard_count)");
+  }
   const int rw = pre.resize_width ? pre.resize_width : pre.width;
   const int rh = pre.resize_height ? pre.resize_height : pre.height;
   if (rw < pre.width || rh < pre.height) {
@@ -214,9 +242,7 @@ Loader::Loader(Dataset dataset, LoaderOptions options) {
     float s, b;
     pre.normalization.affine(c, s, b);  // validates
   }
-  Config config;
-  if (!options.simd || !options.cache) config = Config::load();
-  const SimdLevel level = options.simd ? *options.simd : resolve_simd(config.settings(), query_cpu());
+  const SimdLevel level = options.simd ? *options.simd : options.context.simd();
   impl_ = std::make_unique<Impl>(level);
   auto& s = *impl_;
   s.channels = pre.channels;
@@ -226,11 +252,11 @@ Loader::Loader(Dataset dataset, LoaderOptions options) {
   s.resize_height = rh;
   s.entry_bytes = static_cast<std::size_t>(rw) * rh * pre.channels;
   s.sample_bytes = static_cast<std::size_t>(pre.width) * pre.height * pre.channels * dtype_size(pre.dtype);
-  const CacheSpec spec = options.cache ? *options.cache : config.settings().cache;
+  const CacheSpec spec = options.cache ? *options.cache : options.context.settings().cache;
   s.cache = data_detail::SampleCache::create(spec, dataset.size(), s.entry_bytes, cache_key(dataset, pre, rw, rh));
   s.direct = !s.cache && !options.augment.enabled() && rw == pre.width && rh == pre.height;
   const std::size_t in_flight =
-      options.max_in_flight ? options.max_in_flight : static_cast<std::size_t>(2 * thread_count());
+      options.max_in_flight ? options.max_in_flight : static_cast<std::size_t>(2 * options.context.cpu_threads());
   s.tokens.resize(std::max<std::size_t>(1, in_flight));
   s.dataset = std::move(dataset);
   s.options = std::move(options);
@@ -241,7 +267,9 @@ Loader::Loader(Loader&&) noexcept = default;
 Loader& Loader::operator=(Loader&&) noexcept = default;
 
 std::size_t Loader::batches_per_epoch() const noexcept {
-  const std::size_t n = impl_->dataset.size(), b = impl_->options.batch_size;
+  const std::size_t b = impl_->options.batch_size;
+  std::size_t n = impl_->dataset.size();  // the balanced sampler draws as many
+  if (impl_->options.shard_count > 1) n = impl_->shard_positions_for(n).size();
   return impl_->options.drop_last ? n / b : (n + b - 1) / b;
 }
 std::size_t Loader::batch_size() const noexcept { return impl_->options.batch_size; }
@@ -252,6 +280,7 @@ std::array<std::size_t, 4> Loader::output_shape() const noexcept {
 }
 OutputDtype Loader::dtype() const noexcept { return impl_->options.preprocess.dtype; }
 const LoaderOptions& Loader::options() const noexcept { return impl_->options; }
+SimdLevel Loader::simd() const noexcept { return impl_->level; }
 const Dataset& Loader::dataset() const noexcept { return impl_->dataset; }
 
 LoaderStats Loader::stats() const {
@@ -296,7 +325,7 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, s
   detail::TaskOrder& order = detail::arena_order();
   order.publish();
   detail::TaskOrder::ObserveOnExit on_exit(order);
-  run_in_arena([&] {
+  const auto pipeline = [&] {
     tbb::parallel_pipeline(
         s.tokens.size(),
         tbb::make_filter<void, Token*>(tbb::filter_mode::serial_in_order,
@@ -341,7 +370,9 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, s
               std::lock_guard lock(s.free_mutex);
               s.free_tokens.push_back(t);
             }));
-  });
+  };
+  // In the loader's context's arena, whichever thread calls (the prefetcher's).
+  s.options.context.run([&] { run_in_arena(pipeline); });
   return count;
 }
 

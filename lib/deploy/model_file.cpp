@@ -61,6 +61,8 @@ LoaderOptions validation_options(const LoaderOptions& loader, bool cached, std::
   vo.augment = {};
   vo.profiler = nullptr;
   vo.batch_size = batch;
+  vo.shard_index = 0;  // every sample, whatever the training rank
+  vo.shard_count = 1;
   // A RAM cache with room for nothing: the loader takes its staged path
   // (as a cached training run did) without holding any image.
   vo.cache = cached ? CacheSpec{CacheSpec::Kind::kRam, 1, ""} : CacheSpec{};
@@ -109,7 +111,7 @@ LoaderOptions loader_options_for(const ModelInfo& info, std::size_t batch) {
 bool loader_is_staged(const LoaderOptions& loader) {
   const auto& p = loader.preprocess;
   const bool resized = (p.resize_width && p.resize_width != p.width) || (p.resize_height && p.resize_height != p.height);
-  const CacheSpec cache = loader.cache ? *loader.cache : Config::load().settings().cache;
+  const CacheSpec cache = loader.cache ? *loader.cache : loader.context.settings().cache;  // as the Loader resolves it
   return resized || cache.kind != CacheSpec::Kind::kOff;
 }
 
@@ -167,8 +169,7 @@ ModelInfo describe_training(const Dataset& train, const Dataset* val, const Load
   }
   info.validation_samples = val ? val->size() : 0;
   info.trainer_options = flatten(options, loader);
-  const Config config = Config::load();
-  for (const KnobValue& k : config.knobs()) info.configuration[k.name] = k.value;
+  for (const KnobValue& k : loader.context.config().knobs()) info.configuration[k.name] = k.value;
   const Dataset& source = val && !val->empty() ? *val : train;
   info.references = reference_inputs(source, loader, info.staged, references);
   return info;
