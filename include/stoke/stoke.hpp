@@ -4,6 +4,7 @@
 #include "stoke/backend.hpp"
 #include "stoke/config.hpp"
 #include "stoke/data.hpp"
+#include "stoke/deploy.hpp"
 #include "stoke/device.hpp"
 #include "stoke/error.hpp"
 #include "stoke/image.hpp"

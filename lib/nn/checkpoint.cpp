@@ -19,6 +19,8 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'T', 'O', 'K', 'E', 'C', 'K', 'P'};
 constexpr std::size_t kHeaderBytes = 8 + 4 + 4 + 8;
+// No flag is defined: a version-1 file has flags 0.
+constexpr std::uint32_t kCheckpointFlags = 0;
 
 class Writer {
  public:
@@ -117,11 +119,18 @@ Parsed parse(const std::string& path) {
   if (std::memcmp(f.data(), kMagic, 8) != 0) throw CorruptFile("checkpoint '" + path + "': not a stoke checkpoint (bad magic)");
   Reader header(path, f.data() + 8, kHeaderBytes - 8);
   const auto version = header.pod<std::uint32_t>("version");
-  header.pod<std::uint32_t>("flags");
+  const auto flags = header.pod<std::uint32_t>("flags");
   const auto payload = header.pod<std::uint64_t>("payload length");
   if (version != kCheckpointVersion) {
     throw CorruptFile("checkpoint '" + path + "': version " + std::to_string(version) + ", this build reads version " +
                       std::to_string(kCheckpointVersion));
+  }
+  // Every header field has exactly one valid value for this file (the CRC
+  // covers the payload only), so a flipped flags byte is refused, not ignored.
+  if (flags != kCheckpointFlags) {
+    throw CorruptFile("checkpoint '" + path + "': header flags are " + std::to_string(flags) +
+                      ", this build writes and reads " + std::to_string(kCheckpointFlags) +
+                      "; the header is corrupt");
   }
   if (payload != f.size() - kHeaderBytes - 4) {
     throw CorruptFile("checkpoint '" + path + "': header says " + std::to_string(payload) + " payload bytes, file has " +
@@ -220,7 +229,7 @@ void save_checkpoint(const std::string& path, const Model& model, const Optimize
       crc32(0L, reinterpret_cast<const Bytef*>(w.buf.data()), static_cast<uInt>(w.buf.size())));
   std::string file;
   file.reserve(8 + 4 + 4 + 8 + w.buf.size() + 4);
-  const std::uint32_t version = kCheckpointVersion, flags = 0;
+  const std::uint32_t version = kCheckpointVersion, flags = kCheckpointFlags;
   const std::uint64_t payload = w.buf.size();
   file.append(kMagic, 8);
   file.append(reinterpret_cast<const char*>(&version), 4);

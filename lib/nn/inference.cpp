@@ -44,7 +44,52 @@ void Preprocessing::to_metadata(std::map<std::string, std::string>& metadata) co
   metadata["preprocess.std"] = join(std);
 }
 
+namespace {
+
+// A model file's normalization ("model.preprocess.*", written by
+// stoke::save_model and the Trainer) in this struct's form: min-max
+// lo + x (hi - lo) is (x - mean) / std with mean = -lo / (hi - lo),
+// std = 1 / (hi - lo).
+Preprocessing from_model_file(const std::map<std::string, std::string>& metadata) {
+  auto get = [&](const std::string& key) -> const std::string& {
+    auto it = metadata.find(key);
+    if (it == metadata.end()) throw InvalidArgument("preprocessing: '" + key + "' is missing");
+    return it->second;
+  };
+  Preprocessing p;
+  const std::string& kind = get("model.preprocess.normalization");
+  if (kind == "mean_std") {
+    p.mean = floats("model.preprocess.mean", get("model.preprocess.mean"));
+    p.std = floats("model.preprocess.std", get("model.preprocess.std"));
+    // Three values are stored whatever the channel count; keep the model's.
+    const auto channels = static_cast<std::size_t>(floats("model.preprocess.channels", get("model.preprocess.channels"))[0]);
+    if (channels >= 1 && channels <= p.mean.size() && channels <= p.std.size()) {
+      p.mean.resize(channels);
+      p.std.resize(channels);
+    }
+  } else if (kind == "min_max") {
+    const float lo = floats("model.preprocess.lo", get("model.preprocess.lo"))[0];
+    const float hi = floats("model.preprocess.hi", get("model.preprocess.hi"))[0];
+    if (hi == lo) throw InvalidArgument("preprocessing: min-max range is empty");
+    p.mean = {-lo / (hi - lo)};
+    p.std = {1.0f / (hi - lo)};
+  } else {
+    throw InvalidArgument("preprocessing: unknown normalization '" + kind + "'");
+  }
+  return p;
+}
+
+}  // namespace
+
 Preprocessing Preprocessing::from_metadata(const std::map<std::string, std::string>& metadata) {
+  if (metadata.count("model.preprocess.normalization")) return from_model_file(metadata);
+  const bool any = metadata.count("preprocess.scale") || metadata.count("preprocess.mean") ||
+                   metadata.count("preprocess.std");
+  if (!any) {
+    throw InvalidArgument(
+        "preprocessing: the checkpoint records none (no model.preprocess.* or preprocess.* keys); "
+        "write it with stoke::save_model, a Trainer, or Preprocessing::to_metadata");
+  }
   Preprocessing p;
   if (auto it = metadata.find("preprocess.scale"); it != metadata.end()) p.scale = floats(it->first, it->second)[0];
   if (auto it = metadata.find("preprocess.mean"); it != metadata.end()) p.mean = floats(it->first, it->second);
@@ -58,7 +103,11 @@ Preprocessing Preprocessing::from_metadata(const std::map<std::string, std::stri
 Classifier::Classifier(const std::string& checkpoint_path, Backend* backend) {
   CheckpointInfo info;
   model_ = load_model(checkpoint_path, backend ? *backend : default_backend(), &info);
-  preprocessing_ = Preprocessing::from_metadata(info.metadata);
+  try {
+    preprocessing_ = Preprocessing::from_metadata(info.metadata);
+  } catch (const InvalidArgument& e) {
+    throw CorruptFile("checkpoint '" + checkpoint_path + "': " + e.what());
+  }
   const std::size_t c = static_cast<std::size_t>(model_->spec().in_channels);
   for (const auto* v : {&preprocessing_.mean, &preprocessing_.std}) {
     if (v->size() != 1 && v->size() != c) {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "stoke/deploy.hpp"
 #include "stoke/train.hpp"
 #include "train/async_logger.hpp"
 #include "train/data_parallel.hpp"
@@ -40,6 +41,7 @@ struct Trainer::State {
   std::vector<float> class_weights;  // the loss's per-class weights; empty = none
   std::unique_ptr<detail::DataParallel> dp;  // null: one process
   std::optional<TrainState> resumed;  // continues the first epoch (position and sums)
+  ModelInfo model_info;  // what every checkpoint of this fit says about the model (lib/deploy)
 };
 
 // The loaders for the current device batch (rebuilt when it halves).

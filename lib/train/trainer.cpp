@@ -135,6 +135,10 @@ FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val, Load
       st.dp->broadcast_model(model_);
     }
     Loaders loaders{train, validation_data(val, options_), loader_options, {}, {}};
+    if (!options_.best_checkpoint.empty() || !options_.stop_checkpoint.empty()) {
+      st.model_info = describe_training(train, loaders.val_data ? &*loaders.val_data : nullptr, loader_options,
+                                        options_);
+    }
     plan_fit(loaders);
     for (int epoch = first_epoch; epoch < options_.epochs; ++epoch) {
       std::optional<EpochRecord> record = run_epoch_with_retries(epoch, loaders, result);
@@ -276,6 +280,7 @@ bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
   const bool writes = !st.dp || st.dp->writes_files();
   record.profile = profiler_.summary();
   result.log.epochs.push_back(record);
+  record_epoch(st.model_info, record);
   if (record.validated) {
     if (callbacks_.on_validation) callbacks_.on_validation(record);
     if (st.stopping.observe(record.val_accuracy) && writes && !options_.best_checkpoint.empty()) {
@@ -283,6 +288,7 @@ bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
       if (options_.communicator) metadata[kWorldSizeKey] = std::to_string(options_.communicator->world_size());
       metadata["epoch"] = std::to_string(epoch);
       metadata["val_accuracy"] = std::to_string(record.val_accuracy);
+      if (!st.model_info.class_names.empty()) add_model_metadata(metadata, model_, st.model_info);
       detail::write_checkpoint(options_.best_checkpoint, model_, *optimizer_, metadata);
     }
   }
@@ -357,6 +363,8 @@ void Trainer::save_stop_checkpoint(int epoch, const char* why) {
   metadata["epoch"] = std::to_string(epoch);
   metadata["stopped"] = why;
   if (options_.communicator) metadata[kWorldSizeKey] = std::to_string(options_.communicator->world_size());
+  // Described at the start of fit (unless it failed before that).
+  if (!state_->model_info.class_names.empty()) add_model_metadata(metadata, model_, state_->model_info);
   detail::write_stop_checkpoint(options_.stop_checkpoint, model_, *optimizer_, metadata);
 }
 

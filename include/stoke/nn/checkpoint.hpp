@@ -1,13 +1,16 @@
 // Checkpoints: weights, batch-norm buffers, optimizer state, the model spec
 // and opaque metadata (preprocessing parameters) in one versioned binary file.
 //
-// Layout (little-endian): "STOKECKP", u32 version, u32 flags, u64 payload
-// length, payload, u32 CRC-32 of the payload. The payload holds the model
-// spec and metadata as key/value maps, the optimizer kind and step count, and
-// named tensors (name, dtype, shape, bytes). A file that is truncated,
-// corrupt, of another version, or that does not fit the model is a
-// CorruptFile error naming the path and what is wrong; missing or unreadable
-// files are IoError. Files are written to a temporary name and renamed, so a
+// Layout (little-endian): "STOKECKP", u32 version, u32 flags (0: no flag is
+// defined), u64 payload length, payload, u32 CRC-32 of the payload. The
+// payload holds the model spec and metadata as key/value maps, the optimizer
+// kind and step count, and named tensors (name, dtype, shape, bytes). Every
+// header field has one valid value and the CRC covers the payload, so any
+// single-byte change or cut is refused: a file that is truncated, corrupt, of
+// another version or flags, or that does not fit the model is a CorruptFile
+// error naming the path and what is wrong; missing or unreadable files are
+// IoError. Model files (stoke/deploy.hpp) are checkpoints whose metadata
+// describes the model ("model.*" keys). Files are written to a temporary name and renamed, so a
 // crash mid-write never leaves a half-written checkpoint under the real name.
 #pragma once
 

@@ -1,5 +1,7 @@
 // Inference for inspection applications: load a checkpoint, classify raw
-// 8-bit images with the preprocessing saved in it.
+// 8-bit images with the normalization saved in it, already at the model's
+// input size. stoke::Predictor (stoke/deploy.hpp) runs a model file's whole
+// preprocessing (decode, resize, crop, normalization) on any image instead.
 //
 // Thread safety: a Classifier may be shared by threads; calls are serialized
 // by an internal mutex (one forward at a time, each using the backend's
@@ -25,7 +27,9 @@ struct STOKE_API Preprocessing {
   std::vector<float> std = {1.0f};
 
   void to_metadata(std::map<std::string, std::string>& metadata) const;
-  // Defaults for keys that are absent; InvalidArgument for malformed values.
+  // A model file's normalization (model.preprocess.*, see stoke/deploy.hpp)
+  // when present, else these keys (defaults for the absent ones among them);
+  // InvalidArgument when neither is there, or for malformed values.
   static Preprocessing from_metadata(const std::map<std::string, std::string>& metadata);
 };
 

@@ -1,0 +1,291 @@
+// Deployment: self-describing model files, a predictor that feeds the network
+// exactly what the trainer's validation loader fed it, a load-time self-check,
+// and evaluation reports (JSON and one self-contained HTML file).
+//
+// A model file is a checkpoint (stoke/nn/checkpoint.hpp) whose metadata holds
+// a ModelInfo under "model.*" keys: the class names, the full deterministic
+// preprocessing, provenance, and reference inputs with the logits the trainer
+// produced for them. load_model_file() refuses a checkpoint without it and
+// names the missing keys. See docs/deploy.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stoke/data.hpp"
+#include "stoke/export.hpp"
+#include "stoke/image.hpp"
+#include "stoke/nn/model.hpp"
+#include "stoke/nn/optim.hpp"
+#include "stoke/train.hpp"
+
+namespace stoke {
+
+// Version of the "model.*" metadata layout.
+inline constexpr int kModelInfoVersion = 1;
+
+// A preprocessed input the trainer ran and the logits its model gave.
+struct ReferenceSample {
+  std::string source;         // the image it came from
+  std::vector<float> input;   // C x H x W float32, as fed to the network
+  std::vector<float> logits;  // one per class
+  // The encoded file (when it was a file of at most 256 KiB), so a predictor
+  // can check that this build decodes and preprocesses it to `input`.
+  std::vector<std::uint8_t> encoded;
+};
+
+struct STOKE_API ModelInfo {
+  std::vector<std::string> class_names;  // in label order
+  // Channels, output size, resize target, filter, crop (centre crop of the
+  // resize target to the output), normalization, dtype, JPEG DCT scaling.
+  PreprocessOptions preprocess;
+  // The loader's staged path (sample cache on, or a resize target larger than
+  // the output): the resized image is rounded to uint8, centre-cropped, then
+  // normalized. Off: the loader's direct path, one fused resize + normalize.
+  bool staged = false;
+
+  // Provenance.
+  std::string stoke_version;
+  std::string created;  // UTC, ISO 8601
+  std::string dataset_source;
+  std::uint64_t dataset_fingerprint = 0;
+  std::vector<std::uint64_t> class_counts;  // training samples per class
+  std::uint64_t validation_samples = 0;
+  std::map<std::string, std::string> trainer_options;
+  std::map<std::string, std::string> configuration;  // effective STOKE_* knobs
+  std::map<std::string, std::string> metrics;        // at the time of writing
+  // Per epoch: "epoch,train_loss,train_accuracy,val_loss,val_accuracy" lines.
+  std::vector<std::string> history;
+
+  // Self-check: inputs, and the logits the training backend produced.
+  std::string reference_backend;
+  std::vector<ReferenceSample> references;
+  float reference_tolerance = 1e-3f;  // max |logit difference| / max(1, max |logit|)
+
+  // Writes every field under "model.*" keys.
+  void to_metadata(std::map<std::string, std::string>& metadata) const;
+  // CorruptFile naming `path` and every missing key when the metadata is not
+  // a model file's (e.g. a checkpoint written before model files existed),
+  // or a malformed value.
+  static ModelInfo from_metadata(const std::map<std::string, std::string>& metadata, const std::string& path);
+};
+
+// What a fit() knows before training: classes, preprocessing as the
+// validation loader runs it, provenance, and up to `references` reference
+// inputs (the first validation images, else the first training images),
+// preprocessed by a validation loader.
+STOKE_API ModelInfo describe_training(const Dataset& train, const Dataset* val, const LoaderOptions& loader,
+                                      const TrainerOptions& options, std::size_t references = 4);
+
+// Appends an epoch's figures to info.history and info.metrics.
+STOKE_API void record_epoch(ModelInfo& info, const EpochRecord& record);
+
+// Writes a model file: the checkpoint of `model` (and optimizer, may be null)
+// with `info`, whose reference logits are recomputed from `model` as it is
+// now (an inference forward). `extra` goes into the metadata as is and into
+// info.metrics.
+STOKE_API void save_model(const std::filesystem::path& path, nn::Model& model, const ModelInfo& info,
+                          const nn::Optimizer* optimizer = nullptr,
+                          const std::map<std::string, std::string>& extra = {});
+
+// The metadata save_model writes, added to `metadata` (keys of `info`
+// replace existing ones), for writers that save the checkpoint themselves
+// (the Trainer's best and stop checkpoints).
+STOKE_API void add_model_metadata(std::map<std::string, std::string>& metadata, nn::Model& model,
+                                  const ModelInfo& info);
+
+// The model file's ModelInfo without building the model.
+STOKE_API ModelInfo read_model_info(const std::filesystem::path& path);
+
+// ---- Prediction -----------------------------------------------------------------
+
+enum class PixelFormat { kMono8, kMono16, kRgb8, kBgr8 };
+STOKE_API const char* to_string(PixelFormat format) noexcept;
+
+// An application's pixels: any size, rows `stride` bytes apart (0: packed).
+// Mono16 is reduced to 8 bits as the PNG decoder reduces 16-bit samples
+// (round(v * 255 / 65535)).
+struct PixelBuffer {
+  const void* data = nullptr;
+  int width = 0;
+  int height = 0;
+  PixelFormat format = PixelFormat::kMono8;
+  std::size_t stride = 0;
+};
+
+struct Prediction {
+  int label = -1;
+  std::string class_name;
+  float confidence = 0;             // probability of label
+  std::vector<float> probabilities;  // one per class
+};
+
+struct SelfCheckResult {
+  bool ran = false;     // false when the file holds no references
+  bool passed = false;
+  double max_error = 0;   // max |logit difference| / max(1, max |logit|)
+  double tolerance = 0;
+  std::size_t references = 0;
+  // Decode + preprocessing of the references that carry their encoded file:
+  // max |input difference| in pixel levels (1 = one 8-bit grey level after
+  // normalization); passing needs <= 1.
+  std::size_t decoded_references = 0;
+  double max_input_levels = 0;
+  std::string message;  // what was compared, on which backend, the result
+};
+
+struct PredictorOptions {
+  Backend* backend = nullptr;  // null: the registry's default backend
+  // Verify the reference logits at load; throw Unsupported when they are not
+  // reproduced within the stored tolerance. Off: the result is only reported.
+  bool require_self_check = true;
+};
+
+// Classifies images with the model file's own preprocessing, running the
+// loader's kernels in the loader's order (the tests compare the tensors with
+// the validation loader's bit for bit).
+//
+// Thread safety: a Predictor may be shared by threads. Each thread takes a
+// Session (cheap: a decoder, a resampler and buffers; no weights) for its own
+// decoding and preprocessing, which run in parallel; the forward passes are
+// serialized by the Predictor (each one uses the backend's threads). The
+// Predictor's own predict_* functions use an internal Session under a lock.
+class STOKE_API Predictor {
+ public:
+  explicit Predictor(const std::filesystem::path& model_file, PredictorOptions options = {});
+  ~Predictor();
+  Predictor(const Predictor&) = delete;
+  Predictor& operator=(const Predictor&) = delete;
+
+  const ModelInfo& info() const noexcept;
+  const nn::ModelSpec& spec() const noexcept;
+  const SelfCheckResult& self_check() const noexcept;
+  // Elements per preprocessed sample (C * H * W).
+  std::size_t sample_size() const noexcept;
+
+  class STOKE_API Session {
+   public:
+    explicit Session(Predictor& predictor);
+    ~Session();
+    Session(Session&&) noexcept;
+    Session& operator=(Session&&) = delete;
+
+    // The network's input for one image: sample_size() floats into `out`.
+    void preprocess_file(const std::filesystem::path& path, std::span<float> out);
+    void preprocess_bytes(std::span<const std::uint8_t> bytes, std::string_view name, std::span<float> out);
+    void preprocess_pixels(const PixelBuffer& pixels, std::span<float> out);
+
+    Prediction predict_file(const std::filesystem::path& path);
+    Prediction predict_bytes(std::span<const std::uint8_t> bytes, std::string_view name = "<bytes>");
+    Prediction predict_pixels(const PixelBuffer& pixels);
+    std::vector<Prediction> predict_files(std::span<const std::filesystem::path> paths);
+    std::vector<Prediction> predict_pixels(std::span<const PixelBuffer> images);
+
+   private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+  };
+
+  Session session() { return Session(*this); }
+
+  Prediction predict_file(const std::filesystem::path& path);
+  Prediction predict_bytes(std::span<const std::uint8_t> bytes, std::string_view name = "<bytes>");
+  Prediction predict_pixels(const PixelBuffer& pixels);
+  std::vector<Prediction> predict_files(std::span<const std::filesystem::path> paths);
+
+  // Runs the network on `count` preprocessed samples (count * sample_size()
+  // floats) and returns their probabilities. Thread-safe.
+  std::vector<Prediction> forward(std::span<const float> inputs, std::size_t count);
+  // The raw logits (count x classes). Thread-safe.
+  std::vector<float> logits(std::span<const float> inputs, std::size_t count);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---- Evaluation -------------------------------------------------------------------
+
+struct EvaluationOptions {
+  std::string good_class;      // non-empty: defect-vs-good analysis (ROC, threshold)
+  double escape_rate = 0.01;   // target share of defects passed as good
+  std::size_t batch_size = 32;
+  std::size_t misclassified_limit = 200;  // kept in the result, worst first
+};
+
+struct ClassMetrics {
+  std::uint64_t support = 0;  // true samples of the class
+  double precision = 0;
+  double recall = 0;
+  double f1 = 0;
+};
+
+struct RocPoint {
+  double threshold = 0;          // defect score >= threshold: rejected
+  double detection_rate = 0;     // defects rejected (true positive rate)
+  double false_reject_rate = 0;  // good parts rejected (false positive rate)
+};
+
+struct Misclassified {
+  std::string file;
+  int label = 0;
+  int predicted = 0;
+  float confidence = 0;  // probability of the predicted class
+};
+
+struct STOKE_API Evaluation {
+  std::vector<std::string> class_names;
+  std::uint64_t samples = 0;
+  double accuracy = 0;
+  std::vector<std::vector<std::uint64_t>> confusion;  // [true][predicted]
+  std::vector<ClassMetrics> per_class;
+  double macro_f1 = 0;
+
+  // With a good class: defect score = 1 - p(good).
+  int good_label = -1;
+  std::vector<RocPoint> roc;  // thresholds descending, from (0, 0) to (1, 1)
+  double auc = 0;
+  double target_escape_rate = 0;
+  double threshold = 0;         // the largest meeting the target
+  double escape_rate = 0;       // defects passed as good at that threshold
+  double false_reject_rate = 0;  // its cost: good parts rejected
+
+  std::vector<Misclassified> misclassified;  // by confidence, highest first
+
+  std::string to_json() const;
+};
+
+// The metrics from per-sample labels and probabilities (n x classes,
+// row-major); `files` may be empty. InvalidArgument for inconsistent sizes or
+// an unknown good class.
+STOKE_API Evaluation evaluate_scores(const std::vector<std::string>& class_names, std::span<const std::int32_t> labels,
+                                     std::span<const float> probabilities, std::span<const std::string> files,
+                                     const EvaluationOptions& options = {});
+
+// Classifies every sample of `dataset` with a Loader running the model file's
+// preprocessing (the trainer's validation loader) and evaluates. The dataset's
+// classes must be the model's (InvalidArgument naming both otherwise).
+// `on_progress(done, total)` may be empty.
+STOKE_API Evaluation evaluate(Predictor& predictor, const Dataset& dataset, const EvaluationOptions& options = {},
+                              const std::function<void(std::size_t, std::size_t)>& on_progress = {});
+
+// One self-contained HTML page (inline SVG and data-URI thumbnails; no
+// external resources): metrics, confusion matrix, ROC, loss and accuracy per
+// epoch from info.history, the worst misclassified images, the provenance.
+STOKE_API std::string evaluation_html(const Evaluation& evaluation, const ModelInfo& info,
+                                      std::size_t thumbnails = 12);
+
+// Writes dir/report.json and dir/report.html (creating dir).
+STOKE_API void write_evaluation_report(const std::filesystem::path& dir, const Evaluation& evaluation,
+                                       const ModelInfo& info);
+
+}  // namespace stoke

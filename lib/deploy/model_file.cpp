@@ -1,0 +1,237 @@
+// Writing model files: what a fit knows (describe_training), the epoch
+// history, and save_model, which recomputes the reference logits.
+#include <numeric>
+
+#include "deploy/model_file.hpp"
+#include "deploy/text.hpp"
+#include "stoke/backend.hpp"
+#include "stoke/error.hpp"
+#include "stoke/log.hpp"
+#include "stoke/nn/checkpoint.hpp"
+#include "stoke/version.hpp"
+
+namespace stoke {
+
+using deploy_detail::float_text;
+
+namespace {
+
+const char* optimizer_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSgd: return "sgd";
+    case OptimizerKind::kAdam: return "adam";
+    case OptimizerKind::kAdamW: return "adamw";
+  }
+  return "?";
+}
+
+std::map<std::string, std::string> flatten(const TrainerOptions& o, const LoaderOptions& l) {
+  std::map<std::string, std::string> m;
+  m["epochs"] = std::to_string(o.epochs);
+  m["batch_size"] = o.batch_size ? std::to_string(o.batch_size) : "auto";
+  m["batch_multiplier"] = std::to_string(o.batch_multiplier);
+  m["optimizer"] = optimizer_name(o.optimizer);
+  m["sgd.momentum"] = float_text(o.sgd.momentum);
+  m["sgd.weight_decay"] = float_text(o.sgd.weight_decay);
+  m["sgd.nesterov"] = o.sgd.nesterov ? "1" : "0";
+  m["adam.weight_decay"] = float_text(o.adam.weight_decay);
+  m["schedule.base_lr"] = float_text(o.schedule.base_lr);
+  m["schedule.kind"] = std::to_string(static_cast<int>(o.schedule.kind));
+  m["schedule.warmup_steps"] = std::to_string(o.schedule.warmup_steps);
+  m["schedule.min_lr"] = float_text(o.schedule.min_lr);
+  m["early_stopping_patience"] = std::to_string(o.early_stopping_patience);
+  m["validate_every_epochs"] = std::to_string(o.validate_every_epochs);
+  m["max_steps_per_epoch"] = std::to_string(o.max_steps_per_epoch);
+  m["seed"] = std::to_string(o.seed);
+  m["loader.seed"] = std::to_string(l.seed);
+  m["augment.random_crop"] = l.augment.random_crop ? "1" : "0";
+  m["augment.hflip"] = float_text(l.augment.hflip_probability);
+  m["augment.vflip"] = float_text(l.augment.vflip_probability);
+  m["augment.brightness"] = float_text(l.augment.brightness);
+  m["augment.contrast"] = float_text(l.augment.contrast);
+  return m;
+}
+
+// The validation loader's options for `loader` (as Trainer::fit builds them),
+// with a cache that cannot touch the training cache file.
+LoaderOptions validation_options(const LoaderOptions& loader, bool cached, std::size_t batch) {
+  LoaderOptions vo = loader;
+  vo.shuffle = false;
+  vo.drop_last = false;
+  vo.augment = {};
+  vo.profiler = nullptr;
+  vo.batch_size = batch;
+  vo.shard_index = 0;  // every sample, whatever the training rank
+  vo.shard_count = 1;
+  // A RAM cache with room for nothing: the loader takes its staged path
+  // (as a cached training run did) without holding any image.
+  vo.cache = cached ? CacheSpec{CacheSpec::Kind::kRam, 1, ""} : CacheSpec{};
+  if (vo.preprocess.dtype == OutputDtype::kUint8) vo.preprocess.dtype = OutputDtype::kFloat32;
+  return vo;
+}
+
+// Reference files up to this size travel in the model file for the
+// predictor's decode check.
+constexpr std::uintmax_t kMaxEncodedReference = 256 * 1024;
+
+std::vector<ReferenceSample> reference_inputs(const Dataset& source, const LoaderOptions& loader, bool cached,
+                                              std::size_t count) {
+  count = std::min(count, source.size());
+  if (count == 0) return {};
+  std::vector<std::size_t> first(count);
+  std::iota(first.begin(), first.end(), std::size_t{0});
+  Loader l(source.subset(first), validation_options(loader, cached, count));
+  const std::size_t sample = l.sample_bytes() / sizeof(float);
+  std::vector<float> batch(sample * count);
+  std::vector<std::int32_t> labels(count);
+  l.fill_batch(0, 0, std::as_writable_bytes(std::span<float>(batch)), labels);
+  std::vector<ReferenceSample> out(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    out[i].source = source.path(i);
+    out[i].input.assign(batch.begin() + i * sample, batch.begin() + (i + 1) * sample);
+    std::error_code ec;
+    const std::string& file = source.file(i);
+    if (!file.empty() && std::filesystem::file_size(file, ec) <= kMaxEncodedReference && !ec) {
+      read_file(file, out[i].encoded);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+namespace deploy_detail {
+
+LoaderOptions loader_options_for(const ModelInfo& info, std::size_t batch) {
+  LoaderOptions l;
+  l.preprocess = info.preprocess;
+  return validation_options(l, info.staged, batch);
+}
+
+bool loader_is_staged(const LoaderOptions& loader) {
+  const auto& p = loader.preprocess;
+  const bool resized = (p.resize_width && p.resize_width != p.width) || (p.resize_height && p.resize_height != p.height);
+  const CacheSpec cache = loader.cache ? *loader.cache : loader.context.settings().cache;  // as the Loader resolves it
+  return resized || cache.kind != CacheSpec::Kind::kOff;
+}
+
+LoadedModel load_model_file(const std::filesystem::path& path, Backend& backend) {
+  const std::string p = path.string();
+  const nn::CheckpointInfo header = nn::read_checkpoint_info(p);
+  LoadedModel out;
+  out.info = ModelInfo::from_metadata(header.metadata, p);
+  const auto& spec = header.spec;
+  const auto& pre = out.info.preprocess;
+  if (spec.in_channels != pre.channels || spec.height != pre.height || spec.width != pre.width ||
+      static_cast<std::size_t>(spec.classes) != out.info.class_names.size()) {
+    throw CorruptFile("model file '" + p + "': the network takes " + std::to_string(spec.in_channels) + "x" +
+                      std::to_string(spec.height) + "x" + std::to_string(spec.width) + " with " +
+                      std::to_string(spec.classes) + " classes, the preprocessing gives " +
+                      std::to_string(pre.channels) + "x" + std::to_string(pre.height) + "x" +
+                      std::to_string(pre.width) + " with " + std::to_string(out.info.class_names.size()) +
+                      " class names");
+  }
+  out.model = nn::load_model(p, backend);
+  return out;
+}
+
+std::vector<float> run_logits(nn::Model& model, std::span<const float> inputs, std::size_t count) {
+  Tensor x(model.backend(), model.input_shape(static_cast<std::int64_t>(count)));
+  if (x.bytes() != inputs.size() * sizeof(float)) {
+    throw InvalidArgument("stoke: " + std::to_string(inputs.size()) + " input values for " + std::to_string(count) +
+                          " samples of " + shape_to_string(model.input_shape(1)));
+  }
+  x.copy_from_host(inputs.data());
+  const Tensor& logits = model.forward(x, false);
+  std::vector<float> out(count * static_cast<std::size_t>(model.spec().classes));
+  logits.copy_to_host(out.data());
+  return out;
+}
+
+}  // namespace deploy_detail
+
+ModelInfo describe_training(const Dataset& train, const Dataset* val, const LoaderOptions& loader,
+                            const TrainerOptions& options, std::size_t references) {
+  ModelInfo info;
+  info.class_names = train.class_names();
+  info.preprocess = loader.preprocess;
+  if (!info.preprocess.resize_width) info.preprocess.resize_width = info.preprocess.width;
+  if (!info.preprocess.resize_height) info.preprocess.resize_height = info.preprocess.height;
+  info.staged = deploy_detail::loader_is_staged(loader);
+  info.stoke_version = version();
+  info.created = deploy_detail::utc_now();
+  info.dataset_source = train.report().source;
+  info.dataset_fingerprint = train.fingerprint();
+  info.class_counts.assign(info.class_names.size(), 0);
+  for (std::size_t i = 0; i < train.size(); ++i) {
+    const auto label = static_cast<std::size_t>(train.label(i));
+    if (label < info.class_counts.size()) ++info.class_counts[label];
+  }
+  info.validation_samples = val ? val->size() : 0;
+  info.trainer_options = flatten(options, loader);
+  for (const KnobValue& k : loader.context.config().knobs()) info.configuration[k.name] = k.value;
+  const Dataset& source = val && !val->empty() ? *val : train;
+  info.references = reference_inputs(source, loader, info.staged, references);
+  return info;
+}
+
+void record_epoch(ModelInfo& info, const EpochRecord& r) {
+  info.history.push_back(std::to_string(r.epoch) + "," + float_text(r.train_loss) + "," +
+                         float_text(r.train_accuracy) + "," + (r.validated ? float_text(r.val_loss) : "") + "," +
+                         (r.validated ? float_text(r.val_accuracy) : ""));
+  info.metrics["epoch"] = std::to_string(r.epoch);
+  info.metrics["train_loss"] = float_text(r.train_loss);
+  info.metrics["train_accuracy"] = float_text(r.train_accuracy);
+  if (r.validated) {
+    info.metrics["val_loss"] = float_text(r.val_loss);
+    info.metrics["val_accuracy"] = float_text(r.val_accuracy);
+  }
+}
+
+void add_model_metadata(std::map<std::string, std::string>& metadata, nn::Model& model, const ModelInfo& info) {
+  if (info.class_names.size() != static_cast<std::size_t>(model.spec().classes)) {
+    throw InvalidArgument("stoke::save_model: " + std::to_string(info.class_names.size()) + " class names for a " +
+                          std::to_string(model.spec().classes) + "-class model");
+  }
+  ModelInfo out = info;
+  for (const auto& [k, v] : metadata) {
+    if (k.rfind("model.", 0) != 0 && k.rfind("train.", 0) != 0) out.metrics[k] = v;
+  }
+  out.reference_backend = model.backend().name();
+  try {
+    std::vector<float> inputs;
+    for (const auto& r : out.references) inputs.insert(inputs.end(), r.input.begin(), r.input.end());
+    const std::vector<float> logits =
+        out.references.empty() ? std::vector<float>{} : deploy_detail::run_logits(model, inputs, out.references.size());
+    // Leave the model's memory as the writer had it (a trainer between
+    // epochs, possibly after running out of memory).
+    model.release_activations();
+    model.backend().release_workspace();
+    const std::size_t classes = out.class_names.size();
+    for (std::size_t i = 0; i < out.references.size(); ++i) {
+      out.references[i].logits.assign(logits.begin() + i * classes, logits.begin() + (i + 1) * classes);
+    }
+  } catch (const OutOfMemory& e) {
+    // A stop checkpoint after running out of memory must still be written:
+    // without references the predictor reports the self-check as skipped.
+    log_warn(std::string("model file: no reference logits (out of memory): ") + e.what());
+    out.references.clear();
+    model.release_activations();
+    model.backend().release_workspace();
+  }
+  out.to_metadata(metadata);
+}
+
+void save_model(const std::filesystem::path& path, nn::Model& model, const ModelInfo& info,
+                const nn::Optimizer* optimizer, const std::map<std::string, std::string>& extra) {
+  std::map<std::string, std::string> metadata = extra;
+  add_model_metadata(metadata, model, info);
+  nn::save_checkpoint(path.string(), model, optimizer, metadata);
+}
+
+ModelInfo read_model_info(const std::filesystem::path& path) {
+  const nn::CheckpointInfo header = nn::read_checkpoint_info(path.string());
+  return ModelInfo::from_metadata(header.metadata, path.string());
+}
+
+}  // namespace stoke

@@ -1,0 +1,31 @@
+// Internal: loading a model file with its ModelInfo, and running logits.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "stoke/deploy.hpp"
+
+namespace stoke::deploy_detail {
+
+struct LoadedModel {
+  ModelInfo info;
+  std::unique_ptr<nn::Model> model;
+};
+
+// CorruptFile when the metadata is missing or disagrees with the network.
+STOKE_INTERNAL LoadedModel load_model_file(const std::filesystem::path& path, Backend& backend);
+
+// Whether the validation loader for `loader` takes the staged path.
+STOKE_INTERNAL bool loader_is_staged(const LoaderOptions& loader);
+
+// The trainer's validation loader options for a model file's preprocessing
+// (float32 output), batches of `batch`.
+STOKE_INTERNAL LoaderOptions loader_options_for(const ModelInfo& info, std::size_t batch);
+
+// An inference forward of `count` samples; returns count x classes logits.
+STOKE_INTERNAL std::vector<float> run_logits(nn::Model& model, std::span<const float> inputs, std::size_t count);
+
+}  // namespace stoke::deploy_detail

@@ -1,0 +1,44 @@
+// Internal: one image -> the network's input, by the loader's validation path
+// (lib/data/loader.cpp, Loader::Impl::process with augmentation off), calling
+// the same decoder and kernels in the same order:
+//   direct: decode at the DCT scale covering the output -> fused resize +
+//           normalize + CHW;
+//   staged: decode at the scale covering the resize target -> resize to the
+//           target (uint8) -> centre crop -> normalize + CHW.
+// Pixel buffers enter where a decoded image does (in-memory samples always
+// take the staged path in the loader; here they follow the model's policy so
+// a buffer and a lossless file of the same pixels give the same tensor).
+#pragma once
+
+#include <filesystem>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "stoke/deploy.hpp"
+
+namespace stoke::deploy_detail {
+
+class STOKE_INTERNAL SamplePreprocessor {
+ public:
+  SamplePreprocessor(const ModelInfo& info, SimdLevel level);
+
+  std::size_t sample_size() const noexcept { return sample_; }
+  void from_file(const std::filesystem::path& path, std::span<float> out);
+  void from_bytes(std::span<const std::uint8_t> bytes, std::string_view name, std::span<float> out);
+  void from_pixels(const PixelBuffer& pixels, std::span<float> out);
+
+ private:
+  void finish(ImageView source, std::span<float> out);
+  void check(std::span<float> out) const;
+
+  PreprocessOptions pre_;
+  bool staged_;
+  std::size_t sample_;
+  Decoder decoder_;
+  Resampler resampler_;
+  Image decoded_, converted_, resized_;
+  std::vector<std::uint8_t> bytes_;
+};
+
+}  // namespace stoke::deploy_detail

@@ -1,0 +1,188 @@
+// Evaluation metrics against hand-computed cases, the end-to-end evaluate()
+// against the trainer, and the HTML report (self-contained; rendered by
+// headless Chromium where it is installed).
+#include <cstdlib>
+#include <fstream>
+#include <random>
+
+#include "deploy_fixture.hpp"
+#include "stoke/error.hpp"
+
+namespace stoke::testing {
+namespace {
+
+TEST(DeployEvaluation, ThreeClassConfusionPrecisionRecallF1ByHand) {
+  const std::vector<std::string> classes = {"a", "b", "c"};
+  const std::vector<std::int32_t> labels = {0, 0, 1, 1, 2, 2, 0};
+  const std::vector<float> probs = {0.7f, 0.2f, 0.1f,  0.2f, 0.5f, 0.3f,   0.1f, 0.8f, 0.1f, 0.1f, 0.3f, 0.6f,
+                                    0.05f, 0.05f, 0.9f, 0.6f, 0.3f, 0.1f, 0.9f, 0.05f, 0.05f};
+  const std::vector<std::string> files = {"f0", "f1", "f2", "f3", "f4", "f5", "f6"};
+  const Evaluation e = evaluate_scores(classes, labels, probs, files);
+  const std::vector<std::vector<std::uint64_t>> confusion = {{2, 1, 0}, {0, 1, 1}, {1, 0, 1}};
+  EXPECT_EQ(e.confusion, confusion);
+  EXPECT_EQ(e.samples, 7u);
+  EXPECT_DOUBLE_EQ(e.accuracy, 4.0 / 7.0);
+  EXPECT_DOUBLE_EQ(e.per_class[0].precision, 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(e.per_class[0].recall, 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(e.per_class[0].f1, 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(e.per_class[1].precision, 0.5);
+  EXPECT_DOUBLE_EQ(e.per_class[1].recall, 0.5);
+  EXPECT_DOUBLE_EQ(e.per_class[2].precision, 0.5);
+  EXPECT_EQ(e.per_class[0].support, 3u);
+  EXPECT_NEAR(e.macro_f1, (2.0 / 3.0 + 0.5 + 0.5) / 3.0, 1e-12);
+  ASSERT_EQ(e.misclassified.size(), 3u);  // by confidence, ties in file order
+  EXPECT_EQ(e.misclassified[0].file, "f3");
+  EXPECT_EQ(e.misclassified[1].file, "f5");
+  EXPECT_EQ(e.misclassified[2].file, "f1");
+  EXPECT_EQ(e.misclassified[0].predicted, 2);
+  EXPECT_FLOAT_EQ(e.misclassified[0].confidence, 0.6f);
+  EXPECT_EQ(e.good_label, -1);
+}
+
+// Binary defect/good with the defect scores given; p(good) = 1 - score.
+Evaluation binary(const std::vector<double>& good, const std::vector<double>& defect, double target) {
+  std::vector<std::int32_t> labels;
+  std::vector<float> probs;
+  for (double s : good) labels.push_back(1), probs.push_back(float(s)), probs.push_back(float(1 - s));
+  for (double s : defect) labels.push_back(0), probs.push_back(float(s)), probs.push_back(float(1 - s));
+  EvaluationOptions o;
+  o.good_class = "good";
+  o.escape_rate = target;
+  return evaluate_scores({"defect", "good"}, labels, probs, {}, o);
+}
+
+TEST(DeployEvaluation, AucThresholdEscapeAndFalseRejectByHand) {
+  const std::vector<double> good = {0.1, 0.2, 0.3, 0.6}, defect = {0.4, 0.7, 0.8, 0.9};
+  Evaluation e = binary(good, defect, 0.25);
+  EXPECT_EQ(e.good_label, 1);
+  EXPECT_NEAR(e.auc, 15.0 / 16.0, 1e-6);  // 15 of 16 (defect, good) pairs ordered right
+  EXPECT_NEAR(e.threshold, 0.7, 1e-6);     // one escape of four allowed: the 0.4 defect
+  EXPECT_DOUBLE_EQ(e.escape_rate, 0.25);
+  EXPECT_DOUBLE_EQ(e.false_reject_rate, 0.0);
+  e = binary(good, defect, 0.0);
+  EXPECT_NEAR(e.threshold, 0.4, 1e-6);
+  EXPECT_DOUBLE_EQ(e.escape_rate, 0.0);
+  EXPECT_DOUBLE_EQ(e.false_reject_rate, 0.25);  // the 0.6 good part
+  ASSERT_FALSE(e.roc.empty());
+  EXPECT_DOUBLE_EQ(e.roc.front().detection_rate, 0.0);
+  EXPECT_DOUBLE_EQ(e.roc.back().detection_rate, 1.0);
+  EXPECT_DOUBLE_EQ(e.roc.back().false_reject_rate, 1.0);
+  e = binary({0.5, 0.5}, {0.5, 0.9}, 0.0);  // a tie counts one half
+  EXPECT_NEAR(e.auc, 0.75, 1e-6);
+}
+
+TEST(DeployEvaluation, AucEqualsPairCountingOnRandomScores) {
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<int> level(0, 20);  // coarse: many ties
+  std::vector<double> good(37), defect(23);
+  for (auto& s : good) s = level(rng) / 20.0 * 0.8;
+  for (auto& s : defect) s = 0.2 + level(rng) / 20.0 * 0.8;
+  double pairs = 0;
+  for (double d : defect) {
+    for (double g : good) {
+      const float fd = 1 - float(1 - d), fg = 1 - float(1 - g);  // the scores as evaluate sees them
+      pairs += fd > fg ? 1.0 : fd == fg ? 0.5 : 0.0;
+    }
+  }
+  const Evaluation e = binary(good, defect, 0.1);
+  EXPECT_NEAR(e.auc, pairs / double(good.size() * defect.size()), 1e-9);
+  // The threshold passes at most floor(0.1 * 23) = 2 defects, and is the
+  // largest that does: one step above it would pass more.
+  EXPECT_LE(e.escape_rate * 23, 2.0 + 1e-9);
+  int passed_above = 0;
+  for (double d : defect) passed_above += (1 - float(1 - d)) <= e.threshold ? 1 : 0;
+  EXPECT_GT(passed_above, 2);
+}
+
+TEST(DeployEvaluation, BadInputsAreNamed) {
+  const std::vector<std::int32_t> labels = {0, 3};
+  const std::vector<float> probs = {0.5f, 0.5f, 0.5f, 0.5f};
+  EXPECT_THROW(evaluate_scores({"a", "b"}, labels, probs, {}), InvalidArgument);
+  const std::vector<std::int32_t> ok = {0, 1};
+  EvaluationOptions o;
+  o.good_class = "nope";
+  EXPECT_THROW(evaluate_scores({"a", "b"}, ok, probs, {}, o), InvalidArgument);
+  EXPECT_THROW(evaluate_scores({"a", "b"}, ok, std::span<const float>(probs).first(3), {}), InvalidArgument);
+}
+
+TEST_F(DeployFixture, EvaluateAgreesWithTheTrainerAndThePredictor) {
+  FitResult fit;
+  train(loader_options(3, true, 20, false), &fit);
+  Predictor predictor(model_path());
+  EvaluationOptions o;
+  o.good_class = "ok";
+  o.batch_size = 5;  // a short last batch
+  std::size_t calls = 0;
+  const Evaluation e = evaluate(predictor, val_, o, [&](std::size_t, std::size_t) { ++calls; });
+  EXPECT_EQ(calls, 3u);
+  EXPECT_EQ(e.samples, val_.size());
+  EXPECT_NEAR(e.accuracy, fit.log.epochs.back().val_accuracy, 1e-6);
+  std::vector<std::int32_t> labels;
+  std::vector<float> probs;
+  std::vector<std::string> files;
+  for (std::size_t i = 0; i < val_.size(); ++i) {
+    const Prediction p = predictor.predict_file(val_.path(i));
+    labels.push_back(val_.label(i));
+    probs.insert(probs.end(), p.probabilities.begin(), p.probabilities.end());
+    files.push_back(val_.path(i));
+  }
+  const Evaluation again = evaluate_scores(val_.class_names(), labels, probs, files, o);
+  EXPECT_EQ(again.confusion, e.confusion);
+  EXPECT_NEAR(again.auc, e.auc, 1e-6);
+  const std::string json = e.to_json();
+  EXPECT_NE(json.find("\"good_class\": \"ok\""), std::string::npos);
+  EXPECT_NE(json.find("\"confusion\""), std::string::npos);
+  for (const char* c : {"p", "q"}) {
+    fs::create_directories(dir_ / "other" / c);
+    fs::copy_file(val_.path(1), dir_ / "other" / c / "x.png");
+  }
+  EXPECT_THROW(evaluate(predictor, Dataset::from_folder(dir_ / "other"), o), InvalidArgument);  // not the model's classes
+}
+
+TEST_F(DeployFixture, TheReportIsOneSelfContainedPage) {
+  train(loader_options(1, false, 16, false));
+  Predictor predictor(model_path());
+  EvaluationOptions o;
+  o.good_class = "ok";
+  Evaluation e = evaluate(predictor, val_, o);
+  // Make sure there is something to show as a thumbnail.
+  e.misclassified.insert(e.misclassified.begin(), Misclassified{val_.path(0), 0, 1, 0.9f});
+  write_evaluation_report(dir_ / "report", e, predictor.info());
+  std::ifstream in(dir_ / "report" / "report.html");
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("data:image/png;base64,"), std::string::npos);
+  EXPECT_NE(html.find("<title>confusion matrix</title>"), std::string::npos);
+  EXPECT_NE(html.find("ROC (AUC"), std::string::npos);
+  EXPECT_NE(html.find("loss per epoch"), std::string::npos);
+  EXPECT_NE(html.find(predictor.info().created), std::string::npos);  // provenance
+  // Nothing loaded from elsewhere: the only URL is the SVG namespace.
+  std::string rest = html;
+  for (std::size_t at; (at = rest.find("xmlns='http://www.w3.org/2000/svg'")) != std::string::npos;) rest.erase(at, 10);
+  EXPECT_EQ(rest.find("http"), std::string::npos);
+  EXPECT_EQ(rest.find("src='/"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir_ / "report" / "report.json"));
+}
+
+TEST_F(DeployFixture, HeadlessChromiumRendersTheReport) {
+  const char* candidates[] = {"/usr/bin/chromium", "/usr/bin/chromium-browser"};
+  std::string chromium;
+  for (const char* c : candidates) {
+    if (fs::exists(c)) chromium = c;
+  }
+  if (chromium.empty()) GTEST_SKIP() << "Debian's chromium is not installed; the report's rendering is not checked";
+  train(loader_options(3, false, 16, false));
+  Predictor predictor(model_path());
+  EvaluationOptions o;
+  o.good_class = "ok";
+  write_evaluation_report(dir_ / "report", evaluate(predictor, val_, o), predictor.info());
+  const fs::path shot = dir_ / "report.png";
+  const std::string cmd = "timeout 60 " + chromium + " --headless --no-sandbox --disable-gpu --screenshot=" +
+                          shot.string() + " --window-size=1200,2400 file://" +
+                          (dir_ / "report" / "report.html").string() + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_TRUE(fs::exists(shot));
+  EXPECT_GT(fs::file_size(shot), 10000u);
+}
+
+}  // namespace
+}  // namespace stoke::testing

@@ -1,0 +1,145 @@
+// Shared helpers of the stoke subcommands.
+#include "args.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <unistd.h>
+#include <string_view>
+
+#include "stoke/error.hpp"
+
+namespace stoke_cli {
+
+Args::Args(int argc, char** argv, std::set<std::string> values, std::set<std::string> flags) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0 || a == "--") {
+      positional_.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2), value;
+    const auto eq = name.find('=');
+    const bool inline_value = eq != std::string::npos;
+    if (inline_value) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    if (flags.count(name)) {
+      if (inline_value) throw UsageError("--" + name + " takes no value");
+      options_[name] = std::string(1, '1');
+    } else if (values.count(name)) {
+      if (!inline_value) {
+        if (i + 1 >= argc) throw UsageError("--" + name + " needs a value");
+        value = argv[++i];
+      }
+      options_[name] = value;
+    } else {
+      throw UsageError("unknown option --" + name);
+    }
+  }
+}
+
+std::string Args::get(const std::string& name, const std::string& fallback) const {
+  auto it = options_.find(name);
+  return it == options_.end() ? fallback : it->second;
+}
+
+std::string Args::required(const std::string& name) const {
+  if (!has(name)) throw UsageError("--" + name + " is required");
+  return get(name);
+}
+
+int Args::get_int(const std::string& name, int fallback) const {
+  if (!has(name)) return fallback;
+  const std::string v = get(name);
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < 0 || n > 1000000000) throw UsageError("--" + name + " '" + v + "' is not a count");
+  return static_cast<int>(n);
+}
+
+double Args::get_double(const std::string& name, double fallback) const {
+  if (!has(name)) return fallback;
+  const std::string v = get(name);
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0') throw UsageError("--" + name + " '" + v + "' is not a number");
+  return d;
+}
+
+std::vector<std::filesystem::path> list_images(const std::filesystem::path& root) {
+  namespace fs = std::filesystem;
+  static const std::set<std::string> kExt = {".jpg", ".jpeg", ".png"};
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) throw stoke::IoError("'" + root.string() + "' is not a folder");
+  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string ext = it->path().extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (it->is_regular_file(ec) && kExt.count(ext)) out.push_back(it->path());
+  }
+  if (ec) throw stoke::IoError("cannot list '" + root.string() + "': " + ec.message());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+Progress::Progress(std::string what, std::size_t total, std::string unit)
+    : what_(std::move(what)), unit_(std::move(unit)), total_(total),
+      start_(std::chrono::steady_clock::now()), last_(start_) {}
+
+void Progress::update(std::size_t done, const std::string& detail) {
+  const auto now = std::chrono::steady_clock::now();
+  // A terminal gets a line every 2 s, a log file one every 15 s.
+  static const bool terminal = isatty(fileno(stderr)) != 0;
+  if (printed_ && now - last_ < std::chrono::seconds(terminal ? 2 : 15) && done < total_) return;
+  last_ = now;
+  printed_ = true;
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  const double rate = elapsed > 0 ? double(done) / elapsed : 0.0;
+  const double eta = rate > 0 && total_ > done ? double(total_ - done) / rate : 0.0;
+  std::fprintf(stderr, "%s %zu/%zu (%.0f %%) %.1f %s/s ETA %d:%02d%s%s\n", what_.c_str(), done, total_,
+               total_ ? 100.0 * double(done) / double(total_) : 100.0, rate, unit_.c_str(), int(eta) / 60,
+               int(eta) % 60, detail.empty() ? "" : "  ", detail.c_str());
+}
+
+void Progress::finish(const std::string& detail) {
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  std::fprintf(stderr, "%s done in %.1f s%s%s\n", what_.c_str(), elapsed, detail.empty() ? "" : "  ", detail.c_str());
+}
+
+int run_guarded(const char* command, const char* usage, int (*body)(int, char**), int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+  }
+  try {
+    return body(argc, argv);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "stoke %s: %s\n%s", command, e.what(), usage);
+    return 2;
+  } catch (const stoke::Error& e) {
+    std::fprintf(stderr, "stoke %s: %s\n", command, e.what());
+    return 1;
+  }
+}
+
+}  // namespace stoke_cli

@@ -1,0 +1,53 @@
+// stoke: one command for the whole workflow, git-style subcommands.
+//
+//   stoke <command> [options]      stoke help      stoke <command> --help
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include "commands.hpp"
+#include "stoke/version.hpp"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* summary;
+};
+
+// One line per subcommand; other helpers' subcommands add theirs here.
+constexpr Command kCommands[] = {
+    {"info", cmd_info, "the machine, the devices and the effective configuration"},
+    {"bench", cmd_bench, "baseline vs tuned training on the synthetic inspection set"},
+    {"dataset", cmd_dataset, "write the synthetic inspection dataset into a folder"},
+    {"train", cmd_train, "train a model on a folder of images and write a model file"},
+    {"predict", cmd_predict, "classify images with a model file"},
+    {"eval", cmd_eval, "evaluate a model file on a labelled folder; JSON + HTML report"},
+    {"export", cmd_export, "write a model file as ONNX"},
+    {"import", cmd_import, "import torchvision weights (safetensors/ONNX) into a model file"},
+};
+
+int usage(std::FILE* out) {
+  std::fprintf(out, "stoke %s\nusage: stoke <command> [options]   (stoke <command> --help)\n\ncommands:\n",
+               stoke::version());
+  for (const auto& c : kCommands) std::fprintf(out, "  %-9s %s\n", c.name, c.summary);
+  return out == stdout ? 0 : 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage(stderr);
+  const std::string_view name = argv[1];
+  if (name == "help" || name == "--help" || name == "-h") return usage(stdout);
+  if (name == "--version" || name == "version") {
+    std::printf("stoke %s\n", stoke::version());
+    return 0;
+  }
+  for (const auto& c : kCommands) {
+    if (name == c.name) return c.run(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "stoke: unknown command '%s'\n", argv[1]);
+  return usage(stderr);
+}
