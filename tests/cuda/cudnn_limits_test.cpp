@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "backend/cuda/conv.hpp"
+#include "backend/cuda/conv2d.hpp"
 #include "backend/cuda/cudnn_limits.hpp"
 #include "stoke/error.hpp"
 

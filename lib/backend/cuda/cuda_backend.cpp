@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "backend/cuda/check.hpp"
-#include "backend/cuda/conv.hpp"  // ConvSetup, cached per shape
+#include "backend/cuda/conv2d.hpp"  // ConvSetup, cached per shape
 #include "backend/update_scalars.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
