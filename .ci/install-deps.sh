@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# Installs stoke's Debian 12 build and test dependencies. Idempotent: does
+# Installs stoke's Debian 12 build and test dependencies (`--demo`: only what
+# the library and the demo need). Idempotent: does
 # nothing (not even `apt-get update`) when everything is already installed.
 # Runs apt-get as root, or through sudo when not root.
 set -euo pipefail
 
-packages=(
+# What the library and the demo need (`--demo`): compilers, CMake, and the
+# libraries libstoke links.
+demo_packages=(
   build-essential cmake ninja-build pkg-config python3
   libtbb-dev libxsimd-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
-  libgloo-dev  # data-parallel training between CPU ranks (optional: one rank without it)
-  libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev
   libdnnl-dev  # CPU convolutions (lib/backend/cpu/conv2d_dnnl.cpp); without it: im2col + OpenBLAS
+  libgloo-dev  # data-parallel training between CPU ranks (optional: one rank without it)
+)
+# Tests and benchmarks on top.
+test_packages=(
+  libgtest-dev libgmock-dev libbenchmark-dev
   libopencv-dev  # optional, bench-only reference (bench/pipeline.cmake)
   dataset-fashion-mnist
   python3-venv python3-pip  # test-time only: tests/interchange/run.sh makes a venv with onnx + onnxruntime
 )
+packages=("${demo_packages[@]}")
+if [ "${1:-}" != "--demo" ]; then packages+=("${test_packages[@]}"); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -53,8 +53,11 @@ struct DatasetOptions {
   // corrupt header); slower. Off: headers only.
   bool verify_decode = false;
   // Images whose header claims more pixels are refused at load (the reason
-  // names STOKE_MAX_IMAGE_PIXELS); empty: Config::load()'s value. 0: no limit.
+  // names STOKE_MAX_IMAGE_PIXELS); empty: the context's value. 0: no limit.
   std::optional<std::uint64_t> max_image_pixels;
+  // Where STOKE_MAX_IMAGE_PIXELS comes from when max_image_pixels is empty
+  // (runtime.context; the default context holds the default limit).
+  Context context;
   // Manifest: the accepted labels in label order; empty: the sorted distinct
   // labels found (numerically sorted when all are integers).
   std::vector<std::string> classes;
@@ -62,8 +65,11 @@ struct DatasetOptions {
   std::vector<std::string> extensions = {".jpg", ".jpeg", ".png", ".bmp"};
 };
 
-// Pixel layouts of application-held frames (camera buffers).
-enum class PixelFormat { kMono8, kRgb8, kBgr8 };
+// Pixel layouts of application-held frames (camera buffers). Mono16 is
+// reduced to 8 bits on the way in, as the PNG decoder reduces 16-bit samples
+// (round(v * 255 / 65535)), in datasets and in the predictor alike.
+enum class PixelFormat { kMono8, kMono16, kRgb8, kBgr8 };
+STOKE_API const char* to_string(PixelFormat format) noexcept;
 
 // One application-held image: `stride` bytes between rows (0: packed,
 // width * bytes per pixel). Read (copied) when the Dataset is built.

@@ -107,8 +107,7 @@ STOKE_API ModelInfo read_model_info(const std::filesystem::path& path);
 
 // ---- Prediction -----------------------------------------------------------------
 
-enum class PixelFormat { kMono8, kMono16, kRgb8, kBgr8 };
-STOKE_API const char* to_string(PixelFormat format) noexcept;
+// PixelFormat (Mono8, Mono16, RGB8, BGR8): stoke/data.hpp.
 
 // An application's pixels: any size, rows `stride` bytes apart (0: packed).
 // Mono16 is reduced to 8 bits as the PNG decoder reduces 16-bit samples

@@ -10,7 +10,17 @@
 namespace stoke {
 namespace {
 
-int bytes_per_pixel(PixelFormat format) { return format == PixelFormat::kMono8 ? 1 : 3; }
+int bytes_per_pixel(PixelFormat format) {
+  switch (format) {
+    case PixelFormat::kMono8: return 1;
+    case PixelFormat::kMono16: return 2;
+    case PixelFormat::kRgb8:
+    case PixelFormat::kBgr8: return 3;
+  }
+  return 1;
+}
+
+int channels_of(PixelFormat format) { return format == PixelFormat::kRgb8 || format == PixelFormat::kBgr8 ? 3 : 1; }
 
 void check_buffer(const ImageBuffer& b, std::size_t i, std::uint64_t max_pixels) {
   const std::string what = "Dataset::from_buffers: image " + std::to_string(i);
@@ -31,13 +41,22 @@ void check_buffer(const ImageBuffer& b, std::size_t i, std::uint64_t max_pixels)
   }
 }
 
-// Copies one image as packed gray (Mono8) or RGB (RGB8, BGR8 swapped).
+// Copies one image as packed gray (Mono8; Mono16 reduced to 8 bits, native
+// byte order) or RGB (RGB8, BGR8 swapped).
 void append_pixels(const ImageBuffer& b, std::vector<std::uint8_t>& out) {
   const int bpp = bytes_per_pixel(b.format);
   const std::size_t row = static_cast<std::size_t>(b.width) * bpp;
   const std::size_t stride = b.stride ? b.stride : row;
   for (int y = 0; y < b.height; ++y) {
     const std::uint8_t* src = b.data + static_cast<std::size_t>(y) * stride;
+    if (b.format == PixelFormat::kMono16) {
+      for (int x = 0; x < b.width; ++x) {
+        std::uint16_t v;
+        std::memcpy(&v, src + 2 * x, 2);
+        out.push_back(static_cast<std::uint8_t>((v * 255u + 32767u) / 65535u));
+      }
+      continue;
+    }
     const std::size_t at = out.size();
     out.insert(out.end(), src, src + row);
     if (b.format == PixelFormat::kBgr8) {
@@ -54,7 +73,7 @@ Dataset buffer_dataset(std::span<const ImageBuffer> images, std::span<const std:
   }
   const std::uint64_t max_pixels = options.max_image_pixels
                                        ? *options.max_image_pixels
-                                       : Config::load().settings().max_image_pixels.value_or(0);
+                                       : options.context.settings().max_image_pixels.value_or(0);
   auto storage = std::make_shared<Dataset::Storage>();
   auto& s = *storage;
   s.report.source = "buffers";
@@ -69,7 +88,7 @@ Dataset buffer_dataset(std::span<const ImageBuffer> images, std::span<const std:
     }
     const std::size_t offset = s.pixels.size();
     append_pixels(b, s.pixels);
-    const int channels = bytes_per_pixel(b.format);
+    const int channels = channels_of(b.format);
     s.slots.push_back({offset, b.width, b.height, channels});
     std::uint64_t h = data_detail::fnv1a(s.pixels.data() + offset, s.pixels.size() - offset);
     const std::int32_t shape[] = {b.width, b.height, channels, labels[i]};
@@ -88,6 +107,16 @@ Dataset Dataset::from_buffers(std::span<const ImageBuffer> images, std::span<con
   return data_detail::guarded("Dataset::from_buffers", [&] {
     return buffer_dataset(images, labels, std::move(class_names), options);
   });
+}
+
+const char* to_string(PixelFormat format) noexcept {
+  switch (format) {
+    case PixelFormat::kMono8: return "Mono8";
+    case PixelFormat::kMono16: return "Mono16";
+    case PixelFormat::kRgb8: return "RGB8";
+    case PixelFormat::kBgr8: return "BGR8";
+  }
+  return "?";
 }
 
 }  // namespace stoke

@@ -91,7 +91,7 @@ std::string check_image_file(const fs::path& path, const DatasetOptions& options
 void validate_files(Dataset::Storage& s, const DatasetOptions& options) {
   const std::uint64_t max_pixels = options.max_image_pixels
                                        ? *options.max_image_pixels
-                                       : Config::load().settings().max_image_pixels.value_or(0);
+                                       : options.context.settings().max_image_pixels.value_or(0);
   std::vector<std::string> problems(s.paths.size());
   parallel_for(0, s.paths.size(), 16, [&](std::size_t begin, std::size_t end) {
     Decoder decoder;

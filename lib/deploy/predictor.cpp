@@ -106,16 +106,6 @@ std::vector<Prediction> to_predictions(const ModelInfo& info, const std::vector<
 
 }  // namespace
 
-const char* to_string(PixelFormat format) noexcept {
-  switch (format) {
-    case PixelFormat::kMono8: return "Mono8";
-    case PixelFormat::kMono16: return "Mono16";
-    case PixelFormat::kRgb8: return "RGB8";
-    case PixelFormat::kBgr8: return "BGR8";
-  }
-  return "?";
-}
-
 struct Predictor::Impl {
   deploy_detail::LoadedModel loaded;
   SimdLevel level = SimdLevel::kScalar;

@@ -2,6 +2,7 @@
 // give the same batches as the same images written as files.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "stoke/data.hpp"
@@ -97,6 +98,41 @@ TEST(DataBuffers, BadBuffersAreRejectedNamingTheImage) {
   tight.max_image_pixels = 15;
   ImageBuffer b{pixels.data(), 4, 4, PixelFormat::kMono8, 0};
   EXPECT_THROW(Dataset::from_buffers(std::span(&b, 1), std::span(&label, 1), {"only"}, tight), InvalidArgument);
+}
+
+// A 12- or 16-bit camera frame (Mono16) trains on what the predictor sees:
+// its samples reduced to 8 bits as round(v * 255 / 65535), row stride honoured.
+TEST(DataBuffers, Mono16FramesEqualTheirReducedMono8Frames) {
+  const int w = 9, h = 7;
+  const std::size_t stride16 = 2 * w + 6;
+  std::vector<std::uint8_t> raw(stride16 * h, 0xAB), reduced(static_cast<std::size_t>(w) * h);
+  std::uint32_t rng = 77;
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      rng = rng * 1664525u + 1013904223u;
+      const auto v = static_cast<std::uint16_t>(rng >> 16);
+      std::memcpy(&raw[y * stride16 + 2 * x], &v, 2);
+      reduced[static_cast<std::size_t>(y) * w + x] = static_cast<std::uint8_t>((v * 255u + 32767u) / 65535u);
+    }
+  }
+  const std::int32_t label = 0;
+  const ImageBuffer wide{raw.data(), w, h, PixelFormat::kMono16, stride16};
+  const ImageBuffer narrow{reduced.data(), w, h, PixelFormat::kMono8, 0};
+  const Dataset a = Dataset::from_buffers(std::span(&wide, 1), std::span(&label, 1), {"only"});
+  const Dataset b = Dataset::from_buffers(std::span(&narrow, 1), std::span(&label, 1), {"only"});
+  LoaderOptions o;
+  o.preprocess.width = w;
+  o.preprocess.height = h;
+  o.preprocess.channels = 1;
+  o.batch_size = 1;
+  o.cache = CacheSpec{};
+  Loader la(a, o), lb(b, o);
+  std::vector<std::byte> xa(la.sample_bytes()), xb(lb.sample_bytes());
+  std::vector<std::int32_t> ya(1), yb(1);
+  la.fill_batch(0, 0, xa, ya);
+  lb.fill_batch(0, 0, xb, yb);
+  EXPECT_TRUE(xa == xb);
+  EXPECT_STREQ(to_string(PixelFormat::kMono16), "Mono16");
 }
 
 }  // namespace
