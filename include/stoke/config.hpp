@@ -19,7 +19,8 @@
 namespace stoke {
 
 // STOKE_GPU_DEVICE: `auto`, `cpu`, or a comma list of CUDA ordinals (parsed as a
-// list; select_device refuses more than one: multi-GPU training is not built).
+// list; one process uses one device, so select_device refuses more than one:
+// `stoke train --nproc N` gives each data-parallel rank one device of the list).
 struct DeviceRequest {
   enum class Kind { kAuto, kCpu, kList };
   Kind kind = Kind::kAuto;

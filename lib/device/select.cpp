@@ -98,9 +98,10 @@ DeviceSelection select_device(const DeviceRequest& request, const std::vector<Gp
     }
     throw ConfigError(
         "STOKE_GPU_DEVICE=" + indices + " lists " + std::to_string(selection.gpus.size()) +
-        " devices, but multi-GPU (data-parallel) training is not built yet: stoke "
-        "trains on one device. Set STOKE_GPU_DEVICE=" +
-        std::to_string(pick.index) + " (" + pick.name + ", the best of those listed) or auto");
+        " devices, but one process trains on one device: train data-parallel with one process per "
+        "device (`stoke train --nproc " + std::to_string(selection.gpus.size()) +
+        "` gives each rank one device of the list; other launchers: docs/distributed.md), or set "
+        "STOKE_GPU_DEVICE=" + std::to_string(pick.index) + " (" + pick.name + ", the best of those listed) or auto");
   }
   selection.use_gpu = true;
   selection.reason = "STOKE_GPU_DEVICE names the device";

@@ -74,8 +74,8 @@ TEST(DeviceSelect, AListOfSeveralDevicesIsRefusedNamingTheOneToPick) {
   } catch (const ConfigError& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("STOKE_GPU_DEVICE=0,2 lists 2 devices"), std::string::npos) << m;
-    EXPECT_NE(m.find("multi-GPU (data-parallel) training is not built"), std::string::npos) << m;
-    EXPECT_NE(m.find("Set STOKE_GPU_DEVICE=2 (c"), std::string::npos) << m;
+    EXPECT_NE(m.find("one process per device (`stoke train --nproc 2`"), std::string::npos) << m;
+    EXPECT_NE(m.find("set STOKE_GPU_DEVICE=2 (c"), std::string::npos) << m;
   }
   const auto one = select_device(list({2}), gpus);
   EXPECT_TRUE(one.use_gpu);
