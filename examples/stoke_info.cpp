@@ -7,6 +7,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "stoke/distributed.hpp"
 #include "stoke/stoke.hpp"
 
 int main(int argc, char** argv) {
@@ -33,12 +34,16 @@ int main(int argc, char** argv) {
       }
       std::cout << "],\"cpu_threads\":" << runtime.cpu_threads
                 << ",\"simd\":\"" << stoke::to_string(runtime.simd)
-                << "\"},\"config\":" << config.to_json() << "}\n";
+                << "\"},\"distributed\":" << (stoke::distributed_available() ? "true" : "false")
+                << ",\"config\":" << config.to_json() << "}\n";
       return 0;
     }
     std::cout << "stoke " << stoke::version() << "\n\n"
               << stoke::format_system(system) << "\n"
               << stoke::describe(runtime) << "\n"
+              << "data-parallel training: "
+              << (stoke::distributed_available() ? "Gloo (stoke train --nproc N)" : "not built (no libgloo-dev)")
+              << "\n\n"
               << config.report();
     return 0;
   } catch (const stoke::Error& e) {

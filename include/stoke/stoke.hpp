@@ -6,6 +6,7 @@
 #include "stoke/data.hpp"
 #include "stoke/deploy.hpp"
 #include "stoke/device.hpp"
+#include "stoke/distributed.hpp"
 #include "stoke/error.hpp"
 #include "stoke/image.hpp"
 #include "stoke/interchange.hpp"

@@ -53,6 +53,17 @@ head -c 100 "$work/model.stoke" >"$work/cut.stoke"
 set -e
 test $status -eq 1 && grep -q 'truncated' "$work/cut.err" || { echo "FAIL: cut model: $status"; cat "$work/cut.err"; exit 1; }
 
+# Data-parallel: two rank processes on this machine, rank 0 writes the model
+# (skipped where the build has no Gloo: the launcher then says so and fails).
+if "$stoke" info --json 2>/dev/null | grep -q '"distributed": true'; then
+  "$stoke" train --nproc 2 --data "$work/data" --out "$work/dp.stoke" --size 16 --epochs 1 --batch 4 --arch plain \
+    --json >"$work/dp.json" 2>"$work/dp.err" || { echo "FAIL: train --nproc 2"; cat "$work/dp.err"; exit 1; }
+  grep -q 'started 2 ranks' "$work/dp.err" || { echo "FAIL: --nproc 2 started no ranks"; cat "$work/dp.err"; exit 1; }
+  test "$(grep -c '"reason"' "$work/dp.json")" -eq 1 || { echo "FAIL: rank 0 alone reports"; cat "$work/dp.json"; exit 1; }
+  "$stoke" predict --model "$work/dp.stoke" "$one" --json 2>/dev/null | grep -q '"probabilities"' \
+    || { echo "FAIL: the data-parallel model does not predict"; exit 1; }
+fi
+
 # Ctrl-C: the run stops after its current step and writes MODEL.stop.
 "$stoke" train --data "$work/data" --out "$work/long.stoke" --size 16 --epochs 10000 --batch 4 --arch plain \
   2>"$work/long.err" >/dev/null &
