@@ -12,6 +12,7 @@
 
 #include "distributed/group_id.hpp"
 #include "stoke/backend.hpp"
+#include "stoke/runtime.hpp"
 #include "stoke/cuda.hpp"
 #include "stoke/distributed.hpp"
 #include "stoke/train.hpp"
@@ -127,6 +128,7 @@ int train(stoke::Communicator& comm, char** argv, int argc, bool fake_gpu = fals
 int main(int argc, char** argv) {
   if (argc < 2) return 64;
   try {
+    stoke::init();  // the application's entry point: STOKE_* (log level, threads) from the launcher's environment
     const auto options = stoke::DistributedOptions::from_environment();
     auto comm = stoke::make_communicator(options);
     const std::string scenario = argv[1];
