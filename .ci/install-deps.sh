@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config python3
-  libtbb-dev libxsimd-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
+  libtbb-dev libxsimd-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libtiff-dev zlib1g-dev
   libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopencv-dev  # optional, bench-only reference (bench/pipeline.cmake)
   dataset-fashion-mnist

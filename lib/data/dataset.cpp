@@ -70,7 +70,7 @@ std::string check_image_file(const fs::path& path, const DatasetOptions& options
     buffer.resize(std::min<std::uintmax_t>(size, 64 * 1024));
     in.read(reinterpret_cast<char*>(buffer.data()), static_cast<std::streamsize>(buffer.size()));
     if (in.gcount() != static_cast<std::streamsize>(buffer.size())) return "short read";
-    if (sniff_format(buffer) == ImageFormat::kUnknown) return "unsupported format (not JPEG, PNG or BMP)";
+    if (sniff_format(buffer) == ImageFormat::kUnknown) return "unsupported format (not JPEG, PNG, BMP or TIFF)";
     try {
       decoder.output_info(buffer, path.string(), decode_options);
     } catch (const DecodeError&) {

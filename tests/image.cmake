@@ -1,0 +1,3 @@
+# The TIFF tests write their inputs with libtiff itself (tests/unit/image_tiff_test.cpp).
+find_package(TIFF REQUIRED)
+target_link_libraries(stoke_unit_tests PRIVATE TIFF::TIFF)
