@@ -55,23 +55,23 @@ int tiff_map(thandle_t handle, void** base, toff_t* size) {
 }
 void tiff_unmap(thandle_t, void*, toff_t) {}
 
-void collect(TiffSource& src, const char* kind, const char* module, const char* format, va_list args) {
+// libtiff's messages already name the routine (e.g. "LZWDecode: ..."), so `module` is not repeated.
+void collect(TiffSource& src, const char* kind, const char* format, va_list args) {
   if (src.messages.size() > 1024) return;  // the first few say what went wrong
   char text[320];
   std::vsnprintf(text, sizeof text, format, args);
   if (!src.messages.empty()) src.messages += "; ";
   src.messages += kind;
-  if (module && *module) src.messages += std::string(module) + ": ";
   src.messages += text;
 }
 
-int on_error(TIFF*, void* user, const char* module, const char* format, va_list args) {
-  collect(*static_cast<TiffSource*>(user), "", module, format, args);
+int on_error(TIFF*, void* user, const char*, const char* format, va_list args) {
+  collect(*static_cast<TiffSource*>(user), "", format, args);
   return 1;  // handled: libtiff's default handler (stderr) is not called
 }
 
-int on_warning(TIFF*, void* user, const char* module, const char* format, va_list args) {
-  collect(*static_cast<TiffSource*>(user), "warning: ", module, format, args);
+int on_warning(TIFF*, void* user, const char*, const char* format, va_list args) {
+  collect(*static_cast<TiffSource*>(user), "warning: ", format, args);
   return 1;
 }
 

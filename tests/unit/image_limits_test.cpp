@@ -34,16 +34,7 @@ long status_kib(const char* field) {
   return -1;
 }
 
-std::string decode_error(std::span<const std::uint8_t> bytes, const std::string& name, Image& out,
-                         DecodeOptions options = {}) {
-  Decoder decoder;
-  try {
-    decoder.decode(bytes, name, options, out);
-  } catch (const DecodeError& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::decode_error;
 
 TEST(ImageLimits, HeaderBombsAreRefusedBeforeAllocatingWithMemoryBounded) {
   struct Case {

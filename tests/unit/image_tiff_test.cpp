@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "stoke/data.hpp"
 #include "stoke/error.hpp"
 #include "stoke/image.hpp"
 #include "unit/image_test_files.hpp"
@@ -35,15 +37,30 @@ std::string describe(const TiffSpec& s) {
          std::to_string(s.compression) + (s.tile ? " tiled" : " strips") + (s.big_endian ? " MM" : " II");
 }
 
-std::string decode_error(std::span<const std::uint8_t> bytes, const std::string& name, Image& out,
-                         DecodeOptions options = {}) {
-  Decoder decoder;
-  try {
-    decoder.decode(bytes, name, options, out);
-  } catch (const DecodeError& e) {
-    return e.what();
+using testing::decode_error;
+
+// Divides the first value of tag `tag`'s SHORT or LONG array (count > 1) in the
+// first IFD of a little-endian TIFF by `divisor`; false when not found.
+bool shrink_first(std::vector<std::uint8_t>& bytes, int tag, std::uint32_t divisor) {
+  auto le = [&](std::size_t at, int n) {
+    std::uint32_t v = 0;
+    for (int i = n - 1; i >= 0; --i) v = v << 8 | bytes[at + i];
+    return v;
+  };
+  const std::uint32_t ifd = le(4, 4);
+  for (std::uint32_t e = 0, entries = le(ifd, 2); e < entries; ++e) {
+    const std::size_t at = ifd + 2 + 12 * e;
+    const std::uint32_t type = le(at + 2, 2), count = le(at + 4, 4);
+    if (le(at, 2) != static_cast<std::uint32_t>(tag) || count < 2 || (type != TIFF_SHORT && type != TIFF_LONG)) {
+      continue;
+    }
+    const int size = type == TIFF_SHORT ? 2 : 4;
+    const std::size_t first = count * size <= 4 ? at + 8 : le(at + 8, 4);
+    const std::uint32_t value = le(first, size) / divisor;
+    for (int i = 0; i < size; ++i) bytes[first + i] = static_cast<std::uint8_t>(value >> (8 * i));
+    return true;
   }
-  return "";
+  return false;
 }
 
 TEST(ImageTiff, EveryLayoutDecodesExactly) {
@@ -150,6 +167,44 @@ TEST(ImageTiff, DamagedFilesAreDecodeErrorsNamingTheFileWithNothingPrinted) {
     }
   }
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+TEST(ImageTiff, ShortenedCompressedStripsAreDecodeErrorsWithLibtiffsReason) {
+  for (std::uint16_t compression : {COMPRESSION_LZW, COMPRESSION_ADOBE_DEFLATE}) {
+    TiffSpec s{.width = 64, .height = 32, .channels = 1, .bits = 16, .compression = compression,
+               .rows_per_strip = 16};
+    auto bytes = encode_tiff(s, tiff_samples(s));
+    // The first strip's data ends early, inside the file: damaged data, not a bomb.
+    ASSERT_TRUE(shrink_first(bytes, TIFFTAG_STRIPBYTECOUNTS, 4));
+    Image out;
+    ::testing::internal::CaptureStderr();
+    const std::string message = decode_error(bytes, "short_strip.tif", out);
+    EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+    EXPECT_NE(message.find("cannot decode image 'short_strip.tif'"), std::string::npos) << message;
+    EXPECT_NE(message.find("libtiff: "), std::string::npos) << message;
+  }
+}
+
+TEST(ImageTiff, FolderDatasetsTakeTiffAndCheckTheirHeaders) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(STOKE_TEST_BINARY_DIR) / "test_tmp" / "tiff_folder";
+  fs::remove_all(root);
+  fs::create_directories(root / "a");
+  TiffSpec s{.width = 8, .height = 8, .channels = 3, .bits = 16, .compression = COMPRESSION_LZW};
+  write_file(root / "a" / "one.tif", encode_tiff(s, tiff_samples(s)));
+  write_file(root / "a" / "two.tiff", encode_tiff(s, tiff_samples(s, 1)));
+  write_file(root / "a" / "bomb.tif", encode_tiff({.width = 4, .height = 4, .claimed_width = 100000,
+                                                   .claimed_height = 100000}, {}));
+  const auto good = encode_tiff(s, tiff_samples(s));
+  write_file(root / "a" / "cut.tif", testing::truncated(good, 0.5));
+  DatasetOptions options;
+  options.skip_corrupt = true;
+  const Dataset d = Dataset::from_folder(root, options);
+  EXPECT_EQ(d.size(), 2u);
+  const std::string report = d.report().to_string();
+  EXPECT_NE(report.find("bomb.tif"), std::string::npos) << report;
+  EXPECT_NE(report.find("STOKE_MAX_IMAGE_PIXELS"), std::string::npos) << report;
+  EXPECT_NE(report.find("cut.tif"), std::string::npos) << report;
 }
 
 TEST(ImageTiff, UnsupportedLayoutsAreDecodeErrorsNamingTheFile) {
