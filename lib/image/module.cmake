@@ -19,3 +19,6 @@ endif()
 # TIFF decoding (lib/image/tiff.cpp) through Debian's libtiff (libtiff-dev).
 find_package(TIFF REQUIRED)
 target_link_libraries(stoke PRIVATE TIFF::TIFF)
+if(TARGET stoke_image)  # modules are object libraries (lib/CMakeLists.txt on main)
+  target_link_libraries(stoke_image PRIVATE TIFF::TIFF)
+endif()
