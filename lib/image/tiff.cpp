@@ -1,8 +1,12 @@
 #include "image/tiff.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <tiffio.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdarg>
 #include <cstdio>
@@ -16,16 +20,26 @@ namespace {
 
 // ---- libtiff over a byte buffer ----------------------------------------------
 
+// The bytes in memory, or (fd >= 0, header checks only) a file read with pread.
 struct TiffSource {
   std::span<const std::uint8_t> bytes;
   std::uint64_t offset = 0;
   std::string messages;  // libtiff's errors and warnings, in order
+  int fd = -1;
+  std::uint64_t file_size = 0;
+  std::uint64_t size() const noexcept { return fd >= 0 ? file_size : bytes.size(); }
 };
 
 tmsize_t tiff_read(thandle_t handle, void* out, tmsize_t size) {
   auto* src = static_cast<TiffSource*>(handle);
-  if (size <= 0 || src->offset >= src->bytes.size()) return 0;
-  const auto n = std::min<std::uint64_t>(static_cast<std::uint64_t>(size), src->bytes.size() - src->offset);
+  if (size <= 0 || src->offset >= src->size()) return 0;
+  const auto n = std::min<std::uint64_t>(static_cast<std::uint64_t>(size), src->size() - src->offset);
+  if (src->fd >= 0) {
+    const ssize_t got = ::pread(src->fd, out, n, static_cast<off_t>(src->offset));
+    if (got <= 0) return got < 0 ? -1 : 0;
+    src->offset += static_cast<std::uint64_t>(got);
+    return got;
+  }
   std::memcpy(out, src->bytes.data() + src->offset, n);
   src->offset += n;
   return static_cast<tmsize_t>(n);
@@ -37,18 +51,19 @@ toff_t tiff_seek(thandle_t handle, toff_t offset, int whence) {
   auto* src = static_cast<TiffSource*>(handle);
   std::uint64_t base = 0;
   if (whence == SEEK_CUR) base = src->offset;
-  if (whence == SEEK_END) base = src->bytes.size();
+  if (whence == SEEK_END) base = src->size();
   if (offset > UINT64_MAX - base) return static_cast<toff_t>(-1);
   src->offset = base + offset;  // past the end is allowed; reads there return 0
   return src->offset;
 }
 
 int tiff_close(thandle_t) { return 0; }
-toff_t tiff_size(thandle_t handle) { return static_cast<TiffSource*>(handle)->bytes.size(); }
+toff_t tiff_size(thandle_t handle) { return static_cast<TiffSource*>(handle)->size(); }
 
 // Mapped: libtiff reads strips straight from the buffer (bounds-checked by it).
 int tiff_map(thandle_t handle, void** base, toff_t* size) {
   auto* src = static_cast<TiffSource*>(handle);
+  if (src->fd >= 0) return 0;
   *base = const_cast<std::uint8_t*>(src->bytes.data());
   *size = src->bytes.size();
   return 1;
@@ -258,6 +273,22 @@ void read_tiles(TIFF* tif, std::string_view name, const Layout& l, std::vector<s
 
 ImageInfo tiff_info(std::span<const std::uint8_t> bytes, std::string_view name) {
   TiffSource src{bytes, 0, {}};
+  TiffFile file(src, name);
+  const Layout l = read_layout(file.get(), name, src);
+  return {ImageFormat::kTiff, l.width, l.height, l.channels, l.bits, 1};
+}
+
+ImageInfo tiff_file_info(const std::filesystem::path& path) {
+  const std::string name = path.string();
+  TiffSource src{{}, 0, {}, ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK), 0};
+  if (src.fd < 0) throw IoError("cannot open '" + name + "': " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{src.fd};
+  struct stat st{};
+  if (::fstat(src.fd, &st) != 0 || !S_ISREG(st.st_mode)) throw IoError("'" + name + "' is not a regular file");
+  src.file_size = static_cast<std::uint64_t>(st.st_size);
   TiffFile file(src, name);
   const Layout l = read_layout(file.get(), name, src);
   return {ImageFormat::kTiff, l.width, l.height, l.channels, l.bits, 1};

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,12 @@ namespace stoke::detail {
 // The stored format (format kTiff, channels 1 or 3, bit_depth 8 or 16).
 // DecodeError naming `name` for anything malformed or unsupported.
 ImageInfo tiff_info(std::span<const std::uint8_t> bytes, std::string_view name);
+
+// The same for the TIFF file at `path`, reading (pread) only what libtiff asks
+// for: the header, the first directory and its tag arrays, not the pixels. For
+// the header check at dataset load, where a TIFF's directory usually lies at
+// the end of the file. IoError when it cannot be opened or is not a regular file.
+ImageInfo tiff_file_info(const std::filesystem::path& path);
 
 // Decodes into `out` with `channels` (0: as stored, 1 or 3); `scratch` holds
 // one strip or tile and is reused. DecodeError naming `name` (and the

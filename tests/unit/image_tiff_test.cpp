@@ -213,14 +213,26 @@ TEST(ImageTiff, FolderDatasetsTakeTiffAndCheckTheirHeaders) {
                                                    .claimed_height = 100000}, {}));
   const auto good = encode_tiff(s, tiff_samples(s));
   write_file(root / "a" / "cut.tif", testing::truncated(good, 0.5));
+  // Over 64 KiB with the directory at the end: the header check reads the directory from the file.
+  TiffSpec big{.width = 160, .height = 120, .channels = 3, .bits = 16};
+  const auto big_bytes = encode_tiff(big, tiff_samples(big));
+  ASSERT_GT(big_bytes.size(), 64u * 1024);
+  write_file(root / "a" / "big.tif", big_bytes);
+  write_file(root / "a" / "big_cut.tif", testing::truncated(big_bytes, 0.8));
   DatasetOptions options;
   options.skip_corrupt = true;
   const Dataset d = Dataset::from_folder(root, options);
-  EXPECT_EQ(d.size(), 2u);
+  EXPECT_EQ(d.size(), 3u);
   const std::string report = d.report().to_string();
   EXPECT_NE(report.find("bomb.tif"), std::string::npos) << report;
   EXPECT_NE(report.find("STOKE_MAX_IMAGE_PIXELS"), std::string::npos) << report;
   EXPECT_NE(report.find("cut.tif"), std::string::npos) << report;
+  EXPECT_NE(report.find("big_cut.tif"), std::string::npos) << report;
+  EXPECT_EQ(report.find("big.tif"), std::string::npos) << report;
+  options.max_image_pixels = 100 * 100;  // big.tif (160x120) is now refused from its header
+  const std::string limited = Dataset::from_folder(root, options).report().to_string();
+  EXPECT_NE(limited.find("big.tif"), std::string::npos) << limited;
+  EXPECT_NE(limited.find("160x120"), std::string::npos) << limited;
 }
 
 TEST(ImageTiff, UnsupportedLayoutsAreDecodeErrorsNamingTheFile) {
