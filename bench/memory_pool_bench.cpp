@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "memory/block_allocator.hpp"
-#include "memory/cuda_device.hpp"
+#include "gpu/cuda_device.hpp"
 #include "stoke/error.hpp"
 #include "stoke/memory.hpp"
 

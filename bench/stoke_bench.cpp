@@ -30,7 +30,7 @@ struct Args {
   int epochs = 0;            // 0 = default
   std::size_t steps_per_trial = 4;
   bool json = false;
-  fs::path config_out = "stoke-tuned.conf";
+  fs::path config_out;       // empty = <cache root>/stoke-tuned.conf, never the working directory
 };
 
 [[noreturn]] void usage(const char* argv0, int status = 2) {
@@ -43,7 +43,8 @@ struct Args {
                "  --size S              network input S x S (default: 32 on the CPU, 224 on a GPU)\n"
                "  --epochs E            epochs per run (default 2)\n"
                "  --steps-per-trial K   optimizer steps per autotuner trial epoch (default 4)\n"
-               "  --config-out FILE     where the tuned settings go (default stoke-tuned.conf)\n"
+               "  --config-out FILE     where the tuned settings go (default $XDG_CACHE_HOME/stoke/stoke-tuned.conf,\n"
+               "                        else ~/.cache/stoke/stoke-tuned.conf)\n"
                "  --json                one JSON object on stdout instead of tables\n",
                argv0);
   std::exit(status);
@@ -262,7 +263,9 @@ int main(int argc, char** argv) {
     tuned_loader.simd = runtime.simd;
     const auto tuned_choice = autotune(*model, data, tuned_loader, tune_base, tune);
     if (progress) progress->finish();
-    tuned_choice.write_config(args.config_out);
+    const fs::path config_out = args.config_out.empty() ? cache_root() / "stoke-tuned.conf" : args.config_out;
+    if (config_out.has_parent_path()) fs::create_directories(config_out.parent_path());
+    tuned_choice.write_config(config_out);
     Config tuned_config = runtime.config;
     tuned_config.set("STOKE_CPU_THREADS", std::to_string(tuned_choice.best.cpu_threads));
     tuned_config.set("STOKE_CACHE", tuned_choice.best.cache ? "ram" : "off");
@@ -296,10 +299,11 @@ int main(int argc, char** argv) {
     in.max_batch_size = auto_batch_size(*model, 1, 2ull << 30);
     in.decoded_pixels_per_image = 2448.0 * 2048.0;
     in.training_pixels_per_image = static_cast<double>(size) * size;
+    in.class_counts = class_counts(data, static_cast<int>(data.class_names().size()));
     const auto advice = advise(in);
 
     bench::Report report{b, t, pipeline_rate, compute_rate, tuned_choice, advice, size, data.size(),
-                         root.string(), args.config_out.string()};
+                         root.string(), config_out.string()};
     if (args.json) {
       std::cout << bench::to_json(report) << "\n";
     } else {

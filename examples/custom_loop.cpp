@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
     stoke::LoaderOptions options;
     options.preprocess.width = options.preprocess.height = 96;
     options.batch_size = 16;
+    options.context = runtime.context;  // STOKE_CACHE, SIMD level and arena from init()
     stoke::Loader loader(data, options);
 
     auto prefetch = stoke::PrefetchOptions::from_settings(runtime.config.settings());

@@ -11,7 +11,17 @@
 //
 // All ops are float32 NCHW unless supports() says otherwise. Shapes are given
 // in comments as (N, C, H, W). Output tensors are preallocated by the caller
-// with the documented shape; a mismatch is InvalidArgument.
+// with the documented shape.
+//
+// One front door per op: the public op functions are not virtual. Each checks
+// its arguments once, for every backend, and then calls the backend's private
+// implementation (do_<op>): Unsupported for a dtype the backend does not take
+// (supports()); InvalidArgument naming the op, the tensor and the backend for
+// an undefined required tensor, a wrong dtype or shape, a tensor of another
+// backend (CPU backends share host memory: any host tensor is fine there), or
+// an output that overlaps an input or another output. Exact aliasing (the same
+// memory and shape) is allowed where an op says so: the elementwise ops (relu,
+// add, accumulate, dropout) may write over an input.
 //
 // Thread safety: a Backend is used by one thread at a time (its stream is one
 // ordered queue). The registry functions are safe to call concurrently.
@@ -28,22 +38,6 @@
 #include "stoke/tensor.hpp"
 
 namespace stoke {
-
-enum class Op : std::uint8_t {
-  kConv2d,
-  kBatchNorm,
-  kRelu,
-  kMaxPool2d,
-  kAvgPool2d,
-  kGlobalAvgPool,
-  kAdd,
-  kLinear,
-  kSoftmaxCrossEntropy,
-  kDropout,
-  kSgdUpdate,
-  kAdamUpdate,
-};
-STOKE_API const char* to_string(Op op) noexcept;
 
 struct Conv2dParams {
   int stride_h = 1, stride_w = 1;
@@ -94,7 +88,87 @@ STOKE_API std::int64_t conv_output_size(std::int64_t in, int kernel, int stride,
 // (N, C, P, Q) of a 2-D pooling of x (N, C, H, W); InvalidArgument naming `op`,
 // x and the window for a bad rank, kernel, stride or padding (at most half the
 // kernel), or a window that does not fit. Every backend's pooling agrees on it.
-STOKE_API Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p, const char* op = "pool2d");
+STOKE_API Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p,
+                                    const char* op = "pool2d");
+// (N, K, P, Q) of a convolution of x (N, C, H, W) by w (K, C/groups, R, S);
+// InvalidArgument naming x, w and the reason for a bad rank, parameter,
+// channel/group mismatch, or a kernel that does not fit the padded input.
+STOKE_API Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p);
+
+// --- the op list ------------------------------------------------------------
+// Every op entry point, once: X(enumerator, name, parameters, arguments).
+// From it come the Op enum, to_string(Op), the per-backend virtuals
+// (Backend::do_<name>) and their override declarations in every backend
+// (STOKE_BACKEND_OP_OVERRIDES); lib/backend/ops.cpp checks statically that
+// each front door below has the listed parameters. docs/architecture.md
+// ("How to add an op") lists the places a new op touches.
+#define STOKE_OPS(X)                                                                               \
+  X(kConv2dForward, conv2d_forward,                                                                \
+    (const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, const Conv2dParams& params), \
+    (x, w, bias, y, params))                                                                       \
+  X(kConv2dBackward, conv2d_backward,                                                              \
+    (const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db,       \
+     const Conv2dParams& params),                                                                  \
+    (x, w, dy, dx, dw, db, params))                                                                \
+  X(kBatchNormForwardTraining, batch_norm_forward_training,                                        \
+    (const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& running_mean,    \
+     Tensor& running_var, Tensor& save_mean, Tensor& save_invstd, const BatchNormParams& params),  \
+    (x, gamma, beta, y, running_mean, running_var, save_mean, save_invstd, params))                \
+  X(kBatchNormForwardInference, batch_norm_forward_inference,                                      \
+    (const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,         \
+     const Tensor& running_var, Tensor& y, const BatchNormParams& params),                         \
+    (x, gamma, beta, running_mean, running_var, y, params))                                        \
+  X(kBatchNormBackward, batch_norm_backward,                                                       \
+    (const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,              \
+     const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta),                        \
+    (x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta))                                     \
+  X(kReluForward, relu_forward, (const Tensor& x, Tensor& y), (x, y))                              \
+  X(kReluBackward, relu_backward, (const Tensor& y, const Tensor& dy, Tensor& dx), (y, dy, dx))    \
+  X(kMaxPool2dForward, max_pool2d_forward,                                                         \
+    (const Tensor& x, Tensor& y, const Pool2dParams& params), (x, y, params))                      \
+  X(kMaxPool2dBackward, max_pool2d_backward,                                                       \
+    (const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& params),  \
+    (x, y, dy, dx, params))                                                                        \
+  X(kAvgPool2dForward, avg_pool2d_forward,                                                         \
+    (const Tensor& x, Tensor& y, const Pool2dParams& params), (x, y, params))                      \
+  X(kAvgPool2dBackward, avg_pool2d_backward,                                                       \
+    (const Tensor& dy, Tensor& dx, const Pool2dParams& params), (dy, dx, params))                  \
+  X(kGlobalAvgPoolForward, global_avg_pool_forward, (const Tensor& x, Tensor& y), (x, y))          \
+  X(kGlobalAvgPoolBackward, global_avg_pool_backward, (const Tensor& dy, Tensor& dx), (dy, dx))    \
+  X(kAdd, add, (const Tensor& a, const Tensor& b, Tensor& y), (a, b, y))                           \
+  X(kAccumulate, accumulate, (Tensor & dx, const Tensor& dy), (dx, dy))                            \
+  X(kScale, scale, (Tensor & x, float alpha), (x, alpha))                                          \
+  X(kLinearForward, linear_forward,                                                                \
+    (const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y), (x, w, bias, y))            \
+  X(kLinearBackward, linear_backward,                                                              \
+    (const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db),      \
+    (x, w, dy, dx, dw, db))                                                                        \
+  X(kSoftmaxCrossEntropyForward, softmax_cross_entropy_forward,                                    \
+    (const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& loss, Tensor& correct),    \
+    (logits, labels, probs, loss, correct))                                                        \
+  X(kSoftmaxCrossEntropyBackward, softmax_cross_entropy_backward,                                  \
+    (const Tensor& probs, const Tensor& labels, Tensor& dlogits), (probs, labels, dlogits))        \
+  X(kDropoutForward, dropout_forward,                                                              \
+    (const Tensor& x, Tensor& y, Tensor& mask, float p, std::uint64_t seed),                       \
+    (x, y, mask, p, seed))                                                                         \
+  X(kDropoutBackward, dropout_backward, (const Tensor& dy, const Tensor& mask, Tensor& dx),        \
+    (dy, mask, dx))                                                                                \
+  X(kSgdUpdate, sgd_update,                                                                        \
+    (Tensor & params, const Tensor& grads, Tensor& velocity, const SgdParams& p),                  \
+    (params, grads, velocity, p))                                                                  \
+  X(kAdamUpdate, adam_update,                                                                      \
+    (Tensor & params, const Tensor& grads, Tensor& m, Tensor& v, const AdamParams& p),             \
+    (params, grads, m, v, p))
+
+#define STOKE_OP_ENUMERATOR(kind, name, params, args) kind,
+enum class Op : std::uint8_t { STOKE_OPS(STOKE_OP_ENUMERATOR) };
+#undef STOKE_OP_ENUMERATOR
+// The entry point's name: "conv2d_forward", ...
+STOKE_API const char* to_string(Op op) noexcept;
+
+// Declares a backend's implementation of every op (inside its class body).
+#define STOKE_OP_OVERRIDE(kind, name, params, args) void do_##name params override;
+#define STOKE_BACKEND_OP_OVERRIDES STOKE_OPS(STOKE_OP_OVERRIDE)
 
 enum class CopyKind : std::uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 
@@ -104,9 +178,15 @@ struct MemoryStats {
   std::uint64_t allocations = 0;  // live allocations
 };
 
+class GpuBackend;  // stoke/cuda.hpp
+
 class STOKE_API Backend {
  public:
   virtual ~Backend();
+
+  // The device surface (streams, pool figures, graph capture) of a GPU
+  // backend; nullptr on a host backend. GpuBackend returns itself.
+  virtual GpuBackend* gpu() noexcept { return nullptr; }
 
   // "cpu", "cuda:0", ...
   virtual std::string name() const = 0;
@@ -139,85 +219,93 @@ class STOKE_API Backend {
   virtual void write_values(Tensor& tensor, std::span<const float> values);
   // Waits until all issued work has finished.
   virtual void synchronize() = 0;
-  virtual bool supports(Op op, DType dtype) const noexcept = 0;
+  // Whether `op` takes tensors of `dtype` (its float tensors; labels are
+  // int32). Every front door asks it and throws Unsupported naming the op,
+  // the dtype and the backend when it does not. Both backends: float32 only.
+  virtual bool supports(Op op, DType dtype) const noexcept;
 
   // --- ops ----------------------------------------------------------------
   // x (N, C, H, W), w (K, C/groups, R, S), bias (K) or undefined, y (N, K, P, Q).
-  virtual void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
-                              const Conv2dParams& params) = 0;
+  void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+                      const Conv2dParams& params);
   // dx may be undefined (first layer); dw is overwritten; db undefined or (K), overwritten.
-  virtual void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
-                               Tensor& dw, Tensor& db, const Conv2dParams& params) = 0;
+  void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                       Tensor& db, const Conv2dParams& params);
 
   // Training mode: normalizes with the batch's statistics over (N, H, W),
   // updates running_mean/running_var (unbiased variance) and saves mean and
   // 1/sqrt(var + eps) of the batch (C) for the backward pass.
-  virtual void batch_norm_forward_training(const Tensor& x, const Tensor& gamma,
-                                           const Tensor& beta, Tensor& y, Tensor& running_mean,
-                                           Tensor& running_var, Tensor& save_mean,
-                                           Tensor& save_invstd,
-                                           const BatchNormParams& params) = 0;
-  virtual void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma,
-                                            const Tensor& beta, const Tensor& running_mean,
-                                            const Tensor& running_var, Tensor& y,
-                                            const BatchNormParams& params) = 0;
+  void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                   Tensor& y, Tensor& running_mean, Tensor& running_var,
+                                   Tensor& save_mean, Tensor& save_invstd,
+                                   const BatchNormParams& params);
+  void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                    const Tensor& running_mean, const Tensor& running_var,
+                                    Tensor& y, const BatchNormParams& params);
   // dgamma, dbeta (C) overwritten.
-  virtual void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
-                                   const Tensor& save_mean, const Tensor& save_invstd,
-                                   Tensor& dx, Tensor& dgamma, Tensor& dbeta) = 0;
+  void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                           const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                           Tensor& dgamma, Tensor& dbeta);
 
   // y may be x (in place). Backward uses the output: dx = dy where y > 0.
-  virtual void relu_forward(const Tensor& x, Tensor& y) = 0;
-  virtual void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) = 0;
+  void relu_forward(const Tensor& x, Tensor& y);
+  void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
 
-  virtual void max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& params) = 0;
+  void max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& params);
   // Gradient goes to the first maximum of each window (row-major order).
-  virtual void max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
-                                   Tensor& dx, const Pool2dParams& params) = 0;
-  virtual void avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& params) = 0;
-  virtual void avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& params) = 0;
+  void max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
+                           const Pool2dParams& params);
+  void avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& params);
+  void avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& params);
   // x (N, C, H, W) -> y (N, C).
-  virtual void global_avg_pool_forward(const Tensor& x, Tensor& y) = 0;
-  virtual void global_avg_pool_backward(const Tensor& dy, Tensor& dx) = 0;
+  void global_avg_pool_forward(const Tensor& x, Tensor& y);
+  void global_avg_pool_backward(const Tensor& dy, Tensor& dx);
 
   // y = a + b (residual add); y may alias a or b. Its backward is the identity
   // for both inputs, so callers pass dy on; accumulate(dx, dy) adds a second
   // gradient path: dx += dy.
-  virtual void add(const Tensor& a, const Tensor& b, Tensor& y) = 0;
-  virtual void accumulate(Tensor& dx, const Tensor& dy) = 0;
+  void add(const Tensor& a, const Tensor& b, Tensor& y);
+  void accumulate(Tensor& dx, const Tensor& dy);
   // x *= alpha in place, in stream order (averaging accumulated gradients,
   // turning a batch-mean loss into a sum) without a host round trip.
-  virtual void scale(Tensor& x, float alpha) = 0;
+  void scale(Tensor& x, float alpha);
 
   // x (N, K), w (M, K), bias (M) or undefined, y (N, M): y = x w^T + b.
-  virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
-                              Tensor& y) = 0;
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y);
   // dx may be undefined; dw, db overwritten.
-  virtual void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
-                               Tensor& dw, Tensor& db) = 0;
+  void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                       Tensor& db);
 
   // logits (N, C), labels int32 (N) in [0, C): probs (N, C) = softmax;
   // loss (1) = mean cross-entropy; correct (1) = number of rows whose argmax
   // (first maximum) is the label, as a float.
-  virtual void softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels,
-                                             Tensor& probs, Tensor& loss, Tensor& correct) = 0;
+  void softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs,
+                                     Tensor& loss, Tensor& correct);
   // dlogits = (probs - onehot(labels)) / N.
-  virtual void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,
-                                              Tensor& dlogits) = 0;
+  void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits);
 
   // Inverted dropout: mask = (u >= p) / (1 - p), y = x * mask, where u is a
   // counter-based uniform of (seed, element index), so every backend draws
   // the same mask for the same seed.
-  virtual void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p,
-                               std::uint64_t seed) = 0;
-  virtual void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) = 0;
+  void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, std::uint64_t seed);
+  void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx);
 
   // One flat sweep over a parameter block: params, grads, and the optimizer
   // state (velocity; first and second moments) have the same element count.
-  virtual void sgd_update(Tensor& params, const Tensor& grads, Tensor& velocity,
-                          const SgdParams& p) = 0;
-  virtual void adam_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
-                           const AdamParams& p) = 0;
+  void sgd_update(Tensor& params, const Tensor& grads, Tensor& velocity, const SgdParams& p);
+  void adam_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const AdamParams& p);
+
+ protected:
+  Backend() = default;
+
+ private:
+  // The implementations behind the front doors, one per op of STOKE_OPS,
+  // declared in each backend with STOKE_BACKEND_OP_OVERRIDES. They run only
+  // after the front door has validated every argument (shapes, dtypes, the
+  // tensors' backend, aliasing, parameters), so they check nothing of that.
+#define STOKE_OP_PURE_VIRTUAL(kind, name, params, args) virtual void do_##name params = 0;
+  STOKE_OPS(STOKE_OP_PURE_VIRTUAL)
+#undef STOKE_OP_PURE_VIRTUAL
 };
 
 // --- registry ---------------------------------------------------------------

@@ -57,6 +57,12 @@ struct Settings {
   int prefetch_depth = 2;                     // [1, 64]
   CacheSpec cache;
   LogLevel log_level = LogLevel::kWarn;
+  // Not knobs (no row in the table): where this process finds its parts.
+  // Config::load reads them from STOKE_CUDA_PLUGIN and STOKE_JIT_CACHE (else
+  // $XDG_CACHE_HOME/stoke/jit, else $HOME/.cache/stoke/jit); Config::set
+  // takes the same names. Nothing below the public API reads them again.
+  std::string cuda_plugin;  // a path, "off", or "" = beside libstoke.so, then the loader's path
+  std::string jit_cache;    // NVRTC kernel cache directory; "" = <temp>/stoke-jit
   // STOKE_MAX_IMAGE_PIXELS: the largest width * height a decoder accepts,
   // checked from the header before any pixel buffer is reserved; empty = none.
   std::optional<std::uint64_t> max_image_pixels = std::uint64_t{300'000'000};

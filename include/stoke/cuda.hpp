@@ -64,6 +64,7 @@ class STOKE_API CapturedStep {
 class STOKE_API GpuBackend : public Backend {
  public:
   ~GpuBackend() override;
+  GpuBackend* gpu() noexcept final { return this; }
 
   virtual int device() const noexcept = 0;
   // The device pool's figures (cap, reserved, in use, peak, fragmentation)
@@ -110,7 +111,7 @@ class STOKE_API GpuBackend : public Backend {
                                                 std::string* why) = 0;
 };
 
-// The backend's GPU surface, or nullptr for a host backend.
+// The backend's GPU surface, or nullptr for a host backend: backend.gpu().
 STOKE_API GpuBackend* as_gpu_backend(Backend& backend) noexcept;
 
 // A new CUDA backend on `device` with its own stream and a device pool capped

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "stoke/config.hpp"
+#include "stoke/context.hpp"
 #include "stoke/export.hpp"
 #include "stoke/image.hpp"
 #include "stoke/profile.hpp"
@@ -205,11 +206,26 @@ struct LoaderOptions {
   AugmentOptions augment;
   std::size_t batch_size = 32;
   bool shuffle = true;
+  // Class-balanced epochs instead of the shuffle: every class drawn equally
+  // often (rare classes repeat), deterministic per seed and epoch.
+  bool balanced_sampler = false;
   bool drop_last = false;           // drop a short last batch
+  // Data-parallel training: this loader visits shard `shard_index` of
+  // `shard_count` of each epoch's order (after the shuffle or the balanced
+  // sampler, which every rank draws alike). Whole steps (training): rank r
+  // takes the r-th batch of every global step of shard_count batches, equal
+  // steps on every rank; otherwise (validation) batches r, r + count, ... so
+  // every sample is seen once. See stoke/distributed.hpp.
+  int shard_index = 0;
+  int shard_count = 1;
+  bool shard_whole_steps = true;
   std::uint64_t seed = 0;
-  std::size_t max_in_flight = 0;    // images being processed at once; 0: 2 x threads
-  std::optional<CacheSpec> cache;   // empty: STOKE_CACHE from the environment
-  std::optional<SimdLevel> simd;    // empty: STOKE_CPU_SIMD resolved for this CPU
+  std::size_t max_in_flight = 0;    // images being processed at once; 0: 2 x the context's threads
+  // Settings, SIMD level and thread arena (the pipeline runs in the
+  // context's arena); a trainer puts its own here.
+  Context context;
+  std::optional<CacheSpec> cache;   // empty: the context's STOKE_CACHE
+  std::optional<SimdLevel> simd;    // empty: the context's SIMD level
   // Receives read/decode/preprocess/cache/augment/batch-assembly spans; may be
   // null. Must outlive the Loader.
   Profiler* profiler = nullptr;
@@ -275,6 +291,7 @@ class STOKE_API Loader {
   std::array<std::size_t, 4> output_shape() const noexcept;  // {batch_size, C, H, W}
   OutputDtype dtype() const noexcept;
   const LoaderOptions& options() const noexcept;
+  SimdLevel simd() const noexcept;  // the level its pixel kernels use
   const Dataset& dataset() const noexcept;
   LoaderStats stats() const;
 

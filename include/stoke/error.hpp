@@ -24,6 +24,7 @@ enum class ErrorCode : std::uint8_t {
   kCorruptFile,
   kCancelled,
   kInternal,
+  kCommunication,  // a collective between ranks failed (see distributed.hpp)
 };
 
 // Name of a code, e.g. "config" for ErrorCode::kConfig.

@@ -239,7 +239,8 @@ STOKE_API void flip_vertical(MutableImageView image) noexcept;
 STOKE_API void adjust_brightness_contrast(MutableImageView image, float brightness, float contrast,
                                           SimdLevel level);
 
-// The SIMD level kernels use by default: resolve_simd(Config::load().settings(), query_cpu()).
+// The best SIMD level this CPU has (resolve_simd of the default settings);
+// a configured STOKE_CPU_SIMD reaches the kernels through Context::simd().
 STOKE_API SimdLevel default_simd_level();
 
 }  // namespace stoke

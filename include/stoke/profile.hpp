@@ -27,6 +27,7 @@ enum class Stage : int {
   kUpdate,         // optimizer step
   kValidation,
   kLogging,
+  kCommunicate,    // data-parallel collectives (gradient allreduce, stop agreement)
   kCount
 };
 inline constexpr int kStageCount = static_cast<int>(Stage::kCount);

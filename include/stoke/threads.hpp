@@ -1,6 +1,8 @@
-// The library's one CPU thread pool: a oneTBB arena sized by STOKE_CPU_THREADS.
+// The library's CPU thread pool: a oneTBB arena sized by STOKE_CPU_THREADS.
 // Every CPU kernel and the preprocessing pipeline run through this seam, so the
-// process never grows a second pool behind the application's back.
+// process never grows a pool behind the application's back. A Context brings
+// an arena of its own; while Context::run is active on a thread, the calls
+// below use that arena instead of the library's.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +18,8 @@ enum class Execution { kParallel, kSerial };
 // already running finishes in the old arena. Until the first call the arena
 // has one thread per physical core.
 STOKE_API void set_thread_count(int threads);
+// The size of the arena work on the calling thread runs in (a context's
+// while Context::run is active, else the library's).
 STOKE_API int thread_count() noexcept;
 
 // Calls body(chunk_begin, chunk_end) over disjoint chunks that cover

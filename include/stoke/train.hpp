@@ -1,19 +1,22 @@
 // The trainer: fit() runs epochs of (prefetched batch -> forward -> backward ->
 // update) with gradient accumulation, validation and logging cadences that
-// never block the step, callbacks, early stopping, best-model checkpoints, a
-// per-epoch train log (JSON, CSV) and a profile of every stage.
+// never block the step, callbacks, early stopping, best-model checkpoints,
+// exact resume from a checkpoint, a per-epoch train log (JSON, CSV) and a
+// profile of every stage.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "stoke/config.hpp"
+#include "stoke/context.hpp"
 #include "stoke/data.hpp"
 #include "stoke/export.hpp"
 #include "stoke/nn/model.hpp"
@@ -21,6 +24,8 @@
 #include "stoke/profile.hpp"
 
 namespace stoke {
+
+class Communicator;
 
 enum class OptimizerKind { kSgd, kAdam, kAdamW };
 
@@ -49,8 +54,32 @@ struct TrainerOptions {
   std::size_t max_steps_per_epoch = 0;    // 0 = the whole epoch (trials use a few steps)
   int trace_steps = 0;                    // Chrome trace of the first N steps of each epoch
   std::uint64_t seed = 0;
-  // Prefetch depth, pinned staging and streams; empty = Config::load().
+  // Where the trainer's settings, SIMD level and CPU thread arena come from
+  // (runtime.context, or a Context built from the application's Config):
+  // fit() runs in its arena and the loaders it builds take it (replacing
+  // the loader options' context). Default: defaults, the current arena.
+  Context context;
+  // Prefetch depth, pinned staging, streams and graphs; empty = context.settings().
   std::optional<Settings> settings;
+  // Data-parallel training: the ranks' communicator (see
+  // stoke/distributed.hpp), owned by the caller; null or a world of one =
+  // this process alone. Every rank calls fit() with the same options and
+  // data; each trains on its shard and gradients are averaged before every
+  // update, so the ranks keep identical weights. Rank 0 alone writes the
+  // checkpoints.
+  Communicator* communicator = nullptr;
+  // A stop or best checkpoint written by fit() to continue from: the model,
+  // the optimizer state and the TrainState it carries (epoch, position in the
+  // epoch, schedule position, batch size, early-stopping state). The run then
+  // equals one that never stopped, bit for bit on the CPU. Empty = none.
+  std::string resume;
+  // Per-class loss weights (one per class; empty = none), or weights
+  // balanced from the training set's class counts (n / (classes * count)).
+  std::vector<float> class_weights;
+  bool balanced_class_weights = false;
+  // Draw each epoch's batches class-balanced (deterministic per loader seed
+  // and epoch) instead of a plain shuffle.
+  bool balanced_sampler = false;
 };
 
 struct EpochRecord {
@@ -62,6 +91,7 @@ struct EpochRecord {
   bool validated = false;
   double val_loss = 0;
   double val_accuracy = 0;
+  std::uint64_t val_images = 0;  // validation samples behind val_loss and val_accuracy
   double seconds = 0;
   double images_per_second = 0;
   ProfileSummary profile;
@@ -96,6 +126,42 @@ struct Callbacks {
   std::function<void(const StepInfo&)> on_step;          // after every optimizer step
   std::function<void(const EpochRecord&)> on_epoch;      // after every epoch
   std::function<void(const EpochRecord&)> on_validation; // after every validation
+  // Between backward and the optimizer's update, with the gradients the
+  // update will apply (the model's gradient block; with accumulation, the mean
+  // over the device batches), issued in stream order on the model's backend;
+  // may change them in place (a data-parallel allreduce goes here). Inside a
+  // CUDA graph it is captured with the step: it must issue the same ops on the
+  // same tensors every call.
+  std::function<void(Tensor& gradients)> on_gradients;
+};
+
+// What fit() needs beyond the model and optimizer to continue a run exactly;
+// stored in a checkpoint's metadata under "train.*" keys (a section of its
+// own, beside the model file's fields).
+struct STOKE_API TrainState {
+  static constexpr int kVersion = 1;
+  int epoch = 0;              // the epoch to continue (0-based)
+  std::uint64_t batch = 0;    // device batches of that epoch already applied
+  std::uint64_t step = 0;     // optimizer steps so far (the schedule's position)
+  int batch_size = 0;         // the device batch the run ended with
+  int batch_multiplier = 1;
+  std::int64_t schedule_total_steps = 0;
+  std::uint64_t loader_seed = 0;  // the sampler's and augmentation's seed
+  double best_val_accuracy = -1;  // early stopping; -1 before a validation
+  int epochs_without_improvement = 0;
+  // The partial epoch's sums, so its record continues.
+  float epoch_loss_sum = 0;
+  float epoch_correct_sum = 0;
+  std::uint64_t epoch_images = 0;
+  std::uint64_t epoch_steps = 0;
+  // Per dropout layer (in network order): its mask seed and masks drawn.
+  std::vector<std::uint64_t> dropout_streams;  // seed, draws, seed, draws, ...
+
+  std::map<std::string, std::string> to_metadata() const;
+  // Whether metadata carries a trainer state.
+  static bool present(const std::map<std::string, std::string>& metadata);
+  // CorruptFile naming `where` and the key when one is missing or malformed.
+  static TrainState from_metadata(const std::map<std::string, std::string>& metadata, const std::string& where);
 };
 
 struct FitResult {
@@ -132,6 +198,7 @@ class STOKE_API Trainer {
   // again; with a fixed batch size, fit() writes stop_checkpoint and returns
   // with StopReason::kOutOfMemory and the error's text. Either way the
   // memory of the failed step is released.
+  // fit() leaves options() as given: the batch it ended with is in the result.
   FitResult fit(const Dataset& train, const Dataset* val, LoaderOptions loader);
 
   // Thread-safe: asks a running fit() to stop after its current step.
@@ -142,22 +209,45 @@ class STOKE_API Trainer {
   const TrainerOptions& options() const noexcept { return options_; }
 
  private:
-  EpochRecord run_epoch(int epoch, Loader& loader, std::uint64_t& step);
+  FitResult fit_in_context(const Dataset& train, const Dataset* val, LoaderOptions loader);
+  struct State;
+  struct Loaders;
+  int resume_from(const std::string& path, State& st);
+  void check_resume_world(const std::string& path, const std::map<std::string, std::string>& metadata,
+                          const TrainState& s) const;
+  void plan_fit(const Dataset& train, Loaders& loaders);
+  EpochRecord run_epoch(int epoch, Loader& loader);
+  void begin_epoch(EpochRecord& record);
+  void run_batches(int epoch, Loader& loader, EpochRecord& record);
+  std::optional<EpochRecord> run_epoch_with_retries(int epoch, Loaders& loaders, FitResult& result);
+  bool stop_for_data_error(int epoch, const Error& e, Loaders& loaders, FitResult& result);
+  void record_corrupt_samples(Loaders& loaders, FitResult& result);
+  // Validation, callbacks, checkpoints, early stopping; true = stop now.
+  bool end_epoch(int epoch, EpochRecord& record, FitResult& result);
   void release_step_memory();
+  TrainState train_state(int epoch) const;
   void save_stop_checkpoint(int epoch, const char* why);
-  void validate(Loader& loader, EpochRecord& record);
   // Step count, record, on_step callback and the periodic log line.
-  void finish_step(int epoch, std::uint64_t& step, EpochRecord& record, float lr, std::int64_t n);
+  void finish_step(int epoch, EpochRecord& record, float lr);
 
   nn::Model& model_;
-  TrainerOptions options_;
+  const TrainerOptions options_;
   Callbacks callbacks_;
   std::unique_ptr<nn::Optimizer> optimizer_;
   Profiler profiler_;
   std::atomic<bool> stop_requested_{false};
-  struct State;
   std::unique_ptr<State> state_;
 };
+
+// Samples per label 0..classes-1; InvalidArgument naming the sample for a
+// label outside that range.
+STOKE_API std::vector<std::uint64_t> class_counts(const Dataset& data, int classes);
+// n / (classes present * count) per class (1 for a class without samples).
+STOKE_API std::vector<float> balanced_class_weights(const std::vector<std::uint64_t>& counts);
+// The loss weights a fit uses: options.class_weights (one per class, finite,
+// >= 0), balanced weights from train's counts, or none (empty).
+// InvalidArgument naming the problem otherwise.
+STOKE_API std::vector<float> resolve_class_weights(const TrainerOptions& options, const Dataset& train, int classes);
 
 // The largest power-of-two batch (<= 4096) whose memory plan for `model` with
 // `optimizer_slots` fits in `max_memory` bytes; at least 1.

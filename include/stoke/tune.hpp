@@ -2,6 +2,7 @@
 // and say what holds training back and exactly which settings to change.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ struct AdvisorInput {
   double training_pixels_per_image = 0; // pixels of the network input
   int validation_every_epochs = 0;
   int log_every_steps = 0;
+  // Training samples per class (label order); empty = unknown. With the
+  // run's imbalance remedies, for the class-imbalance rule.
+  std::vector<std::uint64_t> class_counts;
+  bool class_weights = false;     // class_weights or balanced_class_weights set
+  bool balanced_sampler = false;
 };
 
 struct Advice {

@@ -4,7 +4,8 @@
 #include <mutex>
 
 #include "backend/cpu/cpu_backend.hpp"
-#include "backend/plugin_loader.hpp"
+#include "gpu/plugin_loader.hpp"
+#include "backend/registry.hpp"
 #include "stoke/backend.hpp"
 #include "stoke/config.hpp"
 #include "stoke/cuda.hpp"
@@ -15,52 +16,13 @@ namespace stoke {
 
 Backend::~Backend() = default;
 
-const char* to_string(Op op) noexcept {
-  switch (op) {
-    case Op::kConv2d: return "conv2d";
-    case Op::kBatchNorm: return "batch_norm";
-    case Op::kRelu: return "relu";
-    case Op::kMaxPool2d: return "max_pool2d";
-    case Op::kAvgPool2d: return "avg_pool2d";
-    case Op::kGlobalAvgPool: return "global_avg_pool";
-    case Op::kAdd: return "add";
-    case Op::kLinear: return "linear";
-    case Op::kSoftmaxCrossEntropy: return "softmax_cross_entropy";
-    case Op::kDropout: return "dropout";
-    case Op::kSgdUpdate: return "sgd_update";
-    case Op::kAdamUpdate: return "adam_update";
-  }
-  return "?";
-}
-
-std::int64_t conv_output_size(std::int64_t in, int kernel, int stride, int pad,
-                              int dilation) noexcept {
-  const std::int64_t span = static_cast<std::int64_t>(dilation) * (kernel - 1) + 1;
-  const std::int64_t padded = in + 2 * static_cast<std::int64_t>(pad);
-  if (padded < span || stride <= 0) return 0;
-  return (padded - span) / stride + 1;
-}
-
-Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p, const char* op) {
-  const auto fail = [&](const std::string& why) {
-    throw InvalidArgument(std::string(op) + ": x " + shape_to_string(x) + ", kernel " + std::to_string(p.kernel_h) +
-                          "x" + std::to_string(p.kernel_w) + ": " + why);
-  };
-  if (x.size() != 4) fail("x must be (N, C, H, W)");
-  if (p.kernel_h < 1 || p.kernel_w < 1 || p.stride_h < 1 || p.stride_w < 1) fail("kernel and stride must be >= 1");
-  if (p.pad_h < 0 || p.pad_w < 0 || 2 * p.pad_h > p.kernel_h || 2 * p.pad_w > p.kernel_w)
-    fail("padding must be in [0, kernel / 2]");
-  const std::int64_t oh = conv_output_size(x[2], p.kernel_h, p.stride_h, p.pad_h);
-  const std::int64_t ow = conv_output_size(x[3], p.kernel_w, p.stride_w, p.pad_w);
-  if (oh <= 0 || ow <= 0) fail("the window does not fit the padded input");
-  return {x[0], x[1], oh, ow};
-}
-
 namespace {
 
 struct Registry {
   std::mutex mutex;
   std::vector<std::unique_ptr<Backend>> backends;
+  Settings gpu_settings;     // what "cuda:<i>" are created with (init() hands them down)
+  bool gpu_added = false;    // add_gpu_backends ran: later settings do not apply
 };
 
 Registry& registry() {
@@ -74,7 +36,8 @@ Registry& registry() {
 
 // "cuda:<i>" for every device the plugin finds (or those STOKE_GPU_DEVICE
 // lists; none for `cpu`), once per process, on first use of a lookup other
-// than cpu_backend(). Creating one is cheap: a stream; the pool grows and the
+// than cpu_backend(), with the settings init() handed down (defaults when the
+// application never called it; nothing is read from the environment here). Creating one is cheap: a stream; the pool grows and the
 // handles and kernels load on first use. A failure leaves the CPU backend
 // alone and is logged.
 void add_gpu_backends() {
@@ -82,9 +45,14 @@ void add_gpu_backends() {
   if (!load.plugin) return;
   const CudaInfo info = load.plugin->probe();
   if (info.gpus.empty()) return;
+  Settings settings;
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    r.gpu_added = true;
+    settings = r.gpu_settings;
+  }
   try {
-    const Config config = Config::load();
-    const Settings& settings = config.settings();
     if (settings.gpu_device.kind == DeviceRequest::Kind::kCpu) return;
     for (const GpuInfo& gpu : info.gpus) {
       const auto& wanted = settings.gpu_device.indices;
@@ -109,6 +77,16 @@ void ensure_gpu_backends() {
 }
 
 }  // namespace
+
+namespace detail {
+
+void set_registry_settings(const Settings& settings) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  if (!r.gpu_added) r.gpu_settings = settings;
+}
+
+}  // namespace detail
 
 Backend& cpu_backend() {
   Registry& r = registry();

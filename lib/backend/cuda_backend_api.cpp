@@ -2,8 +2,8 @@
 // GpuBackend surface, and GraphedStep (eager or replayed CUDA graph).
 #include <memory>
 
-#include "backend/plugin_loader.hpp"
-#include "backend/prefetch_device.hpp"
+#include "gpu/plugin_loader.hpp"
+#include "gpu/prefetch_device.hpp"
 #include "stoke/cuda.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
@@ -14,10 +14,8 @@ namespace stoke {
 CapturedStep::~CapturedStep() = default;
 GpuBackend::~GpuBackend() = default;
 
-detail::PrefetchDeviceSource::~PrefetchDeviceSource() = default;
-
 GpuBackend* as_gpu_backend(Backend& backend) noexcept {
-  return dynamic_cast<GpuBackend*>(&backend);
+  return backend.gpu();
 }
 
 CudaBackendOptions cuda_backend_options(const Settings& settings) {
@@ -40,7 +38,7 @@ std::unique_ptr<GpuBackend> create_cuda_backend(int device, const Settings& sett
 GraphedStep::GraphedStep(Backend& backend, Toggle mode) : backend_(backend) {
   if (mode == Toggle::kOff) {
     reason_ = "STOKE_GPU_GRAPH is off";
-  } else if (!as_gpu_backend(backend)) {
+  } else if (!backend.gpu()) {
     reason_ = backend.name() + " has no CUDA graphs";
   } else {
     enabled_ = true;
@@ -65,7 +63,7 @@ void GraphedStep::run(const std::function<void()>& step, std::uint64_t key) {
   // old graph's queued replays finish first (CUDA frees it on completion).
   graph_.reset();
   std::string why;
-  graph_ = as_gpu_backend(backend_)->capture(step, &why);
+  graph_ = backend_.gpu()->capture(step, &why);
   if (!graph_) {
     enabled_ = false;
     reason_ = why;

@@ -18,7 +18,7 @@ else()
   target_link_libraries(stoke PRIVATE openblas)
 endif()
 find_path(STOKE_CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas-pthread openblas)
-target_include_directories(stoke SYSTEM PRIVATE ${STOKE_CBLAS_INCLUDE_DIR})
+target_include_directories(stoke_backend SYSTEM PRIVATE ${STOKE_CBLAS_INCLUDE_DIR})
 
 # The AVX2 kernel table alone is compiled for AVX2 + FMA; it runs only where
 # the CPU has them (simd.cpp chooses at run time).

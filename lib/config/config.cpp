@@ -226,6 +226,19 @@ std::vector<std::pair<std::string, std::string>> process_environment() {
   return env;
 }
 
+// STOKE_JIT_CACHE's default: $XDG_CACHE_HOME/stoke/jit, else
+// $HOME/.cache/stoke/jit, else "" (the plugin's temporary directory).
+std::string default_jit_cache(const std::vector<std::pair<std::string, std::string>>& env) {
+  std::string xdg, home;
+  for (const auto& [key, value] : env) {
+    if (key == "XDG_CACHE_HOME") xdg = value;
+    if (key == "HOME") home = value;
+  }
+  if (!xdg.empty()) return (std::filesystem::path(xdg) / "stoke" / "jit").string();
+  if (!home.empty()) return (std::filesystem::path(home) / ".cache" / "stoke" / "jit").string();
+  return {};
+}
+
 }  // namespace
 
 const char* to_string(ConfigSource source) noexcept {
@@ -257,6 +270,11 @@ std::vector<std::string> Config::known_names() {
 void Config::assign(std::string_view name, std::string_view value, ConfigSource source,
                     std::string origin) {
   const std::string canonical = canonical_name(name);
+  if (canonical == "STOKE_CUDA_PLUGIN" || canonical == "STOKE_JIT_CACHE") {
+    (canonical == "STOKE_CUDA_PLUGIN" ? settings_.cuda_plugin : settings_.jit_cache) =
+        std::string(detail::trim(value));
+    return;
+  }
   const Knob* knob = find_knob(canonical);
   if (!knob) {
     throw ConfigError("unknown setting " + std::string(name) +
@@ -331,9 +349,10 @@ Config Config::load(const ConfigLoadOptions& options) {
     }
   }
 
+  config.settings_.jit_cache = default_jit_cache(env);
   for (const auto& [key, value] : env) {
     if (key.rfind("STOKE_", 0) != 0) continue;
-    if (find_knob(key)) {
+    if (find_knob(key) || key == "STOKE_CUDA_PLUGIN" || key == "STOKE_JIT_CACHE") {
       config.assign(key, value, ConfigSource::kEnvironment, "environment");
     } else if (!is_auxiliary(key)) {
       std::string nearest = nearest_name(key);

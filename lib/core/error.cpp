@@ -17,6 +17,7 @@ const char* to_string(ErrorCode code) noexcept {
     case ErrorCode::kCorruptFile: return "corrupt file";
     case ErrorCode::kCancelled: return "cancelled";
     case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kCommunication: return "communication";
   }
   return "unknown";
 }

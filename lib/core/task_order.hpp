@@ -52,7 +52,7 @@ class TaskOrder {
   std::atomic<std::uint64_t> counter_{0};
 };
 
-// The instance every arena task uses (lib/core/threads.cpp).
+// The instance every arena task uses (lib/threads/threads.cpp).
 STOKE_INTERNAL TaskOrder& arena_order() noexcept;
 
 }  // namespace stoke::detail

@@ -22,7 +22,9 @@
 
 #include "data/cache.hpp"
 #include "core/task_order.hpp"
+#include "stoke/distributed.hpp"
 #include "data/rng.hpp"
+#include "data/sampler.hpp"
 #include "image/file_read.hpp"
 #include "stoke/data.hpp"
 #include "stoke/profile.hpp"
@@ -91,10 +93,32 @@ struct Loader::Impl {
 
   void prepare_order(std::uint64_t epoch) {
     if (order_epoch == epoch) return;
+    if (options.balanced_sampler) {
+      order = data_detail::balanced_order(dataset, options.seed, epoch);
+      shard_order();
+      order_epoch = epoch;
+      return;
+    }
     order.resize(dataset.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
     if (options.shuffle) Rng(data_detail::hash_seed(options.seed, epoch, 0x5AFF1E)).shuffle(order.begin(), order.end());
+    shard_order();
     order_epoch = epoch;
+  }
+
+  // This rank's part of the epoch's order (data-parallel training).
+  void shard_order() {
+    if (options.shard_count <= 1) return;
+    const auto positions = shard_positions_for(order.size());
+    std::vector<std::size_t> mine(positions.size());
+    for (std::size_t i = 0; i < positions.size(); ++i) mine[i] = order[positions[i]];
+    order = std::move(mine);
+  }
+
+  std::vector<std::size_t> shard_positions_for(std::size_t samples) const {
+    return options.shard_whole_steps
+               ? shard_positions(samples, options.batch_size, options.shard_index, options.shard_count)
+               : cover_positions(samples, options.batch_size, options.shard_index, options.shard_count);
   }
 
   // The deterministic stage into `out` (rw x rh x C uint8, tightly packed).
@@ -151,7 +175,7 @@ struct Loader::Impl {
   // outcome depends only on which files are corrupt, not on timing. `fetched`:
   // the read stage already fetched t.index.
   void fill_slot(Worker& w, Token& t, bool fetched, std::byte* slot, std::int32_t& label) {
-    const std::size_t n = dataset.size();
+    const std::size_t n = order.size();  // this rank's shard in data-parallel runs
     for (std::size_t attempt = 0; attempt < n; ++attempt) {
       t.index = order[(t.position + attempt) % n];
       if (known_corrupt(t.index)) continue;
@@ -267,6 +291,10 @@ Loader::Loader(Dataset dataset, LoaderOptions options) {
                           std::to_string(pre.channels));
   }
   if (options.batch_size == 0) throw InvalidArgument("stoke::Loader: batch_size must be at least 1");
+  if (options.shard_count < 1 || options.shard_index < 0 || options.shard_index >= options.shard_count) {
+    throw InvalidArgument("stoke::Loader: shard " + std::to_string(options.shard_index) + " of " +
+                          std::to_string(options.shard_count) + " does not exist (0 <= shard_index < shard_count)");
+  }
   const int rw = pre.resize_width ? pre.resize_width : pre.width;
   const int rh = pre.resize_height ? pre.resize_height : pre.height;
   if (rw < pre.width || rh < pre.height) {
@@ -278,13 +306,11 @@ Loader::Loader(Dataset dataset, LoaderOptions options) {
     float s, b;
     pre.normalization.affine(c, s, b);  // validates
   }
-  Config config;
-  if (!options.simd || !options.cache || !options.max_image_pixels) config = Config::load();
-  const SimdLevel level = options.simd ? *options.simd : resolve_simd(config.settings(), query_cpu());
+  const SimdLevel level = options.simd ? *options.simd : options.context.simd();
   impl_ = std::make_unique<Impl>(level);
   auto& s = *impl_;
   s.max_pixels = options.max_image_pixels ? *options.max_image_pixels
-                                          : config.settings().max_image_pixels.value_or(0);
+                                          : options.context.settings().max_image_pixels.value_or(0);
   s.channels = pre.channels;
   s.width = pre.width;
   s.height = pre.height;
@@ -292,7 +318,7 @@ Loader::Loader(Dataset dataset, LoaderOptions options) {
   s.resize_height = rh;
   s.entry_bytes = static_cast<std::size_t>(rw) * rh * pre.channels;
   s.sample_bytes = static_cast<std::size_t>(pre.width) * pre.height * pre.channels * dtype_size(pre.dtype);
-  const CacheSpec spec = options.cache ? *options.cache : config.settings().cache;
+  const CacheSpec spec = options.cache ? *options.cache : options.context.settings().cache;
   try {
     s.cache = data_detail::SampleCache::create(spec, dataset.size(), s.entry_bytes, cache_key(dataset, pre, rw, rh));
   } catch (const std::bad_alloc&) {
@@ -304,7 +330,7 @@ Loader::Loader(Dataset dataset, LoaderOptions options) {
   }
   s.direct = !s.cache && !options.augment.enabled() && rw == pre.width && rh == pre.height;
   const std::size_t in_flight =
-      options.max_in_flight ? options.max_in_flight : static_cast<std::size_t>(2 * thread_count());
+      options.max_in_flight ? options.max_in_flight : static_cast<std::size_t>(2 * options.context.cpu_threads());
   s.tokens.resize(std::max<std::size_t>(1, in_flight));
   s.dataset = std::move(dataset);
   s.options = std::move(options);
@@ -315,7 +341,9 @@ Loader::Loader(Loader&&) noexcept = default;
 Loader& Loader::operator=(Loader&&) noexcept = default;
 
 std::size_t Loader::batches_per_epoch() const noexcept {
-  const std::size_t n = impl_->dataset.size(), b = impl_->options.batch_size;
+  const std::size_t b = impl_->options.batch_size;
+  std::size_t n = impl_->dataset.size();  // the balanced sampler draws as many
+  if (impl_->options.shard_count > 1) n = impl_->shard_positions_for(n).size();
   return impl_->options.drop_last ? n / b : (n + b - 1) / b;
 }
 std::size_t Loader::batch_size() const noexcept { return impl_->options.batch_size; }
@@ -326,6 +354,7 @@ std::array<std::size_t, 4> Loader::output_shape() const noexcept {
 }
 OutputDtype Loader::dtype() const noexcept { return impl_->options.preprocess.dtype; }
 const LoaderOptions& Loader::options() const noexcept { return impl_->options; }
+SimdLevel Loader::simd() const noexcept { return impl_->level; }
 const Dataset& Loader::dataset() const noexcept { return impl_->dataset; }
 
 LoaderStats Loader::stats() const {
@@ -364,7 +393,7 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, s
   }
   s.prepare_order(epoch);
   const std::size_t first = batch_index * batch;
-  const std::size_t count = std::min(batch, s.dataset.size() - first);
+  const std::size_t count = std::min(batch, s.order.size() - first);
   s.free_tokens.clear();
   for (auto& t : s.tokens) s.free_tokens.push_back(&t);
   std::size_t next = 0;
@@ -373,7 +402,7 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, s
   detail::TaskOrder& order = detail::arena_order();
   order.publish();
   detail::TaskOrder::ObserveOnExit on_exit(order);
-  run_in_arena([&] {
+  const auto pipeline = [&] {
     tbb::parallel_pipeline(
         s.tokens.size(),
         tbb::make_filter<void, Token*>(tbb::filter_mode::serial_in_order,
@@ -414,7 +443,9 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, s
               std::lock_guard lock(s.free_mutex);
               s.free_tokens.push_back(t);
             }));
-  });
+  };
+  // In the loader's context's arena, whichever thread calls (the prefetcher's).
+  s.options.context.run([&] { run_in_arena(pipeline); });
   if (s.options.skip_corrupt) s.check_corrupt_budget();
   return count;
 }

@@ -171,6 +171,6 @@ void adjust_brightness_contrast(MutableImageView image, float brightness, float 
   for (int y = 0; y < image.height; ++y) kernels.affine_u8(image.row(y), bytes, contrast, beta);
 }
 
-SimdLevel default_simd_level() { return resolve_simd(Config::load().settings(), query_cpu()); }
+SimdLevel default_simd_level() { return resolve_simd(Settings{}, query_cpu()); }
 
 }  // namespace stoke

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <new>
 
-#include "memory/cuda_device.hpp"
+#include "gpu/cuda_device.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
 #include "stoke/memory.hpp"

@@ -100,18 +100,26 @@ void TrainStep::run(const Tensor& x, const Tensor& labels, float lr) {
 }
 
 void TrainStep::issue(const Tensor& x, const Tensor& labels) {
+  forward(x, labels);
+  backward();
+  update();
+}
+
+void TrainStep::forward(const Tensor& x, const Tensor& labels) {
   const Tensor& logits = model_.forward(x, true);
-  if (!probs_.defined() || probs_.shape() != logits.shape()) {
-    probs_ = Tensor(model_.backend(), logits.shape());
-    dlogits_ = Tensor(model_.backend(), logits.shape());
-  }
   Backend& be = model_.backend();
+  if (!probs_.defined() || probs_.shape() != logits.shape()) {
+    probs_ = Tensor(be, logits.shape());
+    dlogits_ = Tensor(be, logits.shape());
+  }
   be.softmax_cross_entropy_forward(logits, labels, probs_, loss_, correct_);
   be.softmax_cross_entropy_backward(probs_, labels, dlogits_);
-  model_.backward(dlogits_);
-  optimizer_.apply(model_);
   batch_ = x.dim(0);
 }
+
+void TrainStep::backward() { model_.backward(dlogits_); }
+
+void TrainStep::update() { optimizer_.apply(model_); }
 
 StepStats TrainStep::stats() const {
   model_.backend().synchronize();

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "memory/cuda_device.hpp"
+#include "gpu/cuda_device.hpp"
 #include "prefetch/transport.hpp"
 #include "stoke/error.hpp"
 #include "stoke/prefetch.hpp"

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "backend/cuda_device_api.hpp"
+#include "gpu/cuda_device_api.hpp"
 #include "stoke/memory.hpp"
 #include "stoke/prefetch.hpp"
 

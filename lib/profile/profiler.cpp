@@ -58,6 +58,7 @@ const char* to_string(Stage stage) noexcept {
     case Stage::kUpdate: return "update";
     case Stage::kValidation: return "validation";
     case Stage::kLogging: return "logging";
+    case Stage::kCommunicate: return "communicate";
     case Stage::kCount: break;
   }
   return "unknown";

@@ -2,7 +2,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "backend/plugin_loader.hpp"
+#include "gpu/plugin_loader.hpp"
 #include "core/text.hpp"
 #include "stoke/system.hpp"
 
@@ -51,6 +51,9 @@ SystemInfo query_system() {
   info.cuda.plugin_loaded = load.plugin != nullptr;
   info.cuda.plugin_path = load.path;
   info.cuda.plugin_error = load.error;
+  // A fact about this process, not a knob: the CUDA runtime itself reads
+  // CUDA_VISIBLE_DEVICES to number the devices; it is only shown here
+  // (docs/architecture.md, "Context").
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
     info.cuda.cuda_visible_devices_set = true;
     info.cuda.cuda_visible_devices = visible;

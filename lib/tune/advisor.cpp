@@ -19,6 +19,8 @@ constexpr double kHoardingFactor = 2.0;      // reserved above this multiple of 
 constexpr std::uint64_t kHoardingMinimum = 256ull << 20;
 constexpr double kInterruptions = 0.10;      // validation + logging
 constexpr double kOversizedDecode = 4.0;     // decoded pixels per training pixel
+constexpr double kCommunicationBound = 0.20;  // data-parallel collectives
+constexpr double kClassImbalance = 5.0;      // most common class per sample of the rarest
 
 std::string percent(double share) {
   char buf[32];
@@ -268,6 +270,48 @@ void oversized_decode(const AdvisorInput& in, std::vector<Advice>& out) {
   out.push_back(std::move(a));
 }
 
+// A rare class (a defect) among many samples of another trains a model
+// that rarely predicts it: loss weights or a balanced sampler counter that.
+void class_imbalance(const AdvisorInput& in, std::vector<Advice>& out) {
+  if (in.class_counts.size() < 2 || in.class_weights || in.balanced_sampler) return;
+  std::size_t rare = 0, common = 0;
+  for (std::size_t c = 0; c < in.class_counts.size(); ++c) {
+    if (in.class_counts[c] < in.class_counts[rare]) rare = c;
+    if (in.class_counts[c] > in.class_counts[common]) common = c;
+  }
+  const double ratio = static_cast<double>(in.class_counts[common]) /
+                       static_cast<double>(std::max<std::uint64_t>(1, in.class_counts[rare]));
+  if (ratio < kClassImbalance) return;
+  Advice a;
+  a.rule = "class-imbalance";
+  a.diagnosis = "class " + std::to_string(rare) + " has " + std::to_string(in.class_counts[rare]) +
+                " training samples, class " + std::to_string(common) + " has " +
+                std::to_string(in.class_counts[common]) + " (" + fixed(ratio) +
+                "x): the model learns to rarely predict the rare class";
+  a.changes.push_back("TrainerOptions::balanced_class_weights = true (stoke train --class-weights balanced)");
+  a.changes.push_back("or TrainerOptions::balanced_sampler = true (stoke train --balanced-sampler)");
+  a.severity = 0.05 + 0.05 * std::min(1.0, std::log2(ratio) / 6);
+  out.push_back(std::move(a));
+}
+
+// Data-parallel runs whose ranks spend a large share waiting in collectives:
+// each step exchanges the whole gradient block, so fewer, larger steps (a
+// bigger batch per rank, or accumulation) amortize it.
+void communication_bound(const AdvisorInput& in, std::vector<Advice>& out) {
+  const double share = in.profile.share(Stage::kCommunicate);
+  if (share < kCommunicationBound) return;
+  Advice a;
+  a.rule = "communication-bound";
+  a.diagnosis = "data-parallel collectives (gradient allreduce, stop agreement) take " + percent(share) +
+                " of the wall time";
+  a.changes.push_back("a larger batch per rank (TrainerOptions::batch_size, stoke train --batch) so each "
+                      "allreduce of the gradients serves more images");
+  a.changes.push_back("or TrainerOptions::batch_multiplier > 1: accumulate batches locally, allreduce once per step");
+  a.changes.push_back("or fewer ranks per machine when they share its cores (stoke train --nproc)");
+  a.severity = share;
+  out.push_back(std::move(a));
+}
+
 }  // namespace
 
 std::vector<Advice> advise(const AdvisorInput& in) {
@@ -282,6 +326,8 @@ std::vector<Advice> advise(const AdvisorInput& in) {
   unknown_variables(in, out);
   interruptions(in, out);
   oversized_decode(in, out);
+  class_imbalance(in, out);
+  communication_bound(in, out);
   std::stable_sort(out.begin(), out.end(),
                    [](const Advice& a, const Advice& b) { return a.severity > b.severity; });
   return out;

@@ -44,14 +44,13 @@ class Tuner {
   Tuner(nn::Model& model, const Dataset& data, const LoaderOptions& loader, const TrainerOptions& trainer,
         const TuneOptions& options)
       : model_(model), data_(data), loader_(loader), trainer_(trainer), options_(options) {
-    base_settings_ = trainer.settings ? *trainer.settings : Config::load().settings();
+    base_settings_ = trainer.settings ? *trainer.settings : trainer.context.settings();
   }
 
   TrialResult run(TrialSettings s) {
     TrialResult r;
     r.settings = s;
     try {
-      set_thread_count(s.cpu_threads);
       const std::size_t samples =
           std::min(data_.size(), options_.steps_per_trial * static_cast<std::size_t>(s.batch_size));
       std::vector<std::size_t> first(samples);
@@ -73,7 +72,11 @@ class Tuner {
       Settings settings = base_settings_;
       settings.prefetch_depth = s.prefetch_depth;
       if (!model_.backend().is_host()) settings.gpu_graph = s.gpu_graph ? Toggle::kOn : Toggle::kOff;
-      to.settings = settings;
+      settings.cpu_threads = s.cpu_threads;
+      // The trial runs in a context of its own: the trainer's with these
+      // settings (its arena has the trial's thread count).
+      to.context = trainer_.context.with_settings(settings);
+      to.settings.reset();
       Trainer trainer(model_, to);
       const auto fit = trainer.fit(subset, nullptr, lo);
       const auto& measured = fit.log.epochs.back();

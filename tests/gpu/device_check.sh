@@ -60,8 +60,8 @@ grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[       OK|FAILED" "$OUT/gpu-tests.txt"
 # A CUDA fault (illegal address) is sticky and fails every later test in the
 # process: after a failed run, each CUDA parity test once more on its own.
 if [ "$gpu_rc" != 0 ]; then
-  log "CudaParity tests one per process"
-  for t in $("$bundle/bin/stoke_gpu_tests" --gtest_list_tests --gtest_filter='CudaParity.*' | awk '/^ /{print s $1} /^[^ ]/{s=$1}'); do
+  log "CudaParity and op suite tests one per process"
+  for t in $("$bundle/bin/stoke_gpu_tests" --gtest_list_tests --gtest_filter='CudaParity.*:Gpu/OpSuite.*' | awk '/^ /{print s $1} /^[^ ]/{s=$1}'); do
     timeout 60 "$bundle/bin/stoke_gpu_tests" --gtest_filter="$t" >"$OUT/parity-$t.txt" 2>&1
     log "$t rc=$?"
     grep -E "Failure|error|FAILED" "$OUT/parity-$t.txt" | head -5 >>"$OUT/summary.txt"
@@ -73,7 +73,7 @@ sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanit
 if [ -n "$sanitizer" ]; then
   log "compute-sanitizer memcheck on the custom-kernel parity tests"
   timeout 90 "$sanitizer" --tool memcheck --error-exitcode 99 "$bundle/bin/stoke_gpu_tests" \
-    --gtest_filter='CudaParity.Pooling*:CudaParity.Relu*:CudaParity.Softmax*:CudaParity.Sgd*:CudaParity.Linear*' \
+    --gtest_filter='Gpu/OpSuite.Pool*:Gpu/OpSuite.GlobalAvgPool*:Gpu/OpSuite.Relu*:Gpu/OpSuite.Softmax*:Gpu/OpSuite.Sgd*:Gpu/OpSuite.Linear*' \
     >"$OUT/memcheck.txt" 2>&1
   log "memcheck rc=$?"
   grep -E "ERROR SUMMARY|Invalid|PASSED|FAILED" "$OUT/memcheck.txt" | head -20 >>"$OUT/summary.txt"

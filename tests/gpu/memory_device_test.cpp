@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "gpu/gpu_fixture.hpp"
-#include "memory/cuda_device.hpp"
+#include "gpu/cuda_device.hpp"
 #include "stoke/error.hpp"
 #include "stoke/memory.hpp"
 

@@ -254,3 +254,21 @@ TEST(Advisor, AdviceIsOrderedBySeverity) {
 
 }  // namespace
 }  // namespace stoke
+
+namespace stoke {
+namespace {
+
+TEST(Advisor, DataParallelRunWaitingInCollectivesIsCommunicationBound) {
+  AdvisorInput in = healthy_gpu_run();
+  set_stage(in, Stage::kCommunicate, 10);
+  EXPECT_EQ(find_rule(advise(in), "communication-bound"), nullptr) << "10 % is below the threshold";
+  set_stage(in, Stage::kCommunicate, 35);
+  const auto advice = advise(in);
+  const Advice* a = find_rule(advice, "communication-bound");
+  ASSERT_NE(a, nullptr);
+  EXPECT_NE(a->diagnosis.find("35%"), std::string::npos) << a->diagnosis;
+  EXPECT_NE(a->changes.front().find("batch_size"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stoke

@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend/cuda_device_api.hpp"
+#include "gpu/cuda_device_api.hpp"
 
 namespace stoke::testing {
 

@@ -178,15 +178,14 @@ TEST(DataLoader, EverySimdLevelGivesTheSameBatches) {
 }
 
 TEST(DataLoader, StokeCpuSimdScalarForcesTheScalarKernels) {
-  const char* previous = std::getenv("STOKE_CPU_SIMD");
-  const std::string saved = previous ? previous : "";
-  const SimdLevel before = default_simd_level();
-  ::setenv("STOKE_CPU_SIMD", "scalar", 1);
-  const SimdLevel level = default_simd_level();
-  if (previous) ::setenv("STOKE_CPU_SIMD", saved.c_str(), 1);
-  else ::unsetenv("STOKE_CPU_SIMD");
-  EXPECT_EQ(level, SimdLevel::kScalar);
-  EXPECT_EQ(default_simd_level(), before);
+  Config config;
+  config.set("STOKE_CPU_SIMD", "scalar");
+  LoaderOptions o = augmenting(no_cache());
+  o.simd.reset();
+  o.context = Context(config);
+  EXPECT_EQ(Loader(jpeg_dataset(), o).simd(), SimdLevel::kScalar);
+  o.context = Context();
+  EXPECT_EQ(Loader(jpeg_dataset(), o).simd(), default_simd_level());
 }
 
 TEST(DataLoader, DirectPathMatchesDecodeAndFusedKernel) {
@@ -297,6 +296,7 @@ TEST(DataLoader, StokeCacheEnvironmentSelectsTheCacheWhenOptionsLeaveItUnset) {
   ::setenv("STOKE_CACHE", "ram:1M", 1);
   LoaderOptions o = augmenting(no_cache());
   o.cache.reset();
+  o.context = Context::from_environment();  // the entry point reads the environment
   Loader loader(jpeg_dataset(), o);
   if (previous) ::setenv("STOKE_CACHE", saved.c_str(), 1);
   else ::unsetenv("STOKE_CACHE");

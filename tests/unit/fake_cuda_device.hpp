@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "backend/cuda_device_api.hpp"
+#include "gpu/cuda_device_api.hpp"
 
 namespace stoke::testing {
 

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
-#include "backend/prefetch_device.hpp"
+#include "gpu/prefetch_device.hpp"
 #include "stoke/cuda.hpp"
 #include "stoke/error.hpp"
 #include "unit/async_fake_cuda_device.hpp"
@@ -69,104 +69,17 @@ class FakeGpuBackend final : public GpuBackend, public detail::PrefetchDeviceSou
     if (recording_) return fail_capture("a synchronization");
     device_->synchronize(stream_);
   }
-  bool supports(Op op, DType dtype) const noexcept override { return inner_.supports(op, dtype); }
-
-  void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                      const Conv2dParams& p) override {
-    issue([=, this]() mutable { inner_.conv2d_forward(x, w, b, y, p); });
+  // Every op of STOKE_OPS: issued on the fake stream (recorded while
+  // capturing), computed by the inner CPU backend's unchecked implementation
+  // (this backend's front door has validated the arguments). Tensors and
+  // parameters are copied into the recording as they are at the call; the
+  // optimizers' step values (SgdParams::scalars) are read when the op runs.
+#define STOKE_FAKE_GPU_OP(kind, name, params, args) \
+  void do_##name params override {                  \
+    issue([=, this]() mutable { inner_.do_##name args; }); \
   }
-  void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db,
-                       const Conv2dParams& p) override {
-    issue([=, this]() mutable { inner_.conv2d_backward(x, w, dy, dx, dw, db, p); });
-  }
-  void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
-                                   Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
-                                   Tensor& save_invstd, const BatchNormParams& p) override {
-    issue([=, this]() mutable {
-      inner_.batch_norm_forward_training(x, gamma, beta, y, running_mean, running_var, save_mean, save_invstd, p);
-    });
-  }
-  void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                    const Tensor& running_mean, const Tensor& running_var, Tensor& y,
-                                    const BatchNormParams& p) override {
-    issue([=, this]() mutable { inner_.batch_norm_forward_inference(x, gamma, beta, running_mean, running_var, y, p); });
-  }
-  void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
-                           const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) override {
-    issue([=, this]() mutable { inner_.batch_norm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta); });
-  }
-  void relu_forward(const Tensor& x, Tensor& y) override {
-    issue([=, this]() mutable { inner_.relu_forward(x, y); });
-  }
-  void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) override {
-    issue([=, this]() mutable { inner_.relu_backward(y, dy, dx); });
-  }
-  void max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p) override {
-    issue([=, this]() mutable { inner_.max_pool2d_forward(x, y, p); });
-  }
-  void max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
-                           const Pool2dParams& p) override {
-    issue([=, this]() mutable { inner_.max_pool2d_backward(x, y, dy, dx, p); });
-  }
-  void avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& p) override {
-    issue([=, this]() mutable { inner_.avg_pool2d_forward(x, y, p); });
-  }
-  void avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& p) override {
-    issue([=, this]() mutable { inner_.avg_pool2d_backward(dy, dx, p); });
-  }
-  void global_avg_pool_forward(const Tensor& x, Tensor& y) override {
-    issue([=, this]() mutable { inner_.global_avg_pool_forward(x, y); });
-  }
-  void global_avg_pool_backward(const Tensor& dy, Tensor& dx) override {
-    issue([=, this]() mutable { inner_.global_avg_pool_backward(dy, dx); });
-  }
-  void add(const Tensor& a, const Tensor& b, Tensor& y) override {
-    issue([=, this]() mutable { inner_.add(a, b, y); });
-  }
-  void accumulate(Tensor& dx, const Tensor& dy) override {
-    issue([=, this]() mutable { inner_.accumulate(dx, dy); });
-  }
-  void scale(Tensor& x, float alpha) override {
-    issue([=, this]() mutable { inner_.scale(x, alpha); });
-  }
-  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
-    issue([=, this]() mutable { inner_.linear_forward(x, w, b, y); });
-  }
-  void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
-                       Tensor& db) override {
-    issue([=, this]() mutable { inner_.linear_backward(x, w, dy, dx, dw, db); });
-  }
-  void softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& loss,
-                                     Tensor& correct) override {
-    issue([=, this]() mutable { inner_.softmax_cross_entropy_forward(logits, labels, probs, loss, correct); });
-  }
-  void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits) override {
-    issue([=, this]() mutable { inner_.softmax_cross_entropy_backward(probs, labels, dlogits); });
-  }
-  void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, std::uint64_t seed) override {
-    issue([=, this]() mutable { inner_.dropout_forward(x, y, mask, p, seed); });
-  }
-  void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) override {
-    issue([=, this]() mutable { inner_.dropout_backward(dy, mask, dx); });
-  }
-  // The step values live in this backend's memory; the CPU backend takes
-  // them from a tensor of its own, read when the update runs (in replays too).
-  void sgd_update(Tensor& params, const Tensor& grads, Tensor& velocity, const SgdParams& p) override {
-    issue([=, this]() mutable {
-      SgdParams q = p;
-      const Tensor values = inner_values(p.scalars);
-      q.scalars = p.scalars ? &values : nullptr;
-      inner_.sgd_update(params, grads, velocity, q);
-    });
-  }
-  void adam_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const AdamParams& p) override {
-    issue([=, this]() mutable {
-      AdamParams q = p;
-      const Tensor values = inner_values(p.scalars);
-      q.scalars = p.scalars ? &values : nullptr;
-      inner_.adam_update(params, grads, m, v, q);
-    });
-  }
+  STOKE_OPS(STOKE_FAKE_GPU_OP)
+#undef STOKE_FAKE_GPU_OP
 
   // --- GpuBackend --------------------------------------------------------
   int device() const noexcept override { return 0; }
@@ -254,14 +167,6 @@ class FakeGpuBackend final : public GpuBackend, public detail::PrefetchDeviceSou
   void fail_capture(const char* what) {
     if (capture_error_.empty()) capture_error_ = std::string(what) + " inside the captured step";
   }
-  // A copy on the inner backend of a step-values tensor of this one.
-  Tensor inner_values(const Tensor* scalars) {
-    if (!scalars) return Tensor();
-    Tensor values(inner_, scalars->shape());
-    std::memcpy(values.raw(), scalars->raw(), scalars->bytes());
-    return values;
-  }
-
   cpu::CpuBackend inner_;
   std::shared_ptr<AsyncFakeCudaDevice> device_;
   detail::GpuStream stream_;

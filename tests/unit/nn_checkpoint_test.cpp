@@ -8,7 +8,7 @@
 #include "op_test_util.hpp"
 #include "stoke/nn.hpp"
 
-namespace stoke::test {
+namespace stoke::testing {
 namespace {
 
 namespace fs = std::filesystem;
@@ -200,4 +200,4 @@ TEST_F(CheckpointTest, ClassifierMatchesTheTrainedModel) {
 }
 
 }  // namespace
-}  // namespace stoke::test
+}  // namespace stoke::testing

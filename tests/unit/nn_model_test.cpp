@@ -3,11 +3,12 @@
 // a loss that falls on a tiny problem.
 #include <cmath>
 
+#include "backend/cpu/cpu_backend.hpp"
 #include "op_test_util.hpp"
 #include "stoke/nn/model.hpp"
 #include "stoke/nn/optim.hpp"
 
-namespace stoke::test {
+namespace stoke::testing {
 namespace {
 
 nn::ModelSpec tiny_resnet() {
@@ -195,4 +196,4 @@ TEST(Schedule, WarmupStepAndCosine) {
 }
 
 }  // namespace
-}  // namespace stoke::test
+}  // namespace stoke::testing

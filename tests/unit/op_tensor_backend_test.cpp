@@ -1,7 +1,8 @@
 // Tensor handles and the backend registry.
-#include "op_test_util.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+#include "unit/op_test_util.hpp"
 
-namespace stoke::test {
+namespace stoke::testing {
 namespace {
 
 TEST(BackendRegistry, CpuIsAlwaysPresentAndDefaultWithoutGpu) {
@@ -14,8 +15,8 @@ TEST(BackendRegistry, CpuIsAlwaysPresentAndDefaultWithoutGpu) {
   if (names.size() == 1) {
     EXPECT_EQ(&default_backend(), &cpu_backend());
   }
-  EXPECT_TRUE(cpu_backend().supports(Op::kConv2d, DType::kFloat32));
-  EXPECT_FALSE(cpu_backend().supports(Op::kConv2d, DType::kFloat16));
+  EXPECT_TRUE(cpu_backend().supports(Op::kConv2dForward, DType::kFloat32));
+  EXPECT_FALSE(cpu_backend().supports(Op::kConv2dForward, DType::kFloat16));
 }
 
 TEST(BackendRegistry, RejectsDuplicateNames) {
@@ -56,6 +57,17 @@ TEST(Tensor, ViewsAndReshapesShareStorage) {
   EXPECT_EQ(dtype_size(DType::kBFloat16), 2u);
 }
 
+// The op list names every entry point once, in order.
+TEST(BackendOps, EveryOpHasItsEntryPointsName) {
+  EXPECT_STREQ(to_string(Op::kConv2dForward), "conv2d_forward");
+  EXPECT_STREQ(to_string(Op::kSoftmaxCrossEntropyBackward), "softmax_cross_entropy_backward");
+  EXPECT_STREQ(to_string(Op::kAdamUpdate), "adam_update");
+#define STOKE_COUNT_OP(kind, name, params, args) +1
+  constexpr int kOps = 0 STOKE_OPS(STOKE_COUNT_OP);
+#undef STOKE_COUNT_OP
+  EXPECT_EQ(static_cast<int>(Op::kAdamUpdate) + 1, kOps);
+}
+
 TEST(Tensor, OpsRejectWrongShapesWithTheirNames) {
   Backend& be = cpu_backend();
   Tensor x(be, {4}), y(be, {5});
@@ -69,4 +81,4 @@ TEST(Tensor, OpsRejectWrongShapesWithTheirNames) {
 }
 
 }  // namespace
-}  // namespace stoke::test
+}  // namespace stoke::testing

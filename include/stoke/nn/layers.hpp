@@ -205,6 +205,13 @@ class STOKE_API Dropout final : public Layer {
   const Tensor& backward(const Tensor& dy) override;
   void release_activations() override;
   std::size_t activation_bytes(const Shape& in) const override;
+  // The mask stream (seed, masks drawn so far); a resumed run sets it back.
+  std::uint64_t seed() const noexcept { return seed_; }
+  std::uint64_t draws() const noexcept { return calls_; }
+  void restore_stream(std::uint64_t seed, std::uint64_t draws) noexcept {
+    seed_ = seed;
+    calls_ = draws;
+  }
 
  private:
   float p_;

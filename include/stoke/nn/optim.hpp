@@ -109,6 +109,11 @@ struct StepStats {
 // Forward, softmax cross-entropy, backward and the optimizer update of one
 // batch, all issued on the model's backend without a host synchronization.
 // Its loss buffers are counted in Model::memory_plan.
+//
+// The step in parts, for callers that do something between them (the
+// trainer's gradient accumulation, a gradient allreduce before the update):
+// forward(x, labels) -> backward() -> [model.gradients() hold this batch's
+// gradients] -> update(). issue() is the three in order.
 class STOKE_API TrainStep {
  public:
   TrainStep(Model& model, Optimizer& optimizer);
@@ -120,6 +125,13 @@ class STOKE_API TrainStep {
   // each step's learning rate (and Adam's step count) without re-capture.
   void prepare(float lr) { optimizer_.prepare(lr); }
   void issue(const Tensor& x, const Tensor& labels);
+  // Training forward, the batch-mean loss, the correct count and the
+  // gradient of the loss with respect to the logits.
+  void forward(const Tensor& x, const Tensor& labels);
+  // The model's gradients of the last forward (written to model.gradients()).
+  void backward();
+  // The optimizer's update from model.gradients() (after prepare()).
+  void update();
   // Synchronizes and reads the last batch's loss and accuracy.
   StepStats stats() const;
   // Device tensors of the last step (1 element each), for readers that sync themselves.

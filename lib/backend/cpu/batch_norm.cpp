@@ -15,11 +15,7 @@ struct Dims {
   std::size_t n, c, hw;
 };
 
-Dims dims(const char* op, const Tensor& x, std::initializer_list<const Tensor*> per_channel) {
-  if (x.rank() != 4) {
-    throw InvalidArgument(std::string(op) + ": x must be (N, C, H, W), got " + shape_to_string(x.shape()));
-  }
-  for (const Tensor* t : per_channel) expect_shape(op, "per-channel tensor", *t, {x.dim(1)});
+Dims dims(const Tensor& x) {
   return {static_cast<std::size_t>(x.dim(0)), static_cast<std::size_t>(x.dim(1)),
           static_cast<std::size_t>(x.dim(2) * x.dim(3))};
 }
@@ -32,13 +28,11 @@ float plane_sum(const float* p, std::size_t n) {
 
 }  // namespace
 
-void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamma,
+void CpuBackend::do_batch_norm_forward_training(const Tensor& x, const Tensor& gamma,
                                              const Tensor& beta, Tensor& y, Tensor& running_mean,
                                              Tensor& running_var, Tensor& save_mean,
                                              Tensor& save_invstd, const BatchNormParams& prm) {
-  const Dims d = dims("batch_norm_forward_training", x,
-                      {&gamma, &beta, &running_mean, &running_var, &save_mean, &save_invstd});
-  expect_shape("batch_norm_forward_training", "y", y, x.shape());
+  const Dims d = dims(x);
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const SimdKernels& k = simd_kernels();
@@ -74,12 +68,11 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
   });
 }
 
-void CpuBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma,
+void CpuBackend::do_batch_norm_forward_inference(const Tensor& x, const Tensor& gamma,
                                               const Tensor& beta, const Tensor& running_mean,
                                               const Tensor& running_var, Tensor& y,
                                               const BatchNormParams& prm) {
-  const Dims d = dims("batch_norm_forward_inference", x, {&gamma, &beta, &running_mean, &running_var});
-  expect_shape("batch_norm_forward_inference", "y", y, x.shape());
+  const Dims d = dims(x);
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const SimdKernels& k = simd_kernels();
@@ -94,12 +87,10 @@ void CpuBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gam
   });
 }
 
-void CpuBackend::batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
+void CpuBackend::do_batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                                      const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
                                      Tensor& dgamma, Tensor& dbeta) {
-  const Dims d = dims("batch_norm_backward", x, {&gamma, &save_mean, &save_invstd, &dgamma, &dbeta});
-  expect_shape("batch_norm_backward", "dy", dy, x.shape());
-  expect_shape("batch_norm_backward", "dx", dx, x.shape());
+  const Dims d = dims(x);
   const float* xp = x.data<float>();
   const float* dyp = dy.data<float>();
   float* dxp = dx.data<float>();

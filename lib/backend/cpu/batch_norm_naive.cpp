@@ -9,10 +9,6 @@
 namespace stoke::cpu::naive {
 
 namespace {
-void check(const char* op, const Tensor& x, std::initializer_list<const Tensor*> per_channel) {
-  if (x.rank() != 4) throw InvalidArgument(std::string(op) + ": x must be (N, C, H, W), got " + shape_to_string(x.shape()));
-  for (const Tensor* t : per_channel) expect_shape(op, "per-channel tensor", *t, {x.dim(1)});
-}
 double at(const float* p, std::int64_t n, std::int64_t c, std::int64_t i, std::int64_t C, std::int64_t HW) {
   return p[(n * C + c) * HW + i];
 }
@@ -21,8 +17,6 @@ double at(const float* p, std::int64_t n, std::int64_t c, std::int64_t i, std::i
 void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
                                  Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
                                  Tensor& save_invstd, const BatchNormParams& prm) {
-  check("batch_norm_forward_training", x, {&gamma, &beta, &running_mean, &running_var, &save_mean, &save_invstd});
-  expect_shape("batch_norm_forward_training", "y", y, x.shape());
   const std::int64_t N = x.dim(0), C = x.dim(1), HW = x.dim(2) * x.dim(3), M = N * HW;
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
@@ -52,8 +46,6 @@ void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Ten
 void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                   const Tensor& running_mean, const Tensor& running_var, Tensor& y,
                                   const BatchNormParams& prm) {
-  check("batch_norm_forward_inference", x, {&gamma, &beta, &running_mean, &running_var});
-  expect_shape("batch_norm_forward_inference", "y", y, x.shape());
   const std::int64_t N = x.dim(0), C = x.dim(1), HW = x.dim(2) * x.dim(3);
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
@@ -69,9 +61,6 @@ void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Te
 
 void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                          const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
-  check("batch_norm_backward", x, {&gamma, &save_mean, &save_invstd, &dgamma, &dbeta});
-  expect_shape("batch_norm_backward", "dy", dy, x.shape());
-  expect_shape("batch_norm_backward", "dx", dx, x.shape());
   const std::int64_t N = x.dim(0), C = x.dim(1), HW = x.dim(2) * x.dim(3);
   const double M = static_cast<double>(N * HW);
   const float* xp = x.data<float>();

@@ -124,7 +124,13 @@ std::size_t backward_floats_per_chunk(const Geometry& g, const Layout& l) {
   return l.forward() + static_cast<std::size_t>(g.k) * g.rows() + g.k;
 }
 
-int chunk_count_for(const CpuBackend& be, const Geometry& g) { return std::max(1, std::min(be.chunks(), g.n)); }
+// A fixed number of chunks, not one per thread: the backward pass sums its
+// per-chunk partial weight gradients, and the images packed per product
+// depend on the chunk, so a thread-count-dependent split would make the
+// weights a function of the thread count. The arena runs the chunks on
+// however many threads it has.
+constexpr int kChunks = 8;
+int chunk_count_for(const CpuBackend&, const Geometry& g) { return std::max(1, std::min(kChunks, g.n)); }
 
 }  // namespace
 
@@ -137,11 +143,9 @@ std::size_t CpuBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
          sizeof(float);
 }
 
-void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+void CpuBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
                                 const Conv2dParams& prm) {
   const Geometry g = geometry(x.shape(), w.shape(), prm);
-  expect_shape("conv2d_forward", "y", y, {g.n, g.k, g.p, g.q});
-  if (bias.defined()) expect_shape("conv2d_forward", "bias", bias, {g.k});
   const int chunk_count = chunk_count_for(*this, g);
   const Layout l = layout(g, chunk_count);
   float* ws = workspace(std::max<std::size_t>(1, l.forward() * chunk_count));
@@ -190,13 +194,9 @@ void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& 
              });
 }
 
-void CpuBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+void CpuBackend::do_conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                                  Tensor& dw, Tensor& db, const Conv2dParams& prm) {
   const Geometry g = geometry(x.shape(), w.shape(), prm);
-  expect_shape("conv2d_backward", "dy", dy, {g.n, g.k, g.p, g.q});
-  expect_shape("conv2d_backward", "dw", dw, w.shape());
-  if (dx.defined()) expect_shape("conv2d_backward", "dx", dx, x.shape());
-  if (db.defined()) expect_shape("conv2d_backward", "db", db, {g.k});
   const int chunk_count = chunk_count_for(*this, g);
   const Layout l = layout(g, chunk_count);
   const std::size_t per_chunk = backward_floats_per_chunk(g, l);

@@ -10,6 +10,9 @@
 
 namespace stoke::cpu {
 
+CpuBackend::CpuBackend(std::uint64_t memory_cap, const Context& context)
+    : allocator_(memory_cap), context_(context), simd_(&cpu::simd_kernels(context.simd())) {}
+
 CpuBackend::~CpuBackend() { release_workspace(); }
 
 void CpuBackend::release_workspace() {
@@ -27,7 +30,7 @@ float* CpuBackend::workspace(std::size_t floats) {
   return workspace_;
 }
 
-int CpuBackend::chunks() const noexcept { return std::max(1, thread_count()); }
+int CpuBackend::chunks() const noexcept { return std::max(1, context_.cpu_threads()); }
 
 void CpuBackend::copy(void* dst, const void* src, std::size_t bytes, CopyKind /*kind*/) {
   if (bytes == 0) return;
@@ -40,37 +43,20 @@ void CpuBackend::fill(Tensor& tensor, float value) {
   std::fill(p, p + tensor.numel(), value);
 }
 
-bool CpuBackend::supports(Op /*op*/, DType dtype) const noexcept {
-  return dtype == DType::kFloat32;
-}
-
-void expect_shape(const char* op, const char* name, const Tensor& t, const Shape& shape) {
-  if (!t.defined()) {
-    throw InvalidArgument(std::string(op) + ": tensor '" + name + "' is undefined, expected " +
-                          shape_to_string(shape));
-  }
-  if (t.dtype() != DType::kFloat32) {
-    throw InvalidArgument(std::string(op) + ": tensor '" + name + "' is " +
-                          to_string(t.dtype()) + ", expected float32");
-  }
-  if (t.shape() != shape) {
-    throw InvalidArgument(std::string(op) + ": tensor '" + name + "' has shape " +
-                          shape_to_string(t.shape()) + ", expected " + shape_to_string(shape));
-  }
-}
-
 void for_chunks(const CpuBackend& be, std::size_t n, int chunks,
                 const std::function<void(int, std::size_t, std::size_t)>& body) {
   if (n == 0) return;
   const std::size_t c = std::min<std::size_t>(static_cast<std::size_t>(std::max(chunks, 1)), n);
-  parallel_for(
-      0, c, 1,
-      [&](std::size_t b, std::size_t e) {
-        for (std::size_t k = b; k < e; ++k) {
-          body(static_cast<int>(k), k * n / c, (k + 1) * n / c);
-        }
-      },
-      be.execution());
+  be.context().run([&] {
+    parallel_for(
+        0, c, 1,
+        [&](std::size_t b, std::size_t e) {
+          for (std::size_t k = b; k < e; ++k) {
+            body(static_cast<int>(k), k * n / c, (k + 1) * n / c);
+          }
+        },
+        be.execution());
+  });
 }
 
 }  // namespace stoke::cpu

@@ -21,17 +21,14 @@ void sweep(const CpuBackend& be, std::size_t n, const std::function<void(std::si
 
 }  // namespace
 
-void CpuBackend::relu_forward(const Tensor& x, Tensor& y) {
-  expect_shape("relu_forward", "y", y, x.shape());
+void CpuBackend::do_relu_forward(const Tensor& x, Tensor& y) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const SimdKernels& k = simd_kernels();
   sweep(*this, static_cast<std::size_t>(x.numel()), [&](std::size_t b, std::size_t e) { k.relu(xp + b, yp + b, e - b); });
 }
 
-void CpuBackend::relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
-  expect_shape("relu_backward", "dy", dy, y.shape());
-  expect_shape("relu_backward", "dx", dx, y.shape());
+void CpuBackend::do_relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
   const float* yp = y.data<float>();
   const float* dyp = dy.data<float>();
   float* dxp = dx.data<float>();
@@ -40,9 +37,7 @@ void CpuBackend::relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
         [&](std::size_t b, std::size_t e) { k.relu_backward(yp + b, dyp + b, dxp + b, e - b); });
 }
 
-void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& y) {
-  expect_shape("add", "b", b, a.shape());
-  expect_shape("add", "y", y, a.shape());
+void CpuBackend::do_add(const Tensor& a, const Tensor& b, Tensor& y) {
   const float* ap = a.data<float>();
   const float* bp = b.data<float>();
   float* yp = y.data<float>();
@@ -51,8 +46,7 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& y) {
         [&](std::size_t s, std::size_t e) { k.add(ap + s, bp + s, yp + s, e - s); });
 }
 
-void CpuBackend::accumulate(Tensor& dx, const Tensor& dy) {
-  expect_shape("accumulate", "dy", dy, dx.shape());
+void CpuBackend::do_accumulate(Tensor& dx, const Tensor& dy) {
   float* dxp = dx.data<float>();
   const float* dyp = dy.data<float>();
   const SimdKernels& k = simd_kernels();
@@ -60,18 +54,14 @@ void CpuBackend::accumulate(Tensor& dx, const Tensor& dy) {
         [&](std::size_t s, std::size_t e) { k.accumulate(dxp + s, dyp + s, e - s); });
 }
 
-void CpuBackend::scale(Tensor& x, float alpha) {
-  expect_shape("scale", "x", x, x.shape());
+void CpuBackend::do_scale(Tensor& x, float alpha) {
   float* xp = x.data<float>();
   sweep(*this, static_cast<std::size_t>(x.numel()), [&](std::size_t s, std::size_t e) {
     for (std::size_t i = s; i < e; ++i) xp[i] *= alpha;
   });
 }
 
-void CpuBackend::dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, std::uint64_t seed) {
-  if (!(p >= 0.0f && p < 1.0f)) throw InvalidArgument("dropout_forward: p must be in [0, 1), got " + std::to_string(p));
-  expect_shape("dropout_forward", "y", y, x.shape());
-  expect_shape("dropout_forward", "mask", mask, x.shape());
+void CpuBackend::do_dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, std::uint64_t seed) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   float* mp = mask.data<float>();
@@ -83,9 +73,7 @@ void CpuBackend::dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float
   });
 }
 
-void CpuBackend::dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) {
-  expect_shape("dropout_backward", "mask", mask, dy.shape());
-  expect_shape("dropout_backward", "dx", dx, dy.shape());
+void CpuBackend::do_dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) {
   const float* dyp = dy.data<float>();
   const float* mp = mask.data<float>();
   float* dxp = dx.data<float>();

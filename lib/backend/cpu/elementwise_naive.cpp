@@ -1,4 +1,4 @@
-// Elementwise references: ReLU, add, accumulate, dropout.
+// Elementwise references: ReLU, add, accumulate, scale, dropout.
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/naive.hpp"
 #include "stoke/error.hpp"
@@ -16,28 +16,27 @@ float dropout_uniform(std::uint64_t seed, std::uint64_t index) noexcept {
 namespace naive {
 
 void relu_forward(const Tensor& x, Tensor& y) {
-  expect_shape("relu_forward", "y", y, x.shape());
   for (std::int64_t i = 0; i < x.numel(); ++i) y.data<float>()[i] = std::max(x.data<float>()[i], 0.0f);
 }
 
 void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
-  expect_shape("relu_backward", "dx", dx, y.shape());
   for (std::int64_t i = 0; i < y.numel(); ++i)
     dx.data<float>()[i] = y.data<float>()[i] > 0.0f ? dy.data<float>()[i] : 0.0f;
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& y) {
-  expect_shape("add", "y", y, a.shape());
   for (std::int64_t i = 0; i < a.numel(); ++i) y.data<float>()[i] = a.data<float>()[i] + b.data<float>()[i];
 }
 
 void accumulate(Tensor& dx, const Tensor& dy) {
-  expect_shape("accumulate", "dy", dy, dx.shape());
   for (std::int64_t i = 0; i < dx.numel(); ++i) dx.data<float>()[i] += dy.data<float>()[i];
 }
 
+void scale(Tensor& x, float alpha) {
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= alpha;
+}
+
 void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, std::uint64_t seed) {
-  if (!(p >= 0.0f && p < 1.0f)) throw InvalidArgument("dropout_forward: p must be in [0, 1)");
   for (std::int64_t i = 0; i < x.numel(); ++i) {
     const bool keep = dropout_uniform(seed, static_cast<std::uint64_t>(i)) >= p;
     mask.data<float>()[i] = keep ? 1.0f / (1.0f - p) : 0.0f;

@@ -16,10 +16,7 @@ int sweep_chunks(const CpuBackend& be, std::size_t n) {
 }
 }  // namespace
 
-void CpuBackend::sgd_update(Tensor& params, const Tensor& grads, Tensor& velocity, const SgdParams& requested) {
-  expect_shape("sgd_update", "grads", grads, params.shape());
-  expect_shape("sgd_update", "velocity", velocity, params.shape());
-  check_update_scalars("sgd_update", requested.scalars, kSgdScalars, *this);
+void CpuBackend::do_sgd_update(Tensor& params, const Tensor& grads, Tensor& velocity, const SgdParams& requested) {
   const SgdParams p = resolve_on_host(requested);
   float* w = params.data<float>();
   const float* g = grads.data<float>();
@@ -31,11 +28,7 @@ void CpuBackend::sgd_update(Tensor& params, const Tensor& grads, Tensor& velocit
   });
 }
 
-void CpuBackend::adam_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const AdamParams& requested) {
-  expect_shape("adam_update", "grads", grads, params.shape());
-  expect_shape("adam_update", "m", m, params.shape());
-  expect_shape("adam_update", "v", v, params.shape());
-  check_update_scalars("adam_update", requested.scalars, kAdamScalars, *this);
+void CpuBackend::do_adam_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const AdamParams& requested) {
   const ResolvedAdam resolved = resolve_on_host(requested);
   const AdamParams& p = resolved.params;
   const float bc1 = resolved.bias1, bc2 = resolved.bias2;

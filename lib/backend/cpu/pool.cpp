@@ -59,9 +59,8 @@ constexpr auto kNoPlaneSetup = [](std::int64_t) {};
 
 }  // namespace
 
-void CpuBackend::max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
-  const Shape ys = pool2d_output_shape(x.shape(), prm, "max_pool2d_forward");
-  expect_shape("max_pool2d_forward", "y", y, ys);
+void CpuBackend::do_max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
+  const Shape& ys = y.shape();
   const Plane g{x.dim(2), x.dim(3), ys[2], ys[3]};
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
@@ -74,12 +73,9 @@ void CpuBackend::max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dPara
   });
 }
 
-void CpuBackend::max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
+void CpuBackend::do_max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
                                      const Pool2dParams& prm) {
-  const Shape ys = pool2d_output_shape(x.shape(), prm, "max_pool2d_backward");
-  expect_shape("max_pool2d_backward", "y", y, ys);
-  expect_shape("max_pool2d_backward", "dy", dy, ys);
-  expect_shape("max_pool2d_backward", "dx", dx, x.shape());
+  const Shape& ys = dy.shape();
   const Plane g{x.dim(2), x.dim(3), ys[2], ys[3]};
   const float* xp = x.data<float>();
   const float* yp = y.data<float>();
@@ -100,9 +96,8 @@ void CpuBackend::max_pool2d_backward(const Tensor& x, const Tensor& y, const Ten
   });
 }
 
-void CpuBackend::avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
-  const Shape ys = pool2d_output_shape(x.shape(), prm, "avg_pool2d_forward");
-  expect_shape("avg_pool2d_forward", "y", y, ys);
+void CpuBackend::do_avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
+  const Shape& ys = y.shape();
   const Plane g{x.dim(2), x.dim(3), ys[2], ys[3]};
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
@@ -116,9 +111,8 @@ void CpuBackend::avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dPara
   });
 }
 
-void CpuBackend::avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& prm) {
-  const Shape ys = pool2d_output_shape(dx.shape(), prm, "avg_pool2d_backward");
-  expect_shape("avg_pool2d_backward", "dy", dy, ys);
+void CpuBackend::do_avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& prm) {
+  const Shape& ys = dy.shape();
   const Plane g{dx.dim(2), dx.dim(3), ys[2], ys[3]};
   const float* dyp = dy.data<float>();
   float* dxp = dx.data<float>();
@@ -132,9 +126,7 @@ void CpuBackend::avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dP
   });
 }
 
-void CpuBackend::global_avg_pool_forward(const Tensor& x, Tensor& y) {
-  if (x.rank() != 4) throw InvalidArgument("global_avg_pool_forward: x must be (N, C, H, W), got " + shape_to_string(x.shape()));
-  expect_shape("global_avg_pool_forward", "y", y, {x.dim(0), x.dim(1)});
+void CpuBackend::do_global_avg_pool_forward(const Tensor& x, Tensor& y) {
   const std::int64_t hw = x.dim(2) * x.dim(3);
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
@@ -145,9 +137,7 @@ void CpuBackend::global_avg_pool_forward(const Tensor& x, Tensor& y) {
   });
 }
 
-void CpuBackend::global_avg_pool_backward(const Tensor& dy, Tensor& dx) {
-  if (dx.rank() != 4) throw InvalidArgument("global_avg_pool_backward: dx must be (N, C, H, W), got " + shape_to_string(dx.shape()));
-  expect_shape("global_avg_pool_backward", "dy", dy, {dx.dim(0), dx.dim(1)});
+void CpuBackend::do_global_avg_pool_backward(const Tensor& dy, Tensor& dx) {
   const std::int64_t hw = dx.dim(2) * dx.dim(3);
   const float* dyp = dy.data<float>();
   float* dxp = dx.data<float>();

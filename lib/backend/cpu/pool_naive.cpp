@@ -24,8 +24,7 @@ void window(const Pool2dParams& prm, std::int64_t h, std::int64_t w, std::int64_
 }  // namespace
 
 void max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
-  const Shape ys = pool2d_output_shape(x.shape(), prm, "max_pool2d_forward");
-  expect_shape("max_pool2d_forward", "y", y, ys);
+  const Shape& ys = y.shape();
   const std::int64_t planes = ys[0] * ys[1], h = x.dim(2), w = x.dim(3);
   for (std::int64_t pl = 0; pl < planes; ++pl)
     for (std::int64_t p = 0; p < ys[2]; ++p)
@@ -37,8 +36,7 @@ void max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
 }
 
 void max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& prm) {
-  const Shape ys = pool2d_output_shape(x.shape(), prm, "max_pool2d_backward");
-  expect_shape("max_pool2d_backward", "dx", dx, x.shape());
+  const Shape& ys = dy.shape();
   const std::int64_t planes = ys[0] * ys[1], h = x.dim(2), w = x.dim(3);
   for (std::int64_t i = 0; i < dx.numel(); ++i) dx.data<float>()[i] = 0.0f;
   for (std::int64_t pl = 0; pl < planes; ++pl)
@@ -56,8 +54,7 @@ void max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Ten
 }
 
 void avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
-  const Shape ys = pool2d_output_shape(x.shape(), prm, "avg_pool2d_forward");
-  expect_shape("avg_pool2d_forward", "y", y, ys);
+  const Shape& ys = y.shape();
   const std::int64_t planes = ys[0] * ys[1], h = x.dim(2), w = x.dim(3);
   for (std::int64_t pl = 0; pl < planes; ++pl)
     for (std::int64_t p = 0; p < ys[2]; ++p)
@@ -69,8 +66,7 @@ void avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
 }
 
 void avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& prm) {
-  const Shape ys = pool2d_output_shape(dx.shape(), prm, "avg_pool2d_backward");
-  expect_shape("avg_pool2d_backward", "dy", dy, ys);
+  const Shape& ys = dy.shape();
   const std::int64_t planes = ys[0] * ys[1], h = dx.dim(2), w = dx.dim(3);
   for (std::int64_t i = 0; i < dx.numel(); ++i) dx.data<float>()[i] = 0.0f;
   for (std::int64_t pl = 0; pl < planes; ++pl)
@@ -82,8 +78,6 @@ void avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& prm) 
 }
 
 void global_avg_pool_forward(const Tensor& x, Tensor& y) {
-  if (x.rank() != 4) throw InvalidArgument("global_avg_pool_forward: x must be (N, C, H, W)");
-  expect_shape("global_avg_pool_forward", "y", y, {x.dim(0), x.dim(1)});
   const std::int64_t hw = x.dim(2) * x.dim(3);
   for (std::int64_t pl = 0; pl < x.dim(0) * x.dim(1); ++pl) {
     double sum = 0;
@@ -93,8 +87,6 @@ void global_avg_pool_forward(const Tensor& x, Tensor& y) {
 }
 
 void global_avg_pool_backward(const Tensor& dy, Tensor& dx) {
-  if (dx.rank() != 4) throw InvalidArgument("global_avg_pool_backward: dx must be (N, C, H, W)");
-  expect_shape("global_avg_pool_backward", "dy", dy, {dx.dim(0), dx.dim(1)});
   const std::int64_t hw = dx.dim(2) * dx.dim(3);
   for (std::int64_t pl = 0; pl < dx.dim(0) * dx.dim(1); ++pl)
     for (std::int64_t i = 0; i < hw; ++i) dx.data<float>()[pl * hw + i] = dy.data<float>()[pl] / static_cast<float>(hw);

@@ -1,6 +1,6 @@
 // Elementwise kernels, compiled once per instruction set (simd_sse2.cpp,
 // simd_avx2.cpp with -mavx2 -mfma) from the xsimd templates in
-// simd_kernels.hpp and chosen at run time from the CPU and STOKE_CPU_SIMD.
+// simd_kernels.hpp and chosen per CpuBackend from its Context's SIMD level.
 // The library itself never needs -march=native.
 #pragma once
 
@@ -30,7 +30,9 @@ struct SimdKernels {
 
 STOKE_INTERNAL const SimdKernels& simd_kernels_sse2() noexcept;
 STOKE_INTERNAL const SimdKernels& simd_kernels_avx2() noexcept;
-// The best table for this CPU under the configured STOKE_CPU_SIMD; chosen once.
-STOKE_INTERNAL const SimdKernels& simd_kernels() noexcept;
+// The table for `level` (a level resolved against the CPU: avx2 and above
+// take the AVX2 table, below it the SSE2 baseline). A CpuBackend holds the
+// one its Context chose.
+STOKE_INTERNAL const SimdKernels& simd_kernels(SimdLevel level) noexcept;
 
 }  // namespace stoke::cpu

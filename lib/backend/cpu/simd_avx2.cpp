@@ -1,5 +1,5 @@
 // AVX2 + FMA kernels; this file alone is compiled with -mavx2 -mfma
-// (lib/backend/cpu/module.cmake) and only called when the CPU has AVX2.
+// (lib/backend/module.cmake) and only called when the CPU has AVX2.
 #include "backend/cpu/simd_kernels.hpp"
 
 namespace stoke::cpu {

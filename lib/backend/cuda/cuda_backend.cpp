@@ -44,18 +44,6 @@ void expect_defined(const char* op, const char* name, const Tensor& t) {
   }
 }
 
-void expect(const char* op, const char* name, const Tensor& t, const Shape& shape) {
-  expect_defined(op, name, t);
-  if (t.dtype() != DType::kFloat32) {
-    throw InvalidArgument(std::string(op) + ": tensor '" + name + "' is " + to_string(t.dtype()) +
-                          ", expected float32");
-  }
-  if (t.shape() != shape) {
-    throw InvalidArgument(std::string(op) + ": tensor '" + name + "' has shape " +
-                          shape_to_string(t.shape()) + ", expected " + shape_to_string(shape));
-  }
-}
-
 TensorDesc::TensorDesc(int n, int c, int h, int w) {
   STOKE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&desc_));
   STOKE_CUDNN_CHECK(
@@ -192,10 +180,6 @@ void CudaBackend::write_values(Tensor& tensor, std::span<const float> values) {
 void CudaBackend::synchronize() {
   make_current();
   STOKE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-}
-
-bool CudaBackend::supports(Op /*op*/, DType dtype) const noexcept {
-  return dtype == DType::kFloat32;
 }
 
 cudnnHandle_t CudaBackend::cudnn() const {

@@ -3,8 +3,9 @@
 // stream with no host synchronization inside an op. Memory (tensors and
 // workspace) comes from the capped device pool in stream order.
 //
-// The op families live one per file: conv.cpp (+ conv_algo.cpp), batch_norm.cpp,
-// linear.cpp, pool.cpp, elementwise.cpp (relu, add, dropout, loss, optimizers);
+// The op families live one per file: conv2d.cpp (+ conv2d_algo.cpp), batch_norm.cpp,
+// linear.cpp, pool.cpp, elementwise.cpp (relu, add, scale, dropout), loss.cpp, optim.cpp
+// (the same file stems as the CPU backend's);
 // graph capture in graph.cpp.
 #pragma once
 
@@ -49,48 +50,6 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   void fill(Tensor& tensor, float value) override;
   void write_values(Tensor& tensor, std::span<const float> values) override;
   void synchronize() override;
-  bool supports(Op op, DType dtype) const noexcept override;
-
-  void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
-                      const Conv2dParams& params) override;
-  void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
-                       Tensor& db, const Conv2dParams& params) override;
-  void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                   Tensor& y, Tensor& running_mean, Tensor& running_var,
-                                   Tensor& save_mean, Tensor& save_invstd,
-                                   const BatchNormParams& params) override;
-  void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                    const Tensor& running_mean, const Tensor& running_var,
-                                    Tensor& y, const BatchNormParams& params) override;
-  void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
-                           const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
-                           Tensor& dgamma, Tensor& dbeta) override;
-  void relu_forward(const Tensor& x, Tensor& y) override;
-  void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) override;
-  void max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& params) override;
-  void max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
-                           const Pool2dParams& params) override;
-  void avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& params) override;
-  void avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& params) override;
-  void global_avg_pool_forward(const Tensor& x, Tensor& y) override;
-  void global_avg_pool_backward(const Tensor& dy, Tensor& dx) override;
-  void add(const Tensor& a, const Tensor& b, Tensor& y) override;
-  void accumulate(Tensor& dx, const Tensor& dy) override;
-  void scale(Tensor& x, float alpha) override;
-  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) override;
-  void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
-                       Tensor& db) override;
-  void softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs,
-                                     Tensor& loss, Tensor& correct) override;
-  void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,
-                                      Tensor& dlogits) override;
-  void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p,
-                       std::uint64_t seed) override;
-  void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) override;
-  void sgd_update(Tensor& params, const Tensor& grads, Tensor& velocity,
-                  const SgdParams& p) override;
-  void adam_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
-                   const AdamParams& p) override;
 
   // GpuBackend
   int device() const noexcept override { return device_; }
@@ -122,7 +81,7 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   void launch(const char* name, dim3 grid, dim3 block, std::initializer_list<const void*> args);
   bool capturing() const noexcept { return capturing_; }
 
-  // Convolution algorithm choice (conv_algo.cpp). `pass`: 0 forward,
+  // Convolution algorithm choice (conv2d_algo.cpp). `pass`: 0 forward,
   // 1 backward data, 2 backward filter. Buffers are used only when
   // benchmarking (outside a capture).
   struct ConvCall;
@@ -130,6 +89,9 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
 
  private:
   friend class CudaCapturedStep;
+  // The ops (STOKE_OPS), behind Backend's front doors, one family per file.
+  STOKE_BACKEND_OP_OVERRIDES
+
   void make_current() const;
 
   int device_;
@@ -160,9 +122,8 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   void destroy_busy_events() noexcept;
 };
 
-// InvalidArgument naming op and tensor unless t is a defined float32 tensor of
-// `shape` on this backend.
-STOKE_INTERNAL void expect(const char* op, const char* name, const Tensor& t, const Shape& shape);
+// InvalidArgument naming op and tensor unless t is defined and on this backend
+// (fill(); the ops are checked by Backend's front doors).
 STOKE_INTERNAL void expect_defined(const char* op, const char* name, const Tensor& t);
 
 // RAII cuDNN descriptors.

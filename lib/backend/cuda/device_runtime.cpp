@@ -8,7 +8,7 @@
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/device_normalize.hpp"
 #include "backend/cuda/device_runtime.hpp"
-#include "backend/cuda_device_api.hpp"
+#include "gpu/cuda_device_api.hpp"
 
 namespace stoke::cuda {
 namespace {

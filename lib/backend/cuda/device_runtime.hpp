@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "backend/cuda_device_api.hpp"
+#include "gpu/cuda_device_api.hpp"
 
 namespace stoke::cuda {
 

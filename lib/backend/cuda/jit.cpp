@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <unistd.h>
 
 #include "backend/cuda/check.hpp"
@@ -87,14 +88,19 @@ std::vector<char> compile_to_cubin(const KernelSource& source, int arch) {
   return cubin;
 }
 
+namespace {
+std::mutex default_directory_mutex;
+std::filesystem::path default_directory_path;  // set by libstoke (Plugin::set_jit_cache)
+}  // namespace
+
+void JitCache::set_default_directory(std::filesystem::path directory) {
+  std::lock_guard lock(default_directory_mutex);
+  default_directory_path = std::move(directory);
+}
+
 std::filesystem::path JitCache::default_directory() {
-  if (const char* dir = std::getenv("STOKE_JIT_CACHE"); dir && *dir) return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
-    return std::filesystem::path(xdg) / "stoke" / "jit";
-  }
-  if (const char* home = std::getenv("HOME"); home && *home) {
-    return std::filesystem::path(home) / ".cache" / "stoke" / "jit";
-  }
+  std::lock_guard lock(default_directory_mutex);
+  if (!default_directory_path.empty()) return default_directory_path;
   return std::filesystem::temp_directory_path() / "stoke-jit";
 }
 

@@ -30,8 +30,11 @@ STOKE_INTERNAL std::uint64_t fnv1a(const void* data, std::size_t size,
 // loaded. Writes go to a temporary file that is renamed into place.
 class STOKE_INTERNAL JitCache {
  public:
-  // STOKE_JIT_CACHE if set, else $XDG_CACHE_HOME/stoke/jit, else ~/.cache/stoke/jit.
+  // The directory libstoke handed down (Settings::jit_cache, from
+  // STOKE_JIT_CACHE, else $XDG_CACHE_HOME/stoke/jit, else ~/.cache/stoke/jit,
+  // resolved by Config::load), else <temp>/stoke-jit. Never reads the environment.
   static std::filesystem::path default_directory();
+  static void set_default_directory(std::filesystem::path directory);
 
   explicit JitCache(std::filesystem::path directory);
 

@@ -16,24 +16,14 @@ struct Dims {
   int n, k, m;
 };
 
-Dims linear_dims(const char* op, const Tensor& x, const Tensor& w) {
-  expect_defined(op, "x", x);
-  expect_defined(op, "w", w);
-  if (x.rank() != 2 || w.rank() != 2 || x.dim(1) != w.dim(1)) {
-    throw InvalidArgument(std::string(op) + ": x must be (N, K) and w (M, K), got x " +
-                          shape_to_string(x.shape()) + ", w " + shape_to_string(w.shape()));
-  }
-  expect(op, "x", x, x.shape());
-  expect(op, "w", w, w.shape());
+Dims linear_dims(const Tensor& x, const Tensor& w) {
   return {static_cast<int>(x.dim(0)), static_cast<int>(x.dim(1)), static_cast<int>(w.dim(0))};
 }
 
 }  // namespace
 
-void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
-  const Dims d = linear_dims("linear_forward", x, w);
-  expect("linear_forward", "y", y, {d.n, d.m});
-  if (bias.defined()) expect("linear_forward", "bias", bias, {d.m});
+void CudaBackend::do_linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
+  const Dims d = linear_dims(x, w);
   const float one = 1.0f, zero = 0.0f;
   STOKE_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, d.m, d.n, d.k, &one,
                                  w.data<float>(), d.k, x.data<float>(), d.k, &zero, y.data<float>(),
@@ -47,13 +37,9 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor&
   }
 }
 
-void CudaBackend::linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+void CudaBackend::do_linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                                   Tensor& dw, Tensor& db) {
-  const Dims d = linear_dims("linear_backward", x, w);
-  expect("linear_backward", "dy", dy, {d.n, d.m});
-  expect("linear_backward", "dw", dw, w.shape());
-  if (dx.defined()) expect("linear_backward", "dx", dx, x.shape());
-  if (db.defined()) expect("linear_backward", "db", db, {d.m});
+  const Dims d = linear_dims(x, w);
   const float one = 1.0f, zero = 0.0f;
   cublasHandle_t h = cublas();
   if (dx.defined()) {

@@ -1,0 +1,50 @@
+// Convolution descriptors shared by conv2d.cpp (the passes) and conv2d_algo.cpp
+// (algorithm choice and its cache).
+#pragma once
+
+#include <cudnn.h>
+
+#include <string>
+
+#include "backend/cuda/cuda_backend.hpp"
+
+namespace stoke::cuda {
+
+// Descriptors of one convolution (x, w, y, conv) built from shapes, and the
+// cache key naming them. InvalidArgument for inconsistent shapes.
+class STOKE_INTERNAL ConvSetup {
+ public:
+  ConvSetup(const char* op, const Shape& x, const Shape& w, const Conv2dParams& p, bool strict);
+  ~ConvSetup();
+  ConvSetup(const ConvSetup&) = delete;
+  ConvSetup& operator=(const ConvSetup&) = delete;
+
+  const Shape& y_shape() const noexcept { return y_shape_; }
+  const std::string& key() const noexcept { return key_; }
+  cudnnTensorDescriptor_t x() const noexcept { return x_->get(); }
+  cudnnTensorDescriptor_t y() const noexcept { return y_->get(); }
+  cudnnFilterDescriptor_t w() const noexcept { return w_; }
+  cudnnConvolutionDescriptor_t conv() const noexcept { return conv_; }
+  void set_math(int math_type) const;
+
+ private:
+  Shape y_shape_;
+  std::string key_;
+  std::unique_ptr<TensorDesc> x_, y_;
+  cudnnFilterDescriptor_t w_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+};
+
+// What choose_conv_algo needs: the descriptors and, for benchmarking, the
+// buffers of the pass (forward: x, w -> y; backward data: w, dy -> dx;
+// backward filter: x, dy -> dw). Null buffers: heuristics only, not cached.
+struct CudaBackend::ConvCall {
+  const ConvSetup& setup;
+  const void* in1 = nullptr;
+  const void* in2 = nullptr;
+  void* out = nullptr;
+};
+
+enum ConvPass : int { kConvForward = 0, kConvBackwardData = 1, kConvBackwardFilter = 2 };
+
+}  // namespace stoke::cuda

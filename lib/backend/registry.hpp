@@ -1,0 +1,14 @@
+// The registry's side of the explicit context: the settings its shared GPU
+// backends ("cuda:<i>") are created with, handed down by init().
+#pragma once
+
+#include "stoke/config.hpp"
+#include "stoke/export.hpp"
+
+namespace stoke::detail {
+
+// Takes effect when the GPU backends have not been created yet (they are
+// created once per process, on the first lookup); ignored afterwards.
+STOKE_INTERNAL void set_registry_settings(const Settings& settings);
+
+}  // namespace stoke::detail

@@ -1,0 +1,33 @@
+// Thread arenas beside the library's one: a Context owns an arena sized by
+// its settings and makes it current on the threads that work for it, so two
+// differently configured trainers in one process each run on their own.
+#pragma once
+
+#include <memory>
+
+#include "stoke/export.hpp"
+
+namespace stoke::detail {
+
+struct ThreadArena;  // a oneTBB arena of a fixed size (threads.cpp)
+
+// InvalidArgument for threads < 1.
+STOKE_INTERNAL std::shared_ptr<ThreadArena> make_thread_arena(int threads);
+STOKE_INTERNAL int thread_arena_size(const ThreadArena& arena) noexcept;
+
+// Makes `arena` the one parallel_for, run_in_arena and thread_count() use on
+// the calling thread (and on the arena's workers while they run its chunks)
+// until destroyed; null = the library arena. Scopes nest.
+class STOKE_INTERNAL ArenaScope {
+ public:
+  explicit ArenaScope(std::shared_ptr<ThreadArena> arena);
+  ~ArenaScope();
+  ArenaScope(const ArenaScope&) = delete;
+  ArenaScope& operator=(const ArenaScope&) = delete;
+
+ private:
+  std::shared_ptr<ThreadArena> arena_;
+  ThreadArena* previous_;
+};
+
+}  // namespace stoke::detail

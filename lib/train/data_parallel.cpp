@@ -1,0 +1,125 @@
+#include "train/data_parallel.hpp"
+
+#include <vector>
+
+#include "stoke/backend.hpp"
+#include "stoke/nn/model.hpp"
+
+namespace stoke::detail {
+namespace {
+
+// A tensor's float32 elements as a host vector (any backend), and back.
+std::vector<float> to_host(const Tensor& t) { return t.to_vector(); }
+
+void from_host(Tensor& t, const std::vector<float>& host) { t.copy_from_host(host.data()); }
+
+}  // namespace
+
+std::unique_ptr<DataParallel> DataParallel::make(const TrainerOptions& options, Profiler& profiler) {
+  if (!options.communicator || options.communicator->world_size() == 1) return nullptr;
+  return std::unique_ptr<DataParallel>(new DataParallel(*options.communicator, profiler));
+}
+
+void DataParallel::shard(LoaderOptions& options) const {
+  options.shard_index = comm_.rank();
+  options.shard_count = comm_.world_size();
+  options.shard_whole_steps = true;
+}
+
+void DataParallel::broadcast_model(nn::Model& model) {
+  auto span = profiler_.span(Stage::kCommunicate);
+  std::vector<Tensor*> blocks = {&model.parameters()};
+  std::vector<nn::NamedTensor> buffers = model.named_buffers();
+  for (auto& b : buffers) blocks.push_back(&b.tensor);
+  for (Tensor* t : blocks) {
+    if (t->dtype() != DType::kFloat32) {
+      throw Unsupported("data-parallel training: model tensors must be float32 to broadcast");
+    }
+    if (t->backend().is_host()) {
+      comm_.broadcast(std::span<float>(t->data<float>(), static_cast<std::size_t>(t->numel())), 0);
+      continue;
+    }
+    std::vector<float> host = to_host(*t);
+    comm_.broadcast(host, 0);
+    from_host(*t, host);
+  }
+}
+
+void DataParallel::allreduce_mean(Tensor& tensor) {
+  auto span = profiler_.span(Stage::kCommunicate);
+  if (tensor.backend().is_host() && tensor.dtype() == DType::kFloat32) {
+    comm_.allreduce_mean(std::span<float>(tensor.data<float>(), static_cast<std::size_t>(tensor.numel())));
+    return;
+  }
+  // A GPU backend's gradients through the host (NCCL on the device is the
+  // GPU path; see docs/distributed.md).
+  std::vector<float> host = to_host(tensor);
+  comm_.allreduce_mean(host);
+  from_host(tensor, host);
+}
+
+GradientHook DataParallel::gradient_hook(GradientHook user) {
+  return [this, user = std::move(user)](Tensor& gradients) {
+    gradients.backend().synchronize();
+    allreduce_mean(gradients);
+    if (user) user(gradients);
+  };
+}
+
+bool DataParallel::agree_stop(bool requested) {
+  auto span = profiler_.span(Stage::kCommunicate);
+  std::vector<float> flag = {requested ? 1.0f : 0.0f};
+  comm_.allreduce_sum(flag);
+  return flag[0] > 0.0f;
+}
+
+void DataParallel::reduce(EpochRecord& r) {
+  auto span = profiler_.span(Stage::kCommunicate);
+  const auto images = static_cast<double>(r.images);
+  const auto val_images = static_cast<double>(r.val_images);
+  std::vector<float> sums = {static_cast<float>(images), static_cast<float>(r.train_loss * images),
+                             static_cast<float>(r.train_accuracy * images), static_cast<float>(val_images),
+                             static_cast<float>(r.val_loss * val_images),
+                             static_cast<float>(r.val_accuracy * val_images)};
+  comm_.allreduce_sum(sums);
+  r.images = static_cast<std::uint64_t>(sums[0]);
+  r.train_loss = sums[0] > 0 ? sums[1] / sums[0] : 0.0;
+  r.train_accuracy = sums[0] > 0 ? sums[2] / sums[0] : 0.0;
+  r.val_images = static_cast<std::uint64_t>(sums[3]);
+  r.validated = sums[3] > 0;
+  r.val_loss = sums[3] > 0 ? sums[4] / sums[3] : 0.0;
+  r.val_accuracy = sums[3] > 0 ? sums[5] / sums[3] : 0.0;
+  r.images_per_second = r.seconds > 0 ? static_cast<double>(r.images) / r.seconds : 0.0;
+}
+
+void DataParallel::average_buffers(nn::Model& model) {
+  for (auto& buffer : model.named_buffers()) {
+    if (buffer.tensor.dtype() == DType::kFloat32) allreduce_mean(buffer.tensor);
+  }
+}
+
+void DataParallel::check_identical(const nn::Model& model) {
+#ifndef NDEBUG
+  Tensor params = model.parameters();
+  const std::vector<float> host = to_host(params);
+  double sum = 0, weighted = 0;
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    sum += host[i];
+    weighted += host[i] * static_cast<double>(i % 1021);
+  }
+  std::vector<float> mine = {static_cast<float>(sum), static_cast<float>(weighted)};
+  std::vector<float> root = mine;
+  comm_.broadcast(root, 0);
+  if (root != mine) {
+    throw Error(ErrorCode::kInternal, "data-parallel training: rank " + std::to_string(comm_.rank()) +
+                                          "'s parameters differ from rank 0's after an update (checksum " +
+                                          std::to_string(mine[0]) + " vs " + std::to_string(root[0]) + ")");
+  }
+#else
+  (void)model;
+#endif
+}
+
+void DataParallel::report(const std::exception& error) noexcept { comm_.report_failure(error.what()); }
+
+}  // namespace stoke::detail

@@ -1,0 +1,57 @@
+// The trainer's data-parallel part (TrainerOptions::communicator with more
+// than one rank): shards the loaders, starts every rank from rank 0's
+// weights, averages gradients across ranks between backward and update,
+// agrees on stopping, reduces each epoch's metrics, and leaves the files to
+// rank 0. Communication time goes to the profiler's kCommunicate stage.
+#pragma once
+
+#include <exception>
+#include <memory>
+
+#include "stoke/distributed.hpp"
+#include "stoke/train.hpp"
+#include "train/step_runner.hpp"
+
+namespace stoke::detail {
+
+class DataParallel {
+ public:
+  // nullptr unless the options name a communicator of more than one rank.
+  static std::unique_ptr<DataParallel> make(const TrainerOptions& options, Profiler& profiler);
+
+  int rank() const noexcept { return comm_.rank(); }
+  // Only rank 0 writes checkpoints and logs epoch lines.
+  bool writes_files() const noexcept { return comm_.rank() == 0; }
+
+  // This rank's shard of the training epochs (validation: see Loaders::build).
+  void shard(LoaderOptions& options) const;
+  // Every rank starts from rank 0's parameters and buffers.
+  void broadcast_model(nn::Model& model);
+  // Averages the gradients across ranks, then runs `user` (may be empty).
+  GradientHook gradient_hook(GradientHook user);
+  // True on every rank when any rank asked to stop (one small allreduce
+  // after each optimizer step, at the same step on every rank).
+  bool agree_stop(bool requested);
+  // Turns this rank's epoch record into the run's: images and sums over
+  // ranks (training and validation).
+  void reduce(EpochRecord& record);
+  // Batch norm runs per rank (each rank's batch statistics); at each epoch's
+  // end the running statistics become the mean over ranks, so every rank
+  // holds the same model.
+  void average_buffers(nn::Model& model);
+  // Debug builds, after every update: InternalError unless every rank holds
+  // rank 0's parameters (a checksum broadcast from rank 0).
+  void check_identical(const nn::Model& model);
+  // Leaves `error`'s text for the other ranks, whose next collective fails.
+  void report(const std::exception& error) noexcept;
+
+ private:
+  DataParallel(Communicator& comm, Profiler& profiler) : comm_(comm), profiler_(profiler) {}
+  // allreduce_sum of a tensor on any backend (host tensors in place).
+  void allreduce_mean(Tensor& tensor);
+
+  Communicator& comm_;
+  Profiler& profiler_;
+};
+
+}  // namespace stoke::detail

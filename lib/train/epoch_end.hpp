@@ -1,0 +1,65 @@
+// What happens when an epoch ends: validation, the best-model checkpoint,
+// early stopping, the stop checkpoint. Each is a small policy the trainer's
+// epoch loop asks in turn.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "stoke/config.hpp"
+#include "stoke/data.hpp"
+#include "stoke/nn/model.hpp"
+#include "stoke/nn/optim.hpp"
+#include "stoke/train.hpp"
+
+namespace stoke::detail {
+
+// Evaluates `model` on every batch of `loader` through a prefetch ring (the
+// next batches are prepared, and on a GPU uploaded, while the model evaluates
+// the current one) into record's validation fields.
+void validate(nn::Model& model, Loader& loader, const Settings& settings, EpochRecord& record);
+
+// Whether epoch `epoch` (0-based) of `epochs` validates.
+bool validation_due(int validate_every_epochs, int epoch, int epochs);
+
+// Early stopping: the best validation accuracy and the validated epochs since
+// it last improved.
+class EarlyStopping {
+ public:
+  explicit EarlyStopping(int patience = 0) : patience_(patience) {}
+  // After a validated epoch; true when it improved on the best so far.
+  bool observe(double val_accuracy);
+  // Patience used up (never with patience 0).
+  bool exhausted() const noexcept { return patience_ > 0 && stale_ >= patience_; }
+  double best() const noexcept { return best_; }  // -1 before the first validation
+  int stale() const noexcept { return stale_; }
+  void restore(double best, int stale) noexcept {
+    best_ = best;
+    stale_ = stale;
+  }
+
+ private:
+  int patience_;
+  double best_ = -1;
+  int stale_ = 0;
+};
+
+// Writes a checkpoint of the model and optimizer with `metadata`. The best
+// checkpoint's errors reach the caller; write_stop_checkpoint logs them (the
+// run is ending anyway) and returns whether it wrote the file.
+void write_checkpoint(const std::filesystem::path& path, const nn::Model& model, const nn::Optimizer& optimizer,
+                      const std::map<std::string, std::string>& metadata);
+bool write_stop_checkpoint(const std::filesystem::path& path, const nn::Model& model,
+                           const nn::Optimizer& optimizer, const std::map<std::string, std::string>& metadata);
+
+// The dropout layers' mask streams (train_state.cpp), saved for exact resume:
+// (seed, draws) per layer. restore: CorruptFile naming `where` when the
+// count does not fit the model.
+std::vector<std::uint64_t> dropout_streams(nn::Model& model);
+void restore_dropout_streams(nn::Model& model, const std::vector<std::uint64_t>& streams,
+                             const std::string& where);
+
+}  // namespace stoke::detail

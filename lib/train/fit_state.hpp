@@ -1,0 +1,65 @@
+// The trainer's per-fit state, shared by its epoch loop (trainer.cpp) and
+// its epoch (epoch.cpp).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "stoke/train.hpp"
+#include "train/async_logger.hpp"
+#include "train/data_parallel.hpp"
+#include "train/epoch_end.hpp"
+#include "train/oom_policy.hpp"
+#include "train/step_runner.hpp"
+
+namespace stoke {
+
+// Per-fit state: the plan (batch, schedule), the step runner, the epoch sums
+// on the device, the position in the epoch, the epoch-end policies.
+struct Trainer::State {
+  explicit State(const TrainerOptions& o)
+      : schedule(o.schedule), oom(o.batch_size == 0), stopping(o.early_stopping_patience) {}
+  std::unique_ptr<detail::AsyncLogger> logger;
+  Settings settings;
+  int batch = 0;       // the device batch
+  int multiplier = 1;  // device batches per optimizer step
+  nn::LrSchedule schedule;
+  detail::OutOfMemoryPolicy oom;
+  detail::EarlyStopping stopping;
+  std::unique_ptr<detail::StepRunner> runner;
+  detail::GraphStats graphs;
+  Tensor loss_sum, correct_sum;  // (1) each: the epoch's sums
+  std::string chrome_trace;
+  std::uint64_t step = 0;      // optimizer steps so far
+  std::uint64_t applied = 0;   // device batches of the epoch applied by the last update
+  std::uint64_t consumed = 0;  // device batches of the epoch run
+  bool epoch_finished = false; // every batch applied and validation (if due) done
+  std::uint64_t epoch_images = 0, epoch_steps = 0;  // the epoch's record at the last update
+  std::uint64_t loader_seed = 0;
+  std::unique_ptr<detail::DataParallel> dp;  // null: one process
+  std::optional<TrainState> resumed;  // continues the first epoch (position and sums)
+};
+
+// The loaders for the current device batch (rebuilt when it halves).
+struct Trainer::Loaders {
+  const Dataset& train;
+  std::optional<Dataset> val_data;
+  LoaderOptions options;
+  std::optional<Loader> train_loader, val_loader;
+
+  void build(int batch) {
+    options.batch_size = static_cast<std::size_t>(batch);
+    train_loader.emplace(train, options);
+    if (!val_data) return;
+    LoaderOptions vo = options;
+    vo.shuffle = false;
+    vo.drop_last = false;
+    vo.augment = {};
+    vo.shard_whole_steps = false;  // data-parallel validation sees every sample once
+    vo.profiler = nullptr;  // validation is one span of its own
+    val_loader.emplace(*val_data, vo);
+  }
+};
+
+}  // namespace stoke

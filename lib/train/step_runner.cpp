@@ -1,0 +1,168 @@
+#include "train/step_runner.hpp"
+
+#include <utility>
+
+namespace stoke::detail {
+
+StepRunner::StepRunner(StepEnv env)
+    : env_(std::move(env)), be_(env_.model.backend()), step_(env_.model, env_.optimizer) {}
+
+StepRunner::~StepRunner() = default;
+
+void StepRunner::begin_epoch(std::size_t, std::array<std::int64_t, 3> sample) { sample_ = sample; }
+
+void StepRunner::reshape(std::int64_t n) {
+  if (n_ == n) return;
+  x_ = Tensor(be_, {n, sample_[0], sample_[1], sample_[2]});
+  labels_ = Tensor(be_, {n}, DType::kInt32);
+  n_ = n;
+}
+
+void StepRunner::forward() {
+  step_.forward(x_, labels_);
+  be_.accumulate(env_.correct_sum, step_.correct());
+  // The loss is a batch mean: the epoch sums it per sample.
+  if (!scaled_loss_.defined()) scaled_loss_ = Tensor(be_, {1});
+  be_.copy(scaled_loss_.raw(), step_.loss().raw(), sizeof(float), CopyKind::kDeviceToDevice);
+  be_.scale(scaled_loss_, static_cast<float>(n_));
+  be_.accumulate(env_.loss_sum, scaled_loss_);
+}
+
+void StepRunner::call_hook() {
+  if (env_.on_gradients) env_.on_gradients(env_.model.gradients());
+}
+
+void StepRunner::compute(Batch& batch) {
+  Profiler& prof = env_.profiler;
+  reshape(static_cast<std::int64_t>(batch.count()));
+  {
+    auto span = prof.span(Stage::kHostToDevice);
+    copy_batch_in(be_, batch, x_, labels_);
+  }
+  batch.release();
+  {
+    auto span = prof.span(Stage::kForward);
+    forward();
+  }
+  auto span = prof.span(Stage::kBackward);
+  step_.backward();
+}
+
+void StepRunner::update(float lr) {
+  auto span = env_.profiler.span(Stage::kUpdate);
+  call_hook();
+  step_.prepare(lr);
+  step_.update();
+}
+
+bool StepRunner::run(Batch& batch, DeviceBusySpan& busy, float lr) {
+  compute(batch);
+  env_.profiler.step_done(static_cast<std::uint64_t>(n_));
+  update(lr);
+  busy.end();
+  return true;
+}
+
+AccumulatingStepRunner::AccumulatingStepRunner(StepEnv env, int multiplier)
+    : StepRunner(std::move(env)), multiplier_(multiplier) {}
+
+// The mean gradient of the micro batches, into the model's gradients on the last.
+void AccumulatingStepRunner::accumulate(bool last) {
+  Tensor& grads = env_.model.gradients();
+  if (!grad_acc_.defined()) grad_acc_ = Tensor(be_, grads.shape());
+  if (micro_ == 1) {
+    be_.copy(grad_acc_.raw(), grads.raw(), grads.bytes(), CopyKind::kDeviceToDevice);
+  } else {
+    be_.accumulate(grad_acc_, grads);
+  }
+  if (last) {
+    be_.copy(grads.raw(), grad_acc_.raw(), grads.bytes(), CopyKind::kDeviceToDevice);
+    be_.scale(grads, 1.0f / static_cast<float>(multiplier_));
+  }
+}
+
+bool AccumulatingStepRunner::run(Batch& batch, DeviceBusySpan& busy, float lr) {
+  compute(batch);
+  const bool last = ++micro_ == multiplier_;
+  {
+    auto span = env_.profiler.span(Stage::kUpdate);
+    accumulate(last);
+  }
+  env_.profiler.step_done(static_cast<std::uint64_t>(n_));
+  if (!last) {
+    busy.end();
+    return false;
+  }
+  micro_ = 0;
+  update(lr);
+  busy.end();
+  return true;
+}
+
+GraphedStepRunner::GraphedStepRunner(StepEnv env, Toggle mode) : StepRunner(std::move(env)), mode_(mode) {}
+
+void GraphedStepRunner::begin_epoch(std::size_t full_batch, std::array<std::int64_t, 3> sample) {
+  StepRunner::begin_epoch(full_batch, sample);
+  graphs_.clear();
+  ended_ = false;
+  full_batch_ = static_cast<std::int64_t>(full_batch);
+}
+
+// A batch of another size reallocates the input and activations, so it drops
+// the graphs for the rest of the epoch.
+bool GraphedStepRunner::run(Batch& batch, DeviceBusySpan& busy, float lr) {
+  const auto n = static_cast<std::int64_t>(batch.count());
+  if (!ended_ && n != full_batch_) {
+    graphs_.clear();
+    ended_ = true;
+  }
+  if (ended_ || !batch.device_images()) return StepRunner::run(batch, busy, lr);
+  reshape(n);
+  // prepare() writes this step's rate outside the graph; the replay reads
+  // it. The whole step replays at once: it is reported as forward.
+  step_.prepare(lr);
+  auto& g = graphs_[batch.slot()];
+  if (!g) g = std::make_unique<GraphedStep>(be_, mode_);
+  try {
+    auto span = env_.profiler.span(Stage::kForward);
+    g->run([&] {
+      copy_batch_in(be_, batch, x_, labels_);
+      forward();
+      step_.backward();
+      call_hook();
+      step_.update();
+    });
+  } catch (...) {
+    env_.optimizer.set_steps(env_.optimizer.steps() - 1);  // the step did not happen
+    throw;
+  }
+  busy.end();
+  batch.release();
+  if (g->replaying()) {
+    ++env_.graphs.steps;
+  } else if (!g->eager_reason().empty()) {
+    env_.graphs.note = g->eager_reason();
+  }
+  env_.profiler.step_done(static_cast<std::uint64_t>(n));
+  return true;
+}
+
+// CUDA graphs: one per slot, for full-size batches of one optimizer step
+// each. Dropout draws each step's mask from a host-side seed, which a replay
+// would freeze: such models run eagerly.
+std::unique_ptr<StepRunner> make_step_runner(StepEnv env, int multiplier, Toggle gpu_graph) {
+  const bool gpu = env.model.backend().gpu() != nullptr;
+  const bool dropout = env.model.spec().dropout > 0.0f;
+  if (gpu && gpu_graph != Toggle::kOff && multiplier == 1 && !dropout) {
+    return std::make_unique<GraphedStepRunner>(std::move(env), gpu_graph);
+  }
+  if (gpu) {
+    env.graphs.note = gpu_graph == Toggle::kOff ? "STOKE_GPU_GRAPH is off"
+                      : dropout ? "the model has dropout (a new mask each step; a replay would repeat one)"
+                                : "batch multiplier > 1 (gradient accumulation runs eagerly)";
+  }
+  if (multiplier > 1) return std::make_unique<AccumulatingStepRunner>(std::move(env), multiplier);
+  return std::make_unique<StepRunner>(std::move(env));
+}
+
+}  // namespace stoke::detail

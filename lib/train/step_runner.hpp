@@ -1,0 +1,128 @@
+// Step runners: how one device batch from the prefetch ring becomes an
+// optimizer step, built on nn::TrainStep (forward -> backward -> update).
+//
+//   StepRunner              eager: one batch, one update
+//   AccumulatingStepRunner  gradient accumulation: `multiplier` batches, their
+//                           mean gradient, one update
+//   GraphedStepRunner       a GPU backend's CUDA graph per ring slot, replayed
+//                           for full-size device batches (eager otherwise)
+//
+// Between backward and the update every runner calls the gradient hook
+// (Callbacks::on_gradients) with the gradients the update will apply: the
+// place for a data-parallel allreduce.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "stoke/cuda.hpp"
+#include "stoke/nn/optim.hpp"
+#include "stoke/prefetch.hpp"
+#include "stoke/profile.hpp"
+#include "train/batch_io.hpp"
+
+namespace stoke::detail {
+
+// Called in stream order on the model's backend, after backward and before
+// the update; may change the gradients in place. In a graphed step it is
+// captured with the step: it must issue the same ops on the same tensors
+// every call.
+using GradientHook = std::function<void(Tensor& gradients)>;
+
+// Steps that ran as a replayed graph, and why steps ran eagerly on a GPU.
+struct GraphStats {
+  std::int64_t steps = 0;
+  std::string note;
+};
+
+// What the runners share with the trainer (all outlive the runner).
+struct StepEnv {
+  nn::Model& model;
+  nn::Optimizer& optimizer;
+  Profiler& profiler;
+  Tensor& loss_sum;     // (1): the epoch's per-sample loss sum
+  Tensor& correct_sum;  // (1): the epoch's correct count
+  GraphStats& graphs;
+  GradientHook on_gradients;  // may be empty
+};
+
+class StepRunner {
+ public:
+  explicit StepRunner(StepEnv env);
+  virtual ~StepRunner();
+  StepRunner(const StepRunner&) = delete;
+  StepRunner& operator=(const StepRunner&) = delete;
+
+  // Before an epoch's first batch: the ring's full batch size and a sample's
+  // (C, H, W). A new ring has new slots: graphs are captured anew.
+  virtual void begin_epoch(std::size_t full_batch, std::array<std::int64_t, 3> sample);
+  // One device batch (its slot is released once copied in); true when it
+  // completed an optimizer step with learning rate lr. busy ends right after
+  // the step's last op is issued.
+  virtual bool run(Batch& batch, DeviceBusySpan& busy, float lr);
+  // Device batches accumulated toward the next update; discard_pending()
+  // drops them (an epoch that ends between updates).
+  virtual int pending() const noexcept { return 0; }
+  virtual void discard_pending() noexcept {}
+
+  // The last batch's loss (batch mean) and correct count, on the device.
+  const Tensor& loss() const noexcept { return step_.loss(); }
+  const Tensor& correct() const noexcept { return step_.correct(); }
+  std::int64_t batch() const noexcept { return n_; }  // the last batch's samples
+
+ protected:
+  // Sizes the input tensors for a batch of n samples.
+  void reshape(std::int64_t n);
+  // Forward, loss, and the epoch sums.
+  void forward();
+  void call_hook();
+  // The batch in (its slot released), forward and backward, each profiled.
+  void compute(Batch& batch);
+  // The gradient hook and the optimizer's update, profiled as the update.
+  void update(float lr);
+
+  StepEnv env_;
+  Backend& be_;
+  nn::TrainStep step_;
+  std::array<std::int64_t, 3> sample_{};
+  Tensor x_, labels_, scaled_loss_;
+  std::int64_t n_ = 0;
+};
+
+class AccumulatingStepRunner final : public StepRunner {
+ public:
+  AccumulatingStepRunner(StepEnv env, int multiplier);
+  bool run(Batch& batch, DeviceBusySpan& busy, float lr) override;
+  int pending() const noexcept override { return micro_; }
+  void discard_pending() noexcept override { micro_ = 0; }
+
+ private:
+  void accumulate(bool last);
+  int multiplier_;
+  int micro_ = 0;
+  Tensor grad_acc_;
+};
+
+class GraphedStepRunner final : public StepRunner {
+ public:
+  GraphedStepRunner(StepEnv env, Toggle mode);
+  void begin_epoch(std::size_t full_batch, std::array<std::int64_t, 3> sample) override;
+  bool run(Batch& batch, DeviceBusySpan& busy, float lr) override;
+
+ private:
+  Toggle mode_;
+  std::map<int, std::unique_ptr<GraphedStep>> graphs_;  // one per ring slot (fixed address)
+  bool ended_ = false;  // a batch of another size ended graphs for this epoch
+  std::int64_t full_batch_ = 0;
+};
+
+// The runner for this model, backend and settings; on a GPU where steps
+// cannot replay as graphs, env.graphs.note says why.
+std::unique_ptr<StepRunner> make_step_runner(StepEnv env, int multiplier, Toggle gpu_graph);
+
+}  // namespace stoke::detail

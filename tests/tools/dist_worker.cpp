@@ -1,0 +1,112 @@
+// One rank of the distributed tests (tests/unit/distributed_test.cpp starts
+// several). Rank, world and store come from the launcher's environment, as in
+// a real run. argv[1] picks the scenario; exit 0 means it saw what it should.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "stoke/backend.hpp"
+#include "stoke/distributed.hpp"
+#include "stoke/train.hpp"
+#include "unit/dp_training_setup.hpp"
+
+namespace {
+
+int collectives(stoke::Communicator& comm) {
+  const int rank = comm.rank(), world = comm.world_size();
+  std::vector<float> data(1000);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(rank + 1) * static_cast<float>(i);
+  comm.allreduce_sum(data);
+  const float ranks_sum = static_cast<float>(world * (world + 1) / 2);
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    if (data[i] != ranks_sum * static_cast<float>(i)) {
+      std::fprintf(stderr, "rank %d: allreduce[%zu] = %g, expected %g\n", rank, i, data[i], ranks_sum * i);
+      return 1;
+    }
+  }
+  std::vector<float> mean = {static_cast<float>(rank)};
+  comm.allreduce_mean(mean);
+  if (mean[0] != static_cast<float>(world - 1) / 2.0f) return 2;
+  std::vector<float> root_data(7, static_cast<float>(rank == 1 ? 42 : -1));
+  comm.broadcast(root_data, 1);
+  for (float x : root_data) {
+    if (x != 42.0f) return 3;
+  }
+  comm.barrier();
+  std::printf("rank %d ok (%s)\n", rank, comm.name().c_str());
+  return 0;
+}
+
+// Rank 1 fails (with a reason, or killed without one); the others must get
+// a CommunicationError from their next collective, not hang.
+int peer_fails(stoke::Communicator& comm, bool leave_reason) {
+  std::vector<float> data(16, 1.0f);
+  comm.allreduce_sum(data);  // everyone is connected
+  if (comm.rank() == 1) {
+    if (leave_reason) comm.report_failure("out of memory in step 3 (test)");
+    _exit(9);  // no destructor, no goodbye: like a killed process
+  }
+  try {
+    for (int i = 0; i < 1000; ++i) comm.allreduce_sum(data);
+  } catch (const stoke::CommunicationError& e) {
+    std::printf("rank %d caught: %s\n", comm.rank(), e.what());
+    return 0;
+  }
+  std::fprintf(stderr, "rank %d: no error after the peer failed\n", comm.rank());
+  return 1;
+}
+
+// Trains the setup of dp_training_setup.hpp on this rank's shard of
+// argv[2..3] (IDX images, labels); writes the final parameters to argv[4].<rank>.
+// With argv[5] = N, rank 1 asks to stop after its N-th step.
+int train(stoke::Communicator& comm, char** argv, int argc) {
+  stoke::nn::ModelSpec spec;
+  stoke::LoaderOptions loader;
+  stoke::TrainerOptions options;
+  stoke::testing::dp_training_setup(spec, loader, options);
+  options.communicator = &comm;
+  const std::string out = argv[4];
+  options.stop_checkpoint = out + ".stop.ckpt";
+  auto data = stoke::Dataset::from_idx(argv[2], argv[3]);
+  auto model = stoke::nn::build_model(stoke::cpu_backend(), spec, 7 + static_cast<std::uint64_t>(comm.rank()));
+  stoke::Callbacks callbacks;
+  stoke::Trainer* trainer_ptr = nullptr;
+  const int stop_at = argc > 5 ? std::atoi(argv[5]) : 0;
+  callbacks.on_step = [&](const stoke::StepInfo& info) {
+    if (stop_at > 0 && comm.rank() == 1 && info.step == static_cast<std::uint64_t>(stop_at)) trainer_ptr->request_stop();
+  };
+  stoke::Trainer trainer(*model, options, callbacks);
+  trainer_ptr = &trainer;
+  const auto result = trainer.fit(data, &data, loader);
+  stoke::testing::write_floats(out + "." + std::to_string(comm.rank()), model->parameters());
+  const auto& last = result.log.epochs.back();
+  std::printf("rank %d: %s after %zu epochs, %llu images, val acc %.4f on %llu images, communicate %.1f %%\n",
+              comm.rank(), stoke::to_string(result.reason), result.log.epochs.size(),
+              static_cast<unsigned long long>(last.images), last.val_accuracy,
+              static_cast<unsigned long long>(last.val_images), 100.0 * last.profile.share(stoke::Stage::kCommunicate));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 64;
+  try {
+    const auto options = stoke::DistributedOptions::from_environment();
+    auto comm = stoke::make_communicator(options);
+    const std::string scenario = argv[1];
+    if (scenario == "collectives") return collectives(*comm);
+    if (scenario == "peer-fails") return peer_fails(*comm, true);
+    if (scenario == "peer-killed") return peer_fails(*comm, false);
+    if (scenario == "train" && argc >= 5) return train(*comm, argv, argc);
+    return 64;
+  } catch (const stoke::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 70;
+  }
+}

@@ -1,0 +1,20 @@
+// The op suite (op_suite_*_test.cpp) instantiated for the backends this
+// binary has: a CPU backend of its own, and the fake GPU (its ops issued on a
+// fake stream, computed by an inner CPU backend). The CUDA instantiation is
+// in the GPU binary (tests/gpu/op_suite_cuda_test.cpp).
+#include "unit/fake_gpu_backend.hpp"
+#include "unit/op_suite.hpp"
+
+namespace stoke::testing {
+
+INSTANTIATE_TEST_SUITE_P(
+    Backends, OpSuite,
+    ::testing::Values(BackendUnderTest{"cpu", [](std::string*) -> std::shared_ptr<Backend> {
+                                         return make_cpu_backend(0);
+                                       }},
+                      BackendUnderTest{"fake_gpu", [](std::string*) -> std::shared_ptr<Backend> {
+                                         return std::make_shared<FakeGpuBackend>();
+                                       }}),
+    backend_test_name);
+
+}  // namespace stoke::testing
