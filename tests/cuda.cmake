@@ -10,4 +10,14 @@ if(STOKE_HAVE_CUDA)
                        TEST_FILTER "-Gpu*")
   gtest_discover_tests(stoke_cuda_tests DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
                        TEST_FILTER "Gpu*" PROPERTIES LABELS gpu)
+  add_test(NAME CudaPlugin.ExportsOnlyItsEntryAndLinksCleanly
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cuda/plugin_link_test.sh
+                   $<TARGET_FILE:stoke_cuda> ${PROJECT_BINARY_DIR})
 endif()
+
+# The GPU machine's check refuses in its preflight where no GPU runs it (here):
+# exit 3 within 60 s, naming why, at most 4 files in $OUT. Not labelled gpu.
+add_test(NAME DeviceCheck.RefusesWithoutAGpuInItsPreflight
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu/device_check_refusal_test.sh
+                 ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(DeviceCheck.RefusesWithoutAGpuInItsPreflight PROPERTIES TIMEOUT 90)

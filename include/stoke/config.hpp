@@ -18,7 +18,8 @@
 
 namespace stoke {
 
-// STOKE_GPU_DEVICE: `auto`, `cpu`, or a comma list of CUDA ordinals.
+// STOKE_GPU_DEVICE: `auto`, `cpu`, or a comma list of CUDA ordinals (parsed as a
+// list; select_device refuses more than one: multi-GPU training is not built).
 struct DeviceRequest {
   enum class Kind { kAuto, kCpu, kList };
   Kind kind = Kind::kAuto;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct CudaBackendOptions {
   // Choose each convolution's algorithms by timing them (cudnnFind*Ex) once
   // per shape instead of by cuDNN's heuristics; the choice is cached.
   bool conv_benchmark = false;
+  // Deterministic cuDNN convolution algorithms only (no atomics reordering
+  // sums between runs): bitwise-repeatable steps, sometimes slower.
+  bool deterministic = false;
   // Largest workspace one convolution algorithm may take from the pool.
   std::size_t conv_workspace_limit = 512ull << 20;
   // STOKE_GPU_JIT: NVRTC-compiled kernels for the exact device (on/auto) or
@@ -61,6 +65,27 @@ class STOKE_API CapturedStep {
   virtual std::size_t nodes() const = 0;  // graph nodes, for reports
 };
 
+// Collectives on device memory among the ranks of one run (NCCL), issued on
+// the backend's compute stream in stream order: the host does not wait for
+// them. Made by GpuBackend::join_device_group; every rank calls the same
+// collectives in the same order with the same sizes.
+class STOKE_API DeviceCommunicator {
+ public:
+  virtual ~DeviceCommunicator();
+  virtual int rank() const noexcept = 0;
+  virtual int world_size() const noexcept = 0;
+  // "nccl 2.28.9".
+  virtual std::string name() const = 0;
+  // tensor = the element-wise sum (mean) over ranks, in place. The tensor is
+  // float32 on this communicator's backend (InvalidArgument otherwise);
+  // CommunicationError (stoke/distributed.hpp) when the library fails.
+  virtual void allreduce_sum(Tensor& tensor) = 0;
+  virtual void allreduce_mean(Tensor& tensor) = 0;
+};
+
+// Bytes of the id that makes ranks one device group (NCCL's ncclUniqueId).
+inline constexpr std::size_t kDeviceGroupIdBytes = 128;
+
 class STOKE_API GpuBackend : public Backend {
  public:
   ~GpuBackend() override;
@@ -71,6 +96,10 @@ class STOKE_API GpuBackend : public Backend {
   // and the device's total memory, for profiles and the advisor.
   virtual PoolStats pool_stats() const = 0;
   virtual std::uint64_t device_memory_bytes() const = 0;
+  // Device memory in use by everyone as the driver reports it (total - free:
+  // the pool, this process's CUDA context and cuDNN/cuBLAS handles, other
+  // processes); 0 when unknown.
+  virtual std::uint64_t device_used_bytes() const { return 0; }
   // The compute stream every op is issued on (a cudaStream_t), for
   // PrefetchOptions::compute_stream, so uploads are handed over in stream order.
   virtual StreamHandle compute_stream() const noexcept = 0;
@@ -109,6 +138,20 @@ class STOKE_API GpuBackend : public Backend {
   // choices then happen outside the capture.
   virtual std::unique_ptr<CapturedStep> capture(const std::function<void()>& step,
                                                 std::string* why) = 0;
+
+  // Device collectives (NCCL). Why this backend has none ("" when it has:
+  // the plugin was built with NCCL).
+  virtual std::string device_collectives_unavailable() const;
+  // A new group's id (kDeviceGroupIdBytes): rank 0 makes it and hands it to
+  // the other ranks (Communicator::broadcast_bytes). Unsupported when the
+  // backend has no device collectives.
+  virtual std::vector<std::uint8_t> new_device_group_id();
+  // This rank's member of group `id` of `world_size` ranks on this backend's
+  // device and stream; blocks until every rank joined. InvalidArgument for a
+  // rank outside the world or an id of the wrong size, Unsupported without
+  // device collectives, CommunicationError when the library fails.
+  virtual std::unique_ptr<DeviceCommunicator> join_device_group(int rank, int world_size,
+                                                                std::span<const std::uint8_t> id);
 };
 
 // The backend's GPU surface, or nullptr for a host backend: backend.gpu().

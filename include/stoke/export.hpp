@@ -7,5 +7,6 @@
 #define STOKE_API __attribute__((visibility("default")))
 
 // Exported for stoke's own tests and plugin only; not part of the public API
-// (declared in lib/ headers, which are not installed).
+// (declared in lib/ headers, which are not installed). Internals that neither
+// use carry no mark and stay hidden.
 #define STOKE_INTERNAL __attribute__((visibility("default")))

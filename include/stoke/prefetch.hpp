@@ -27,6 +27,8 @@
 
 namespace stoke {
 
+class Backend;
+
 // Writes batch `batch_index` of `epoch` into `images` (capacity: batch_size
 // samples of sample_bytes each, in the layout the consumer expects) and
 // `labels` (capacity batch_size) and returns the samples written: batch_size,
@@ -65,6 +67,11 @@ struct STOKE_API PrefetchOptions {
   bool host_pinned = true;               // STOKE_HOST_PINNED
   std::uint64_t host_pinned_max = 512ull << 20;  // STOKE_HOST_PINNED_MAX
   DeviceNormalize device_normalize;
+  // Where the device slots (and the normalized images) come from: this
+  // backend's allocate()/free(), i.e. its capped pool, so STOKE_GPU_MEM_PERCENT
+  // bounds them too; null: straight from the device, outside any cap. Must
+  // outlive the prefetcher. The trainer passes its GPU backend.
+  Backend* device_memory = nullptr;
 
   // depth, gpu_streams, host_pinned and host_pinned_max from the settings.
   static PrefetchOptions from_settings(const Settings& settings);

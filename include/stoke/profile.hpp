@@ -51,6 +51,9 @@ struct MemoryFigures {
   std::uint64_t pool_reserved = 0;
   std::uint64_t pool_in_use = 0;
   std::uint64_t pool_peak = 0;
+  // In use on the device outside stoke's pool (the CUDA context, library
+  // handles, other processes): the cap does not bound it. 0 when unknown.
+  std::uint64_t device_outside_pool = 0;
   std::uint64_t pinned_bytes = 0;
   bool pinned_fallback = false;     // staging fell back to pageable memory
 };

@@ -32,7 +32,7 @@ struct GpuInfo {
   int compute_major = 0;
   int compute_minor = 0;
   std::uint64_t total_memory = 0;  // bytes
-  std::uint64_t free_memory = 0;   // bytes, at query time
+  std::uint64_t free_memory = 0;   // bytes, at query time; 0 = unknown (the probe creates no context)
   bool integrated = false;
   std::string pci_bus_id;  // "0000:65:00.0"
   int multiprocessors = 0;

@@ -18,6 +18,7 @@
 #include "stoke/config.hpp"
 #include "stoke/context.hpp"
 #include "stoke/data.hpp"
+#include "stoke/error.hpp"
 #include "stoke/export.hpp"
 #include "stoke/nn/model.hpp"
 #include "stoke/nn/optim.hpp"
@@ -215,7 +216,7 @@ class STOKE_API Trainer {
   int resume_from(const std::string& path, State& st);
   void check_resume_world(const std::string& path, const std::map<std::string, std::string>& metadata,
                           const TrainState& s) const;
-  void plan_fit(const Dataset& train, Loaders& loaders);
+  void plan_fit(Loaders& loaders);
   EpochRecord run_epoch(int epoch, Loader& loader);
   void begin_epoch(EpochRecord& record);
   void run_batches(int epoch, Loader& loader, EpochRecord& record);

@@ -13,6 +13,19 @@ namespace stoke {
 
 CapturedStep::~CapturedStep() = default;
 GpuBackend::~GpuBackend() = default;
+DeviceCommunicator::~DeviceCommunicator() = default;
+
+std::string GpuBackend::device_collectives_unavailable() const {
+  return name() + " has no device collectives";
+}
+
+std::vector<std::uint8_t> GpuBackend::new_device_group_id() {
+  throw Unsupported("device group on " + name() + ": " + device_collectives_unavailable());
+}
+
+std::unique_ptr<DeviceCommunicator> GpuBackend::join_device_group(int, int, std::span<const std::uint8_t>) {
+  throw Unsupported("device group on " + name() + ": " + device_collectives_unavailable());
+}
 
 GpuBackend* as_gpu_backend(Backend& backend) noexcept {
   return backend.gpu();

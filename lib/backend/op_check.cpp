@@ -19,7 +19,9 @@ const char* to_string(Op op) noexcept {
   return "?";
 }
 
-bool Backend::supports(Op /*op*/, DType dtype) const noexcept { return dtype == DType::kFloat32; }
+bool Backend::supports(Op /*op*/, DType dtype) const noexcept {
+  return dtype == DType::kFloat32;
+}
 
 std::int64_t conv_output_size(std::int64_t in, int kernel, int stride, int pad,
                               int dilation) noexcept {
@@ -32,7 +34,8 @@ std::int64_t conv_output_size(std::int64_t in, int kernel, int stride, int pad,
 Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p, const char* op) {
   const auto fail = [&](const std::string& why) {
     throw InvalidArgument(std::string(op) + ": x " + shape_to_string(x) + ", kernel " +
-                          std::to_string(p.kernel_h) + "x" + std::to_string(p.kernel_w) + ": " + why);
+                          std::to_string(p.kernel_h) + "x" + std::to_string(p.kernel_w) + ": " +
+                          why);
   };
   if (x.size() != 4) fail("x must be (N, C, H, W)");
   if (p.kernel_h < 1 || p.kernel_w < 1 || p.stride_h < 1 || p.stride_w < 1)
@@ -88,9 +91,13 @@ bool same_memory(const Tensor& a, const Tensor& b) {
 OpCheck::OpCheck(const Backend& backend, Op op, Aliasing aliasing)
     : backend_(backend), op_(op), aliasing_(aliasing) {}
 
-std::string OpCheck::where() const { return std::string(to_string(op_)) + " on " + backend_.name(); }
+std::string OpCheck::where() const {
+  return std::string(to_string(op_)) + " on " + backend_.name();
+}
 
-void OpCheck::fail(const std::string& why) const { throw InvalidArgument(where() + ": " + why); }
+void OpCheck::fail(const std::string& why) const {
+  throw InvalidArgument(where() + ": " + why);
+}
 
 OpCheck& OpCheck::require(bool ok, const std::string& why) {
   if (!ok) fail(why);
@@ -100,8 +107,8 @@ OpCheck& OpCheck::require(bool ok, const std::string& why) {
 OpCheck& OpCheck::supported(const char* name, const Tensor& t) {
   if (!t.defined()) fail(std::string("tensor '") + name + "' is undefined");
   if (!backend_.supports(op_, t.dtype())) {
-    throw Unsupported(where() + ": " + to_string(t.dtype()) + " tensors are not supported (tensor '" +
-                      name + "')");
+    throw Unsupported(where() + ": " + to_string(t.dtype()) +
+                      " tensors are not supported (tensor '" + name + "')");
   }
   return *this;
 }
@@ -109,23 +116,26 @@ OpCheck& OpCheck::supported(const char* name, const Tensor& t) {
 OpCheck& OpCheck::rank(const char* name, const Tensor& t, int rank) {
   if (!t.defined()) fail(std::string("tensor '") + name + "' is undefined");
   if (t.rank() != rank) {
-    fail(std::string("tensor '") + name + "' has shape " + shape_to_string(t.shape()) + ", expected rank " +
-         std::to_string(rank));
+    fail(std::string("tensor '") + name + "' has shape " + shape_to_string(t.shape()) +
+         ", expected rank " + std::to_string(rank));
   }
   return *this;
 }
 
-void OpCheck::check_tensor(const char* name, const Tensor& t, const Shape& shape, DType dtype) const {
+void OpCheck::check_tensor(const char* name, const Tensor& t, const Shape& shape,
+                           DType dtype) const {
   const std::string tensor = std::string("tensor '") + name + "'";
   if (!t.defined()) fail(tensor + " is undefined, expected " + shape_to_string(shape));
-  if (t.dtype() != dtype) fail(tensor + " is " + to_string(t.dtype()) + ", expected " + to_string(dtype));
+  if (t.dtype() != dtype)
+    fail(tensor + " is " + to_string(t.dtype()) + ", expected " + to_string(dtype));
   const Backend& home = t.backend();
   // CPU backends (the shared one, capped ones) share host memory.
   if (&home != &backend_ && !(home.is_host() && backend_.is_host())) {
     fail(tensor + " lives on " + home.name() + ", not on this backend");
   }
   if (t.shape() != shape) {
-    fail(tensor + " has shape " + shape_to_string(t.shape()) + ", expected " + shape_to_string(shape));
+    fail(tensor + " has shape " + shape_to_string(t.shape()) + ", expected " +
+         shape_to_string(shape));
   }
 }
 
@@ -165,7 +175,8 @@ void OpCheck::done() const {
     }
     for (std::size_t p = 0; p < o; ++p) {
       if (overlap(*out.tensor, *outputs_.items[p].tensor)) {
-        fail(std::string("outputs '") + outputs_.items[p].name + "' and '" + out.name + "' overlap");
+        fail(std::string("outputs '") + outputs_.items[p].name + "' and '" + out.name +
+             "' overlap");
       }
     }
   }

@@ -12,7 +12,7 @@
 namespace stoke {
 
 // Each front door has exactly the parameters the op list gives it.
-#define STOKE_OP_SIGNATURE_CHECK(kind, name, params, args)                   \
+#define STOKE_OP_SIGNATURE_CHECK(kind, name, params, args)                         \
   static_assert(std::is_same_v<decltype(&Backend::name), void(Backend::*) params>, \
                 "Backend::" #name " differs from its STOKE_OPS entry");
 STOKE_OPS(STOKE_OP_SIGNATURE_CHECK)
@@ -77,8 +77,8 @@ void Backend::batch_norm_forward_training(const Tensor& x, const Tensor& gamma, 
   check.output("running_var", running_var, c).output("save_mean", save_mean, c);
   check.output("save_invstd", save_invstd, c);
   check.require(params.epsilon > 0.0f, "epsilon must be > 0").done();
-  do_batch_norm_forward_training(x, gamma, beta, y, running_mean, running_var, save_mean, save_invstd,
-                                 params);
+  do_batch_norm_forward_training(x, gamma, beta, y, running_mean, running_var, save_mean,
+                                 save_invstd, params);
 }
 
 void Backend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -212,7 +212,8 @@ void Backend::softmax_cross_entropy_forward(const Tensor& logits, const Tensor& 
                                             Tensor& probs, Tensor& loss, Tensor& correct) {
   OpCheck check(*this, Op::kSoftmaxCrossEntropyForward);
   check.supported("logits", logits).rank("logits", logits, 2);
-  check.input("logits", logits, logits.shape()).input("labels", labels, {logits.dim(0)}, DType::kInt32);
+  check.input("logits", logits, logits.shape())
+      .input("labels", labels, {logits.dim(0)}, DType::kInt32);
   check.output("probs", probs, logits.shape()).output("loss", loss, {1});
   check.output("correct", correct, {1}).done();
   do_softmax_cross_entropy_forward(logits, labels, probs, loss, correct);
@@ -230,7 +231,8 @@ void Backend::softmax_cross_entropy_backward(const Tensor& probs, const Tensor& 
 void Backend::dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p,
                               std::uint64_t seed) {
   OpCheck check(*this, Op::kDropoutForward, Aliasing::kExactAllowed);
-  check.supported("x", x).require(p >= 0.0f && p < 1.0f, "p must be in [0, 1), got " + std::to_string(p));
+  check.supported("x", x).require(p >= 0.0f && p < 1.0f,
+                                  "p must be in [0, 1), got " + std::to_string(p));
   check.input("x", x, x.shape()).output("y", y, x.shape()).output("mask", mask, x.shape()).done();
   do_dropout_forward(x, y, mask, p, seed);
 }
@@ -242,10 +244,13 @@ void Backend::dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx)
   do_dropout_backward(dy, mask, dx);
 }
 
-void Backend::sgd_update(Tensor& params, const Tensor& grads, Tensor& velocity, const SgdParams& p) {
+void Backend::sgd_update(Tensor& params, const Tensor& grads, Tensor& velocity,
+                         const SgdParams& p) {
   OpCheck check(*this, Op::kSgdUpdate);
   check.supported("params", params).input("grads", grads, params.shape());
-  check.output("params", params, params.shape()).output("velocity", velocity, params.shape()).done();
+  check.output("params", params, params.shape())
+      .output("velocity", velocity, params.shape())
+      .done();
   check_update_scalars("sgd_update", p.scalars, kSgdScalars, *this);
   do_sgd_update(params, grads, velocity, p);
 }

@@ -3,12 +3,11 @@
 #pragma once
 
 #include "stoke/config.hpp"
-#include "stoke/export.hpp"
 
 namespace stoke::detail {
 
 // Takes effect when the GPU backends have not been created yet (they are
 // created once per process, on the first lookup); ignored afterwards.
-STOKE_INTERNAL void set_registry_settings(const Settings& settings);
+void set_registry_settings(const Settings& settings);
 
 }  // namespace stoke::detail

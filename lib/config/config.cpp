@@ -163,6 +163,9 @@ const char* const kAuxiliaryNames[] = {
     "STOKE_CONFIG",       // config file path
     "STOKE_CUDA_PLUGIN",  // plugin path, or off
     "STOKE_JIT_CACHE",    // directory of NVRTC-compiled kernels
+    // Data-parallel runs, read by DistributedOptions::from_environment()
+    // (stoke/distributed.hpp), not by Config.
+    "STOKE_DIST_STORE", "STOKE_DIST_RUN_ID", "STOKE_DIST_HOST", "STOKE_DIST_TIMEOUT",
 };
 
 // "cpu_threads" -> "STOKE_CPU_THREADS"; full names pass through upper-cased.

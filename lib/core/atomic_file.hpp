@@ -6,11 +6,10 @@
 #include <filesystem>
 #include <string_view>
 
-#include "stoke/export.hpp"
 
 namespace stoke::detail {
 
 // IoError naming the path and the failing step.
-STOKE_INTERNAL void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
+void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
 
 }  // namespace stoke::detail

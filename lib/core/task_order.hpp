@@ -14,7 +14,6 @@
 #include <atomic>
 #include <cstdint>
 
-#include "stoke/export.hpp"
 
 namespace stoke::detail {
 
@@ -53,6 +52,6 @@ class TaskOrder {
 };
 
 // The instance every arena task uses (lib/threads/threads.cpp).
-STOKE_INTERNAL TaskOrder& arena_order() noexcept;
+TaskOrder& arena_order() noexcept;
 
 }  // namespace stoke::detail

@@ -83,8 +83,27 @@ DeviceSelection select_device(const DeviceRequest& request, const std::vector<Gp
       }
     }
   }
+  // Until data-parallel training exists, a list would silently train on its
+  // first device only: refuse it and name the device to pick.
+  if (selection.gpus.size() > 1) {
+    std::vector<GpuInfo> listed;
+    for (int index : selection.gpus)
+      listed.push_back(*std::find_if(gpus.begin(), gpus.end(),
+                                     [&](const GpuInfo& g) { return g.index == index; }));
+    const GpuInfo& pick = *std::min_element(listed.begin(), listed.end(), better);
+    std::string indices;
+    for (int index : selection.gpus) {
+      if (!indices.empty()) indices += ',';
+      indices += std::to_string(index);
+    }
+    throw ConfigError(
+        "STOKE_GPU_DEVICE=" + indices + " lists " + std::to_string(selection.gpus.size()) +
+        " devices, but multi-GPU (data-parallel) training is not built yet: stoke "
+        "trains on one device. Set STOKE_GPU_DEVICE=" +
+        std::to_string(pick.index) + " (" + pick.name + ", the best of those listed) or auto");
+  }
   selection.use_gpu = true;
-  selection.reason = "STOKE_GPU_DEVICE lists the devices";
+  selection.reason = "STOKE_GPU_DEVICE names the device";
   return selection;
 }
 

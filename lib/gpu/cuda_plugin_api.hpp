@@ -18,7 +18,9 @@ namespace stoke::detail {
 // 2: open_device (memory, streams, events, copies; see cuda_device_api.hpp).
 // 3: create_backend (the cuDNN/cuBLAS backend, see stoke/cuda.hpp).
 // 4: set_jit_cache (the NVRTC cache directory comes from libstoke's settings).
-inline constexpr int kCudaPluginAbi = 4;
+// 5: GpuBackend's device collectives (NCCL groups: new_device_group_id,
+//    join_device_group), reached through the backend's table.
+inline constexpr int kCudaPluginAbi = 5;
 
 class CudaPlugin {
  public:

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <string>
 
 #include "stoke/error.hpp"
 
@@ -115,9 +116,47 @@ void TrainStep::forward(const Tensor& x, const Tensor& labels) {
   be.softmax_cross_entropy_forward(logits, labels, probs_, loss_, correct_);
   be.softmax_cross_entropy_backward(probs_, labels, dlogits_);
   batch_ = x.dim(0);
+  if (weight_rows_.defined()) weigh_rows(labels);
 }
 
-void TrainStep::backward() { model_.backward(dlogits_); }
+// dlogits_i *= w[y_i]: the gradient of sum_i w[y_i] l_i / N. Composed of ops
+// every backend has, all on the device (no host synchronization, capturable
+// in a CUDA graph): the cross-entropy gradient of all-zero probabilities is
+// -onehot(labels) / N; scaled by -N it is the one-hot matrix; times the
+// (C, C) matrix whose every row is w it gives w[y_i] in each column of row i;
+// the elementwise product (dropout's backward) weighs the rows.
+void TrainStep::weigh_rows(const Tensor& labels) {
+  Backend& be = model_.backend();
+  if (!zeros_.defined() || zeros_.shape() != probs_.shape()) {
+    zeros_ = Tensor(be, probs_.shape());
+    be.fill(zeros_, 0.0f);
+    onehot_ = Tensor(be, probs_.shape());
+    row_weights_ = Tensor(be, probs_.shape());
+    weighted_ = Tensor(be, probs_.shape());
+  }
+  be.softmax_cross_entropy_backward(zeros_, labels, onehot_);
+  be.scale(onehot_, -static_cast<float>(batch_));
+  be.linear_forward(onehot_, weight_rows_, Tensor(), row_weights_);
+  be.dropout_backward(dlogits_, row_weights_, weighted_);
+}
+
+void TrainStep::set_class_weights(const std::vector<float>& weights) {
+  if (weights.empty()) {
+    weight_rows_ = Tensor();
+    return;
+  }
+  const auto c = static_cast<std::int64_t>(weights.size());
+  if (c != model_.spec().classes) {
+    throw InvalidArgument("TrainStep::set_class_weights: " + std::to_string(c) + " weights for a model with " +
+                          std::to_string(model_.spec().classes) + " classes");
+  }
+  std::vector<float> rows;
+  for (std::int64_t j = 0; j < c; ++j) rows.insert(rows.end(), weights.begin(), weights.end());
+  weight_rows_ = Tensor(model_.backend(), {c, c});
+  weight_rows_.copy_from_host(rows.data());
+}
+
+void TrainStep::backward() { model_.backward(weight_rows_.defined() ? weighted_ : dlogits_); }
 
 void TrainStep::update() { optimizer_.apply(model_); }
 

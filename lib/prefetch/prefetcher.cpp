@@ -60,7 +60,8 @@ class PrefetchState {
     }
     transport_ = device ? make_cuda_transport(device, options.depth, image_capacity_,
                                               options.batch_size, options.gpu_streams,
-                                              options.compute_stream, options.device_normalize)
+                                              options.compute_stream, options.device_normalize,
+                                              options.device_memory)
                         : std::make_unique<SlotTransport>();
   }
 

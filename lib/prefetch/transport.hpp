@@ -35,11 +35,13 @@ class SlotTransport {
 
 // Requires: device not null. Device buffers of `image_capacity` +
 // `label_capacity` int32 per slot (plus the float images when normalizing).
-// `streams` false: copies on the compute stream.
+// `streams` false: copies on the compute stream. `memory` not null: the
+// device buffers come from memory->allocate() (its capped pool).
 std::unique_ptr<SlotTransport> make_cuda_transport(std::shared_ptr<CudaDevice> device, int slots,
                                                    std::size_t image_capacity,
                                                    std::size_t label_capacity, bool streams,
                                                    StreamHandle compute_stream,
-                                                   const DeviceNormalize& normalize);
+                                                   const DeviceNormalize& normalize,
+                                                   Backend* memory = nullptr);
 
 }  // namespace stoke::detail

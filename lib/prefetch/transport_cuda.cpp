@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "prefetch/transport.hpp"
+#include "stoke/backend.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
 
@@ -22,16 +23,18 @@ class CudaTransport final : public SlotTransport {
  public:
   CudaTransport(std::shared_ptr<CudaDevice> device, int slots, std::size_t image_capacity,
                 std::size_t label_capacity, bool streams, StreamHandle compute_stream,
-                const DeviceNormalize& normalize)
-      : device_(std::move(device)), compute_(compute_stream), normalize_(normalize) {
+                const DeviceNormalize& normalize, Backend* memory)
+      : device_(std::move(device)), compute_(compute_stream), normalize_(normalize), memory_(memory) {
     label_offset_ = (image_capacity + kPoolAlignment - 1) / kPoolAlignment * kPoolAlignment;
     const std::size_t slot_bytes = label_offset_ + label_capacity * sizeof(std::int32_t);
+    slot_bytes_ = slot_bytes;
+    normalized_bytes_ = image_capacity * sizeof(float);
     slots_.resize(static_cast<std::size_t>(slots));
     try {
       copy_ = streams ? device_->create_stream() : compute_;
       own_stream_ = streams;
       for (auto& slot : slots_) {
-        slot.buffer = static_cast<std::byte*>(device_->device_alloc(slot_bytes));
+        slot.buffer = static_cast<std::byte*>(device_alloc(slot_bytes));
         if (!slot.buffer) {
           throw OutOfMemory("cannot allocate the prefetch ring's device slots (" +
                                 std::to_string(slots) + " x " + std::to_string(slot_bytes) +
@@ -41,7 +44,7 @@ class CudaTransport final : public SlotTransport {
         }
         if (normalize_.enabled) {
           // One float per uint8 image byte: (N, C, H, W) of the batch capacity.
-          slot.normalized = static_cast<float*>(device_->device_alloc(image_capacity * sizeof(float)));
+          slot.normalized = static_cast<float*>(device_alloc(normalized_bytes_));
           if (!slot.normalized) {
             throw OutOfMemory("cannot allocate the prefetch ring's normalized device images (" +
                                   std::to_string(image_capacity * sizeof(float)) +
@@ -153,8 +156,8 @@ class CudaTransport final : public SlotTransport {
         log_error(std::string("prefetch: waiting for the device at shutdown failed: ") + e.what());
       }
       slot.upload_pending = slot.consumed_recorded = false;
-      device_->device_free(slot.buffer);
-      device_->device_free(slot.normalized);
+      device_free(slot.buffer, slot_bytes_);
+      device_free(slot.normalized, normalized_bytes_);
       device_->destroy_event(slot.start);
       device_->destroy_event(slot.uploaded);
       device_->destroy_event(slot.consumed);
@@ -165,9 +168,26 @@ class CudaTransport final : public SlotTransport {
     copy_ = nullptr;
   }
 
+  // From the backend's capped pool when given (it throws OutOfMemory naming
+  // the cap), else straight from the device (nullptr when refused).
+  void* device_alloc(std::size_t bytes) {
+    return memory_ ? memory_->allocate(bytes) : device_->device_alloc(bytes);
+  }
+  void device_free(void* p, std::size_t bytes) noexcept {
+    if (!p) return;
+    if (memory_) {
+      memory_->free(p, bytes);
+    } else {
+      device_->device_free(p);
+    }
+  }
+
   std::shared_ptr<CudaDevice> device_;
   StreamHandle compute_ = nullptr;
   DeviceNormalize normalize_;
+  Backend* memory_ = nullptr;
+  std::size_t slot_bytes_ = 0;
+  std::size_t normalized_bytes_ = 0;
   GpuStream copy_ = nullptr;
   bool own_stream_ = false;
   std::size_t label_offset_ = 0;
@@ -182,9 +202,10 @@ std::unique_ptr<SlotTransport> make_cuda_transport(std::shared_ptr<CudaDevice> d
                                                    std::size_t image_capacity,
                                                    std::size_t label_capacity, bool streams,
                                                    StreamHandle compute_stream,
-                                                   const DeviceNormalize& normalize) {
+                                                   const DeviceNormalize& normalize,
+                                                   Backend* memory) {
   return std::make_unique<CudaTransport>(std::move(device), slots, image_capacity, label_capacity,
-                                         streams, compute_stream, normalize);
+                                         streams, compute_stream, normalize, memory);
 }
 
 }  // namespace stoke::detail

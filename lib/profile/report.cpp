@@ -35,7 +35,11 @@ std::string format_profile(const ProfileSummary& s) {
   if (m.pool_cap || m.pool_reserved || m.pool_peak || m.pinned_bytes) {
     out << "memory: pool cap " << (m.pool_cap ? format_bytes(m.pool_cap) : std::string("none")) << ", reserved "
         << format_bytes(m.pool_reserved) << ", in use " << format_bytes(m.pool_in_use)
-        << ", peak " << format_bytes(m.pool_peak) << "; staging " << format_bytes(m.pinned_bytes)
+        << ", peak " << format_bytes(m.pool_peak)
+        << (m.device_outside_pool ? "; outside the pool (CUDA context, library handles, other processes) " +
+                                        format_bytes(m.device_outside_pool)
+                                  : std::string())
+        << "; staging " << format_bytes(m.pinned_bytes)
         << (m.pinned_fallback ? " pageable (pinned refused or off)" : " pinned") << "\n";
   }
   return out.str();
@@ -59,7 +63,8 @@ std::string profile_to_json(const ProfileSummary& s) {
   const auto& m = s.memory;
   out << "},\"memory\":{\"device_total\":" << m.device_total << ",\"pool_cap\":" << m.pool_cap
       << ",\"pool_reserved\":" << m.pool_reserved << ",\"pool_in_use\":" << m.pool_in_use
-      << ",\"pool_peak\":" << m.pool_peak << ",\"pinned_bytes\":" << m.pinned_bytes
+      << ",\"pool_peak\":" << m.pool_peak << ",\"device_outside_pool\":" << m.device_outside_pool
+      << ",\"pinned_bytes\":" << m.pinned_bytes
       << ",\"pinned_fallback\":" << (m.pinned_fallback ? "true" : "false") << "}}";
   return out.str();
 }

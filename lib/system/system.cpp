@@ -95,7 +95,8 @@ std::string format_system(const SystemInfo& info) {
     out << "  GPU " << gpu.index << "            " << gpu.name << " (sm_" << gpu.compute_major
         << gpu.compute_minor << ", " << (gpu.integrated ? "integrated" : "discrete") << ", "
         << gpu.multiprocessors << " SMs, " << format_bytes(gpu.total_memory) << " total, "
-        << format_bytes(gpu.free_memory) << " free, PCI " << gpu.pci_bus_id << ")\n";
+        << (gpu.free_memory ? format_bytes(gpu.free_memory) + " free" : "free unknown (no context yet)")
+        << ", PCI " << gpu.pci_bus_id << ")\n";
   }
   return out.str();
 }

@@ -5,20 +5,19 @@
 
 #include <memory>
 
-#include "stoke/export.hpp"
 
 namespace stoke::detail {
 
 struct ThreadArena;  // a oneTBB arena of a fixed size (threads.cpp)
 
 // InvalidArgument for threads < 1.
-STOKE_INTERNAL std::shared_ptr<ThreadArena> make_thread_arena(int threads);
-STOKE_INTERNAL int thread_arena_size(const ThreadArena& arena) noexcept;
+std::shared_ptr<ThreadArena> make_thread_arena(int threads);
+int thread_arena_size(const ThreadArena& arena) noexcept;
 
 // Makes `arena` the one parallel_for, run_in_arena and thread_count() use on
 // the calling thread (and on the arena's workers while they run its chunks)
 // until destroyed; null = the library arena. Scopes nest.
-class STOKE_INTERNAL ArenaScope {
+class ArenaScope {
  public:
   explicit ArenaScope(std::shared_ptr<ThreadArena> arena);
   ~ArenaScope();

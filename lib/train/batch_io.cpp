@@ -42,6 +42,7 @@ PrefetchOptions prefetch_options(const Settings& settings, const Loader& loader,
   po.epochs = 1;
   po.device = gpu ? gpu->device() : -1;
   if (gpu) po.compute_stream = gpu->compute_stream();
+  po.device_memory = gpu;  // the device slots count against the pool's cap
   if (loader.dtype() == OutputDtype::kUint8) po.device_normalize = device_normalize_for(loader.options().preprocess);
   return po;
 }
@@ -79,6 +80,8 @@ MemoryFigures memory_figures(const Backend& backend, GpuBackend* gpu, const Pref
     m.pool_reserved = pool.reserved;
     m.pool_in_use = pool.in_use;
     m.pool_peak = pool.peak_in_use;
+    const std::uint64_t used = gpu->device_used_bytes();
+    m.device_outside_pool = used > pool.reserved ? used - pool.reserved : 0;
   } else {
     const MemoryStats stats = backend.memory_stats();
     m.pool_in_use = stats.in_use_bytes;

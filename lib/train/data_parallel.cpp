@@ -2,7 +2,9 @@
 
 #include <vector>
 
+#include "distributed/group_id.hpp"
 #include "stoke/backend.hpp"
+#include "stoke/log.hpp"
 #include "stoke/nn/model.hpp"
 
 namespace stoke::detail {
@@ -45,14 +47,42 @@ void DataParallel::broadcast_model(nn::Model& model) {
   }
 }
 
+DeviceCommunicator* DataParallel::device_communicator(Tensor& tensor) {
+  if (device_decided_) return device_.get();
+  device_decided_ = true;
+  GpuBackend* gpu = tensor.backend().gpu();
+  const std::string why = gpu ? gpu->device_collectives_unavailable() : tensor.backend().name() + " is a host backend";
+  // The same choice on every rank: NCCL only when all of them have it.
+  std::vector<float> ready = {why.empty() ? 1.0f : 0.0f};
+  comm_.allreduce_sum(ready);
+  if (ready[0] < static_cast<float>(comm_.world_size())) {
+    if (gpu) {
+      log_info("data-parallel gradients through the host (" + comm_.name() + "): " +
+               (why.empty() ? "another rank's backend has no device collectives" : why));
+    }
+    return nullptr;
+  }
+  const std::vector<std::uint8_t> id =
+      share_group_id(comm_, [gpu] { return gpu->new_device_group_id(); }, kDeviceGroupIdBytes);
+  device_ = gpu->join_device_group(comm_.rank(), comm_.world_size(), id);
+  device_backend_ = gpu;
+  log_info("data-parallel gradients on " + device_->name() + " (" + gpu->name() + ", compute stream)");
+  return device_.get();
+}
+
 void DataParallel::allreduce_mean(Tensor& tensor) {
   auto span = profiler_.span(Stage::kCommunicate);
+  DeviceCommunicator* device = device_communicator(tensor);
+  if (device && &tensor.backend() == device_backend_ && tensor.dtype() == DType::kFloat32) {
+    device->allreduce_mean(tensor);  // queued on the compute stream: no host wait
+    return;
+  }
+  // Through the host: the block is complete once the backend has run.
+  tensor.backend().synchronize();
   if (tensor.backend().is_host() && tensor.dtype() == DType::kFloat32) {
     comm_.allreduce_mean(std::span<float>(tensor.data<float>(), static_cast<std::size_t>(tensor.numel())));
     return;
   }
-  // A GPU backend's gradients through the host (NCCL on the device is the
-  // GPU path; see docs/distributed.md).
   std::vector<float> host = to_host(tensor);
   comm_.allreduce_mean(host);
   from_host(tensor, host);
@@ -60,7 +90,6 @@ void DataParallel::allreduce_mean(Tensor& tensor) {
 
 GradientHook DataParallel::gradient_hook(GradientHook user) {
   return [this, user = std::move(user)](Tensor& gradients) {
-    gradients.backend().synchronize();
     allreduce_mean(gradients);
     if (user) user(gradients);
   };

@@ -8,6 +8,7 @@
 #include <exception>
 #include <memory>
 
+#include "stoke/cuda.hpp"
 #include "stoke/distributed.hpp"
 #include "stoke/train.hpp"
 #include "train/step_runner.hpp"
@@ -47,11 +48,20 @@ class DataParallel {
 
  private:
   DataParallel(Communicator& comm, Profiler& profiler) : comm_(comm), profiler_(profiler) {}
-  // allreduce_sum of a tensor on any backend (host tensors in place).
+  // The mean over ranks of a tensor on any backend: host tensors in place;
+  // on a GPU backend through NCCL on the compute stream when every rank's
+  // backend has it, else through the host (a copy each way).
   void allreduce_mean(Tensor& tensor);
+  // At the first allreduce_mean (every rank at once): NCCL when every
+  // rank's backend offers device collectives, else nullptr (host path).
+  // Logs which.
+  DeviceCommunicator* device_communicator(Tensor& tensor);
 
   Communicator& comm_;
   Profiler& profiler_;
+  bool device_decided_ = false;
+  std::unique_ptr<DeviceCommunicator> device_;
+  const Backend* device_backend_ = nullptr;  // the backend device_ runs on
 };
 
 }  // namespace stoke::detail

@@ -24,9 +24,16 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader) {
   record.epoch = epoch;
   begin_epoch(record);
   if (!st.runner) {
-    detail::StepEnv env{model_,   *optimizer_, profiler_, st.loss_sum, st.correct_sum, st.graphs,
-                        st.dp ? st.dp->gradient_hook(callbacks_.on_gradients) : callbacks_.on_gradients};
-    st.runner = detail::make_step_runner(std::move(env), st.multiplier, st.settings.gpu_graph);
+    detail::StepEnv env{model_,
+                        *optimizer_,
+                        profiler_,
+                        st.loss_sum,
+                        st.correct_sum,
+                        st.graphs,
+                        st.dp ? st.dp->gradient_hook(callbacks_.on_gradients) : callbacks_.on_gradients,
+                        st.class_weights};
+    st.runner = detail::make_step_runner(std::move(env), st.multiplier, st.settings.gpu_graph,
+                                         st.settings.gpu_streams);
   }
   profiler_.start();
   run_batches(epoch, loader, record);

@@ -37,6 +37,7 @@ struct Trainer::State {
   bool epoch_finished = false; // every batch applied and validation (if due) done
   std::uint64_t epoch_images = 0, epoch_steps = 0;  // the epoch's record at the last update
   std::uint64_t loader_seed = 0;
+  std::vector<float> class_weights;  // the loss's per-class weights; empty = none
   std::unique_ptr<detail::DataParallel> dp;  // null: one process
   std::optional<TrainState> resumed;  // continues the first epoch (position and sums)
 };

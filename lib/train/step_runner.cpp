@@ -5,7 +5,9 @@
 namespace stoke::detail {
 
 StepRunner::StepRunner(StepEnv env)
-    : env_(std::move(env)), be_(env_.model.backend()), step_(env_.model, env_.optimizer) {}
+    : env_(std::move(env)), be_(env_.model.backend()), step_(env_.model, env_.optimizer) {
+  step_.set_class_weights(env_.class_weights);
+}
 
 StepRunner::~StepRunner() = default;
 
@@ -149,15 +151,20 @@ bool GraphedStepRunner::run(Batch& batch, DeviceBusySpan& busy, float lr) {
 
 // CUDA graphs: one per slot, for full-size batches of one optimizer step
 // each. Dropout draws each step's mask from a host-side seed, which a replay
-// would freeze: such models run eagerly.
-std::unique_ptr<StepRunner> make_step_runner(StepEnv env, int multiplier, Toggle gpu_graph) {
+// would freeze: such models run eagerly. Graphs also need the prefetcher's
+// own copy stream: with STOKE_GPU_STREAMS=off its uploads of the next batch
+// go on the compute stream, and a capture there would bake them into the
+// graph (or break on their events).
+std::unique_ptr<StepRunner> make_step_runner(StepEnv env, int multiplier, Toggle gpu_graph, bool gpu_streams) {
   const bool gpu = env.model.backend().gpu() != nullptr;
   const bool dropout = env.model.spec().dropout > 0.0f;
-  if (gpu && gpu_graph != Toggle::kOff && multiplier == 1 && !dropout) {
+  if (gpu && gpu_graph != Toggle::kOff && gpu_streams && multiplier == 1 && !dropout) {
     return std::make_unique<GraphedStepRunner>(std::move(env), gpu_graph);
   }
   if (gpu) {
     env.graphs.note = gpu_graph == Toggle::kOff ? "STOKE_GPU_GRAPH is off"
+                      : !gpu_streams ? "STOKE_GPU_STREAMS is off (CUDA graphs need the separate copy stream: "
+                                       "uploads on the compute stream would be captured into the graph)"
                       : dropout ? "the model has dropout (a new mask each step; a replay would repeat one)"
                                 : "batch multiplier > 1 (gradient accumulation runs eagerly)";
   }

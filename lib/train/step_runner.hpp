@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "stoke/cuda.hpp"
 #include "stoke/nn/optim.hpp"
@@ -49,6 +50,7 @@ struct StepEnv {
   Tensor& correct_sum;  // (1): the epoch's correct count
   GraphStats& graphs;
   GradientHook on_gradients;  // may be empty
+  std::vector<float> class_weights;  // per-class loss weights; empty = none
 };
 
 class StepRunner {
@@ -123,6 +125,7 @@ class GraphedStepRunner final : public StepRunner {
 
 // The runner for this model, backend and settings; on a GPU where steps
 // cannot replay as graphs, env.graphs.note says why.
-std::unique_ptr<StepRunner> make_step_runner(StepEnv env, int multiplier, Toggle gpu_graph);
+std::unique_ptr<StepRunner> make_step_runner(StepEnv env, int multiplier, Toggle gpu_graph,
+                                             bool gpu_streams = true);
 
 }  // namespace stoke::detail

@@ -118,10 +118,7 @@ FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val, Load
                           std::to_string(st.resumed->loader_seed) + "), got " +
                           std::to_string(loader_options.seed));
   }
-  if (!resolve_class_weights(options_, train, model_.spec().classes).empty()) {
-    throw Unsupported("Trainer::fit: per-class loss weights need the weighted cross-entropy op, which this "
-                      "build does not have yet; use TrainerOptions::balanced_sampler");
-  }
+  st.class_weights = resolve_class_weights(options_, train, model_.spec().classes);
   st.loader_seed = loader_options.seed;
   if (options_.balanced_sampler) loader_options.balanced_sampler = true;
   loader_options.profiler = &profiler_;
@@ -135,7 +132,7 @@ FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val, Load
       st.dp->broadcast_model(model_);
     }
     Loaders loaders{train, validation_data(val, options_), loader_options, {}, {}};
-    plan_fit(train, loaders);
+    plan_fit(loaders);
     for (int epoch = first_epoch; epoch < options_.epochs; ++epoch) {
       std::optional<EpochRecord> record = run_epoch_with_retries(epoch, loaders, result);
       if (!record || end_epoch(epoch, *record, result)) break;
@@ -162,7 +159,7 @@ FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val, Load
 
 // The device batch (auto: the largest the memory plan fits; resumed: the
 // one the run ended with), the loaders, and the schedule's length.
-void Trainer::plan_fit(const Dataset&, Loaders& loaders) {
+void Trainer::plan_fit(Loaders& loaders) {
   State& st = *state_;
   if (!st.resumed) {
     st.batch = options_.batch_size;

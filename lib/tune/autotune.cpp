@@ -51,8 +51,13 @@ class Tuner {
     TrialResult r;
     r.settings = s;
     try {
-      const std::size_t samples =
-          std::min(data_.size(), options_.steps_per_trial * static_cast<std::size_t>(s.batch_size));
+      // With CUDA graphs each prefetch slot runs once eagerly and is captured
+      // once per epoch before it replays: those steps come on top, so the
+      // measured epoch reaches steady-state replay.
+      const std::size_t graph_warmup =
+          !model_.backend().is_host() && s.gpu_graph ? 2 * (static_cast<std::size_t>(s.prefetch_depth) + 1) : 0;
+      const std::size_t samples = std::min(
+          data_.size(), (options_.steps_per_trial + graph_warmup) * static_cast<std::size_t>(s.batch_size));
       std::vector<std::size_t> first(samples);
       std::iota(first.begin(), first.end(), std::size_t{0});
       const Dataset subset = data_.subset(first);

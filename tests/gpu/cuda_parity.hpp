@@ -51,8 +51,8 @@ class CudaParity : public GpuTest {
   Tensor to_gpu(Backend& be, const Tensor& host) { return copy_to(be, host); }
 
   // gpu vs cpu (both float32 of one shape) within `tol` (the toolkit's measure).
-  static ::testing::AssertionResult close(const Tensor& gpu_t, const Tensor& cpu_t, const Tolerance& tol,
-                                          const std::string& what) {
+  static ::testing::AssertionResult close(const Tensor& gpu_t, const Tensor& cpu_t,
+                                          const Tolerance& tol, const std::string& what) {
     return ::stoke::testing::close(gpu_t, cpu_t, tol, what);
   }
 

@@ -11,11 +11,12 @@
 namespace stoke::testing {
 namespace {
 
-// Replays run the very kernels eager execution runs; only cuDNN algorithms
-// that accumulate with atomics may order sums differently.
+// Replays run the very kernels eager execution runs, and the test's backend
+// takes deterministic cuDNN algorithms only (ALGO_0 backward passes
+// accumulate with atomics and reorder sums between runs): any difference
+// above rounding noise is a replay bug.
 constexpr Tolerance kReplay{1e-5,
-                            "same kernels and algorithms; cuDNN ALGO_0 backward passes accumulate "
-                            "with atomics, so sums reorder between runs"};
+                            "same kernels, deterministic cuDNN algorithms: only rounding noise"};
 
 nn::ModelSpec small_resnet() {
   nn::ModelSpec spec;
@@ -76,6 +77,10 @@ TEST_F(CudaParity, TrainingStepsMatchTheCpu) {
 // (cosine schedule) and Adam's step count advances, both through the
 // optimizer's device-side values, so one capture serves every step.
 TEST_F(CudaParity, GraphReplayEqualsEagerExecution) {
+  CudaBackendOptions deterministic;
+  deterministic.strict_fp32 = true;
+  deterministic.deterministic = true;
+  gpu_ = create_cuda_backend(0, Settings{}, deterministic);
   const nn::ModelSpec spec = small_resnet();
   auto eager_model = nn::build_model(gpu(), spec, 9);
   auto graph_model = nn::build_model(gpu(), spec, 9);
@@ -108,7 +113,8 @@ TEST_F(CudaParity, GraphReplayEqualsEagerExecution) {
       ASSERT_TRUE(graphed.replaying()) << "capture failed: " << graphed.eager_reason();
     }
   }
-  EXPECT_EQ(graphed.captures(), 1) << "the rate and Adam's step reach the replays through device memory";
+  EXPECT_EQ(graphed.captures(), 1)
+      << "the rate and Adam's step reach the replays through device memory";
   EXPECT_EQ(graph_opt.steps(), eager_opt.steps());
   EXPECT_TRUE(close(graph_model->parameters(), eager_model->parameters(), kReplay,
                     "parameters after 6 steps"));
@@ -281,9 +287,18 @@ TEST_F(CudaParity, JitKernelsEqualPrecompiledKernels) {
   };
   const auto a = run(*jit), b = run(*pre);
   ASSERT_EQ(a.size(), b.size());
-  // Same source, same options: the same machine code up to register
-  // allocation, so bitwise equal results.
-  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "output " << i;
+  // Same source, but NVRTC and nvcc need not emit the same machine code
+  // (contraction into FMAs, instruction order): equal within a few ulp of
+  // the output's scale, not bitwise.
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].size(), b[i].size()) << "output " << i;
+    for (std::size_t k = 0; k < a[i].size(); ++k) {
+      const double scale = std::max(1.0, static_cast<double>(std::fabs(b[i][k])));
+      ASSERT_LE(std::fabs(static_cast<double>(a[i][k]) - b[i][k]), kElementwise.max_error * scale)
+          << "output " << i << " element " << k << ": jit " << a[i][k] << ", precompiled "
+          << b[i][k] << " (" << kElementwise.reason << ")";
+    }
+  }
 }
 
 TEST_F(CudaParity, BenchmarkedConvolutionChoicesAreCachedAndCorrect) {

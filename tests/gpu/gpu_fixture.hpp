@@ -10,7 +10,8 @@
 
 namespace stoke::testing {
 
-inline constexpr int kMinComputeMajor = 7;  // sm_75 and up
+// sm_75 (Turing) is the documented minimum: 7.0 (Volta) is refused.
+inline constexpr int kMinComputeCapability = 75;
 
 // Why no GPU test can run here ("" when device 0 can run them).
 inline std::string gpu_unavailable_reason(const SystemInfo& system) {
@@ -18,7 +19,7 @@ inline std::string gpu_unavailable_reason(const SystemInfo& system) {
   if (!cuda.plugin_built) return "no CUDA build: " + cuda.plugin_error;
   if (!cuda.plugin_loaded) return "CUDA plugin not loaded: " + cuda.plugin_error;
   if (cuda.gpus.empty()) return "no CUDA device: " + cuda.device_error;
-  if (cuda.gpus[0].compute_major < kMinComputeMajor) {
+  if (cuda.gpus[0].compute_major * 10 + cuda.gpus[0].compute_minor < kMinComputeCapability) {
     return "device 0 has compute capability " + std::to_string(cuda.gpus[0].compute_major) + "." +
            std::to_string(cuda.gpus[0].compute_minor) + ", below 7.5";
   }

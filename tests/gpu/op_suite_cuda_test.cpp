@@ -22,7 +22,8 @@ std::shared_ptr<Backend> make_strict_cuda(std::string* why_not) {
 
 }  // namespace
 
-INSTANTIATE_TEST_SUITE_P(Gpu, OpSuite, ::testing::Values(BackendUnderTest{"cuda", make_strict_cuda}),
+INSTANTIATE_TEST_SUITE_P(Gpu, OpSuite,
+                         ::testing::Values(BackendUnderTest{"cuda", make_strict_cuda}),
                          backend_test_name);
 
 }  // namespace stoke::testing
@@ -40,7 +41,8 @@ TEST_F(CudaOpSuite, StrictConvolutionsChooseFmaOnlyAlgorithms) {
   auto& gpu = dynamic_cast<GpuBackend&>(*owner);
   const Shape xs{2, 8, 9, 9}, ws{16, 4, 3, 3};
   const Conv2dParams p{1, 1, 1, 1, 1, 1, 2};
-  Tensor x = random_tensor(gpu, xs, 1), w = random_tensor(gpu, ws, 2), b = random_tensor(gpu, {16}, 3);
+  Tensor x = random_tensor(gpu, xs, 1), w = random_tensor(gpu, ws, 2),
+         b = random_tensor(gpu, {16}, 3);
   Tensor y(gpu, conv2d_output_shape(xs, ws, p)), dx(gpu, xs), dw(gpu, ws), db(gpu, {16});
   gpu.conv2d_forward(x, w, b, y, p);
   gpu.conv2d_backward(x, w, y, dx, dw, db, p);

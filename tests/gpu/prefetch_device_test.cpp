@@ -16,7 +16,9 @@ namespace {
 constexpr std::size_t kSampleBytes = 4096;
 constexpr std::size_t kBatch = 64;
 
-std::byte pattern(std::uint64_t b, std::size_t s) { return static_cast<std::byte>((b * 13 + s) % 251); }
+std::byte pattern(std::uint64_t b, std::size_t s) {
+  return static_cast<std::byte>((b * 13 + s) % 251);
+}
 
 class DeviceStreams : public GpuTest {
  protected:
@@ -52,17 +54,25 @@ TEST_P(DevicePrefetch, EveryBatchArrivesIntactWhileReadsAreStillQueuedAtRelease)
     }
     return kBatch;
   };
-  std::vector<std::vector<std::byte>> seen(40, std::vector<std::byte>(kBatch * kSampleBytes));
-  std::vector<std::vector<std::int32_t>> seen_labels(40, std::vector<std::int32_t>(kBatch));
+  // Pinned destinations: a device-to-host copy into pageable memory is
+  // synchronous, so the read would be done before release() and the test
+  // would not test a read still queued at release.
+  constexpr std::size_t kImageBytes = kBatch * kSampleBytes,
+                        kLabelBytes = kBatch * sizeof(std::int32_t);
+  auto* pinned = static_cast<std::byte*>(device_->pinned_alloc(40 * (kImageBytes + kLabelBytes)));
+  ASSERT_NE(pinned, nullptr) << "no pinned memory for the test";
+  const auto seen_at = [&](std::uint64_t b) { return pinned + b * kImageBytes; };
+  const auto labels_at = [&](std::uint64_t b) {
+    return reinterpret_cast<std::int32_t*>(pinned + 40 * kImageBytes + b * kLabelBytes);
+  };
   {
     Prefetcher prefetcher(o, fill);
     while (auto batch = prefetcher.next()) {
       // Queue the read on the compute stream and release at once: the next
       // upload into this slot must wait for the read, not overwrite it.
-      device_->copy_to_host(seen[batch->index()].data(), batch->device_images(),
-                            kBatch * kSampleBytes, compute_);
-      device_->copy_to_host(seen_labels[batch->index()].data(), batch->device_labels(),
-                            kBatch * sizeof(std::int32_t), compute_);
+      device_->copy_to_host(seen_at(batch->index()), batch->device_images(), kImageBytes, compute_);
+      device_->copy_to_host(labels_at(batch->index()), batch->device_labels(), kLabelBytes,
+                            compute_);
       batch->release();
     }
     device_->synchronize(compute_);
@@ -72,13 +82,16 @@ TEST_P(DevicePrefetch, EveryBatchArrivesIntactWhileReadsAreStillQueuedAtRelease)
     EXPECT_FALSE(stats.staging.fell_back) << stats.staging.fallback_reason;
     std::printf("%s", format_prefetch_stats(stats).c_str());
   }
-  for (std::uint64_t b = 0; b < 40; ++b) {
+  bool intact = true;
+  for (std::uint64_t b = 0; b < 40 && intact; ++b) {
     for (std::size_t s = 0; s < kBatch; ++s) {
-      ASSERT_EQ(seen[b][s * kSampleBytes], pattern(b, s)) << "batch " << b << " sample " << s;
-      ASSERT_EQ(seen[b][s * kSampleBytes + kSampleBytes - 1], pattern(b, s));
-      ASSERT_EQ(seen_labels[b][s], static_cast<std::int32_t>(b * 1000 + s));
+      EXPECT_EQ(seen_at(b)[s * kSampleBytes], pattern(b, s)) << "batch " << b << " sample " << s;
+      EXPECT_EQ(seen_at(b)[s * kSampleBytes + kSampleBytes - 1], pattern(b, s));
+      EXPECT_EQ(labels_at(b)[s], static_cast<std::int32_t>(b * 1000 + s));
+      intact = intact && seen_at(b)[s * kSampleBytes] == pattern(b, s);
     }
   }
+  device_->pinned_free(pinned);
 }
 
 INSTANTIATE_TEST_SUITE_P(Streams, DevicePrefetch, ::testing::Bool(),
@@ -93,14 +106,15 @@ TEST_F(DeviceStreams, DeviceNormalizeEqualsTheCpuReference) {
   o.batches_per_epoch = 4;
   o.device = 0;
   o.compute_stream = compute_;
-  o.device_normalize = {true, kH, kW, kC, {0.485f, 0.456f, 0.406f, 0.0f},
-                        {0.229f, 0.224f, 0.225f, 1.0f}};
+  o.device_normalize = {
+      true, kH, kW, kC, {0.485f, 0.456f, 0.406f, 0.0f}, {0.229f, 0.224f, 0.225f, 1.0f}};
   auto byte_at = [](std::uint64_t b, std::size_t i) {
     return static_cast<unsigned char>((b * 101 + i * 7 + i / 13) % 256);
   };
   auto fill = [&](std::uint64_t, std::uint64_t b, std::span<std::byte> images,
                   std::span<std::int32_t> labels) {
-    for (std::size_t i = 0; i < images.size(); ++i) images[i] = static_cast<std::byte>(byte_at(b, i));
+    for (std::size_t i = 0; i < images.size(); ++i)
+      images[i] = static_cast<std::byte>(byte_at(b, i));
     for (auto& l : labels) l = 0;
     return std::size_t{kN};
   };

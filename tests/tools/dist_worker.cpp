@@ -10,10 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "distributed/group_id.hpp"
 #include "stoke/backend.hpp"
+#include "stoke/cuda.hpp"
 #include "stoke/distributed.hpp"
 #include "stoke/train.hpp"
 #include "unit/dp_training_setup.hpp"
+#include "unit/fake_gpu_backend.hpp"
 
 namespace {
 
@@ -61,10 +64,32 @@ int peer_fails(stoke::Communicator& comm, bool leave_reason) {
   return 1;
 }
 
+// Rank 0 makes a device-group id (as NCCL's ncclGetUniqueId would: 128
+// bytes, different per run); every rank prints the id it received.
+int group_id(stoke::Communicator& comm) {
+  const auto make = [] {
+    std::vector<std::uint8_t> id(stoke::kDeviceGroupIdBytes);
+    const auto seed = static_cast<unsigned>(getpid());
+    for (std::size_t i = 0; i < id.size(); ++i) id[i] = static_cast<std::uint8_t>((seed >> (i % 24)) + 31 * i);
+    return id;
+  };
+  const std::vector<std::uint8_t> id = stoke::detail::share_group_id(comm, make, stoke::kDeviceGroupIdBytes);
+  std::string hex;
+  for (std::uint8_t b : id) {
+    char two[3];
+    std::snprintf(two, sizeof two, "%02x", b);
+    hex += two;
+  }
+  std::printf("rank %d id %s\n", comm.rank(), hex.c_str());
+  return id.size() == stoke::kDeviceGroupIdBytes ? 0 : 1;
+}
+
 // Trains the setup of dp_training_setup.hpp on this rank's shard of
 // argv[2..3] (IDX images, labels); writes the final parameters to argv[4].<rank>.
 // With argv[5] = N, rank 1 asks to stop after its N-th step.
-int train(stoke::Communicator& comm, char** argv, int argc) {
+// On a fake GPU (fake_gpu: FakeGpuBackend, which has no device collectives)
+// the gradients go through the host, and the run logs so (STOKE_LOG_LEVEL=info).
+int train(stoke::Communicator& comm, char** argv, int argc, bool fake_gpu = false) {
   stoke::nn::ModelSpec spec;
   stoke::LoaderOptions loader;
   stoke::TrainerOptions options;
@@ -73,7 +98,9 @@ int train(stoke::Communicator& comm, char** argv, int argc) {
   const std::string out = argv[4];
   options.stop_checkpoint = out + ".stop.ckpt";
   auto data = stoke::Dataset::from_idx(argv[2], argv[3]);
-  auto model = stoke::nn::build_model(stoke::cpu_backend(), spec, 7 + static_cast<std::uint64_t>(comm.rank()));
+  stoke::testing::FakeGpuBackend gpu;
+  stoke::Backend& backend = fake_gpu ? static_cast<stoke::Backend&>(gpu) : stoke::cpu_backend();
+  auto model = stoke::nn::build_model(backend, spec, 7 + static_cast<std::uint64_t>(comm.rank()));
   stoke::Callbacks callbacks;
   stoke::Trainer* trainer_ptr = nullptr;
   const int stop_at = argc > 5 ? std::atoi(argv[5]) : 0;
@@ -83,7 +110,10 @@ int train(stoke::Communicator& comm, char** argv, int argc) {
   stoke::Trainer trainer(*model, options, callbacks);
   trainer_ptr = &trainer;
   const auto result = trainer.fit(data, &data, loader);
-  stoke::testing::write_floats(out + "." + std::to_string(comm.rank()), model->parameters());
+  const std::vector<float> params = model->parameters().to_vector();
+  std::FILE* file = std::fopen((out + "." + std::to_string(comm.rank())).c_str(), "wb");
+  if (!file || std::fwrite(params.data(), sizeof(float), params.size(), file) != params.size()) return 5;
+  std::fclose(file);
   const auto& last = result.log.epochs.back();
   std::printf("rank %d: %s after %zu epochs, %llu images, val acc %.4f on %llu images, communicate %.1f %%\n",
               comm.rank(), stoke::to_string(result.reason), result.log.epochs.size(),
@@ -101,9 +131,11 @@ int main(int argc, char** argv) {
     auto comm = stoke::make_communicator(options);
     const std::string scenario = argv[1];
     if (scenario == "collectives") return collectives(*comm);
+    if (scenario == "group-id") return group_id(*comm);
     if (scenario == "peer-fails") return peer_fails(*comm, true);
     if (scenario == "peer-killed") return peer_fails(*comm, false);
     if (scenario == "train" && argc >= 5) return train(*comm, argv, argc);
+    if (scenario == "train-fake-gpu" && argc >= 5) return train(*comm, argv, argc, true);
     return 64;
   } catch (const stoke::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -63,12 +63,23 @@ TEST(DeviceSelect, CpuRequestIgnoresGpus) {
   EXPECT_TRUE(s.warnings.empty());
 }
 
-TEST(DeviceSelect, ExplicitListKeepsOrder) {
+// Multi-GPU training is not built: a list of several devices would train on
+// the first only, so it is refused with the device to pick instead.
+TEST(DeviceSelect, AListOfSeveralDevicesIsRefusedNamingTheOneToPick) {
   const std::vector<GpuInfo> gpus = {gpu(0, "a", 16, 8, 0, false), gpu(1, "b", 16, 8, 0, false),
-                                     gpu(2, "c", 16, 8, 0, false)};
-  const auto s = select_device(list({2, 0}), gpus);
-  EXPECT_TRUE(s.use_gpu);
-  EXPECT_EQ(s.gpus, (std::vector<int>{2, 0}));
+                                     gpu(2, "c", 40, 8, 0, false)};
+  try {
+    select_device(list({0, 2}), gpus);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("STOKE_GPU_DEVICE=0,2 lists 2 devices"), std::string::npos) << m;
+    EXPECT_NE(m.find("multi-GPU (data-parallel) training is not built"), std::string::npos) << m;
+    EXPECT_NE(m.find("Set STOKE_GPU_DEVICE=2 (c"), std::string::npos) << m;
+  }
+  const auto one = select_device(list({2}), gpus);
+  EXPECT_TRUE(one.use_gpu);
+  EXPECT_EQ(one.gpus, (std::vector<int>{2}));
 }
 
 TEST(DeviceSelect, OutOfRangeIndexListsTheDevicesThatExist) {

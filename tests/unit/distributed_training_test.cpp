@@ -20,13 +20,15 @@ class DataParallelTraining : public testing::TinyDataset {
   }
 
   // Both ranks' final parameters and their output.
-  std::vector<testing::RankResult> run_ranks(const std::string& name, const std::vector<std::string>& extra = {}) {
+  std::vector<testing::RankResult> run_ranks(const std::string& name, const std::vector<std::string>& extra = {},
+                                             const std::string& scenario = "train",
+                                             const std::string& log_level = "warn") {
     testing::RankGroup group(dir_ / name, 2);
-    std::vector<std::string> args = {"train", (dir_ / "images.idx").string(), (dir_ / "labels.idx").string(),
+    std::vector<std::string> args = {scenario, (dir_ / "images.idx").string(), (dir_ / "labels.idx").string(),
                                      (dir_ / (name + ".params")).string()};
     args.insert(args.end(), extra.begin(), extra.end());
     auto results = group.run(STOKE_DIST_WORKER, args, std::chrono::seconds(120),
-                             {"STOKE_CPU_THREADS=1", "STOKE_DIST_TIMEOUT=30"});
+                             {"STOKE_CPU_THREADS=1", "STOKE_DIST_TIMEOUT=30", "STOKE_LOG_LEVEL=" + log_level});
     for (std::size_t r = 0; r < results.size(); ++r) {
       EXPECT_EQ(results[r].exit_code, 0) << "rank " << r << ":\n" << results[r].output;
     }
@@ -65,6 +67,22 @@ TEST_F(DataParallelTraining, TwoRanksEqualOneProcessAccumulatingBothBatches) {
   EXPECT_NE(results[0].output.find("val acc"), std::string::npos);
   EXPECT_NE(results[0].output.find("on 192 images"), std::string::npos) << results[0].output;
   EXPECT_NE(results[1].output.find("on 192 images"), std::string::npos) << results[1].output;
+}
+
+// A GPU backend without NCCL (the fake GPU, its stream lagging behind the
+// host): the gradients go through the host after the stream has run, the run
+// says so, and it ends with the CPU ranks' weights, bit for bit.
+TEST_F(DataParallelTraining, GpuRanksWithoutNcclAverageThroughTheHostAndSaySo) {
+  const auto gpu = run_ranks("dp-gpu", {}, "train-fake-gpu", "info");
+  run_ranks("dp-cpu");
+  const std::vector<float> gpu0 = params_of("dp-gpu", 0);
+  ASSERT_FALSE(gpu0.empty());
+  EXPECT_EQ(gpu0, params_of("dp-gpu", 1)) << "the ranks hold identical weights";
+  EXPECT_EQ(gpu0, params_of("dp-cpu", 0)) << "the host path on a GPU backend equals the CPU ranks' run";
+  for (const auto& rank : gpu) {
+    EXPECT_NE(rank.output.find("data-parallel gradients through the host (gloo/tcp)"), std::string::npos)
+        << rank.output;
+  }
 }
 
 TEST_F(DataParallelTraining, AStopRequestOnOneRankStopsBothAndRankZeroWritesOneCheckpoint) {

@@ -18,11 +18,13 @@ TEST(CpuBackend, ConvolutionSerialEqualsParallel) {
   const Shape xs{5, 6, 11, 9}, ws{8, 3, 3, 3};
   const Conv2dParams p{2, 1, 1, 1, 1, 1, 2};
   const Shape ys = conv2d_output_shape(xs, ws, p);
-  Tensor xa = random_tensor(parallel, xs, 1), wa = random_tensor(parallel, ws, 2), dya = random_tensor(parallel, ys, 3);
-  Tensor xb = random_tensor(serial, xs, 1), wb = random_tensor(serial, ws, 2), dyb = random_tensor(serial, ys, 3);
+  Tensor xa = random_tensor(parallel, xs, 1), wa = random_tensor(parallel, ws, 2),
+         dya = random_tensor(parallel, ys, 3);
+  Tensor xb = random_tensor(serial, xs, 1), wb = random_tensor(serial, ws, 2),
+         dyb = random_tensor(serial, ys, 3);
   Tensor none;
-  Tensor ya(parallel, ys), yb(serial, ys), dxa(parallel, xs), dxb(serial, xs), dwa(parallel, ws), dwb(serial, ws),
-      dba(parallel, {8}), dbb(serial, {8});
+  Tensor ya(parallel, ys), yb(serial, ys), dxa(parallel, xs), dxb(serial, xs), dwa(parallel, ws),
+      dwb(serial, ws), dba(parallel, {8}), dbb(serial, {8});
   parallel.conv2d_forward(xa, wa, none, ya, p);
   serial.conv2d_forward(xb, wb, none, yb, p);
   parallel.conv2d_backward(xa, wa, dya, dxa, dwa, dba, p);
@@ -35,7 +37,8 @@ TEST(CpuBackend, ConvolutionSerialEqualsParallel) {
 
 TEST(CpuBackend, ConvolutionWorkspaceIsReusedAcrossCalls) {
   cpu::CpuBackend be;
-  Tensor x = random_tensor(be, {4, 4, 8, 8}, 1), w = random_tensor(be, {4, 4, 3, 3}, 2), y(be, {4, 4, 8, 8}), none;
+  Tensor x = random_tensor(be, {4, 4, 8, 8}, 1), w = random_tensor(be, {4, 4, 3, 3}, 2),
+         y(be, {4, 4, 8, 8}), none;
   const Conv2dParams p{1, 1, 1, 1, 1, 1, 1};
   be.conv2d_forward(x, w, none, y, p);
   const auto after_first = be.memory_stats();
@@ -63,7 +66,8 @@ TEST(CpuBackend, BatchNormSerialEqualsParallel) {
     be->batch_norm_backward(x, dy, gamma, m, is, dx, dg, db);
     for (const Tensor* t : {&y, &rm, &rv, &dx, &dg, &db}) {
       const auto v = t->to_vector();
-      results[static_cast<std::size_t>(i)].insert(results[static_cast<std::size_t>(i)].end(), v.begin(), v.end());
+      results[static_cast<std::size_t>(i)].insert(results[static_cast<std::size_t>(i)].end(),
+                                                  v.begin(), v.end());
     }
     ++i;
   }
@@ -91,8 +95,10 @@ TEST(CpuBackend, LinearAndLossSerialEqualsParallel) {
   std::vector<float> out[2];
   int i = 0;
   for (Backend* be : {&par, static_cast<Backend*>(&serial)}) {
-    Tensor x = random_tensor(*be, {37, 20}, 1), w = random_tensor(*be, {10, 20}, 2), b = random_tensor(*be, {10}, 3);
-    Tensor y(*be, {37, 10}), probs(*be, {37, 10}), loss(*be, {1}), correct(*be, {1}), dl(*be, {37, 10});
+    Tensor x = random_tensor(*be, {37, 20}, 1), w = random_tensor(*be, {10, 20}, 2),
+           b = random_tensor(*be, {10}, 3);
+    Tensor y(*be, {37, 10}), probs(*be, {37, 10}), loss(*be, {1}), correct(*be, {1}),
+        dl(*be, {37, 10});
     Tensor dx(*be, {37, 20}), dw(*be, {10, 20}), db(*be, {10});
     std::vector<std::int32_t> l(37);
     for (std::size_t k = 0; k < l.size(); ++k) l[k] = static_cast<std::int32_t>(k % 10);

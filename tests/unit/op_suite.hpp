@@ -30,7 +30,9 @@ struct BackendUnderTest {
   std::function<std::shared_ptr<Backend>(std::string* why_not)> make;
 };
 
-inline void PrintTo(const BackendUnderTest& backend, std::ostream* os) { *os << backend.name; }
+inline void PrintTo(const BackendUnderTest& backend, std::ostream* os) {
+  *os << backend.name;
+}
 
 inline std::string backend_test_name(const ::testing::TestParamInfo<BackendUnderTest>& info) {
   return info.param.name;

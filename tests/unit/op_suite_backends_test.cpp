@@ -9,10 +9,12 @@ namespace stoke::testing {
 
 INSTANTIATE_TEST_SUITE_P(
     Backends, OpSuite,
-    ::testing::Values(BackendUnderTest{"cpu", [](std::string*) -> std::shared_ptr<Backend> {
+    ::testing::Values(BackendUnderTest{"cpu",
+                                       [](std::string*) -> std::shared_ptr<Backend> {
                                          return make_cpu_backend(0);
                                        }},
-                      BackendUnderTest{"fake_gpu", [](std::string*) -> std::shared_ptr<Backend> {
+                      BackendUnderTest{"fake_gpu",
+                                       [](std::string*) -> std::shared_ptr<Backend> {
                                          return std::make_shared<FakeGpuBackend>();
                                        }}),
     backend_test_name);

@@ -8,7 +8,8 @@ namespace {
 
 std::vector<Shape> random_shapes(int count, std::uint32_t seed) {
   ShapeRng rng(seed);
-  std::vector<Shape> shapes = {{2, 3, 4, 5}, {4, 1, 3, 3}, {1, 7, 2, 9}, {3, 16, 7, 7}, {2, 2, 1, 1}};
+  std::vector<Shape> shapes = {
+      {2, 3, 4, 5}, {4, 1, 3, 3}, {1, 7, 2, 9}, {3, 16, 7, 7}, {2, 2, 1, 1}};
   while (static_cast<int>(shapes.size()) < count) {
     shapes.push_back({rng.pick(1, 4), rng.pick(1, 9), rng.pick(1, 9), rng.pick(1, 9)});
   }
@@ -19,11 +20,15 @@ std::vector<Shape> random_shapes(int count, std::uint32_t seed) {
 struct Channels {
   OpSuite::Pair gamma, beta, mean, var;
   Channels(OpSuite& t, std::int64_t c, std::uint32_t seed)
-      : gamma(t.both({c}, seed, 0.5f, 1.5f)), beta(t.both({c}, seed + 1)), mean(t.both({c}, seed + 2)),
+      : gamma(t.both({c}, seed, 0.5f, 1.5f)),
+        beta(t.both({c}, seed + 1)),
+        mean(t.both({c}, seed + 2)),
         var(t.both({c}, seed + 3, 0.5f, 2.0f)) {}
 };
 
-std::size_t per_channel(const Shape& s) { return static_cast<std::size_t>(s[0] * s[2] * s[3]); }
+std::size_t per_channel(const Shape& s) {
+  return static_cast<std::size_t>(s[0] * s[2] * s[3]);
+}
 
 }  // namespace
 
@@ -35,10 +40,10 @@ TEST_P(OpSuite, BatchNormTrainingMatchesNaiveOnRandomShapes) {
     Channels bn(*this, s[1], seed + 1);
     auto y = out(s), save_mean = out({s[1]}), save_invstd = out({s[1]});
     const BatchNormParams p{1e-5f, 0.1f};
-    be().batch_norm_forward_training(x.dut, bn.gamma.dut, bn.beta.dut, y.dut.tensor, bn.mean.dut, bn.var.dut,
-                                     save_mean.dut.tensor, save_invstd.dut.tensor, p);
-    cpu::naive::batch_norm_forward_training(x.ref, bn.gamma.ref, bn.beta.ref, y.ref, bn.mean.ref, bn.var.ref,
-                                            save_mean.ref, save_invstd.ref, p);
+    be().batch_norm_forward_training(x.dut, bn.gamma.dut, bn.beta.dut, y.dut.tensor, bn.mean.dut,
+                                     bn.var.dut, save_mean.dut.tensor, save_invstd.dut.tensor, p);
+    cpu::naive::batch_norm_forward_training(x.ref, bn.gamma.ref, bn.beta.ref, y.ref, bn.mean.ref,
+                                            bn.var.ref, save_mean.ref, save_invstd.ref, p);
     const Tolerance tol = tolerance(Accuracy::kNormalization, per_channel(s));
     const std::string what = shape_to_string(s);
     expect_output(y, tol, "y " + what);
@@ -56,8 +61,10 @@ TEST_P(OpSuite, BatchNormInferenceMatchesNaiveOnRandomShapes) {
     const auto x = both(s, seed += 10);
     Channels bn(*this, s[1], seed + 1);
     auto y = out(s);
-    be().batch_norm_forward_inference(x.dut, bn.gamma.dut, bn.beta.dut, bn.mean.dut, bn.var.dut, y.dut.tensor, {});
-    cpu::naive::batch_norm_forward_inference(x.ref, bn.gamma.ref, bn.beta.ref, bn.mean.ref, bn.var.ref, y.ref, {});
+    be().batch_norm_forward_inference(x.dut, bn.gamma.dut, bn.beta.dut, bn.mean.dut, bn.var.dut,
+                                      y.dut.tensor, {});
+    cpu::naive::batch_norm_forward_inference(x.ref, bn.gamma.ref, bn.beta.ref, bn.mean.ref,
+                                             bn.var.ref, y.ref, {});
     expect_output(y, tolerance(Accuracy::kTranscendental), "inference " + shape_to_string(s));
     if (HasFailure()) return;
   }
@@ -71,13 +78,14 @@ TEST_P(OpSuite, BatchNormBackwardMatchesNaiveOnRandomShapes) {
     Channels bn(*this, s[1], seed + 2);
     // The saved statistics from the reference's forward, on both sides.
     Tensor y(ref(), s), m(ref(), {s[1]}), is(ref(), {s[1]});
-    cpu::naive::batch_norm_forward_training(x.ref, bn.gamma.ref, bn.beta.ref, y, bn.mean.ref, bn.var.ref, m, is,
-                                            {});
+    cpu::naive::batch_norm_forward_training(x.ref, bn.gamma.ref, bn.beta.ref, y, bn.mean.ref,
+                                            bn.var.ref, m, is, {});
     const Tensor m_dut = copy_to(be(), m), is_dut = copy_to(be(), is);
     auto dx = out(s), dgamma = out({s[1]}), dbeta = out({s[1]});
-    be().batch_norm_backward(x.dut, dy.dut, bn.gamma.dut, m_dut, is_dut, dx.dut.tensor, dgamma.dut.tensor,
-                             dbeta.dut.tensor);
-    cpu::naive::batch_norm_backward(x.ref, dy.ref, bn.gamma.ref, m, is, dx.ref, dgamma.ref, dbeta.ref);
+    be().batch_norm_backward(x.dut, dy.dut, bn.gamma.dut, m_dut, is_dut, dx.dut.tensor,
+                             dgamma.dut.tensor, dbeta.dut.tensor);
+    cpu::naive::batch_norm_backward(x.ref, dy.ref, bn.gamma.ref, m, is, dx.ref, dgamma.ref,
+                                    dbeta.ref);
     const Tolerance tol = tolerance(Accuracy::kNormalization, per_channel(s));
     const std::string what = shape_to_string(s);
     expect_output(dx, tol, "dx " + what);
@@ -116,7 +124,8 @@ TEST_P(OpSuite, BatchNormBackwardMatchesFiniteDifferences) {
 TEST_P(OpSuite, BatchNormTrainingNormalizesToZeroMeanUnitVariance) {
   const Shape s{8, 2, 5, 5};
   Tensor x = random_tensor(be(), s, 3, 4.0f, 9.0f), y(be(), s);
-  Tensor gamma(be(), {2}), beta(be(), {2}), rm(be(), {2}), rv(be(), {2}), m(be(), {2}), is(be(), {2});
+  Tensor gamma(be(), {2}), beta(be(), {2}), rm(be(), {2}), rv(be(), {2}), m(be(), {2}),
+      is(be(), {2});
   be().fill(gamma, 1.0f);
   be().fill(beta, 0.0f);
   be().fill(rm, 0.0f);
@@ -139,7 +148,8 @@ TEST_P(OpSuite, BatchNormTrainingNormalizesToZeroMeanUnitVariance) {
 TEST_P(OpSuite, BatchNormFrontDoorNamesTheBadTensor) {
   Tensor x(be(), {2, 3, 4, 4}), y(be(), {2, 3, 4, 4}), c3(be(), {3}), c2(be(), {2});
   Tensor m(be(), {3}), is(be(), {3}), rm(be(), {3}), rv(be(), {3});
-  expect_invalid([&] { be().batch_norm_forward_training(x, c2, c3, y, rm, rv, m, is, {}); }, "'gamma'");
+  expect_invalid([&] { be().batch_norm_forward_training(x, c2, c3, y, rm, rv, m, is, {}); },
+                 "'gamma'");
   expect_invalid([&] { be().batch_norm_forward_inference(x, c3, c3, rm, rv, x, {}); }, "overlaps");
   Tensor x2(be(), {2, 3});
   expect_invalid([&] { be().batch_norm_forward_inference(x2, c3, c3, rm, rv, y, {}); }, "rank 4");

@@ -15,11 +15,12 @@ struct ConvCase {
 };
 
 std::string describe(const ConvCase& c) {
-  return "x" + shape_to_string(c.x) + " w" + shape_to_string(c.w) + " stride " + std::to_string(c.p.stride_h) +
-         "," + std::to_string(c.p.stride_w) + " pad " + std::to_string(c.p.pad_h) + "," +
-         std::to_string(c.p.pad_w) + " dil " + std::to_string(c.p.dilation_h) + "," +
-         std::to_string(c.p.dilation_w) + " groups " + std::to_string(c.p.groups) + (c.bias ? "" : " no-bias") +
-         (c.dx ? "" : " no-dx") + (c.db ? "" : " no-db");
+  return "x" + shape_to_string(c.x) + " w" + shape_to_string(c.w) + " stride " +
+         std::to_string(c.p.stride_h) + "," + std::to_string(c.p.stride_w) + " pad " +
+         std::to_string(c.p.pad_h) + "," + std::to_string(c.p.pad_w) + " dil " +
+         std::to_string(c.p.dilation_h) + "," + std::to_string(c.p.dilation_w) + " groups " +
+         std::to_string(c.p.groups) + (c.bias ? "" : " no-bias") + (c.dx ? "" : " no-dx") +
+         (c.db ? "" : " no-db");
 }
 
 std::vector<ConvCase> random_cases(int count, std::uint32_t seed) {
@@ -83,13 +84,15 @@ void check_backward(OpSuite& t, const ConvCase& c, std::uint32_t seed) {
   Tensor none_dut, none_ref;
   t.be().conv2d_backward(x.dut, w.dut, dy.dut, c.dx ? dx.dut.tensor : none_dut, dw.dut.tensor,
                          c.db ? db.dut.tensor : none_dut, c.p);
-  cpu::naive::conv2d_backward(x.ref, w.ref, dy.ref, c.dx ? dx.ref : none_ref, dw.ref, c.db ? db.ref : none_ref,
-                              c.p);
+  cpu::naive::conv2d_backward(x.ref, w.ref, dy.ref, c.dx ? dx.ref : none_ref, dw.ref,
+                              c.db ? db.ref : none_ref, c.p);
   const auto spatial = static_cast<std::size_t>(c.x[0] * ys[2] * ys[3]);
   const auto taps = static_cast<std::size_t>(c.w[0] / c.p.groups * c.w[2] * c.w[3]);
-  if (c.dx) OpSuite::expect_output(dx, tolerance(Accuracy::kConvolution, taps), "dx " + describe(c));
+  if (c.dx)
+    OpSuite::expect_output(dx, tolerance(Accuracy::kConvolution, taps), "dx " + describe(c));
   OpSuite::expect_output(dw, tolerance(Accuracy::kConvolution, spatial), "dw " + describe(c));
-  if (c.db) OpSuite::expect_output(db, tolerance(Accuracy::kReduction, spatial), "db " + describe(c));
+  if (c.db)
+    OpSuite::expect_output(db, tolerance(Accuracy::kReduction, spatial), "db " + describe(c));
 }
 
 }  // namespace

@@ -9,7 +9,8 @@ namespace {
 std::vector<Shape> shapes(std::uint32_t seed) {
   std::vector<Shape> s = {{1}, {7}, {8}, {9}, {3, 5, 3, 3}, {2, 8, 17, 17}, {1, 70001}};
   ShapeRng rng(seed);
-  for (int i = 0; i < 25; ++i) s.push_back({rng.pick(1, 3), rng.pick(1, 7), rng.pick(1, 13), rng.pick(1, 13)});
+  for (int i = 0; i < 25; ++i)
+    s.push_back({rng.pick(1, 3), rng.pick(1, 7), rng.pick(1, 13), rng.pick(1, 13)});
   return s;
 }
 
@@ -32,16 +33,20 @@ TEST_P(OpSuite, ReluForwardBackwardMatchNaive) {
 
 TEST_P(OpSuite, ReluBackwardMatchesFiniteDifferences) {
   std::vector<float> v(40);
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = (static_cast<float>(i) - 19.5f) * 0.1f;  // |x| >= 0.05 > h
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = (static_cast<float>(i) - 19.5f) * 0.1f;  // |x| >= 0.05 > h
   const auto r = random_values(40, 3);
   Tensor x = upload(be(), {40}, v), y(be(), {40}), dx(be(), {40}), dy = upload(be(), {40}, r);
   be().relu_forward(x, y);
   be().relu_backward(y, dy, dx);
-  expect_gradient(v, dx.to_vector(), [&] {
-    x.copy_from_host(v.data());
-    be().relu_forward(x, y);
-    return weighted_sum(y, r);
-  }, "relu");
+  expect_gradient(
+      v, dx.to_vector(),
+      [&] {
+        x.copy_from_host(v.data());
+        be().relu_forward(x, y);
+        return weighted_sum(y, r);
+      },
+      "relu");
 }
 
 TEST_P(OpSuite, ElementwiseOpsWorkInPlace) {

@@ -8,24 +8,29 @@
 namespace stoke::testing {
 
 TEST_P(OpSuite, LinearForwardBackwardMatchNaiveOnRandomSizes) {
-  std::vector<std::array<std::int64_t, 3>> sizes = {{1, 1, 1}, {5, 7, 3}, {64, 128, 10}, {3, 33, 17}};
+  std::vector<std::array<std::int64_t, 3>> sizes = {
+      {1, 1, 1}, {5, 7, 3}, {64, 128, 10}, {3, 33, 17}};
   ShapeRng rng(3);
   for (int i = 0; i < 40; ++i) sizes.push_back({rng.pick(1, 40), rng.pick(1, 70), rng.pick(1, 20)});
   std::uint32_t seed = 1;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     const auto [n, k, m] = sizes[i];
     const bool bias = i % 4 != 1, want_dx = i % 5 != 2;
-    const auto x = both({n, k}, ++seed), w = both({m, k}, ++seed), b = both({m}, ++seed), dy = both({n, m}, ++seed);
+    const auto x = both({n, k}, ++seed), w = both({m, k}, ++seed), b = both({m}, ++seed),
+               dy = both({n, m}, ++seed);
     auto y = out({n, m}), dx = out({n, k}), dw = out({m, k}), db = out({m});
     const Tensor none;
     Tensor none_dut, none_ref;
     be().linear_forward(x.dut, w.dut, bias ? b.dut : none, y.dut.tensor);
-    be().linear_backward(x.dut, w.dut, dy.dut, want_dx ? dx.dut.tensor : none_dut, dw.dut.tensor, db.dut.tensor);
+    be().linear_backward(x.dut, w.dut, dy.dut, want_dx ? dx.dut.tensor : none_dut, dw.dut.tensor,
+                         db.dut.tensor);
     cpu::naive::linear_forward(x.ref, w.ref, bias ? b.ref : none, y.ref);
     cpu::naive::linear_backward(x.ref, w.ref, dy.ref, want_dx ? dx.ref : none_ref, dw.ref, db.ref);
-    const std::string what = "n " + std::to_string(n) + " k " + std::to_string(k) + " m " + std::to_string(m);
+    const std::string what =
+        "n " + std::to_string(n) + " k " + std::to_string(k) + " m " + std::to_string(m);
     expect_output(y, tolerance(Accuracy::kReduction, static_cast<std::size_t>(k)), "y " + what);
-    if (want_dx) expect_output(dx, tolerance(Accuracy::kReduction, static_cast<std::size_t>(m)), "dx " + what);
+    if (want_dx)
+      expect_output(dx, tolerance(Accuracy::kReduction, static_cast<std::size_t>(m)), "dx " + what);
     expect_output(dw, tolerance(Accuracy::kReduction, static_cast<std::size_t>(n)), "dw " + what);
     expect_output(db, tolerance(Accuracy::kReduction, static_cast<std::size_t>(n)), "db " + what);
     if (HasFailure()) return;
@@ -37,7 +42,8 @@ TEST_P(OpSuite, LinearBackwardMatchesFiniteDifferences) {
   auto xv = random_values(n * k, 1), wv = random_values(m * k, 2), bv = random_values(m, 3);
   const auto r = random_values(n * m, 4);
   Tensor x = upload(be(), {n, k}, xv), w = upload(be(), {m, k}, wv), b = upload(be(), {m}, bv);
-  Tensor dy = upload(be(), {n, m}, r), y(be(), {n, m}), dx(be(), {n, k}), dw(be(), {m, k}), db(be(), {m});
+  Tensor dy = upload(be(), {n, m}, r), y(be(), {n, m}), dx(be(), {n, k}), dw(be(), {m, k}),
+         db(be(), {m});
   be().linear_backward(x, w, dy, dx, dw, db);
   auto loss = [&] {
     x.copy_from_host(xv.data());
@@ -62,12 +68,14 @@ TEST_P(OpSuite, SoftmaxCrossEntropyMatchesNaiveOnRandomSizes) {
     be().softmax_cross_entropy_forward(logits.dut, labels.dut, probs.dut.tensor, loss.dut.tensor,
                                        correct.dut.tensor);
     be().softmax_cross_entropy_backward(probs.dut.tensor, labels.dut, dlogits.dut.tensor);
-    cpu::naive::softmax_cross_entropy_forward(logits.ref, labels.ref, probs.ref, loss.ref, correct.ref);
+    cpu::naive::softmax_cross_entropy_forward(logits.ref, labels.ref, probs.ref, loss.ref,
+                                              correct.ref);
     cpu::naive::softmax_cross_entropy_backward(probs.ref, labels.ref, dlogits.ref);
     const std::string what = "n " + std::to_string(n) + " c " + std::to_string(c);
     const auto row = static_cast<std::size_t>(c);
     expect_output(probs, tolerance(Accuracy::kTranscendental, row), "probs " + what);
-    expect_output(loss, tolerance(Accuracy::kReduction, static_cast<std::size_t>(n * c)), "loss " + what);
+    expect_output(loss, tolerance(Accuracy::kReduction, static_cast<std::size_t>(n * c)),
+                  "loss " + what);
     expect_output(correct, tolerance(Accuracy::kExact), "correct " + what);
     expect_output(dlogits, tolerance(Accuracy::kTranscendental, row), "dlogits " + what);
     if (HasFailure()) return;
@@ -82,11 +90,14 @@ TEST_P(OpSuite, SoftmaxCrossEntropyGradientMatchesFiniteDifferences) {
   Tensor probs(be(), {n, c}), loss(be(), {1}), correct(be(), {1}), dlogits(be(), {n, c});
   be().softmax_cross_entropy_forward(logits, labels, probs, loss, correct);
   be().softmax_cross_entropy_backward(probs, labels, dlogits);
-  expect_gradient(lv, dlogits.to_vector(), [&] {
-    logits.copy_from_host(lv.data());
-    be().softmax_cross_entropy_forward(logits, labels, probs, loss, correct);
-    return static_cast<double>(loss.to_vector()[0]);
-  }, "dlogits");
+  expect_gradient(
+      lv, dlogits.to_vector(),
+      [&] {
+        logits.copy_from_host(lv.data());
+        be().softmax_cross_entropy_forward(logits, labels, probs, loss, correct);
+        return static_cast<double>(loss.to_vector()[0]);
+      },
+      "dlogits");
 }
 
 TEST_P(OpSuite, SoftmaxCrossEntropyKnownLossAndAccuracy) {
@@ -99,14 +110,17 @@ TEST_P(OpSuite, SoftmaxCrossEntropyKnownLossAndAccuracy) {
   EXPECT_NEAR(loss.to_vector()[0], (std::log(4.0) + 50.0) / 2.0, 1e-4);
   EXPECT_EQ(correct.to_vector()[0], 1.0f);
   Tensor short_labels = upload(be(), {1}, std::vector<std::int32_t>{0});
-  expect_invalid([&] { be().softmax_cross_entropy_forward(logits, short_labels, probs, loss, correct); },
-                 "'labels'");
+  expect_invalid(
+      [&] { be().softmax_cross_entropy_forward(logits, short_labels, probs, loss, correct); },
+      "'labels'");
   Tensor float_labels(be(), {2});
-  expect_invalid([&] { be().softmax_cross_entropy_forward(logits, float_labels, probs, loss, correct); },
-                 "int32");
+  expect_invalid(
+      [&] { be().softmax_cross_entropy_forward(logits, float_labels, probs, loss, correct); },
+      "int32");
   if (be().is_host()) {  // label values are checked where they are read (a GPU kernel cannot throw)
     Tensor bad = upload(be(), {2}, std::vector<std::int32_t>{0, 4});
-    EXPECT_THROW(be().softmax_cross_entropy_forward(logits, bad, probs, loss, correct), InvalidArgument);
+    EXPECT_THROW(be().softmax_cross_entropy_forward(logits, bad, probs, loss, correct),
+                 InvalidArgument);
   }
 }
 

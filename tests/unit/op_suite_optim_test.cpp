@@ -109,7 +109,8 @@ TEST_P(OpSuite, UpdatesReadTheirStepValuesFromATensorOfTheBackend) {
   tensor.scalars = &scalars;
   for (field.step = 1; field.step <= 3; ++field.step) {
     const auto correction = [&](float beta) {
-      return static_cast<float>(1.0 - std::pow(static_cast<double>(beta), static_cast<double>(field.step)));
+      return static_cast<float>(
+          1.0 - std::pow(static_cast<double>(beta), static_cast<double>(field.step)));
     };
     const float values[] = {field.lr, correction(field.beta1), correction(field.beta2)};
     be().write_values(scalars, values);
@@ -135,7 +136,8 @@ TEST_P(OpSuite, UpdateFrontDoorNamesBadScalarsAndStates) {
   auto other = make_cpu_backend(0);
   Tensor elsewhere(*other, {4});
   sgd.scalars = &elsewhere;
-  if (&be() != other.get()) expect_invalid([&] { be().sgd_update(w, g, v, sgd); }, "different backend");
+  if (&be() != other.get())
+    expect_invalid([&] { be().sgd_update(w, g, v, sgd); }, "different backend");
   const float five[] = {1, 2, 3, 4, 5};
   Tensor four(be(), {4});
   expect_invalid([&] { be().write_values(four, five); }, "at most 4");

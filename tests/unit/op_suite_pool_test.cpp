@@ -13,8 +13,8 @@ struct PoolCase {
 
 std::vector<PoolCase> random_cases(int count, std::uint32_t seed) {
   std::vector<PoolCase> cases = {
-      {{2, 3, 6, 6}, {2, 2, 2, 2, 0, 0}}, {{1, 2, 7, 5}, {3, 3, 2, 2, 1, 1}},
-      {{2, 1, 5, 8}, {3, 2, 1, 2, 1, 0}}, {{3, 4, 9, 9}, {3, 3, 3, 3, 0, 0}},
+      {{2, 3, 6, 6}, {2, 2, 2, 2, 0, 0}},   {{1, 2, 7, 5}, {3, 3, 2, 2, 1, 1}},
+      {{2, 1, 5, 8}, {3, 2, 1, 2, 1, 0}},   {{3, 4, 9, 9}, {3, 3, 3, 3, 0, 0}},
       {{2, 8, 16, 16}, {3, 3, 2, 2, 1, 1}},  // the ResNet stem's max pool
   };
   ShapeRng rng(seed);
@@ -26,7 +26,8 @@ std::vector<PoolCase> random_cases(int count, std::uint32_t seed) {
     c.p.stride_w = rng.pick(1, 3);
     c.p.pad_h = rng.pick(0, c.p.kernel_h / 2);
     c.p.pad_w = rng.pick(0, c.p.kernel_w / 2);
-    c.x = {rng.pick(0, 2) == 0 ? 1 : rng.pick(2, 3), rng.pick(1, 5), rng.pick(1, 12), rng.pick(1, 12)};
+    c.x = {rng.pick(0, 2) == 0 ? 1 : rng.pick(2, 3), rng.pick(1, 5), rng.pick(1, 12),
+           rng.pick(1, 12)};
     if (conv_output_size(c.x[2], c.p.kernel_h, c.p.stride_h, c.p.pad_h) <= 0 ||
         conv_output_size(c.x[3], c.p.kernel_w, c.p.stride_w, c.p.pad_w) <= 0) {
       continue;
@@ -40,7 +41,8 @@ std::string describe(const PoolCase& c) {
   std::string s = "x";
   return s + shape_to_string(c.x) + " kernel " + std::to_string(c.p.kernel_h) + "x" +
          std::to_string(c.p.kernel_w) + " stride " + std::to_string(c.p.stride_h) + "," +
-         std::to_string(c.p.stride_w) + " pad " + std::to_string(c.p.pad_h) + "," + std::to_string(c.p.pad_w);
+         std::to_string(c.p.stride_w) + " pad " + std::to_string(c.p.pad_h) + "," +
+         std::to_string(c.p.pad_w);
 }
 
 }  // namespace
@@ -76,7 +78,8 @@ TEST_P(OpSuite, Pool2dBackwardMatchesFiniteDifferences) {
     const Shape ys = pool2d_output_shape(c.x, c.p);
     // Distinct values spaced more than 2h apart so the max does not switch.
     std::vector<float> v(static_cast<std::size_t>(shape_numel(c.x)));
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.05f * static_cast<float>((i * 37) % v.size());
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = 0.05f * static_cast<float>((i * 37) % v.size());
     const auto r = random_values(static_cast<std::size_t>(shape_numel(ys)), 9);
     Tensor x = upload(be(), c.x, v), dy = upload(be(), ys, r), y(be(), ys), dx(be(), c.x);
     be().max_pool2d_forward(x, y, c.p);
@@ -108,7 +111,8 @@ TEST_P(OpSuite, GlobalAvgPoolMatchesNaiveAndFiniteDifferences) {
     be().global_avg_pool_backward(dy.dut, dx.dut.tensor);
     cpu::naive::global_avg_pool_forward(x.ref, y.ref);
     cpu::naive::global_avg_pool_backward(dy.ref, dx.ref);
-    expect_output(y, tolerance(Accuracy::kReduction, static_cast<std::size_t>(s[2] * s[3])), "y " + shape_to_string(s));
+    expect_output(y, tolerance(Accuracy::kReduction, static_cast<std::size_t>(s[2] * s[3])),
+                  "y " + shape_to_string(s));
     expect_output(dx, tolerance(Accuracy::kElementwise), "dx " + shape_to_string(s));
     if (HasFailure()) return;
   }
@@ -117,11 +121,14 @@ TEST_P(OpSuite, GlobalAvgPoolMatchesNaiveAndFiniteDifferences) {
   const auto r = random_values(15, 5);
   Tensor x = upload(be(), s, xv), dy = upload(be(), {3, 5}, r), y(be(), {3, 5}), dx(be(), s);
   be().global_avg_pool_backward(dy, dx);
-  expect_gradient(xv, dx.to_vector(), [&] {
-    x.copy_from_host(xv.data());
-    be().global_avg_pool_forward(x, y);
-    return weighted_sum(y, r);
-  }, "global average");
+  expect_gradient(
+      xv, dx.to_vector(),
+      [&] {
+        x.copy_from_host(xv.data());
+        be().global_avg_pool_forward(x, y);
+        return weighted_sum(y, r);
+      },
+      "global average");
 }
 
 TEST_P(OpSuite, PoolFrontDoorNamesTheBadWindow) {

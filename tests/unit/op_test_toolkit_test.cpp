@@ -35,10 +35,12 @@ TEST(OpTestToolkit, ToleranceTableScalesWithEpsilonAndReductionLength) {
   const double t10 = tolerance(Accuracy::kReduction, 10).max_error;
   const double t1000 = tolerance(Accuracy::kReduction, 1000).max_error;
   EXPECT_NEAR(t1000 / t10, std::sqrt(1001.0 / 11.0), 1e-9);
-  EXPECT_EQ(tolerance(Accuracy::kElementwise, 10).max_error, tolerance(Accuracy::kElementwise, 1000).max_error);
+  EXPECT_EQ(tolerance(Accuracy::kElementwise, 10).max_error,
+            tolerance(Accuracy::kElementwise, 1000).max_error);
   EXPECT_GT(tolerance(Accuracy::kElementwise, 1, DType::kBFloat16).max_error,
             tolerance(Accuracy::kElementwise, 1, DType::kFloat32).max_error);
-  for (const ToleranceRule& rule : kToleranceTable) EXPECT_NE(std::string(rule.reason), "") << "every rule says why";
+  for (const ToleranceRule& rule : kToleranceTable)
+    EXPECT_NE(std::string(rule.reason), "") << "every rule says why";
 }
 
 }  // namespace

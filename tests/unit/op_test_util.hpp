@@ -37,9 +37,12 @@ struct Tolerance {
 
 inline constexpr double epsilon(DType dtype) {
   switch (dtype) {
-    case DType::kFloat16: return 9.77e-4;   // 2^-10
-    case DType::kBFloat16: return 7.81e-3;  // 2^-7
-    default: return std::numeric_limits<float>::epsilon();
+    case DType::kFloat16:
+      return 9.77e-4;  // 2^-10
+    case DType::kBFloat16:
+      return 7.81e-3;  // 2^-7
+    default:
+      return std::numeric_limits<float>::epsilon();
   }
 }
 
@@ -47,13 +50,13 @@ inline constexpr double epsilon(DType dtype) {
 // reference. The one table of tolerances is below; each row is a number of
 // epsilons, times sqrt(n + 1) where the error grows with the reduction length n.
 enum class Accuracy : std::uint8_t {
-  kExact,          // the same float operations in the same order
-  kElementwise,    // a few operations per element
-  kTranscendental, // exp/log/sqrt per element, short row sums
-  kReduction,      // sums of n products or terms (GEMM, convolution, pooling windows)
-  kConvolution,    // kReduction, plus the algorithms a GPU library may choose
-  kNormalization,  // statistics over n values, then a division by the std
-  kOptimizer,      // several steps of sqrt and division per element
+  kExact,           // the same float operations in the same order
+  kElementwise,     // a few operations per element
+  kTranscendental,  // exp/log/sqrt per element, short row sums
+  kReduction,       // sums of n products or terms (GEMM, convolution, pooling windows)
+  kConvolution,     // kReduction, plus the algorithms a GPU library may choose
+  kNormalization,   // statistics over n values, then a division by the std
+  kOptimizer,       // several steps of sqrt and division per element
 };
 
 struct ToleranceRule {
@@ -70,11 +73,14 @@ inline constexpr ToleranceRule kToleranceTable[] = {
     {Accuracy::kTranscendental, 80, false,
      "expf/logf/sqrtf differ by a few ulp between libm and CUDA; softmax sums a row of C terms"},
     {Accuracy::kReduction, 16, true,
-     "a float sum of n terms in another order (blocking, tiling) against a double sum: ~sqrt(n) eps"},
+     "a float sum of n terms in another order (blocking, tiling) against a double sum: ~sqrt(n) "
+     "eps"},
     {Accuracy::kConvolution, 128, true,
-     "as kReduction, plus FFT/Winograd transforms cuDNN may choose (a few eps of the output's scale)"},
+     "as kReduction, plus FFT/Winograd transforms cuDNN may choose (a few eps of the output's "
+     "scale)"},
     {Accuracy::kNormalization, 128, true,
-     "mean and variance over n values in another order, then 1/sqrt; the output magnifies them by 1/std"},
+     "mean and variance over n values in another order, then 1/sqrt; the output magnifies them by "
+     "1/std"},
     {Accuracy::kOptimizer, 128, false,
      "sqrt and division per element, over a few steps; bias corrections rounded to float"},
 };
@@ -95,8 +101,8 @@ struct FiniteDifferenceTolerance {
   double abs, rel;
   const char* reason;
 };
-inline constexpr FiniteDifferenceTolerance kFiniteDifference{2e-2, 2e-2,
-                                                             "float32 central differences, h = 1e-2"};
+inline constexpr FiniteDifferenceTolerance kFiniteDifference{
+    2e-2, 2e-2, "float32 central differences, h = 1e-2"};
 
 // --- generators -------------------------------------------------------------
 // Fixed seeds only (no std::random_device): every failure reproduces.
@@ -138,7 +144,8 @@ inline Tensor copy_to(Backend& be, const Tensor& t) {
 
 inline Tensor random_tensor(Backend& be, const Shape& shape, std::uint32_t seed, float lo = -1.0f,
                             float hi = 1.0f) {
-  return upload(be, shape, random_values(static_cast<std::size_t>(shape_numel(shape)), seed, lo, hi));
+  return upload(be, shape,
+                random_values(static_cast<std::size_t>(shape_numel(shape)), seed, lo, hi));
 }
 
 // --- guards -----------------------------------------------------------------
@@ -157,10 +164,12 @@ class Guarded {
     const std::size_t n = all.size();
     for (std::size_t i = 0; i < static_cast<std::size_t>(kGuard); ++i) {
       if (all[i] != kSentinel) {
-        return ::testing::AssertionFailure() << what << ": write before the output at guard " << kGuard - i;
+        return ::testing::AssertionFailure()
+               << what << ": write before the output at guard " << kGuard - i;
       }
       if (all[n - 1 - i] != kSentinel) {
-        return ::testing::AssertionFailure() << what << ": write past the output, guard " << kGuard - i;
+        return ::testing::AssertionFailure()
+               << what << ": write past the output, guard " << kGuard - i;
       }
     }
     return ::testing::AssertionSuccess();
@@ -173,10 +182,12 @@ class Guarded {
 };
 
 // --- comparisons ------------------------------------------------------------
-inline ::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want,
-                                        const Tolerance& tol, const std::string& what) {
+inline ::testing::AssertionResult close(const std::vector<float>& got,
+                                        const std::vector<float>& want, const Tolerance& tol,
+                                        const std::string& what) {
   if (got.size() != want.size()) {
-    return ::testing::AssertionFailure() << what << ": " << got.size() << " elements, want " << want.size();
+    return ::testing::AssertionFailure()
+           << what << ": " << got.size() << " elements, want " << want.size();
   }
   double scale = 1.0, worst = 0.0;
   std::size_t at = 0;
@@ -189,20 +200,21 @@ inline ::testing::AssertionResult close(const std::vector<float>& got, const std
     }
   }
   if (worst / scale <= tol.max_error) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": error " << worst / scale << " of scale " << scale
-                                       << " at element " << at << " (got " << got[at] << ", want "
-                                       << want[at] << ") exceeds " << tol.max_error << " (" << tol.reason
-                                       << ")";
+  return ::testing::AssertionFailure()
+         << what << ": error " << worst / scale << " of scale " << scale << " at element " << at
+         << " (got " << got[at] << ", want " << want[at] << ") exceeds " << tol.max_error << " ("
+         << tol.reason << ")";
 }
 inline ::testing::AssertionResult close(const Tensor& got, const Tensor& want, const Tolerance& tol,
                                         const std::string& what) {
   if (got.shape() != want.shape()) {
-    return ::testing::AssertionFailure() << what << ": shape " << shape_to_string(got.shape()) << " vs "
-                                         << shape_to_string(want.shape());
+    return ::testing::AssertionFailure() << what << ": shape " << shape_to_string(got.shape())
+                                         << " vs " << shape_to_string(want.shape());
   }
   return close(got.to_vector(), want.to_vector(), tol, what);
 }
-inline void expect_close(const Tensor& got, const Tensor& want, const Tolerance& tol, const std::string& what) {
+inline void expect_close(const Tensor& got, const Tensor& want, const Tolerance& tol,
+                         const std::string& what) {
   EXPECT_TRUE(close(got, want, tol, what));
 }
 inline void expect_identical(const Tensor& a, const Tensor& b, const std::string& what) {
@@ -224,8 +236,8 @@ inline double weighted_sum(const Tensor& y, const std::vector<float>& weights) {
 // differences at up to max_points evenly spread elements. `input` is the
 // host copy loss() reads (it uploads it where it needs to).
 inline void expect_gradient(std::vector<float>& input, const std::vector<float>& analytic,
-                            const std::function<double()>& loss, const std::string& what, float h = 1e-2f,
-                            int max_points = 24) {
+                            const std::function<double()>& loss, const std::string& what,
+                            float h = 1e-2f, int max_points = 24) {
   ASSERT_EQ(input.size(), analytic.size()) << what;
   const std::size_t n = input.size();
   const std::size_t step = std::max<std::size_t>(1, n / static_cast<std::size_t>(max_points));
@@ -238,7 +250,8 @@ inline void expect_gradient(std::vector<float>& input, const std::vector<float>&
     input[i] = saved;
     const double fd = (up - down) / (2.0 * h);
     const double bound = kFiniteDifference.abs + kFiniteDifference.rel * std::fabs(fd);
-    EXPECT_NEAR(analytic[i], fd, bound) << what << " element " << i << " (" << kFiniteDifference.reason << ")";
+    EXPECT_NEAR(analytic[i], fd, bound)
+        << what << " element " << i << " (" << kFiniteDifference.reason << ")";
   }
 }
 

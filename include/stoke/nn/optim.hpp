@@ -132,6 +132,14 @@ class STOKE_API TrainStep {
   void backward();
   // The optimizer's update from model.gradients() (after prepare()).
   void update();
+  // Per-class loss weights (one per class, as many as the model's classes;
+  // empty = unweighted): backward() then takes the gradient of the weighted
+  // cross-entropy sum_i w[y_i] l_i / N (Keras' class_weight), i.e. each
+  // row's dlogits times w[y_i]. loss() stays the unweighted mean, comparable
+  // across weightings.
+  void set_class_weights(const std::vector<float>& weights);
+  // The gradient with respect to the logits that backward() uses (N, C).
+  const Tensor& dlogits() const noexcept { return weight_rows_.defined() ? weighted_ : dlogits_; }
   // Synchronizes and reads the last batch's loss and accuracy.
   StepStats stats() const;
   // Device tensors of the last step (1 element each), for readers that sync themselves.
@@ -141,7 +149,12 @@ class STOKE_API TrainStep {
  private:
   Model& model_;
   Optimizer& optimizer_;
+  void weigh_rows(const Tensor& labels);
+
   Tensor probs_, dlogits_, loss_, correct_;
+  // Class weights: (C, C), every row the weights; undefined = unweighted.
+  Tensor weight_rows_;
+  Tensor zeros_, onehot_, row_weights_, weighted_;  // (N, C) each
   std::int64_t batch_ = 0;
 };
 

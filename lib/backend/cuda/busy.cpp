@@ -42,7 +42,10 @@ double CudaBackend::take_busy_seconds(bool wait) {
       STOKE_CUDA_CHECK(cudaEventSynchronize(interval.stop));
     } else {
       const cudaError_t status = cudaEventQuery(interval.stop);
-      if (status == cudaErrorNotReady) break;
+      if (status == cudaErrorNotReady) {
+        cudaGetLastError();  // not an error: leave no "last error" behind
+        break;
+      }
       STOKE_CUDA_CHECK(status);
     }
     float ms = 0.0f;

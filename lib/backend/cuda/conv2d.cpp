@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/cudnn_limits.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::cuda {
@@ -18,13 +19,16 @@ int to_int(std::int64_t v) {
 
 ConvSetup::ConvSetup(const char* op, const Shape& x, const Shape& w, const Conv2dParams& p,
                      bool strict) {
-  (void)op;  // the shape errors name conv2d (stoke::conv2d_output_shape)
   y_shape_ = conv2d_output_shape(x, w, p);
+  check_cudnn_elements(op, "x", x);
+  check_cudnn_elements(op, "w", w);
+  check_cudnn_elements(op, "y", y_shape_);
   key_ = shape_to_string(x) + " w" + shape_to_string(w) + " s" + std::to_string(p.stride_h) + "," +
          std::to_string(p.stride_w) + " p" + std::to_string(p.pad_h) + "," +
          std::to_string(p.pad_w) + " d" + std::to_string(p.dilation_h) + "," +
          std::to_string(p.dilation_w) + " g" + std::to_string(p.groups) +
          (strict ? " fp32" : " tf32");
+  for (int pass = 0; pass < 3; ++pass) pass_keys_[pass] = std::string(kConvPassNames[pass]) + " " + key_;
   x_ = std::make_unique<TensorDesc>(x);
   y_ = std::make_unique<TensorDesc>(y_shape_);
   STOKE_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_));
@@ -50,6 +54,37 @@ void ConvSetup::set_math(int math_type) const {
   STOKE_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, static_cast<cudnnMathType_t>(math_type)));
 }
 
+ConvShapeKey conv_shape_key(const Shape& x, const Shape& w, const Conv2dParams& p, bool strict) {
+  ConvShapeKey k{};
+  for (std::size_t i = 0; i < 4; ++i) {
+    k[i] = i < x.size() ? x[i] : -1;
+    k[4 + i] = i < w.size() ? w[i] : -1;
+  }
+  k[8] = p.stride_h;
+  k[9] = p.stride_w;
+  k[10] = p.pad_h;
+  k[11] = p.pad_w;
+  k[12] = p.dilation_h;
+  k[13] = p.dilation_w;
+  k[14] = p.groups;
+  k[15] = strict ? 1 : 0;
+  return k;
+}
+
+// The descriptors of a shape, built (and checked) once and kept: every pass
+// of every step used to rebuild them and their key string. Bounded: a stream
+// of ever new shapes (inference on arbitrary image sizes) starts over.
+const ConvSetup& CudaBackend::conv_setup(const char* op, const Shape& x, const Shape& w,
+                                         const Conv2dParams& p) {
+  const ConvShapeKey key = conv_shape_key(x, w, p, options_.strict_fp32);
+  std::lock_guard lock(conv_setups_mutex_);
+  auto it = conv_setups_.find(key);
+  if (it != conv_setups_.end()) return *it->second;
+  if (conv_setups_.size() >= kMaxConvSetups) conv_setups_.clear();
+  auto setup = std::make_unique<ConvSetup>(op, x, w, p, options_.strict_fp32);
+  return *conv_setups_.emplace(key, std::move(setup)).first->second;
+}
+
 std::size_t CudaBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
                                                 const Conv2dParams& params) const {
   const ConvSetup setup("conv2d_workspace_bytes", x, w, params, options_.strict_fp32);
@@ -62,7 +97,7 @@ std::size_t CudaBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
 
 void CudaBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
                                  const Conv2dParams& params) {
-  const ConvSetup s("conv2d_forward", x.shape(), w.shape(), params, options_.strict_fp32);
+  const ConvSetup& s = conv_setup("conv2d_forward", x.shape(), w.shape(), params);
   const ConvAlgoChoice c = choose_conv_algo(kConvForward, ConvCall{s, x.raw(), w.raw(), y.raw()});
   s.set_math(c.math_type);
   void* ws = workspace(c.workspace_bytes);
@@ -79,7 +114,7 @@ void CudaBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tens
 
 void CudaBackend::do_conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                                   Tensor& dw, Tensor& db, const Conv2dParams& params) {
-  const ConvSetup s("conv2d_backward", x.shape(), w.shape(), params, options_.strict_fp32);
+  const ConvSetup& s = conv_setup("conv2d_backward", x.shape(), w.shape(), params);
   const float one = 1.0f, zero = 0.0f;
   if (db.defined()) {
     const TensorDesc b(1, static_cast<int>(w.dim(0)), 1, 1);

@@ -4,6 +4,8 @@
 
 #include <cudnn.h>
 
+#include <array>
+#include <cstdint>
 #include <string>
 
 #include "backend/cuda/cuda_backend.hpp"
@@ -21,6 +23,8 @@ class STOKE_INTERNAL ConvSetup {
 
   const Shape& y_shape() const noexcept { return y_shape_; }
   const std::string& key() const noexcept { return key_; }
+  // "<pass name> <key>": the algorithm cache's key of pass 0, 1 or 2, built once.
+  const std::string& pass_key(int pass) const noexcept { return pass_keys_[pass]; }
   cudnnTensorDescriptor_t x() const noexcept { return x_->get(); }
   cudnnTensorDescriptor_t y() const noexcept { return y_->get(); }
   cudnnFilterDescriptor_t w() const noexcept { return w_; }
@@ -30,6 +34,7 @@ class STOKE_INTERNAL ConvSetup {
  private:
   Shape y_shape_;
   std::string key_;
+  std::string pass_keys_[3];
   std::unique_ptr<TensorDesc> x_, y_;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
@@ -46,5 +51,11 @@ struct CudaBackend::ConvCall {
 };
 
 enum ConvPass : int { kConvForward = 0, kConvBackwardData = 1, kConvBackwardFilter = 2 };
+inline constexpr const char* kConvPassNames[] = {"forward", "backward_data", "backward_filter"};
+
+// What identifies a convolution's descriptors: x and w shapes, the params and
+// the math mode (strict FP32 or not).
+using ConvShapeKey = std::array<std::int64_t, 16>;
+ConvShapeKey conv_shape_key(const Shape& x, const Shape& w, const Conv2dParams& p, bool strict);
 
 }  // namespace stoke::cuda

@@ -14,7 +14,7 @@
 namespace stoke::cuda {
 namespace {
 
-const char* const kPassNames[] = {"forward", "backward_data", "backward_filter"};
+const char* const* const kPassNames = kConvPassNames;
 
 const char* algo_name(int pass, int algo) {
   static const char* const fwd[] = {
@@ -37,6 +37,7 @@ struct Candidate {
   float time;
   std::size_t memory;
   cudnnMathType_t math;
+  bool deterministic;
 };
 
 template <typename Perf>
@@ -44,7 +45,7 @@ std::vector<Candidate> to_candidates(const Perf* perf, int count) {
   std::vector<Candidate> out;
   for (int i = 0; i < count; ++i) {
     out.push_back({static_cast<int>(perf[i].algo), perf[i].status, perf[i].time, perf[i].memory,
-                   perf[i].mathType});
+                   perf[i].mathType, perf[i].determinism == CUDNN_DETERMINISTIC});
   }
   return out;
 }
@@ -95,8 +96,9 @@ std::vector<Candidate> benchmark(cudnnHandle_t h, int pass, const ConvSetup& s,
   return to_candidates(perf, returned);
 }
 
-bool acceptable(const Candidate& c, bool strict, std::size_t limit) {
+bool acceptable(const Candidate& c, bool strict, bool deterministic, std::size_t limit) {
   if (c.status != CUDNN_STATUS_SUCCESS || c.memory > limit) return false;
+  if (deterministic && !c.deterministic) return false;
   // Strict FP32: no tensor-core math (the descriptor asked for FMA math;
   // cuDNN may report such results as FMA or DEFAULT math).
   return !strict || c.math == CUDNN_FMA_MATH || c.math == CUDNN_DEFAULT_MATH;
@@ -105,12 +107,13 @@ bool acceptable(const Candidate& c, bool strict, std::size_t limit) {
 }  // namespace
 
 ConvAlgoChoice CudaBackend::choose_conv_algo(int pass, const ConvCall& call) const {
-  const std::string key = std::string(kPassNames[pass]) + " " + call.setup.key();
+  const std::string& key = call.setup.pass_key(pass);
   {
     std::lock_guard lock(algo_mutex_);
     if (auto it = algos_.find(key); it != algos_.end()) return it->second;
   }
   const bool strict = options_.strict_fp32;
+  const bool det = options_.deterministic;
   const std::size_t limit = options_.conv_workspace_limit;
   cudnnHandle_t h = cudnn();
   std::vector<Candidate> candidates = heuristics(h, pass, call.setup);
@@ -121,14 +124,14 @@ ConvAlgoChoice CudaBackend::choose_conv_algo(int pass, const ConvCall& call) con
   if (can_time) {
     std::size_t need = 0;
     for (const auto& c : candidates)
-      if (acceptable(c, strict, limit)) need = std::max(need, c.memory);
+      if (acceptable(c, strict, det, limit)) need = std::max(need, c.memory);
     try {
       // The workspace is the backend's scratch memory; growing it is not an
       // observable change of the backend, hence the const_cast.
       void* ws = const_cast<CudaBackend*>(this)->workspace(need);
       auto measured = benchmark(h, pass, call.setup, call, ws, need);
       if (std::any_of(measured.begin(), measured.end(),
-                      [&](const Candidate& c) { return acceptable(c, strict, need); })) {
+                      [&](const Candidate& c) { return acceptable(c, strict, det, need); })) {
         candidates = std::move(measured);
         timed = true;
       }
@@ -137,13 +140,14 @@ ConvAlgoChoice CudaBackend::choose_conv_algo(int pass, const ConvCall& call) con
                ", using heuristics: " + e.what());
     }
   }
-  const auto it = std::find_if(candidates.begin(), candidates.end(),
-                               [&](const Candidate& c) { return acceptable(c, strict, limit); });
+  const auto it = std::find_if(candidates.begin(), candidates.end(), [&](const Candidate& c) {
+    return acceptable(c, strict, det, limit);
+  });
   if (it == candidates.end()) {
     throw Unsupported("cuDNN offers no " + std::string(kPassNames[pass]) +
                       " convolution algorithm for " + call.setup.key() + " within a workspace of " +
                       std::to_string(limit) + " bytes" + (strict ? " in strict FP32" : "") +
-                      " on cuda:" + std::to_string(device_));
+                      (det ? ", deterministic" : "") + " on cuda:" + std::to_string(device_));
   }
   ConvAlgoChoice choice;
   choice.pass = kPassNames[pass];

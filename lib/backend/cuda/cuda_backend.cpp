@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/conv.hpp"  // ConvSetup, cached per shape
 #include "backend/update_scalars.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
@@ -72,6 +73,7 @@ CudaBackend::~CudaBackend() {
   if (stream_) STOKE_CUDA_WARN(cudaStreamSynchronize(stream_));
   destroy_busy_events();
   try {
+    for (void* p : retired_workspaces_) pool_->deallocate(p, nullptr);
     if (workspace_) pool_->deallocate(workspace_, nullptr);
     if (cublas_workspace_) pool_->deallocate(cublas_workspace_, nullptr);
   } catch (const std::exception& e) {
@@ -125,24 +127,52 @@ std::uint64_t CudaBackend::device_memory_bytes() const {
   return total;
 }
 
+std::uint64_t CudaBackend::device_used_bytes() const {
+  make_current();
+  std::size_t free_bytes = 0, total = 0;
+  STOKE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  return total - free_bytes;
+}
+
 void CudaBackend::reset_peak() {
   pool_->reset_peak();
 }
 
 void CudaBackend::release_workspace() {
   if (capturing_) return;
-  if (workspace_) pool_->deallocate(workspace_, stream_);
+  drop_workspace();
+}
+
+// The current block goes back to the pool in stream order, or waits in
+// retired_workspaces_ while a graph (live, or being captured) may use it.
+void CudaBackend::drop_workspace() {
+  if (workspace_) {
+    if (live_graphs_ > 0 || capturing_) {
+      retired_workspaces_.push_back(workspace_);
+    } else {
+      pool_->deallocate(workspace_, stream_);
+    }
+  }
   workspace_ = nullptr;
   workspace_bytes_ = 0;
+}
+
+void CudaBackend::graph_destroyed() {
+  if (live_graphs_ > 0) --live_graphs_;
+  release_retired_workspaces();
+}
+
+void CudaBackend::release_retired_workspaces() {
+  if (live_graphs_ > 0 || capturing_) return;
+  for (void* p : retired_workspaces_) free(p, 0);
+  retired_workspaces_.clear();
 }
 
 void* CudaBackend::workspace(std::size_t bytes) {
   if (bytes == 0) return nullptr;
   if (bytes > workspace_bytes_) {
     // Grown, never shrunk between ops: the largest convolution sets the size.
-    if (workspace_) free(workspace_, workspace_bytes_);
-    workspace_ = nullptr;
-    workspace_bytes_ = 0;
+    drop_workspace();
     workspace_ = pool_->allocate(bytes, stream_);
     workspace_bytes_ = bytes;
   }

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <array>
 #include <atomic>
 #include <deque>
 #include <initializer_list>
@@ -28,6 +29,8 @@
 
 namespace stoke::cuda {
 
+class ConvSetup;
+
 class STOKE_INTERNAL CudaBackend final : public GpuBackend {
  public:
   CudaBackend(int device, std::shared_ptr<MemoryPool> pool, CudaBackendOptions options);
@@ -41,6 +44,7 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   MemoryStats memory_stats() const override;
   PoolStats pool_stats() const override;
   std::uint64_t device_memory_bytes() const override;
+  std::uint64_t device_used_bytes() const override;
   void reset_peak() override;
   std::size_t conv2d_workspace_bytes(const Shape& x, const Shape& w,
                                      const Conv2dParams& params) const override;
@@ -67,14 +71,20 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   double take_busy_seconds(bool wait) override;
   std::unique_ptr<CapturedStep> capture(const std::function<void()>& step,
                                         std::string* why) override;
+  // NCCL groups (nccl_communicator.cpp).
+  std::string device_collectives_unavailable() const override;
+  std::vector<std::uint8_t> new_device_group_id() override;
+  std::unique_ptr<DeviceCommunicator> join_device_group(int rank, int world_size,
+                                                        std::span<const std::uint8_t> id) override;
 
   // --- for the op files ----------------------------------------------------
   cudaStream_t stream() const noexcept { return stream_; }
   // This thread's handles for the device, bound to the compute stream.
   cudnnHandle_t cudnn() const;
   cublasHandle_t cublas();
-  // Workspace of at least `bytes` from the pool, kept between ops; the old
-  // block is freed in stream order when it grows.
+  // Workspace of at least `bytes` from the pool, kept between ops. When it
+  // grows (or is released) the old block is freed in stream order, unless a
+  // live graph may point into it: then it is kept until the last graph goes.
   void* workspace(std::size_t bytes);
   // Launches kernel `name` over n elements (grid-stride) on the stream.
   void launch_n(const char* name, long long n, std::initializer_list<const void*> args);
@@ -86,6 +96,9 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   // benchmarking (outside a capture).
   struct ConvCall;
   ConvAlgoChoice choose_conv_algo(int pass, const ConvCall& call) const;
+  // The descriptors of a convolution shape, built once per backend (conv.cpp).
+  const ConvSetup& conv_setup(const char* op, const Shape& x, const Shape& w,
+                                    const Conv2dParams& params);
 
  private:
   friend class CudaCapturedStep;
@@ -102,12 +115,21 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   std::mutex kernels_mutex_;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
+  // Graphs captured on this backend and not yet destroyed, and the workspace
+  // blocks they may still point into (freed when the count drops to 0).
+  int live_graphs_ = 0;
+  std::vector<void*> retired_workspaces_;
+  void drop_workspace();
+  void graph_destroyed();
+  void release_retired_workspaces();
   void* cublas_workspace_ = nullptr;
   std::size_t cublas_workspace_bytes_ = 0;
+  static constexpr std::size_t kMaxConvSetups = 256;
+  std::mutex conv_setups_mutex_;
+  std::map<std::array<std::int64_t, 16>, std::unique_ptr<ConvSetup>> conv_setups_;
   mutable std::mutex algo_mutex_;
   mutable std::map<std::string, ConvAlgoChoice> algos_;
   mutable std::vector<std::string> algo_order_;
-  std::atomic<bool> bn_persistent_ok_{true};  // cleared when cuDNN refuses the mode
   // While capturing, frees are held (the graph keeps using the memory).
   bool capturing_ = false;
   std::vector<void*> held_during_capture_;

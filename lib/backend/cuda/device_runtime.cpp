@@ -1,5 +1,7 @@
 // The plugin's per-device object: memory, pinned host memory, streams, events
 // and copies for libstoke's pool, staging buffers and prefetcher.
+#include "backend/cuda/device_runtime.hpp"
+
 #include <cuda_runtime.h>
 
 #include <memory>
@@ -13,24 +15,19 @@
 namespace stoke::cuda {
 namespace {
 
-// Makes the object's device current for the duration of a call and restores
-// the caller's device afterwards, so the pool never changes global state.
-class DeviceScope {
+// Relaxes this thread's stream-capture mode for its lifetime.
+class CaptureModeRelaxed {
  public:
-  explicit DeviceScope(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device) STOKE_CUDA_CHECK(cudaSetDevice(device));
-    switched_ = previous_ != device;
+  CaptureModeRelaxed() { exchanged_ = cudaThreadExchangeStreamCaptureMode(&mode_) == cudaSuccess; }
+  ~CaptureModeRelaxed() {
+    if (exchanged_) cudaThreadExchangeStreamCaptureMode(&mode_);
   }
-  ~DeviceScope() {
-    if (switched_ && previous_ >= 0) cudaSetDevice(previous_);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
+  CaptureModeRelaxed(const CaptureModeRelaxed&) = delete;
+  CaptureModeRelaxed& operator=(const CaptureModeRelaxed&) = delete;
 
  private:
-  int previous_ = -1;
-  bool switched_ = false;
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+  bool exchanged_ = false;
 };
 
 class Device final : public detail::CudaDevice {
@@ -61,6 +58,10 @@ class Device final : public detail::CudaDevice {
   void* device_alloc(std::size_t bytes) override {
     DeviceScope scope(index_);
     void* ptr = nullptr;
+    // The pool may grow while this thread captures a graph (thread-local
+    // mode forbids cudaMalloc): relax the mode around the allocation, as
+    // PyTorch's allocator does, so the capture goes on instead of failing.
+    CaptureModeRelaxed relaxed;
     const cudaError_t status = cudaMalloc(&ptr, bytes);
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // clear the sticky-free error so later calls succeed
@@ -110,8 +111,8 @@ class Device final : public detail::CudaDevice {
   detail::GpuEvent create_event(bool timing) override {
     DeviceScope scope(index_);
     cudaEvent_t event = nullptr;
-    STOKE_CUDA_CHECK(cudaEventCreateWithFlags(&event, timing ? cudaEventDefault
-                                                             : cudaEventDisableTiming));
+    STOKE_CUDA_CHECK(
+        cudaEventCreateWithFlags(&event, timing ? cudaEventDefault : cudaEventDisableTiming));
     return event;
   }
   void destroy_event(detail::GpuEvent event) noexcept override {
@@ -119,8 +120,8 @@ class Device final : public detail::CudaDevice {
   }
   void record(detail::GpuEvent event, detail::GpuStream stream) override {
     DeviceScope scope(index_);
-    STOKE_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event),
-                                     static_cast<cudaStream_t>(stream)));
+    STOKE_CUDA_CHECK(
+        cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
   }
   bool query(detail::GpuEvent event) override {
     const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
@@ -136,13 +137,13 @@ class Device final : public detail::CudaDevice {
   }
   void stream_wait(detail::GpuStream stream, detail::GpuEvent event) override {
     DeviceScope scope(index_);
-    STOKE_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
-                                         static_cast<cudaEvent_t>(event), 0));
+    STOKE_CUDA_CHECK(
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
   }
   float elapsed_ms(detail::GpuEvent start, detail::GpuEvent end) override {
     float ms = 0.0f;
-    STOKE_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start),
-                                          static_cast<cudaEvent_t>(end)));
+    STOKE_CUDA_CHECK(
+        cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)));
     return ms;
   }
 
@@ -159,8 +160,8 @@ class Device final : public detail::CudaDevice {
                                      static_cast<cudaStream_t>(stream)));
   }
 
-  void normalize_u8_hwc_to_f32_chw(const void* src, float* dst, int samples, int height,
-                                   int width, int channels, const float* mean, const float* std,
+  void normalize_u8_hwc_to_f32_chw(const void* src, float* dst, int samples, int height, int width,
+                                   int channels, const float* mean, const float* std,
                                    detail::GpuStream stream) override {
     DeviceScope scope(index_);
     normalize_.launch(src, dst, samples, height, width, channels, mean, std,

@@ -16,13 +16,16 @@ class CudaCapturedStep final : public CapturedStep {
  public:
   CudaCapturedStep(CudaBackend& backend, cudaGraph_t graph, cudaGraphExec_t exec,
                    std::vector<void*> held)
-      : backend_(backend), graph_(graph), exec_(exec), held_(std::move(held)) {}
+      : backend_(backend), graph_(graph), exec_(exec), held_(std::move(held)) {
+    ++backend_.live_graphs_;  // keeps the workspace blocks it points into
+  }
   ~CudaCapturedStep() override {
     // Replays still queued may use the held memory: it goes back to the
     // pool in stream order.
     STOKE_CUDA_WARN(cudaGraphExecDestroy(exec_));
     STOKE_CUDA_WARN(cudaGraphDestroy(graph_));
     for (void* p : held_) backend_.free(p, 0);
+    backend_.graph_destroyed();
   }
   void replay() override {
     backend_.make_current();
@@ -85,6 +88,7 @@ std::unique_ptr<CapturedStep> CudaBackend::capture(const std::function<void()>& 
     cudaGetLastError();  // capture errors are not sticky; clear the last one
     if (graph) STOKE_CUDA_WARN(cudaGraphDestroy(graph));
     release_held();
+    release_retired_workspaces();  // retired during the failed capture
     if (error.empty()) error = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(status);
     return fail("the step could not be captured: " + error);
   }
@@ -94,6 +98,7 @@ std::unique_ptr<CapturedStep> CudaBackend::capture(const std::function<void()>& 
     cudaGetLastError();
     STOKE_CUDA_WARN(cudaGraphDestroy(graph));
     release_held();
+    release_retired_workspaces();
     return fail(std::string("cudaGraphInstantiate: ") + cudaGetErrorString(status));
   }
   return std::make_unique<CudaCapturedStep>(*this, graph, exec, std::move(held));

@@ -1,13 +1,15 @@
 #include "backend/cuda/kernels.hpp"
 
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/device_runtime.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
 
 namespace stoke::cuda {
 
 KernelSet::KernelSet(int device, bool use_jit, const JitCache& cache) {
-  STOKE_CUDA_CHECK(cudaSetDevice(device));
+  // Modules load into the device's context; the caller's device comes back after.
+  const DeviceScope scope(device);
   int major = 0, minor = 0;
   STOKE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   STOKE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
@@ -19,8 +21,8 @@ KernelSet::KernelSet(int device, bool use_jit, const JitCache& cache) {
         const auto cubin = cache.get_or_compile(source, arch_, &compiled);
         compiled_ += compiled ? 1 : 0;
         cudaLibrary_t library = nullptr;
-        STOKE_CUDA_CHECK(cudaLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr,
-                                             nullptr, 0));
+        STOKE_CUDA_CHECK(
+            cudaLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
         libraries_.push_back(library);
         for (const auto& name : source.kernels) {
           cudaKernel_t kernel = nullptr;

@@ -1,4 +1,5 @@
 // The plugin's entry point and its device probe.
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <nvrtc.h>
@@ -30,6 +31,35 @@ GpuInfo describe_device(int index, const cudaDeviceProp& prop) {
   return gpu;
 }
 
+// Whether device `index` already has its primary context. The probe reads
+// free memory only there: cudaMemGetInfo would create a context (hundreds
+// of MiB and ~100 ms) on every GPU of the machine just to print a number.
+// The driver's function comes through the runtime (the plugin does not link
+// libcuda); false when it cannot be asked.
+bool primary_context_active(int index) {
+  using DeviceGet = CUresult (*)(CUdevice*, int);
+  using CtxGetState = CUresult (*)(CUdevice, unsigned int*, int*);
+  static const auto entry = [](const char* symbol) -> void* {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    return fn;
+  };
+  static const auto device_get = reinterpret_cast<DeviceGet>(entry("cuDeviceGet"));
+  static const auto get_state = reinterpret_cast<CtxGetState>(entry("cuDevicePrimaryCtxGetState"));
+  if (!device_get || !get_state) return false;
+  CUdevice dev = 0;
+  unsigned int flags = 0;
+  int active = 0;
+  return device_get(&dev, index) == CUDA_SUCCESS &&
+         get_state(dev, &flags, &active) == CUDA_SUCCESS && active != 0;
+}
+
 class Plugin final : public detail::CudaPlugin {
  public:
   int abi_version() const noexcept override { return detail::kCudaPluginAbi; }
@@ -54,7 +84,8 @@ class Plugin final : public detail::CudaPlugin {
       cudaRuntimeGetVersion(&info.runtime_version);
       info.cudnn_version = static_cast<int>(cudnnGetVersion());
       int major = 0, minor = 0;
-      if (nvrtcVersion(&major, &minor) == NVRTC_SUCCESS) info.nvrtc_version = major * 1000 + minor * 10;
+      if (nvrtcVersion(&major, &minor) == NVRTC_SUCCESS)
+        info.nvrtc_version = major * 1000 + minor * 10;
 
       int count = 0;
       // Any error here means "no usable device": without a driver the runtime
@@ -70,13 +101,12 @@ class Plugin final : public detail::CudaPlugin {
         cudaDeviceProp prop{};
         if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
         GpuInfo gpu = describe_device(i, prop);
-        int previous = 0;
-        cudaGetDevice(&previous);
-        std::size_t free_bytes = 0, total_bytes = 0;
-        if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
-          gpu.free_memory = free_bytes;
+        if (primary_context_active(i)) {  // else free_memory stays 0: unknown
+          const DeviceScope scope(i);
+          std::size_t free_bytes = 0, total_bytes = 0;
+          if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess)
+            gpu.free_memory = free_bytes;
         }
-        cudaSetDevice(previous);
         cudaGetLastError();
         info.gpus.push_back(std::move(gpu));
       }
