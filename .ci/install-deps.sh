@@ -9,7 +9,7 @@ set -euo pipefail
 # libraries libstoke links.
 demo_packages=(
   build-essential cmake ninja-build pkg-config python3
-  libtbb-dev libxsimd-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
+  libtbb-dev libxsimd-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libtiff-dev zlib1g-dev
   libopenblas-dev
   libdnnl-dev  # CPU convolutions (lib/backend/cpu/conv2d_dnnl.cpp); without it: im2col + OpenBLAS
   libgloo-dev  # data-parallel training between CPU ranks (optional: one rank without it)

@@ -15,4 +15,5 @@ foreach(name IN LISTS STOKE_FUZZ_TARGETS)
 endforeach()
 # The seed corpus generator (tests/fuzz/make_corpus.cpp; see tests/fuzz/README.md).
 add_executable(stoke_fuzz_make_corpus ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/make_corpus.cpp)
-target_link_libraries(stoke_fuzz_make_corpus PRIVATE stoke ZLIB::ZLIB stoke_warnings)
+find_package(TIFF REQUIRED)
+target_link_libraries(stoke_fuzz_make_corpus PRIVATE stoke ZLIB::ZLIB TIFF::TIFF stoke_warnings)

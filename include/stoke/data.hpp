@@ -62,7 +62,7 @@ struct DatasetOptions {
   // labels found (numerically sorted when all are integers).
   std::vector<std::string> classes;
   // Folder source: file extensions taken as images (lower case).
-  std::vector<std::string> extensions = {".jpg", ".jpeg", ".png", ".bmp"};
+  std::vector<std::string> extensions = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff"};
 };
 
 // Pixel layouts of application-held frames (camera buffers). Mono16 is

@@ -1,5 +1,6 @@
 // Images and the pixel work of the preprocessing pipeline: decoding (JPEG with
-// DCT-domain downscaling, PNG 8/16 bit), gray<->RGB, and the SIMD pixel kernels
+// DCT-domain downscaling, PNG 8/16 bit, BMP, TIFF 8/16 bit), gray<->RGB, and
+// the SIMD pixel kernels
 // (bilinear and area resize, crop, flip, brightness/contrast jitter, and the
 // fused resize + normalize + HWC->CHW + dtype pass).
 //
@@ -74,7 +75,7 @@ class STOKE_API Image {
   int channels_ = 0;
 };
 
-enum class ImageFormat { kUnknown, kJpeg, kPng, kBmp };
+enum class ImageFormat { kUnknown, kJpeg, kPng, kBmp, kTiff };
 STOKE_API const char* to_string(ImageFormat format) noexcept;
 
 // From the first bytes (magic numbers), not the file name.
@@ -85,7 +86,7 @@ struct ImageInfo {
   int width = 0;
   int height = 0;
   int channels = 0;   // as stored: 1 (gray) or 3 (color; alpha is dropped on decode)
-  int bit_depth = 8;  // PNG: 1..16; JPEG, BMP: 8 per sample
+  int bit_depth = 8;  // PNG: 1..16; TIFF: 8 or 16; JPEG, BMP: 8 per sample
   int orientation = 1;  // JPEG: EXIF orientation 1..8 as stored (1: upright)
 };
 
@@ -109,7 +110,8 @@ struct DecodeOptions {
 // width * height exceeds max_pixels (0: no limit), or when a side is not positive.
 STOKE_API void check_image_size(std::string_view name, int width, int height, std::uint64_t max_pixels);
 
-// Decodes JPEG, PNG and BMP (8-bit palette, 24/32-bit) into caller-owned Images. Holds a libjpeg-turbo handle
+// Decodes JPEG, PNG, BMP (8-bit palette, 24/32-bit) and TIFF (8/16-bit gray or RGB;
+// 16-bit samples reduced to 8 bits) into caller-owned Images. Holds a libjpeg-turbo handle
 // and reusable read/row buffers, so one Decoder per thread decodes without
 // allocating in steady state. Not thread-safe; move-only.
 // Every failure (truncated or corrupt data, unsupported format, CMYK JPEG, an

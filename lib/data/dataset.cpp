@@ -13,6 +13,7 @@
 
 #include "data/dataset_storage.hpp"
 #include "data/rng.hpp"
+#include "image/tiff.hpp"
 #include "stoke/error.hpp"
 #include "stoke/threads.hpp"
 
@@ -48,7 +49,8 @@ std::string check_file_kind(const fs::path& path) {
 
 // Why the file cannot be used, or "" when it is fine. Reads the first 64 KiB
 // for the header (the whole file when the header lies further in, or when a
-// full decode is asked for). The header must describe an image the decoder
+// full decode is asked for; for a TIFF, only what libtiff reads of its
+// directory). The header must describe an image the decoder
 // would accept: a frame header, a positive size within max_pixels, a
 // supported sampling.
 std::string check_image_file(const fs::path& path, const DatasetOptions& options, std::uint64_t max_pixels,
@@ -70,13 +72,18 @@ std::string check_image_file(const fs::path& path, const DatasetOptions& options
     buffer.resize(std::min<std::uintmax_t>(size, 64 * 1024));
     in.read(reinterpret_cast<char*>(buffer.data()), static_cast<std::streamsize>(buffer.size()));
     if (in.gcount() != static_cast<std::streamsize>(buffer.size())) return "short read";
-    if (sniff_format(buffer) == ImageFormat::kUnknown) return "unsupported format (not JPEG, PNG or BMP)";
+    if (sniff_format(buffer) == ImageFormat::kUnknown) return "unsupported format (not JPEG, PNG, BMP or TIFF)";
     try {
       decoder.output_info(buffer, path.string(), decode_options);
     } catch (const DecodeError&) {
       if (size <= buffer.size()) throw;
-      read_file(path, buffer);
-      decoder.output_info(buffer, path.string(), decode_options);
+      if (sniff_format(buffer) == ImageFormat::kTiff) {  // directory past 64 KiB: read only the header parts
+        const ImageInfo info = detail::tiff_file_info(path);
+        check_image_size(path.string(), info.width, info.height, max_pixels);
+      } else {
+        read_file(path, buffer);
+        decoder.output_info(buffer, path.string(), decode_options);
+      }
     }
   } catch (const Error& e) {
     return e.what();

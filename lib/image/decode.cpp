@@ -14,6 +14,7 @@
 
 #include "image/bmp.hpp"
 #include "image/orientation.hpp"
+#include "image/tiff.hpp"
 #include "stoke/error.hpp"
 #include "stoke/image.hpp"
 
@@ -143,6 +144,11 @@ ImageFormat sniff_format(std::span<const std::uint8_t> bytes) noexcept {
   static constexpr std::uint8_t kPngMagic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   if (bytes.size() >= 8 && std::memcmp(bytes.data(), kPngMagic, 8) == 0) return ImageFormat::kPng;
   if (bytes.size() >= 2 && bytes[0] == 'B' && bytes[1] == 'M') return ImageFormat::kBmp;
+  // TIFF "II*\0" / "MM\0*", BigTIFF "II+\0" / "MM\0+".
+  if (bytes.size() >= 4 && ((bytes[0] == 'I' && bytes[1] == 'I' && (bytes[2] == 42 || bytes[2] == 43) && bytes[3] == 0) ||
+                            (bytes[0] == 'M' && bytes[1] == 'M' && bytes[2] == 0 && (bytes[3] == 42 || bytes[3] == 43)))) {
+    return ImageFormat::kTiff;
+  }
   return ImageFormat::kUnknown;
 }
 
@@ -150,6 +156,7 @@ struct Decoder::Impl {
   TjHandle tj;
   std::vector<std::uint8_t> file_bytes;
   std::vector<std::uint8_t*> row_pointers;
+  std::vector<std::uint8_t> tiff_scratch;  // one TIFF strip or tile
   Image stored_orientation;  // a JPEG as stored, before it is turned upright
 
   ImageInfo jpeg_info(std::span<const std::uint8_t> bytes, std::string_view name) {
@@ -195,9 +202,10 @@ ImageInfo Decoder::info(std::span<const std::uint8_t> bytes, std::string_view na
       const auto h = detail::parse_bmp_header(bytes, name);
       return {ImageFormat::kBmp, h.width, h.height, h.bits == 8 && h.gray ? 1 : 3, 8, 1};
     }
+    case ImageFormat::kTiff: return detail::tiff_info(bytes, name);
     case ImageFormat::kUnknown: break;
   }
-  decode_fail(name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG, PNG or BMP)");
+  decode_fail(name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG, PNG, BMP or TIFF)");
 }
 
 ImageInfo Decoder::output_info(std::span<const std::uint8_t> bytes, std::string_view name,
@@ -224,13 +232,15 @@ void Decoder::decode(std::span<const std::uint8_t> bytes, std::string_view name,
   }
   const ImageFormat format = sniff_format(bytes);
   if (format == ImageFormat::kUnknown) {
-    decode_fail(name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG, PNG or BMP)");
+    decode_fail(name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG, PNG, BMP or TIFF)");
   }
   try {
     if (format == ImageFormat::kJpeg) {
       impl_->decode_jpeg(bytes, name, options, out);
     } else if (format == ImageFormat::kPng) {
       impl_->decode_png(bytes, name, options, out);
+    } else if (format == ImageFormat::kTiff) {
+      detail::decode_tiff(bytes, name, options.max_pixels, options.channels, impl_->tiff_scratch, out);
     } else {
       const auto h = detail::parse_bmp_header(bytes, name);
       check_image_size(name, h.width, h.height, options.max_pixels);

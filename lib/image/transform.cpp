@@ -34,6 +34,7 @@ const char* to_string(ImageFormat format) noexcept {
     case ImageFormat::kJpeg: return "jpeg";
     case ImageFormat::kPng: return "png";
     case ImageFormat::kBmp: return "bmp";
+    case ImageFormat::kTiff: return "tiff";
     case ImageFormat::kUnknown: break;
   }
   return "unknown";

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../unit/image_test_files.hpp"
+#include "../unit/image_tiff_files.hpp"
 #include "fuzz_fixtures.hpp"
 #include "stoke/backend.hpp"
 #include "stoke/config.hpp"
@@ -187,6 +188,31 @@ void bmp_and_sizes(const fs::path& out) {
   put(out / "image_size", "bmp_real.bin", limited(10, encode_bmp(rgb.view(), 32)));
 }
 
+// TIFF layouts written with libtiff, a header bomb, and a TIFF behind a limit byte for image_size.
+void tiffs(const fs::path& out) {
+  using stoke::testing::encode_tiff;
+  using stoke::testing::TiffSpec;
+  int phase = 0;
+  for (int channels : {1, 3}) {
+    for (int bits : {8, 16}) {
+      for (std::uint16_t compression : {COMPRESSION_NONE, COMPRESSION_LZW, COMPRESSION_ADOBE_DEFLATE}) {
+        const bool tiled = phase % 2 == 1;
+        const TiffSpec s{.width = tiled ? 20 : 9, .height = tiled ? 18 : 7, .channels = channels, .bits = bits,
+                         .compression = compression, .tile = tiled ? 16 : 0, .big_endian = phase % 3 == 2};
+        const std::string name = (channels == 1 ? "gray" : "rgb") + std::to_string(bits) + "_c" +
+                                 std::to_string(compression) + (tiled ? "_tiles" : "_strips") +
+                                 (s.big_endian ? "_mm" : "") + ".tif";
+        put(out / "tiff", name, encode_tiff(s, stoke::testing::tiff_samples(s, phase++)));
+      }
+    }
+  }
+  const TiffSpec bomb{.width = 4, .height = 4, .claimed_width = 100000, .claimed_height = 100000};
+  put(out / "tiff", "bomb100k.tif", encode_tiff(bomb, {}));
+  put(out / "image_size", "tiff_100k.bin", with_mode(31, encode_tiff(bomb, {})));
+  const TiffSpec real{.width = 9, .height = 7, .channels = 3, .bits = 16, .compression = COMPRESSION_LZW};
+  put(out / "image_size", "tiff_real.bin", with_mode(10, encode_tiff(real, stoke::testing::tiff_samples(real))));
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s OUT_DIR [FASHION_MNIST_DIR]\n", argv[0]);
@@ -202,6 +228,7 @@ int main(int argc, char** argv) {
   checkpoints(out, scratch);
   cache(out, scratch);
   bmp_and_sizes(out);
+  tiffs(out);
   std::printf("corpus written to %s\n", out.string().c_str());
   return 0;
 }

@@ -14,6 +14,7 @@
 #include "stoke/error.hpp"
 #include "stoke/image.hpp"
 #include "unit/image_test_files.hpp"
+#include "unit/image_tiff_files.hpp"
 
 namespace stoke {
 namespace {
@@ -34,16 +35,7 @@ long status_kib(const char* field) {
   return -1;
 }
 
-std::string decode_error(std::span<const std::uint8_t> bytes, const std::string& name, Image& out,
-                         DecodeOptions options = {}) {
-  Decoder decoder;
-  try {
-    decoder.decode(bytes, name, options, out);
-  } catch (const DecodeError& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::decode_error;
 
 TEST(ImageLimits, HeaderBombsAreRefusedBeforeAllocatingWithMemoryBounded) {
   struct Case {
@@ -59,6 +51,9 @@ TEST(ImageLimits, HeaderBombsAreRefusedBeforeAllocatingWithMemoryBounded) {
       {testing::encode_bmp(gradient_image(4, 4, 3).view(), 24, false, 60000, 60000), "bomb60k.bmp", "60000x60000"},
       {testing::encode_bmp(gradient_image(4, 4, 1).view(), 8, true, 100000, 100000), "bomb100k.bmp",
        "100000x100000"},
+      {testing::encode_tiff({.width = 4, .height = 4, .bits = 16, .claimed_width = 100000, .claimed_height = 100000},
+                            {}),
+       "bomb100k.tif", "100000x100000"},
   };
   const long peak_before = status_kib("VmPeak:");
   const long resident_before = status_kib("VmHWM:");

@@ -8,9 +8,22 @@
 #include <string>
 #include <vector>
 
+#include "stoke/error.hpp"
 #include "stoke/image.hpp"
 
 namespace stoke::testing {
+
+// The DecodeError message of decoding `bytes`, empty when it decodes.
+inline std::string decode_error(std::span<const std::uint8_t> bytes, const std::string& name, Image& out,
+                                DecodeOptions options = {}) {
+  Decoder decoder;
+  try {
+    decoder.decode(bytes, name, options, out);
+  } catch (const DecodeError& e) {
+    return e.what();
+  }
+  return "";
+}
 
 inline Image gradient_image(int width, int height, int channels, int phase = 0) {
   Image image(width, height, channels);
