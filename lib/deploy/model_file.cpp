@@ -74,26 +74,29 @@ LoaderOptions validation_options(const LoaderOptions& loader, bool cached, std::
 // predictor's decode check.
 constexpr std::uintmax_t kMaxEncodedReference = 256 * 1024;
 
+// The first `count` training samples that load (a corrupt file is no
+// reference: it is skipped, and the trainer's own policy deals with it).
 std::vector<ReferenceSample> reference_inputs(const Dataset& source, const LoaderOptions& loader, bool cached,
                                               std::size_t count) {
-  count = std::min(count, source.size());
-  if (count == 0) return {};
-  std::vector<std::size_t> first(count);
-  std::iota(first.begin(), first.end(), std::size_t{0});
-  Loader l(source.subset(first), validation_options(loader, cached, count));
-  const std::size_t sample = l.sample_bytes() / sizeof(float);
-  std::vector<float> batch(sample * count);
-  std::vector<std::int32_t> labels(count);
-  l.fill_batch(0, 0, std::as_writable_bytes(std::span<float>(batch)), labels);
-  std::vector<ReferenceSample> out(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    out[i].source = source.path(i);
-    out[i].input.assign(batch.begin() + i * sample, batch.begin() + (i + 1) * sample);
+  std::vector<ReferenceSample> out;
+  const std::size_t tries = std::min(source.size(), 8 * count);
+  for (std::size_t i = 0; i < tries && out.size() < count; ++i) {
+    ReferenceSample r;
+    try {
+      Loader l(source.subset(std::vector<std::size_t>{i}), validation_options(loader, cached, 1));
+      r.input.resize(l.sample_bytes() / sizeof(float));
+      std::vector<std::int32_t> label(1);
+      l.fill_batch(0, 0, std::as_writable_bytes(std::span<float>(r.input)), label);
+    } catch (const Error&) {
+      continue;
+    }
+    r.source = source.path(i);
     std::error_code ec;
     const std::string& file = source.file(i);
     if (!file.empty() && std::filesystem::file_size(file, ec) <= kMaxEncodedReference && !ec) {
-      read_file(file, out[i].encoded);
+      read_file(file, r.encoded);
     }
+    out.push_back(std::move(r));
   }
   return out;
 }
