@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "launch.hpp"
 #include "stoke/distributed.hpp"
+#include "stoke/interchange.hpp"
 #include "stoke/stoke.hpp"
 
 namespace {
@@ -18,12 +19,15 @@ constexpr const char* kUsage =
     "                   [--normalize minmax|imagenet|mean=a:b:c,std=a:b:c] [--augment hflip,vflip,crop,\n"
     "                   brightness=X,contrast=X] [--arch resnet|plain] [--seed N] [--report DIR] [--json]\n"
     "                   [--resume CHECKPOINT] [--class-weights balanced|w0,w1,...] [--balanced-sampler]\n"
-    "                   [--nproc N]\n"
+    "                   [--nproc N] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult M]\n"
+    "                   [--freeze K]]\n"
     "  Writes the best model (by validation accuracy) to MODEL, or the final one without validation;\n"
     "  Ctrl-C writes MODEL.stop and exits. --report DIR evaluates MODEL on the validation set.\n"
     "  --resume continues a MODEL.stop (or best) checkpoint exactly; --nproc N trains data-parallel with\n"
     "  N processes on this machine (one per device of STOKE_GPU_DEVICE's list, or CPU ranks sharing the\n"
-    "  cores; see docs/distributed.md).\n";
+    "  cores; see docs/distributed.md). --init starts from pretrained weights (a .safetensors with\n"
+    "  torchvision names or an .onnx export, docs/interchange.md) with a new head for the folder's\n"
+    "  classes; --freeze K keeps the stem and the first K stages fixed.\n";
 
 stoke::Trainer* g_trainer = nullptr;  // for the signal handler only
 extern "C" void on_interrupt(int) {
@@ -96,8 +100,11 @@ stoke::nn::ModelSpec model_spec(const stoke_cli::Args& args, int channels, int s
     spec.stem_width = 16;
     spec.widths = {16, 32, 64};
     spec.blocks_per_stage = 1;
+  } else if (arch == "resnet18" || arch == "resnet34" || arch == "resnet50") {
+    spec.architecture = stoke::nn::architecture_from_name(arch);  // torchvision's topology and names
+    spec.width_multiplier = static_cast<float>(args.get_double("width-mult", 1.0));
   } else {
-    throw stoke_cli::UsageError("--arch is resnet or plain");
+    throw stoke_cli::UsageError("--arch is resnet, plain, resnet18, resnet34 or resnet50");
   }
   return spec;
 }
@@ -120,6 +127,7 @@ stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t
   if (validate) o.best_checkpoint = out;  // the best model by validation accuracy
   o.stop_checkpoint = out + ".stop";
   o.resume = args.get("resume", "");
+  o.freeze_stages = args.get_int("freeze", 0);
   o.balanced_sampler = args.has("balanced-sampler");
   const std::string weights = args.get("class-weights", "");
   if (weights == "balanced") {
@@ -175,6 +183,17 @@ void print_result(const stoke_cli::Args& args, const stoke::FitResult& result, c
   }
 }
 
+// --init FILE: pretrained weights into every layer but the classifier, which
+// stays new for the folder's classes (1-channel input sums RGB stem weights).
+void initialize_from(const std::string& file, stoke::nn::Model& model) {
+  stoke::interchange::ImportOptions o;
+  o.load_classifier = false;
+  const bool onnx = file.size() >= 5 && file.compare(file.size() - 5, 5, ".onnx") == 0;
+  const auto r = onnx ? stoke::interchange::import_onnx(model, file, o) : stoke::interchange::load_safetensors(model, file, o);
+  std::fprintf(stderr, "init: %zu tensors from %s, new classifier head%s\n", r.loaded.size(), file.c_str(),
+               r.stem_summed ? ", RGB stem summed to gray" : "");
+}
+
 // --nproc N from the command line: the launcher starts N ranks of this same
 // command (without --nproc) and waits for them.
 int launch(int argc, char** argv, int nproc) {
@@ -194,7 +213,8 @@ int launch(int argc, char** argv, int nproc) {
 int run(int argc, char** argv) {
   stoke_cli::Args args(argc, argv,
                        {"data", "val", "split", "out", "size", "channels", "epochs", "batch", "lr", "optimizer",
-                        "normalize", "augment", "arch", "seed", "report", "resume", "class-weights", "nproc"},
+                        "normalize", "augment", "arch", "seed", "report", "resume", "class-weights", "nproc", "init",
+                        "freeze", "width-mult"},
                        {"json", "balanced-sampler"});
   const std::string out = args.required("out");
   const int nproc = args.get_int("nproc", 1);
@@ -224,6 +244,7 @@ int run(int argc, char** argv) {
 
   const auto spec = model_spec(args, channels, size, static_cast<int>(sets.train.class_names().size()));
   auto model = stoke::nn::build_model(stoke::default_backend(), spec, seed);
+  if (args.has("init")) initialize_from(args.get("init"), *model);
   const std::size_t batch = o.batch_size ? static_cast<std::size_t>(o.batch_size) : 32;  // auto: an estimate
   const std::size_t steps_per_epoch = (sets.train.size() + batch - 1) / batch;
   stoke_cli::Progress progress("train", steps_per_epoch * static_cast<std::size_t>(o.epochs), "steps");
