@@ -11,12 +11,11 @@
 // Usage: bench_engine_conv_dnnl [batch] [rounds]. Threads: STOKE_CPU_THREADS
 // for stoke, OMP_NUM_THREADS for oneDNN (Debian builds it on OpenMP).
 // Bench-only; built when CMake finds libdnnl (bench/engine.cmake).
-#include <dnnl.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <dnnl.hpp>
 #include <random>
 #include <unordered_map>
 #include <vector>
@@ -31,8 +30,9 @@ struct ConvShape {
 
 // bench/pytorch_resnet.py, resnet(3) at 224x224: stem, 3 stages of 2 blocks.
 const ConvShape kShapes[] = {
-    {3, 32, 224, 3, 1, 1},    {32, 32, 224, 3, 1, 4},  {32, 64, 224, 3, 2, 1}, {64, 64, 112, 3, 1, 3},
-    {32, 64, 224, 1, 2, 1},   {64, 128, 112, 3, 2, 1}, {128, 128, 56, 3, 1, 3}, {64, 128, 112, 1, 2, 1},
+    {3, 32, 224, 3, 1, 1},   {32, 32, 224, 3, 1, 4},  {32, 64, 224, 3, 2, 1},
+    {64, 64, 112, 3, 1, 3},  {32, 64, 224, 1, 2, 1},  {64, 128, 112, 3, 2, 1},
+    {128, 128, 56, 3, 1, 3}, {64, 128, 112, 1, 2, 1},
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -47,13 +47,17 @@ std::vector<float> random_floats(std::size_t n) {
   return v;
 }
 
-int out_size(const ConvShape& s) { return (s.hw + 2 * (s.kernel / 2) - s.kernel) / s.stride + 1; }
+int out_size(const ConvShape& s) {
+  return (s.hw + 2 * (s.kernel / 2) - s.kernel) / s.stride + 1;
+}
 
 struct StokeConv {
   stoke::Tensor x, w, y, none;
   stoke::Conv2dParams p{};
   StokeConv(stoke::Backend& be, const ConvShape& s, int n)
-      : x(be, {n, s.c, s.hw, s.hw}), w(be, {s.k, s.c, s.kernel, s.kernel}), y(be, {n, s.k, out_size(s), out_size(s)}) {
+      : x(be, {n, s.c, s.hw, s.hw}),
+        w(be, {s.k, s.c, s.kernel, s.kernel}),
+        y(be, {n, s.k, out_size(s), out_size(s)}) {
     const int pad = s.kernel / 2;
     p = stoke::Conv2dParams{s.stride, s.stride, pad, pad, 1, 1, 1};
     x.copy_from_host(random_floats(static_cast<std::size_t>(x.numel())).data());
@@ -74,10 +78,11 @@ struct DnnlConv {
     using dt = dnnl::memory::data_type;
     const int pad = s.kernel / 2, o = out_size(s);
     const tag act = blocked ? tag::any : tag::nchw, wei = blocked ? tag::any : tag::oihw;
-    dnnl::memory::desc src({n, s.c, s.hw, s.hw}, dt::f32, act), w({s.k, s.c, s.kernel, s.kernel}, dt::f32, wei),
-        dst({n, s.k, o, o}, dt::f32, act);
-    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
-                                      w, dst, {s.stride, s.stride}, {pad, pad}, {pad, pad});
+    dnnl::memory::desc src({n, s.c, s.hw, s.hw}, dt::f32, act),
+        w({s.k, s.c, s.kernel, s.kernel}, dt::f32, wei), dst({n, s.k, o, o}, dt::f32, act);
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                      dnnl::algorithm::convolution_direct, src, w, dst,
+                                      {s.stride, s.stride}, {pad, pad}, {pad, pad});
     dnnl::convolution_forward::primitive_desc pd(d, eng);
     prim = dnnl::convolution_forward(pd);
     args[DNNL_ARG_SRC] = dnnl::memory(pd.src_desc(), eng);
@@ -96,8 +101,8 @@ struct DnnlConv {
       to_w = dnnl::reorder(w_plain, args[DNNL_ARG_WEIGHTS]);
       to_y = dnnl::reorder(args[DNNL_ARG_DST], y_plain);
     }
-    std::printf("#   dnnl %s %dx%d->%d hw%d k%d s%d: %s\n", blocked ? "blocked" : "nchw", s.c, n, s.k, s.hw, s.kernel,
-                s.stride, pd.impl_info_str());
+    std::printf("#   dnnl %s %dx%d->%d hw%d k%d s%d: %s\n", blocked ? "blocked" : "nchw", s.c, n,
+                s.k, s.hw, s.kernel, s.stride, pd.impl_info_str());
   }
   void run(dnnl::stream& st) {
     if (reorders) {
@@ -131,8 +136,8 @@ int main(int argc, char** argv) {
   dnnl::stream st(eng);
   double total[4] = {0, 0, 0, 0}, flops = 0;
   std::printf("# batch %d, best of %d interleaved rounds, ms per conv\n", n, rounds);
-  std::printf("%-28s %9s %9s %9s %9s %7s %7s %7s\n", "shape (c->k hw kernel/stride)", "stoke", "dnnl_nchw",
-              "dnnl_blk", "dnnl_reo", "nchw/st", "blk/st", "reo/st");
+  std::printf("%-28s %9s %9s %9s %9s %7s %7s %7s\n", "shape (c->k hw kernel/stride)", "stoke",
+              "dnnl_nchw", "dnnl_blk", "dnnl_reo", "nchw/st", "blk/st", "reo/st");
   for (const ConvShape& s : kShapes) {
     StokeConv sc(be, s, n);
     DnnlConv plain(eng, s, n, false), blocked(eng, s, n, true), reordered(eng, s, n, true, true);
@@ -148,14 +153,15 @@ int main(int argc, char** argv) {
     flops += 2.0 * n * s.k * s.c * s.kernel * s.kernel * o * o * s.count;
     for (int i = 0; i < 4; ++i) total[i] += t[i] * s.count;
     char name[64];
-    std::snprintf(name, sizeof name, "%d->%d %d k%d/s%d x%d", s.c, s.k, s.hw, s.kernel, s.stride, s.count);
-    std::printf("%-28s %9.2f %9.2f %9.2f %9.2f %7.2f %7.2f %7.2f\n", name, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3,
-                t[3] * 1e3, t[1] / t[0], t[2] / t[0], t[3] / t[0]);
+    std::snprintf(name, sizeof name, "%d->%d %d k%d/s%d x%d", s.c, s.k, s.hw, s.kernel, s.stride,
+                  s.count);
+    std::printf("%-28s %9.2f %9.2f %9.2f %9.2f %7.2f %7.2f %7.2f\n", name, t[0] * 1e3, t[1] * 1e3,
+                t[2] * 1e3, t[3] * 1e3, t[1] / t[0], t[2] / t[0], t[3] / t[0]);
   }
-  std::printf("%-28s %9.1f %9.1f %9.1f %9.1f %7.2f %7.2f %7.2f\n", "net convs (weighted)", total[0] * 1e3,
-              total[1] * 1e3, total[2] * 1e3, total[3] * 1e3, total[1] / total[0], total[2] / total[0],
-              total[3] / total[0]);
-  std::printf("%-28s %9.1f %9.1f %9.1f %9.1f\n", "GFLOP/s", flops / total[0] / 1e9, flops / total[1] / 1e9,
-              flops / total[2] / 1e9, flops / total[3] / 1e9);
+  std::printf("%-28s %9.1f %9.1f %9.1f %9.1f %7.2f %7.2f %7.2f\n", "net convs (weighted)",
+              total[0] * 1e3, total[1] * 1e3, total[2] * 1e3, total[3] * 1e3, total[1] / total[0],
+              total[2] / total[0], total[3] / total[0]);
+  std::printf("%-28s %9.1f %9.1f %9.1f %9.1f\n", "GFLOP/s", flops / total[0] / 1e9,
+              flops / total[1] / 1e9, flops / total[2] / 1e9, flops / total[3] / 1e9);
   return 0;
 }

@@ -5,7 +5,8 @@
 //           bias + residual + ReLU in the convolution's output pass
 // each at 1 thread and at `threads` threads, all interleaved round by round
 // (medians), so the load of a shared machine hits every column alike.
-//   bench_engine_infer [--channels 3] [--size 224] [--batch 1] [--rounds 5] [--threads 2] [--fused-only] [--json]
+//   bench_engine_infer [--channels 3] [--size 224] [--batch 1] [--rounds 5] [--threads 2]
+//   [--fused-only] [--json]
 // --fused-only: only the fused forward at `threads` (the plain forward keeps
 // every activation: ~8 GB at batch 32, 224x224).
 // --json prints one line {"plain_ms":..,"fused_ms":..,"fused_1t_ms":..} for
@@ -35,20 +36,28 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
-    if (a == "--channels") o.channels = next();
-    else if (a == "--size") o.size = next();
-    else if (a == "--batch") o.batch = next();
-    else if (a == "--rounds") o.rounds = next();
-    else if (a == "--threads") o.threads = next();
-    else if (a == "--json") o.json = true;
-    else if (a == "--fused-only") o.fused_only = true;
+    if (a == "--channels")
+      o.channels = next();
+    else if (a == "--size")
+      o.size = next();
+    else if (a == "--batch")
+      o.batch = next();
+    else if (a == "--rounds")
+      o.rounds = next();
+    else if (a == "--threads")
+      o.threads = next();
+    else if (a == "--json")
+      o.json = true;
+    else if (a == "--fused-only")
+      o.fused_only = true;
     else {
       std::fprintf(stderr, "bench_engine_infer: unknown argument '%s'\n", a.c_str());
       std::exit(2);
     }
   }
   if (o.channels < 1 || o.size < 8 || o.batch < 1 || o.rounds < 1 || o.threads < 1) {
-    std::fprintf(stderr, "bench_engine_infer: channels, batch, rounds, threads >= 1 and size >= 8\n");
+    std::fprintf(stderr,
+                 "bench_engine_infer: channels, batch, rounds, threads >= 1 and size >= 8\n");
     std::exit(2);
   }
   return o;
@@ -83,7 +92,8 @@ int main(int argc, char** argv) {
   stoke::Tensor x(be, model->input_shape(o.batch));
   x.copy_from_host(xh.data());
   std::vector<double> plain, fused_n, fused_1;
-  for (int r = -1; r < o.rounds; ++r) {  // round -1 warms up (first-call allocations, primitive creation)
+  for (int r = -1; r < o.rounds;
+       ++r) {  // round -1 warms up (first-call allocations, primitive creation)
     stoke::set_thread_count(o.threads);
     const double p = o.fused_only ? 0.0 : time_ms([&] { model->forward(x, false); });
     const double f = time_ms([&] { fused.forward(x); });
@@ -97,10 +107,11 @@ int main(int argc, char** argv) {
     std::printf("{\"plain_ms\": %.3f, \"fused_ms\": %.3f, \"fused_1t_ms\": %.3f}\n", p, f, f1);
     return 0;
   }
-  std::printf("# %dx%dx%d batch %d, median of %d interleaved rounds, %d threads\n", o.channels, o.size, o.size,
-              o.batch, o.rounds, o.threads);
+  std::printf("# %dx%dx%d batch %d, median of %d interleaved rounds, %d threads\n", o.channels,
+              o.size, o.size, o.batch, o.rounds, o.threads);
   std::printf("plain forward        %9.1f ms\n", p);
   std::printf("fused forward        %9.1f ms   (fused / plain %.2f)\n", f, f / p);
-  std::printf("fused forward, 1 thr %9.1f ms   (%d threads speed-up %.2fx)\n", f1, o.threads, f1 / f);
+  std::printf("fused forward, 1 thr %9.1f ms   (%d threads speed-up %.2fx)\n", f1, o.threads,
+              f1 / f);
   return 0;
 }

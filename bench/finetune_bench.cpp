@@ -37,7 +37,8 @@ struct TaskData {
 };
 
 TaskData load(const std::string& dir, const std::string& name) {
-  return {read_all<float>(dir + "/" + name + "_x.bin"), read_all<std::int32_t>(dir + "/" + name + "_y.bin")};
+  return {read_all<float>(dir + "/" + name + "_x.bin"),
+          read_all<std::int32_t>(dir + "/" + name + "_y.bin")};
 }
 
 constexpr std::int64_t kPixels = 32 * 32, kBatch = 32;
@@ -108,18 +109,21 @@ int main(int argc, char** argv) {
     interchange::OnnxExportOptions folded;
     folded.fold_batch_norm = true;  // as exporters ship it
     interchange::export_onnx(*a, dir + "/pre.onnx", folded);
-    for (const std::string start : {"scratch", "safetensors", "onnx_folded", "safetensors_frozen2"}) {
+    for (const std::string start :
+         {"scratch", "safetensors", "onnx_folded", "safetensors_frozen2"}) {
       auto m = nn::build_model(be, spec, 7);
       interchange::ImportOptions o;
       o.load_classifier = false;
-      if (start.starts_with("safetensors")) interchange::load_safetensors(*m, dir + "/pre.safetensors", o);
+      if (start.starts_with("safetensors"))
+        interchange::load_safetensors(*m, dir + "/pre.safetensors", o);
       if (start == "onnx_folded") interchange::import_onnx(*m, dir + "/pre.onnx", o);
       if (start == "safetensors_frozen2") m->freeze_stages(2);
       nn::Sgd opt(*m, {0.9f, 5e-4f, false});
       std::mt19937 r(2);
       for (int e = 1; e <= epochs; ++e) {
         train_epoch(*m, opt, ft, 0.02f, r);
-        std::printf("{\"start\": \"%s\", \"epoch\": %d, \"test_accuracy\": %.4f}\n", start.c_str(), e, accuracy(*m, test));
+        std::printf("{\"start\": \"%s\", \"epoch\": %d, \"test_accuracy\": %.4f}\n", start.c_str(),
+                    e, accuracy(*m, test));
         std::fflush(stdout);
       }
     }

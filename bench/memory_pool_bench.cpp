@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "memory/block_allocator.hpp"
 #include "gpu/cuda_device.hpp"
+#include "memory/block_allocator.hpp"
 #include "stoke/error.hpp"
 #include "stoke/memory.hpp"
 
@@ -72,32 +72,35 @@ void mixed_window(benchmark::State& state, Alloc alloc, Free release) {
 
 void BM_AllocFree_host_arena(benchmark::State& state) {
   auto arena = stoke::MemoryPool::host_arena(1ull << 30, 64u << 20);
-  alloc_free_pairs(state, [&](std::size_t n) { return arena->allocate(n); },
-                   [&](void* p) { arena->deallocate(p); });
+  alloc_free_pairs(
+      state, [&](std::size_t n) { return arena->allocate(n); },
+      [&](void* p) { arena->deallocate(p); });
 }
 
 // The bookkeeping alone, without the pool's lock and growth policy.
 void BM_AllocFree_bookkeeping(benchmark::State& state) {
   stoke::detail::BlockAllocator blocks(256);
   blocks.add_chunk(1ull << 40, 1ull << 30);
-  alloc_free_pairs(state,
-                   [&](std::size_t n) { return reinterpret_cast<void*>(blocks.allocate(n)); },
-                   [&](void* p) { blocks.free(reinterpret_cast<std::uintptr_t>(p)); });
+  alloc_free_pairs(
+      state, [&](std::size_t n) { return reinterpret_cast<void*>(blocks.allocate(n)); },
+      [&](void* p) { blocks.free(reinterpret_cast<std::uintptr_t>(p)); });
 }
 
 void BM_AllocFree_host_malloc(benchmark::State& state) {
-  alloc_free_pairs(state, [](std::size_t n) { return std::malloc(n); },
-                   [](void* p) { std::free(p); });
+  alloc_free_pairs(
+      state, [](std::size_t n) { return std::malloc(n); }, [](void* p) { std::free(p); });
 }
 
 void BM_AllocFreeMixed_host_arena(benchmark::State& state) {
   auto arena = stoke::MemoryPool::host_arena(1ull << 30, 64u << 20);
-  mixed_window(state, [&](std::size_t n) { return arena->allocate(n); },
-               [&](void* p) { arena->deallocate(p); });
+  mixed_window(
+      state, [&](std::size_t n) { return arena->allocate(n); },
+      [&](void* p) { arena->deallocate(p); });
 }
 
 void BM_AllocFreeMixed_host_malloc(benchmark::State& state) {
-  mixed_window(state, [](std::size_t n) { return std::malloc(n); }, [](void* p) { std::free(p); });
+  mixed_window(
+      state, [](std::size_t n) { return std::malloc(n); }, [](void* p) { std::free(p); });
 }
 
 std::shared_ptr<stoke::detail::CudaDevice> device_or_skip(benchmark::State& state) {
@@ -112,15 +115,17 @@ void BM_AllocFree_cuda_pool(benchmark::State& state) {
   stoke::Settings settings;
   settings.gpu_mem_max = 4ull << 30;
   auto pool = stoke::MemoryPool::device(settings, 0);
-  alloc_free_pairs(state, [&](std::size_t n) { return pool->allocate(n); },
-                   [&](void* p) { pool->deallocate(p); });
+  alloc_free_pairs(
+      state, [&](std::size_t n) { return pool->allocate(n); },
+      [&](void* p) { pool->deallocate(p); });
 }
 
 void BM_AllocFree_cuda_cudaMalloc(benchmark::State& state) {
   auto device = device_or_skip(state);
   if (!device) return;
-  alloc_free_pairs(state, [&](std::size_t n) { return device->device_alloc(n); },
-                   [&](void* p) { device->device_free(p); });
+  alloc_free_pairs(
+      state, [&](std::size_t n) { return device->device_alloc(n); },
+      [&](void* p) { device->device_free(p); });
 }
 
 // Host->device copy bandwidth of staging memory, pinned (arg 1) or pageable (0).
@@ -154,11 +159,29 @@ void BM_Upload_cuda_staging(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_AllocFree_host_arena)->Name("BM_AllocFree/host_arena/u8")->RangeMultiplier(16)->Range(256, 1 << 20);
-BENCHMARK(BM_AllocFree_bookkeeping)->Name("BM_AllocFree/bookkeeping_only/u8")->RangeMultiplier(16)->Range(256, 1 << 20);
-BENCHMARK(BM_AllocFree_host_malloc)->Name("BM_AllocFree/host_malloc/u8")->RangeMultiplier(16)->Range(256, 1 << 20);
+BENCHMARK(BM_AllocFree_host_arena)
+    ->Name("BM_AllocFree/host_arena/u8")
+    ->RangeMultiplier(16)
+    ->Range(256, 1 << 20);
+BENCHMARK(BM_AllocFree_bookkeeping)
+    ->Name("BM_AllocFree/bookkeeping_only/u8")
+    ->RangeMultiplier(16)
+    ->Range(256, 1 << 20);
+BENCHMARK(BM_AllocFree_host_malloc)
+    ->Name("BM_AllocFree/host_malloc/u8")
+    ->RangeMultiplier(16)
+    ->Range(256, 1 << 20);
 BENCHMARK(BM_AllocFreeMixed_host_arena)->Name("BM_AllocFreeMixed/host_arena/u8/window64");
 BENCHMARK(BM_AllocFreeMixed_host_malloc)->Name("BM_AllocFreeMixed/host_malloc/u8/window64");
-BENCHMARK(BM_AllocFree_cuda_pool)->Name("BM_AllocFree/cuda_pool/u8")->RangeMultiplier(16)->Range(256, 1 << 20);
-BENCHMARK(BM_AllocFree_cuda_cudaMalloc)->Name("BM_AllocFree/cuda_cudaMalloc/u8")->RangeMultiplier(16)->Range(256, 1 << 20);
-BENCHMARK(BM_Upload_cuda_staging)->Name("BM_Upload/cuda/u8")->ArgsProduct({{0, 1}, {64 << 20}})->UseManualTime();
+BENCHMARK(BM_AllocFree_cuda_pool)
+    ->Name("BM_AllocFree/cuda_pool/u8")
+    ->RangeMultiplier(16)
+    ->Range(256, 1 << 20);
+BENCHMARK(BM_AllocFree_cuda_cudaMalloc)
+    ->Name("BM_AllocFree/cuda_cudaMalloc/u8")
+    ->RangeMultiplier(16)
+    ->Range(256, 1 << 20);
+BENCHMARK(BM_Upload_cuda_staging)
+    ->Name("BM_Upload/cuda/u8")
+    ->ArgsProduct({{0, 1}, {64 << 20}})
+    ->UseManualTime();

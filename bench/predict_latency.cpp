@@ -26,7 +26,8 @@ Stats time_it(int warmup, int iterations, const std::function<void()>& fn) {
   for (int i = 0; i < iterations; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     fn();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   return {ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 9 / 10)]};
@@ -38,13 +39,18 @@ int main(int argc, char** argv) {
   std::string model, image;
   int iterations = 50, warmup = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--model")) model = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--image")) image = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--iterations")) iterations = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--warmup")) warmup = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--model"))
+      model = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--image"))
+      image = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--iterations"))
+      iterations = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--warmup"))
+      warmup = std::atoi(argv[i + 1]);
   }
   if (model.empty() || image.empty() || iterations < 1) {
-    std::fprintf(stderr, "usage: %s --model MODEL --image FILE [--iterations N] [--warmup N]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s --model MODEL --image FILE [--iterations N] [--warmup N]\n",
+                 argv[0]);
     return 2;
   }
   try {
@@ -56,10 +62,12 @@ int main(int argc, char** argv) {
     const Stats pre = time_it(warmup, iterations, [&] { session.preprocess_file(image, input); });
     const Stats fwd = time_it(warmup, iterations, [&] { predictor.logits(input, 1); });
     const auto& p = predictor.info().preprocess;
-    std::printf("{\"impl\": \"stoke\", \"threads\": %d, \"input\": \"%dx%dx%d\", \"image\": \"%s\", "
-                "\"total_ms\": %.3f, \"total_p90_ms\": %.3f, \"decode_preprocess_ms\": %.3f, \"forward_ms\": %.3f}\n",
-                runtime.cpu_threads, p.channels, p.height, p.width, image.c_str(), total.median_ms, total.p90_ms,
-                pre.median_ms, fwd.median_ms);
+    std::printf(
+        "{\"impl\": \"stoke\", \"threads\": %d, \"input\": \"%dx%dx%d\", \"image\": \"%s\", "
+        "\"total_ms\": %.3f, \"total_p90_ms\": %.3f, \"decode_preprocess_ms\": %.3f, "
+        "\"forward_ms\": %.3f}\n",
+        runtime.cpu_threads, p.channels, p.height, p.width, image.c_str(), total.median_ms,
+        total.p90_ms, pre.median_ms, fwd.median_ms);
     return 0;
   } catch (const stoke::Error& e) {
     std::fprintf(stderr, "stoke_bench_predict: %s\n", e.what());

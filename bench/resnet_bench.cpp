@@ -22,7 +22,8 @@ double median_ms(int reps, F&& f) {
   for (int i = 0; i < reps; ++i) {
     const auto a = std::chrono::steady_clock::now();
     f();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+    t.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -32,7 +33,9 @@ double median_ms(int reps, F&& f) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_resnet ONNX_OUT [--threads N] [--batch B] [--steps S] [--size S] [--arch A]\n");
+    std::fprintf(stderr,
+                 "usage: bench_resnet ONNX_OUT [--threads N] [--batch B] [--steps S] [--size S] "
+                 "[--arch A]\n");
     return 2;
   }
   int threads = 2, batch = 8, steps = 3, size = 224;
@@ -56,7 +59,8 @@ int main(int argc, char** argv) {
     auto model = nn::build_model(be, spec, 1);
     interchange::export_onnx(*model, argv[1]);
     std::vector<float> host(static_cast<std::size_t>(shape_numel(model->input_shape(batch))));
-    for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i % 255) / 255.0f - 0.5f;
+    for (std::size_t i = 0; i < host.size(); ++i)
+      host[i] = static_cast<float>(i % 255) / 255.0f - 0.5f;
     Tensor x1(be, model->input_shape(1)), xb(be, model->input_shape(batch));
     x1.copy_from_host(host.data());
     xb.copy_from_host(host.data());
@@ -76,9 +80,10 @@ int main(int argc, char** argv) {
       step.run(xb, labels, 0.01f);
       step.stats();
     });
-    std::printf("{\"arch\": \"%s\", \"threads\": %d, \"size\": %d, \"batch\": %d, \"infer_b1_ms\": %.2f, "
-                "\"infer_batch_ms\": %.2f, \"train_step_ms\": %.2f}\n",
-                arch.c_str(), threads, size, batch, infer1, inferb, train);
+    std::printf(
+        "{\"arch\": \"%s\", \"threads\": %d, \"size\": %d, \"batch\": %d, \"infer_b1_ms\": %.2f, "
+        "\"infer_batch_ms\": %.2f, \"train_step_ms\": %.2f}\n",
+        arch.c_str(), threads, size, batch, infer1, inferb, train);
     return 0;
   } catch (const stoke::Error& e) {
     std::fprintf(stderr, "bench_resnet: %s\n", e.what());

@@ -24,29 +24,31 @@ using namespace stoke;
 namespace {
 
 struct Args {
-  fs::path data;             // user's folder dataset; empty = synthetic
-  std::size_t images = 0;    // 0 = default for the device
-  int size = 0;              // network input side; 0 = default for the device
-  int epochs = 0;            // 0 = default
+  fs::path data;           // user's folder dataset; empty = synthetic
+  std::size_t images = 0;  // 0 = default for the device
+  int size = 0;            // network input side; 0 = default for the device
+  int epochs = 0;          // 0 = default
   std::size_t steps_per_trial = 4;
   bool json = false;
-  fs::path config_out;       // empty = <cache root>/stoke-tuned.conf, never the working directory
+  fs::path config_out;  // empty = <cache root>/stoke-tuned.conf, never the working directory
 };
 
 [[noreturn]] void usage(const char* argv0, int status = 2) {
-  std::fprintf(status == 0 ? stdout : stderr,
-               "usage: %s [--data DIR] [--images N] [--size S] [--epochs E] [--steps-per-trial K]\n"
-               "          [--config-out FILE] [--json]\n"
-               "  --data DIR            a folder of images, one subfolder per class (default: the\n"
-               "                        synthetic inspection dataset, generated once under ~/.cache/stoke)\n"
-               "  --images N            images to use (default: 200 on the CPU, 400 on a GPU)\n"
-               "  --size S              network input S x S (default: 32 on the CPU, 224 on a GPU)\n"
-               "  --epochs E            epochs per run (default 2)\n"
-               "  --steps-per-trial K   optimizer steps per autotuner trial epoch (default 4)\n"
-               "  --config-out FILE     where the tuned settings go (default $XDG_CACHE_HOME/stoke/stoke-tuned.conf,\n"
-               "                        else ~/.cache/stoke/stoke-tuned.conf)\n"
-               "  --json                one JSON object on stdout instead of tables\n",
-               argv0);
+  std::fprintf(
+      status == 0 ? stdout : stderr,
+      "usage: %s [--data DIR] [--images N] [--size S] [--epochs E] [--steps-per-trial K]\n"
+      "          [--config-out FILE] [--json]\n"
+      "  --data DIR            a folder of images, one subfolder per class (default: the\n"
+      "                        synthetic inspection dataset, generated once under ~/.cache/stoke)\n"
+      "  --images N            images to use (default: 200 on the CPU, 400 on a GPU)\n"
+      "  --size S              network input S x S (default: 32 on the CPU, 224 on a GPU)\n"
+      "  --epochs E            epochs per run (default 2)\n"
+      "  --steps-per-trial K   optimizer steps per autotuner trial epoch (default 4)\n"
+      "  --config-out FILE     where the tuned settings go (default "
+      "$XDG_CACHE_HOME/stoke/stoke-tuned.conf,\n"
+      "                        else ~/.cache/stoke/stoke-tuned.conf)\n"
+      "  --json                one JSON object on stdout instead of tables\n",
+      argv0);
   std::exit(status);
 }
 
@@ -59,15 +61,24 @@ Args parse(int argc, char** argv) {
       return argv[++i];
     };
     try {
-      if (arg == "--data") a.data = value();
-      else if (arg == "--images") a.images = std::stoul(value());
-      else if (arg == "--size") a.size = std::stoi(value());
-      else if (arg == "--epochs") a.epochs = std::stoi(value());
-      else if (arg == "--steps-per-trial") a.steps_per_trial = std::stoul(value());
-      else if (arg == "--config-out") a.config_out = value();
-      else if (arg == "--json") a.json = true;
-      else if (arg == "--help" || arg == "-h") usage(argv[0], 0);
-      else usage(argv[0]);
+      if (arg == "--data")
+        a.data = value();
+      else if (arg == "--images")
+        a.images = std::stoul(value());
+      else if (arg == "--size")
+        a.size = std::stoi(value());
+      else if (arg == "--epochs")
+        a.epochs = std::stoi(value());
+      else if (arg == "--steps-per-trial")
+        a.steps_per_trial = std::stoul(value());
+      else if (arg == "--config-out")
+        a.config_out = value();
+      else if (arg == "--json")
+        a.json = true;
+      else if (arg == "--help" || arg == "-h")
+        usage(argv[0], 0);
+      else
+        usage(argv[0]);
     } catch (const std::logic_error&) {
       std::fprintf(stderr, "%s: bad value for %s\n", argv[0], arg.c_str());
       std::exit(2);
@@ -78,7 +89,8 @@ Args parse(int argc, char** argv) {
 
 fs::path cache_root() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "stoke";
-  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "stoke";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return fs::path(home) / ".cache" / "stoke";
   return fs::temp_directory_path() / "stoke";
 }
 
@@ -87,16 +99,16 @@ fs::path cache_root() {
 fs::path synthetic_dataset(std::size_t count, bool quiet) {
   SyntheticOptions o;  // 2448 x 2048 JPEG, quality 90, 30 % defects
   const fs::path dir = cache_root() / "datasets" /
-                       ("inspection-" + std::to_string(o.width) + "x" + std::to_string(o.height) + "-" +
-                        std::to_string(count) + "-q" + std::to_string(o.jpeg_quality) + "-s" +
+                       ("inspection-" + std::to_string(o.width) + "x" + std::to_string(o.height) +
+                        "-" + std::to_string(count) + "-q" + std::to_string(o.jpeg_quality) + "-s" +
                         std::to_string(o.seed));
   const fs::path marker = dir / ".complete";
   if (fs::exists(marker)) return dir;
   fs::remove_all(dir);
   fs::create_directories(dir);
   if (!quiet) {
-    std::fprintf(stderr, "generating %zu synthetic %dx%d inspection images (once) into %s\n", count, o.width,
-                 o.height, dir.c_str());
+    std::fprintf(stderr, "generating %zu synthetic %dx%d inspection images (once) into %s\n", count,
+                 o.width, o.height, dir.c_str());
   }
   // In chunks, so that the progress line moves.
   detail::ProgressLine progress("dataset", count, "images");
@@ -116,8 +128,8 @@ fs::path synthetic_dataset(std::size_t count, bool quiet) {
 bench::RunFigures run(const char* name, nn::Model& model, const Dataset& data, LoaderOptions loader,
                       TrainerOptions options, const Runtime& runtime, bool quiet) {
   model.backend().reset_peak();
-  detail::ProgressLine progress(std::string(name) + " run", static_cast<std::uint64_t>(options.epochs),
-                                "epochs");
+  detail::ProgressLine progress(std::string(name) + " run",
+                                static_cast<std::uint64_t>(options.epochs), "epochs");
   Callbacks cb;
   int epochs_done = 0;
   cb.on_epoch = [&](const EpochRecord&) { progress.update(++epochs_done); };
@@ -125,13 +137,15 @@ bench::RunFigures run(const char* name, nn::Model& model, const Dataset& data, L
   Trainer trainer(model, options, cb);
   const auto fit = trainer.fit(data, nullptr, loader);
   if (!quiet) progress.finish();
-  bench::RunFigures f = bench::summarize(fit.log, model.backend().memory_stats(), runtime.system.cpu);
+  bench::RunFigures f =
+      bench::summarize(fit.log, model.backend().memory_stats(), runtime.system.cpu);
   f.batch_size = fit.batch_size;
   return f;
 }
 
 // Train steps on one random batch already in memory: the compute bound.
-double compute_only(nn::Model& model, int batch, int steps, const std::array<std::size_t, 4>& shape) {
+double compute_only(nn::Model& model, int batch, int steps,
+                    const std::array<std::size_t, 4>& shape) {
   Backend& be = model.backend();
   const std::int64_t n = batch;
   Tensor x(be, {n, static_cast<std::int64_t>(shape[1]), static_cast<std::int64_t>(shape[2]),
@@ -152,7 +166,8 @@ double compute_only(nn::Model& model, int batch, int steps, const std::array<std
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step.run(x, y, 0.0f);
   be.synchronize();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return seconds > 0 ? steps * batch / seconds : 0;
 }
 
@@ -166,8 +181,10 @@ double pipeline_only(const Dataset& data, LoaderOptions loader, int batch) {
   for (std::uint64_t epoch = 0; epoch < 2; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     std::size_t samples = 0;
-    for (std::uint64_t b = 0; b < l.batches_per_epoch(); ++b) samples += l.fill_batch(epoch, b, images, labels);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (std::uint64_t b = 0; b < l.batches_per_epoch(); ++b)
+      samples += l.fill_batch(epoch, b, images, labels);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     rate = s > 0 ? samples / s : 0;
   }
   return rate;
@@ -187,9 +204,11 @@ int main(int argc, char** argv) {
     const int epochs = args.epochs ? args.epochs : 2;
     const bool quiet = args.json;
     if (!quiet) {
-      std::printf("stoke-bench %s on %s\n", version(), describe(runtime.device, runtime.system.cuda.gpus).c_str());
+      std::printf("stoke-bench %s on %s\n", version(),
+                  describe(runtime.device, runtime.system.cuda.gpus).c_str());
       std::printf("input %dx%d RGB, %d epochs per run, %s\n", size, size, epochs,
-                  gpu ? "GPU sizes" : "CPU sizes (small input and image count to finish in minutes on 2 cores)");
+                  gpu ? "GPU sizes"
+                      : "CPU sizes (small input and image count to finish in minutes on 2 cores)");
       std::fflush(stdout);
     }
     const fs::path root = args.data.empty() ? synthetic_dataset(images, quiet) : args.data;
@@ -200,7 +219,8 @@ int main(int argc, char** argv) {
       data = data.subset(first);
     }
     if (!quiet) {
-      std::printf("dataset %s: %zu images, %zu classes\n\n", root.c_str(), data.size(), data.class_names().size());
+      std::printf("dataset %s: %zu images, %zu classes\n\n", root.c_str(), data.size(),
+                  data.class_names().size());
       std::fflush(stdout);
     }
 
@@ -213,8 +233,8 @@ int main(int argc, char** argv) {
     loader.preprocess.width = size;
     loader.preprocess.height = size;
     loader.preprocess.channels = 3;
-    loader.preprocess.normalization = Normalization::mean_std(std::vector<float>{0.5f, 0.5f, 0.5f},
-                                                              std::vector<float>{0.25f, 0.25f, 0.25f});
+    loader.preprocess.normalization = Normalization::mean_std(
+        std::vector<float>{0.5f, 0.5f, 0.5f}, std::vector<float>{0.25f, 0.25f, 0.25f});
     TrainerOptions base;
     base.epochs = epochs;
     base.validate_every_epochs = 0;
@@ -240,7 +260,8 @@ int main(int argc, char** argv) {
     baseline.settings = baseline_config.settings();
     set_thread_count(1);
     auto baseline_model = nn::build_model(default_backend(), spec, 1);
-    const auto b = run("baseline", *baseline_model, data, baseline_loader, baseline, runtime, quiet);
+    const auto b =
+        run("baseline", *baseline_model, data, baseline_loader, baseline, runtime, quiet);
 
     // Tuned: the autotuner's pick.
     set_thread_count(runtime.cpu_threads);
@@ -263,14 +284,16 @@ int main(int argc, char** argv) {
     tuned_loader.simd = runtime.simd;
     const auto tuned_choice = autotune(*model, data, tuned_loader, tune_base, tune);
     if (progress) progress->finish();
-    const fs::path config_out = args.config_out.empty() ? cache_root() / "stoke-tuned.conf" : args.config_out;
+    const fs::path config_out =
+        args.config_out.empty() ? cache_root() / "stoke-tuned.conf" : args.config_out;
     if (config_out.has_parent_path()) fs::create_directories(config_out.parent_path());
     tuned_choice.write_config(config_out);
     Config tuned_config = runtime.config;
     tuned_config.set("STOKE_CPU_THREADS", std::to_string(tuned_choice.best.cpu_threads));
     tuned_config.set("STOKE_CACHE", tuned_choice.best.cache ? "ram" : "off");
     tuned_config.set("STOKE_PREFETCH_DEPTH", std::to_string(tuned_choice.best.prefetch_depth));
-    tuned_loader.cache = tuned_choice.best.cache ? CacheSpec{CacheSpec::Kind::kRam, 0, {}} : CacheSpec{};
+    tuned_loader.cache =
+        tuned_choice.best.cache ? CacheSpec{CacheSpec::Kind::kRam, 0, {}} : CacheSpec{};
     if (tuned_choice.gpu) {  // the GPU trials' picks
       tuned_config.set("STOKE_GPU_GRAPH", tuned_choice.best.gpu_graph ? "on" : "off");
       if (tuned_choice.best.uint8_upload) tuned_loader.preprocess.dtype = OutputDtype::kUint8;
@@ -283,9 +306,10 @@ int main(int argc, char** argv) {
     // The bounds the tuned end-to-end rate is compared with, in the same run.
     LoaderOptions bound_loader = tuned_loader;
     const double pipeline_rate = pipeline_only(data, bound_loader, tuned.batch_size);
-    const double compute_rate = compute_only(*model, tuned.batch_size, 6,
-                                             {static_cast<std::size_t>(tuned.batch_size), 3,
-                                              static_cast<std::size_t>(size), static_cast<std::size_t>(size)});
+    const double compute_rate =
+        compute_only(*model, tuned.batch_size, 6,
+                     {static_cast<std::size_t>(tuned.batch_size), 3, static_cast<std::size_t>(size),
+                      static_cast<std::size_t>(size)});
 
     // The advisor reads the baseline.
     AdvisorInput in;
@@ -302,8 +326,8 @@ int main(int argc, char** argv) {
     in.class_counts = class_counts(data, static_cast<int>(data.class_names().size()));
     const auto advice = advise(in);
 
-    bench::Report report{b, t, pipeline_rate, compute_rate, tuned_choice, advice, size, data.size(),
-                         root.string(), config_out.string()};
+    bench::Report report{b,      t,    pipeline_rate, compute_rate,  tuned_choice,
+                         advice, size, data.size(),   root.string(), config_out.string()};
     if (args.json) {
       std::cout << bench::to_json(report) << "\n";
     } else {

@@ -27,11 +27,11 @@ int main(int argc, char** argv) {
     prefetch.batch_size = loader.batch_size();
     prefetch.batches_per_epoch = loader.batches_per_epoch();
     prefetch.epochs = 3;
-    stoke::Prefetcher prefetcher(prefetch, [&loader](std::uint64_t epoch, std::uint64_t batch,
-                                                    std::span<std::byte> images,
-                                                    std::span<std::int32_t> labels) {
-      return loader.fill_batch(epoch, batch, images, labels);
-    });
+    stoke::Prefetcher prefetcher(
+        prefetch, [&loader](std::uint64_t epoch, std::uint64_t batch, std::span<std::byte> images,
+                            std::span<std::int32_t> labels) {
+          return loader.fill_batch(epoch, batch, images, labels);
+        });
 
     const long max_steps = argc > 2 ? std::atol(argv[2]) : 20;
     long steps = 0;
