@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/text.hpp"
 #include "deploy/model_file.hpp"
 #include "deploy/text.hpp"
 #include "stoke/error.hpp"
@@ -84,22 +85,8 @@ void good_analysis(Evaluation& e, std::span<const std::int32_t> labels, std::spa
   e.false_reject_rate = ratio(double(rejects), double(goods));
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+// The library's one JSON string escaper (core/text.hpp).
+std::string json_string(const std::string& s) { return detail::json_quote(s); }
 
 std::string json_number(double v) { return std::isfinite(v) ? float_text(v) : "null"; }
 

@@ -3,6 +3,7 @@
 
 #include "core/atomic_file.hpp"
 #include "stoke/error.hpp"
+#include "core/text.hpp"
 #include "stoke/train.hpp"
 
 namespace stoke {
@@ -33,20 +34,7 @@ std::string TrainLog::to_json() const {
         << ",\"profile\":" << profile_to_json(e.profile) << "}";
   }
   out << "],\"corrupt_samples\":[";
-  auto quoted = [](const std::string& text) {
-    std::string q = "\"";
-    for (char c : text) {
-      if (c == '"' || c == '\\') q += '\\';
-      if (static_cast<unsigned char>(c) < 0x20) {
-        char hex[8];
-        std::snprintf(hex, sizeof hex, "\\u%04x", c);
-        q += hex;
-        continue;
-      }
-      q += c;
-    }
-    return q + "\"";
-  };
+  const auto quoted = [](const std::string& text) { return detail::json_quote(text); };
   for (std::size_t i = 0; i < corrupt_samples.size(); ++i) {
     out << (i ? "," : "") << "{\"path\":" << quoted(corrupt_samples[i].path)
         << ",\"reason\":" << quoted(corrupt_samples[i].reason) << "}";

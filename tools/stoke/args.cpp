@@ -1,6 +1,8 @@
 // Shared helpers of the stoke subcommands.
 #include "args.hpp"
 
+#include "core/text.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <unistd.h>
@@ -83,22 +85,8 @@ std::vector<std::filesystem::path> list_images(const std::filesystem::path& root
   return out;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+// The library's one JSON string escaper (core/text.hpp).
+std::string json_string(const std::string& s) { return stoke::detail::json_quote(s); }
 
 Progress::Progress(std::string what, std::size_t total, std::string unit)
     : what_(std::move(what)), unit_(std::move(unit)), total_(total),
