@@ -19,6 +19,7 @@ test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopencv-dev  # optional, bench-only reference (bench/pipeline.cmake)
   dataset-fashion-mnist
+  clang-format-14  # tests/format/check_format.sh (the format check CTest)
   python3-venv python3-pip  # test-time only: tests/interchange/run.sh makes a venv with onnx + onnxruntime
 )
 packages=("${demo_packages[@]}")

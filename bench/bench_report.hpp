@@ -11,8 +11,8 @@ namespace stoke::bench {
 
 struct RunFigures {
   int batch_size = 0;
-  double epoch_seconds = 0;         // mean over the epochs
-  double images_per_second = 0;     // all images over all epochs' wall time
+  double epoch_seconds = 0;      // mean over the epochs
+  double images_per_second = 0;  // all images over all epochs' wall time
   double last_epoch_images_per_second = 0;
   double device_busy = 0;           // mean share of wall time
   double cpu_utilization = 0;       // mean share of all logical cores

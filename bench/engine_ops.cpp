@@ -21,28 +21,46 @@ stoke::Tensor random(stoke::Backend& be, const stoke::Shape& s) {
   return t;
 }
 
-double conv_flops(std::int64_t n, std::int64_t k, std::int64_t c, std::int64_t hw) { return 2.0 * n * k * c * 9 * hw; }
+double conv_flops(std::int64_t n, std::int64_t k, std::int64_t c, std::int64_t hw) {
+  return 2.0 * n * k * c * 9 * hw;
+}
 
-void conv(benchmark::State& state, bool naive, bool backward, std::int64_t n, std::int64_t c, std::int64_t hw) {
+void conv(benchmark::State& state, bool naive, bool backward, std::int64_t n, std::int64_t c,
+          std::int64_t hw) {
   stoke::Backend& be = stoke::cpu_backend();
   const stoke::Conv2dParams p{1, 1, 1, 1, 1, 1, 1};
   stoke::Tensor x = random(be, {n, c, hw, hw}), w = random(be, {c, c, 3, 3}), y(be, {n, c, hw, hw});
   stoke::Tensor dy = random(be, {n, c, hw, hw}), dx(be, {n, c, hw, hw}), dw(be, {c, c, 3, 3}), none;
   for (auto _ : state) {
     if (backward) {
-      naive ? stoke::cpu::naive::conv2d_backward(x, w, dy, dx, dw, none, p) : be.conv2d_backward(x, w, dy, dx, dw, none, p);
+      naive ? stoke::cpu::naive::conv2d_backward(x, w, dy, dx, dw, none, p)
+            : be.conv2d_backward(x, w, dy, dx, dw, none, p);
     } else {
-      naive ? stoke::cpu::naive::conv2d_forward(x, w, none, y, p) : be.conv2d_forward(x, w, none, y, p);
+      naive ? stoke::cpu::naive::conv2d_forward(x, w, none, y, p)
+            : be.conv2d_forward(x, w, none, y, p);
     }
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(conv_flops(n, c, c, hw * hw) * (backward ? 2 : 1) * static_cast<double>(state.iterations()) / 1e9,
+  state.counters["GFLOP/s"] = benchmark::Counter(conv_flops(n, c, c, hw * hw) * (backward ? 2 : 1) *
+                                                     static_cast<double>(state.iterations()) / 1e9,
                                                  benchmark::Counter::kIsRate);
   state.SetItemsProcessed(state.iterations() * n);
 }
 
-BENCHMARK_CAPTURE(conv, fast_fwd, false, false, 64, 32, 28)->Name("BM_conv2d_forward/cpu/f32/64x32x28x28_k3")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(conv, fast_bwd, false, true, 64, 32, 28)->Name("BM_conv2d_backward/cpu/f32/64x32x28x28_k3")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(conv, naive_fwd, true, false, 4, 32, 28)->Name("BM_conv2d_forward/naive/f32/4x32x28x28_k3")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(conv, fast_fwd_small, false, false, 4, 32, 28)->Name("BM_conv2d_forward/cpu/f32/4x32x28x28_k3")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(conv, fast_fwd, false, false, 64, 32, 28)
+    ->Name("BM_conv2d_forward/cpu/f32/64x32x28x28_k3")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(conv, fast_bwd, false, true, 64, 32, 28)
+    ->Name("BM_conv2d_backward/cpu/f32/64x32x28x28_k3")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(conv, naive_fwd, true, false, 4, 32, 28)
+    ->Name("BM_conv2d_forward/naive/f32/4x32x28x28_k3")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(conv, fast_fwd_small, false, false, 4, 32, 28)
+    ->Name("BM_conv2d_forward/cpu/f32/4x32x28x28_k3")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace

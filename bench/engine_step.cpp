@@ -16,7 +16,8 @@ namespace {
 // Sizes the arena from STOKE_CPU_THREADS (CPU backend: all physical cores by default).
 void apply_thread_knob() {
   static const bool applied = [] {
-    stoke::set_thread_count(stoke::resolve_cpu_threads(stoke::Config::load().settings(), stoke::query_cpu(), false));
+    stoke::set_thread_count(
+        stoke::resolve_cpu_threads(stoke::Config::load().settings(), stoke::query_cpu(), false));
     return true;
   }();
   (void)applied;
@@ -47,7 +48,8 @@ void train_step(benchmark::State& state, int channels, int size, int batch) {
   }
   state.SetItemsProcessed(state.iterations() * batch);
   state.counters["threads"] = stoke::thread_count();
-  state.counters["plan_MiB"] = static_cast<double>(model->memory_plan(batch, sgd.slots()).total()) / 1048576.0;
+  state.counters["plan_MiB"] =
+      static_cast<double>(model->memory_plan(batch, sgd.slots()).total()) / 1048576.0;
 }
 
 BENCHMARK_CAPTURE(train_step, 1x28x28_b64, 1, 28, 64)

@@ -111,8 +111,12 @@ void BM_Prefetch(benchmark::State& state, bool ring) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * kBatches);
 }
 
-void BM_Prefetch_serial(benchmark::State& state) { BM_Prefetch(state, false); }
-void BM_Prefetch_ring(benchmark::State& state) { BM_Prefetch(state, true); }
+void BM_Prefetch_serial(benchmark::State& state) {
+  BM_Prefetch(state, false);
+}
+void BM_Prefetch_ring(benchmark::State& state) {
+  BM_Prefetch(state, true);
+}
 
 // Args: producer rounds, consumer rounds, depth. Rounds of 64 cost about 2 ms
 // per batch on a 2020s x86 core.

@@ -108,8 +108,8 @@ void jpeg_to_tensor_stoke(benchmark::State& state) {
   std::size_t i = static_cast<std::size_t>(state.thread_index());
   for (auto _ : state) {
     decoder.decode_file(dataset().path(i++ % dataset().size()), {3, kOut, kOut}, decoded);
-    resampler.resize_normalize_chw(decoded.view(), kOut, kOut, ResizeFilter::kAuto, norm, OutputDtype::kFloat32,
-                                   out.data());
+    resampler.resize_normalize_chw(decoded.view(), kOut, kOut, ResizeFilter::kAuto, norm,
+                                   OutputDtype::kFloat32, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   set_images(state);
@@ -156,13 +156,15 @@ void loader_pass(benchmark::State& state, bool warm) {
   std::vector<std::int32_t> labels(loader.batch_size());
   std::uint64_t epoch = 0;
   if (warm) {
-    for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b) loader.fill_batch(epoch, b, images, labels);
+    for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b)
+      loader.fill_batch(epoch, b, images, labels);
     ++epoch;
   }
   std::size_t done = 0;
   const double cpu0 = process_cpu_seconds();
   for (auto _ : state) {
-    for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b) done += loader.fill_batch(epoch, b, images, labels);
+    for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b)
+      done += loader.fill_batch(epoch, b, images, labels);
     ++epoch;
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(done));
@@ -170,7 +172,8 @@ void loader_pass(benchmark::State& state, bool warm) {
   state.counters["worker_threads"] = static_cast<double>(loader.stats().worker_threads);
   // CPU per image over all threads: on a shared machine the wall-clock
   // scaling is not measurable, but the parallel overhead is.
-  state.counters["cpu_ms_per_image"] = 1e3 * (process_cpu_seconds() - cpu0) / static_cast<double>(done);
+  state.counters["cpu_ms_per_image"] =
+      1e3 * (process_cpu_seconds() - cpu0) / static_cast<double>(done);
 }
 
 #if STOKE_BENCH_HAVE_OPENCV
@@ -182,7 +185,8 @@ void opencv_three_passes(const cv::Mat& src, int interpolation, cv::Mat& resized
   for (int c = 0; c < 3; ++c) planes.emplace_back(kOut, kOut, CV_32F, out + c * kOut * kOut);
   cv::split(as_float, planes);  // writes into the CHW planes
   const float mean[] = {0.485f, 0.456f, 0.406f}, stdev[] = {0.229f, 0.224f, 0.225f};
-  for (int c = 0; c < 3; ++c) planes[c].convertTo(planes[c], CV_32F, 1.0 / stdev[c], -mean[c] / stdev[c]);
+  for (int c = 0; c < 3; ++c)
+    planes[c].convertTo(planes[c], CV_32F, 1.0 / stdev[c], -mean[c] / stdev[c]);
 }
 
 void fused_opencv(benchmark::State& state, int interpolation) {
@@ -241,7 +245,8 @@ class RateReporter : public benchmark::ConsoleReporter {
   }
 };
 
-void ratio(const RateReporter& r, const char* what, const std::string& a, const std::string& b, double target) {
+void ratio(const RateReporter& r, const char* what, const std::string& a, const std::string& b,
+           double target) {
   const double x = r.get(a), y = r.get(b);
   if (x <= 0 || y <= 0) return;
   std::printf("%-58s %9.1f / %9.1f img/s = %5.2fx  (target >= %.2fx)\n", what, x, y, x / y, target);
@@ -251,8 +256,10 @@ void ratio(const RateReporter& r, const char* what, const std::string& a, const 
 // not inflate; several: wall time (the point is throughput).
 void timing(benchmark::internal::Benchmark* b, int threads) {
   b->Threads(threads);
-  if (threads == 1) b->MeasureProcessCPUTime();
-  else b->UseRealTime();
+  if (threads == 1)
+    b->MeasureProcessCPUTime();
+  else
+    b->UseRealTime();
 }
 
 std::string suffix(int threads) {
@@ -269,36 +276,48 @@ int main(int argc, char** argv) {
   const std::string shape = "/f32/2448x2048x3->3x512x512";
   const SimdLevel best = query_cpu().simd;
   for (int t : thread_counts) {
-    for (auto [filter, fname] : {std::pair{ResizeFilter::kBilinear, "linear"}, {ResizeFilter::kArea, "area"}}) {
+    for (auto [filter, fname] :
+         {std::pair{ResizeFilter::kBilinear, "linear"}, {ResizeFilter::kArea, "area"}}) {
       for (int l = 0; l <= static_cast<int>(best); ++l) {
         const auto level = static_cast<SimdLevel>(l);
         if (t > 1 && level != best) continue;
-        timing(benchmark::RegisterBenchmark(("BM_ResizeNormalize/stoke-" + std::string(to_string(level)) + shape + "/" +
-                                      fname).c_str(),
-                                     fused_stoke, level, filter, OutputDtype::kFloat32), t);
+        timing(benchmark::RegisterBenchmark(("BM_ResizeNormalize/stoke-" +
+                                             std::string(to_string(level)) + shape + "/" + fname)
+                                                .c_str(),
+                                            fused_stoke, level, filter, OutputDtype::kFloat32),
+               t);
       }
       if (t == 1) {
         for (OutputDtype dtype : {OutputDtype::kFloat16, OutputDtype::kBFloat16}) {
-          const std::string name = "BM_ResizeNormalize/stoke-" + std::string(to_string(best)) + "/" +
-                                   to_string(dtype) + "/2448x2048x3->3x512x512/" + fname;
+          const std::string name = "BM_ResizeNormalize/stoke-" + std::string(to_string(best)) +
+                                   "/" + to_string(dtype) + "/2448x2048x3->3x512x512/" + fname;
           timing(benchmark::RegisterBenchmark(name.c_str(), fused_stoke, best, filter, dtype), t);
         }
       }
 #if STOKE_BENCH_HAVE_OPENCV
-      timing(benchmark::RegisterBenchmark(("BM_ResizeNormalize/opencv" + shape + "/" + fname).c_str(), fused_opencv,
-                                   filter == ResizeFilter::kBilinear ? cv::INTER_LINEAR : cv::INTER_AREA), t);
+      timing(benchmark::RegisterBenchmark(
+                 ("BM_ResizeNormalize/opencv" + shape + "/" + fname).c_str(), fused_opencv,
+                 filter == ResizeFilter::kBilinear ? cv::INTER_LINEAR : cv::INTER_AREA),
+             t);
 #endif
     }
-    timing(benchmark::RegisterBenchmark("BM_JpegToTensor/stoke/f32/2448x2048q90->3x512x512", jpeg_to_tensor_stoke), t);
+    timing(benchmark::RegisterBenchmark("BM_JpegToTensor/stoke/f32/2448x2048q90->3x512x512",
+                                        jpeg_to_tensor_stoke),
+           t);
 #if STOKE_BENCH_HAVE_OPENCV
-    timing(benchmark::RegisterBenchmark("BM_JpegToTensor/opencv/f32/2448x2048q90->3x512x512", jpeg_to_tensor_opencv), t);
+    timing(benchmark::RegisterBenchmark("BM_JpegToTensor/opencv/f32/2448x2048q90->3x512x512",
+                                        jpeg_to_tensor_opencv),
+           t);
 #endif
-    timing(benchmark::RegisterBenchmark("BM_JpegDecode/turbojpeg/u8/2448x2048q90@1/4", bare_turbojpeg), t);
+    timing(
+        benchmark::RegisterBenchmark("BM_JpegDecode/turbojpeg/u8/2448x2048q90@1/4", bare_turbojpeg),
+        t);
   }
   for (bool warm : {false, true}) {
-    auto* b = benchmark::RegisterBenchmark(warm ? "BM_Loader/stoke/f32/warm-ram-cache/2448x2048->3x512x512"
-                                                : "BM_Loader/stoke/f32/cold/2448x2048->3x512x512",
-                                           loader_pass, warm);
+    auto* b = benchmark::RegisterBenchmark(
+        warm ? "BM_Loader/stoke/f32/warm-ram-cache/2448x2048->3x512x512"
+             : "BM_Loader/stoke/f32/cold/2448x2048->3x512x512",
+        loader_pass, warm);
     for (int t = 1; t <= all; ++t) b->Arg(t);
     b->UseRealTime()->Unit(benchmark::kMillisecond);
   }
@@ -322,21 +341,23 @@ int main(int argc, char** argv) {
           "BM_JpegToTensor/stoke/f32/2448x2048q90->3x512x512" + sx,
           "BM_JpegDecode/turbojpeg/u8/2448x2048q90@1/4" + sx, 0.9);
   }
-  const std::string cold = "BM_Loader/stoke/f32/cold/2448x2048->3x512x512/", warm =
-      "BM_Loader/stoke/f32/warm-ram-cache/2448x2048->3x512x512/";
+  const std::string cold = "BM_Loader/stoke/f32/cold/2448x2048->3x512x512/",
+                    warm = "BM_Loader/stoke/f32/warm-ram-cache/2448x2048->3x512x512/";
   for (int t = 1; t <= all; ++t) {
-    ratio(reporter, ("loader warm vs cold, threads " + std::to_string(t)).c_str(), warm + std::to_string(t),
-          cold + std::to_string(t), 20.0);
+    ratio(reporter, ("loader warm vs cold, threads " + std::to_string(t)).c_str(),
+          warm + std::to_string(t), cold + std::to_string(t), 20.0);
   }
   const double c1 = reporter.get(cold + "1/"), cn = reporter.get(cold + std::to_string(all) + "/");
   if (c1 > 0 && cn > 0) {
-    std::printf("loader cold scaling 1 -> %d threads: %.1f -> %.1f img/s wall, efficiency %.0f%%\n", all, c1, cn,
-                100.0 * cn / (all * c1));
+    std::printf("loader cold scaling 1 -> %d threads: %.1f -> %.1f img/s wall, efficiency %.0f%%\n",
+                all, c1, cn, 100.0 * cn / (all * c1));
     const double p1 = reporter.cpu_per_image[cold + "1/real_time"];
     const double pn = reporter.cpu_per_image[cold + std::to_string(all) + "/real_time"];
     if (p1 > 0 && pn > 0) {
-      std::printf("loader cold CPU per image 1 -> %d threads: %.2f -> %.2f ms (parallel overhead %+.1f%%)\n", all,
-                  p1, pn, 100.0 * (pn / p1 - 1.0));
+      std::printf(
+          "loader cold CPU per image 1 -> %d threads: %.2f -> %.2f ms (parallel overhead "
+          "%+.1f%%)\n",
+          all, p1, pn, 100.0 * (pn / p1 - 1.0));
     }
   }
   benchmark::Shutdown();

@@ -19,8 +19,8 @@ int main(int argc, char** argv) {
   synth.height = argc > 3 ? std::atoi(argv[3]) : 1024;
   const char* env = std::getenv("STOKE_BENCH_DATA");
   const auto root = std::filesystem::path(env ? env : STOKE_BENCH_BINARY_DIR "/bench_data") /
-                    ("rss_" + std::to_string(synth.width) + "x" + std::to_string(synth.height) + "_" +
-                     std::to_string(count));
+                    ("rss_" + std::to_string(synth.width) + "x" + std::to_string(synth.height) +
+                     "_" + std::to_string(count));
   if (!std::filesystem::exists(root / "ok")) {
     // Generate, then measure in a fresh process: ru_maxrss is a high-water mark
     // and generation holds full-size images.
@@ -41,12 +41,16 @@ int main(int argc, char** argv) {
   getrusage(RUSAGE_SELF, &before);
   const auto t0 = std::chrono::steady_clock::now();
   std::size_t done = 0;
-  for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b) done += loader.fill_batch(0, b, images, labels);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b)
+    done += loader.fill_batch(0, b, images, labels);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rusage after{};
   getrusage(RUSAGE_SELF, &after);
-  std::printf("images %zu (%dx%d JPEG q90), batch %zu, %.1f img/s, peak RSS before pass %.1f MiB, after %.1f MiB\n",
-              done, synth.width, synth.height, loader.batch_size(), done / seconds, before.ru_maxrss / 1024.0,
-              after.ru_maxrss / 1024.0);
+  std::printf(
+      "images %zu (%dx%d JPEG q90), batch %zu, %.1f img/s, peak RSS before pass %.1f MiB, after "
+      "%.1f MiB\n",
+      done, synth.width, synth.height, loader.batch_size(), done / seconds,
+      before.ru_maxrss / 1024.0, after.ru_maxrss / 1024.0);
   return 0;
 }

@@ -20,9 +20,11 @@ int main(int argc, char** argv) {
     const std::size_t count = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 100;
     if (argc > 3) options.width = std::atoi(argv[3]);
     if (argc > 4) options.height = std::atoi(argv[4]);
-    if (argc > 5 && std::strcmp(argv[5], "png") == 0) options.format = stoke::SyntheticOptions::Format::kPng;
+    if (argc > 5 && std::strcmp(argv[5], "png") == 0)
+      options.format = stoke::SyntheticOptions::Format::kPng;
     const auto root = stoke::write_synthetic_dataset(argv[1], count, options);
-    std::printf("wrote %zu %dx%d images under %s\n", count, options.width, options.height, root.c_str());
+    std::printf("wrote %zu %dx%d images under %s\n", count, options.width, options.height,
+                root.c_str());
     return 0;
   } catch (const stoke::Error& e) {
     std::fprintf(stderr, "make_dataset: %s\n", e.what());

@@ -26,14 +26,15 @@ int main(int argc, char** argv) {
     const auto& system = runtime.system;
     const auto& selection = runtime.device;
     if (json) {
-      std::cout << "{\"stoke_version\":\"" << stoke::version() << "\",\"system\":"
-                << stoke::system_to_json(system) << ",\"selection\":{\"use_gpu\":"
-                << (selection.use_gpu ? "true" : "false") << ",\"gpus\":[";
+      std::cout << "{\"stoke_version\":\"" << stoke::version()
+                << "\",\"system\":" << stoke::system_to_json(system)
+                << ",\"selection\":{\"use_gpu\":" << (selection.use_gpu ? "true" : "false")
+                << ",\"gpus\":[";
       for (std::size_t i = 0; i < selection.gpus.size(); ++i) {
         std::cout << (i ? "," : "") << selection.gpus[i];
       }
-      std::cout << "],\"cpu_threads\":" << runtime.cpu_threads
-                << ",\"simd\":\"" << stoke::to_string(runtime.simd)
+      std::cout << "],\"cpu_threads\":" << runtime.cpu_threads << ",\"simd\":\""
+                << stoke::to_string(runtime.simd)
                 << "\"},\"distributed\":" << (stoke::distributed_available() ? "true" : "false")
                 << ",\"config\":" << config.to_json() << "}\n";
       return 0;
@@ -42,7 +43,8 @@ int main(int argc, char** argv) {
               << stoke::format_system(system) << "\n"
               << stoke::describe(runtime) << "\n"
               << "data-parallel training: "
-              << (stoke::distributed_available() ? "Gloo (stoke train --nproc N)" : "not built (no libgloo-dev)")
+              << (stoke::distributed_available() ? "Gloo (stoke train --nproc N)"
+                                                 : "not built (no libgloo-dev)")
               << "\n\n"
               << config.report();
     return 0;

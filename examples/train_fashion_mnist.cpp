@@ -32,14 +32,22 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--data") o.data = v;
-    else if (k == "--epochs") o.epochs = std::stoi(v);
-    else if (k == "--batch") o.batch = std::stoi(v);
-    else if (k == "--lr") o.lr = std::stof(v);
-    else if (k == "--train-limit") o.train_limit = std::stoi(v);
-    else if (k == "--threads") o.threads = std::stoi(v);
-    else if (k == "--checkpoint") o.checkpoint = v;
-    else throw stoke::InvalidArgument("unknown option " + k);
+    if (k == "--data")
+      o.data = v;
+    else if (k == "--epochs")
+      o.epochs = std::stoi(v);
+    else if (k == "--batch")
+      o.batch = std::stoi(v);
+    else if (k == "--lr")
+      o.lr = std::stof(v);
+    else if (k == "--train-limit")
+      o.train_limit = std::stoi(v);
+    else if (k == "--threads")
+      o.threads = std::stoi(v);
+    else if (k == "--checkpoint")
+      o.checkpoint = v;
+    else
+      throw stoke::InvalidArgument("unknown option " + k);
   }
   return o;
 }
@@ -78,7 +86,8 @@ int main(int argc, char** argv) try {
   const int train_n = o.train_limit > 0 ? std::min(o.train_limit, train_count) : train_count;
 
   stoke::Backend& be = stoke::cpu_backend();
-  stoke::nn::ModelSpec spec;  // 1x28x28, stem 32, widths 32/64/128, strides 1/2/2, 2 blocks per stage
+  stoke::nn::ModelSpec
+      spec;  // 1x28x28, stem 32, widths 32/64/128, strides 1/2/2, 2 blocks per stage
   auto model = stoke::nn::build_model(be, spec, 42);
   stoke::nn::Sgd sgd(*model, {0.9f, 5e-4f, true});
   stoke::nn::TrainStep step(*model, sgd);
@@ -88,11 +97,12 @@ int main(int argc, char** argv) try {
   sched.base_lr = o.lr;
   sched.warmup_steps = std::min(200, steps_per_epoch);
   sched.total_steps = static_cast<std::int64_t>(steps_per_epoch) * o.epochs;
-  std::printf("backend %s, %d threads, %lld parameters, %d train images, batch %d, %d epochs\n", be.name().c_str(),
-              stoke::thread_count(), static_cast<long long>(model->parameter_count()), train_n, o.batch, o.epochs);
+  std::printf("backend %s, %d threads, %lld parameters, %d train images, batch %d, %d epochs\n",
+              be.name().c_str(), stoke::thread_count(),
+              static_cast<long long>(model->parameter_count()), train_n, o.batch, o.epochs);
   const auto plan = model->memory_plan(o.batch, sgd.slots());
-  std::printf("memory plan at batch %d: %.1f MiB (activations %.1f MiB)\n", o.batch, plan.total() / 1048576.0,
-              plan.activations / 1048576.0);
+  std::printf("memory plan at batch %d: %.1f MiB (activations %.1f MiB)\n", o.batch,
+              plan.total() / 1048576.0, plan.activations / 1048576.0);
 
   std::mt19937 rng(7);
   std::vector<int> order(static_cast<std::size_t>(train_n));
@@ -106,7 +116,8 @@ int main(int argc, char** argv) try {
     const auto t0 = std::chrono::steady_clock::now();
     double loss_sum = 0, acc_sum = 0;
     for (int s = 0; s < steps_per_epoch; ++s) {
-      fill_batch(train, order.data() + static_cast<std::size_t>(s) * o.batch, o.batch, true, rng, xh, yh);
+      fill_batch(train, order.data() + static_cast<std::size_t>(s) * o.batch, o.batch, true, rng,
+                 xh, yh);
       x.copy_from_host(xh.data());
       y.copy_from_host(yh.data());
       step.run(x, y, sched.lr(global_step++));
@@ -114,16 +125,20 @@ int main(int argc, char** argv) try {
       loss_sum += st.loss;
       acc_sum += st.accuracy;
       if ((s + 1) % 100 == 0) {
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::printf("  epoch %d step %d/%d loss %.4f acc %.4f (%.1f ms/step)\n", epoch, s + 1, steps_per_epoch,
-                    loss_sum / (s + 1), acc_sum / (s + 1), 1000.0 * secs / (s + 1));
+        const double secs =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::printf("  epoch %d step %d/%d loss %.4f acc %.4f (%.1f ms/step)\n", epoch, s + 1,
+                    steps_per_epoch, loss_sum / (s + 1), acc_sum / (s + 1),
+                    1000.0 * secs / (s + 1));
         std::fflush(stdout);
       }
     }
-    const double train_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double train_secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     // Test accuracy in inference mode, batch 500.
     const int eval_batch = 500;
-    stoke::Tensor ex(be, model->input_shape(eval_batch)), ey(be, {eval_batch}, stoke::DType::kInt32);
+    stoke::Tensor ex(be, model->input_shape(eval_batch)),
+        ey(be, {eval_batch}, stoke::DType::kInt32);
     std::vector<int> idx(static_cast<std::size_t>(eval_batch));
     double correct = 0;
     for (int b = 0; b + eval_batch <= static_cast<int>(test.size()); b += eval_batch) {
@@ -133,8 +148,9 @@ int main(int argc, char** argv) try {
       ey.copy_from_host(yh.data());
       correct += stoke::nn::evaluate(*model, ex, ey).accuracy * eval_batch;
     }
-    std::printf("epoch %d: train loss %.4f acc %.4f, test acc %.4f, %.1f s train (%.1f images/s)\n", epoch,
-                loss_sum / steps_per_epoch, acc_sum / steps_per_epoch, correct / static_cast<double>(test.size()), train_secs,
+    std::printf("epoch %d: train loss %.4f acc %.4f, test acc %.4f, %.1f s train (%.1f images/s)\n",
+                epoch, loss_sum / steps_per_epoch, acc_sum / steps_per_epoch,
+                correct / static_cast<double>(test.size()), train_secs,
                 steps_per_epoch * o.batch / train_secs);
     std::fflush(stdout);
   }
@@ -149,7 +165,8 @@ int main(int argc, char** argv) try {
   std::vector<std::uint8_t> first8;
   for (std::size_t i = 0; i < 8; ++i) {
     const auto image = test.pixels(i);
-    for (int r = 0; r < image.height; ++r) first8.insert(first8.end(), image.row(r), image.row(r) + image.width);
+    for (int r = 0; r < image.height; ++r)
+      first8.insert(first8.end(), image.row(r), image.row(r) + image.width);
   }
   const auto preds = classifier.classify_batch(first8.data(), 8, 28, 28, 1);
   std::printf("checkpoint %s; first 8 test images: predicted", o.checkpoint.c_str());

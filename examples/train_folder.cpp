@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
     loader.preprocess.width = loader.preprocess.height = size;
     loader.augment.hflip_probability = 0.5f;
     stoke::TrainerOptions options;
-    options.context = runtime.context;  // settings, SIMD level and arena for the trainer and its loaders
+    options.context =
+        runtime.context;  // settings, SIMD level and arena for the trainer and its loaders
     options.epochs = argc > 2 ? std::atoi(argv[2]) : 5;
     options.batch_size = 0;  // auto: the largest batch whose memory plan fits
     options.best_checkpoint = "best.ckpt";

@@ -47,16 +47,16 @@ struct CacheSpec {
 // The typed, validated values. Read them through Config::settings().
 struct Settings {
   DeviceRequest gpu_device;
-  double gpu_mem_percent = 60.0;              // (0, 100]
-  std::optional<std::uint64_t> gpu_mem_max;   // bytes
+  double gpu_mem_percent = 60.0;             // (0, 100]
+  std::optional<std::uint64_t> gpu_mem_max;  // bytes
   bool gpu_streams = true;
-  Toggle gpu_graph = Toggle::kAuto;           // auto: on where shapes are static
-  Toggle gpu_jit = Toggle::kAuto;             // auto: on where NVRTC is present
+  Toggle gpu_graph = Toggle::kAuto;  // auto: on where shapes are static
+  Toggle gpu_jit = Toggle::kAuto;    // auto: on where NVRTC is present
   bool host_pinned = true;
   std::uint64_t host_pinned_max = 512ull << 20;
-  std::optional<int> cpu_threads;             // empty: derived (see resolve_cpu_threads)
+  std::optional<int> cpu_threads;  // empty: derived (see resolve_cpu_threads)
   SimdRequest cpu_simd;
-  int prefetch_depth = 2;                     // [1, 64]
+  int prefetch_depth = 2;  // [1, 64]
   CacheSpec cache;
   LogLevel log_level = LogLevel::kWarn;
   // Not knobs (no row in the table): where this process finds its parts.
@@ -75,8 +75,8 @@ STOKE_API const char* to_string(ConfigSource source) noexcept;
 
 // One knob's effective value and its provenance.
 struct KnobValue {
-  std::string name;     // "STOKE_GPU_MEM_PERCENT"
-  std::string value;    // canonical text, e.g. "60"
+  std::string name;   // "STOKE_GPU_MEM_PERCENT"
+  std::string value;  // canonical text, e.g. "60"
   ConfigSource source = ConfigSource::kDefault;
   std::string origin;   // "", "/etc/stoke.conf:3", "environment", "api"
   std::string meaning;  // one line from the knob table

@@ -92,7 +92,8 @@ class STOKE_API Dataset {
   // CSV lines `path,label[,split]` (a header line starting with `path` is
   // skipped); relative paths are relative to the manifest's folder. split is
   // train/val/test.
-  static Dataset from_manifest(const std::filesystem::path& csv, const DatasetOptions& options = {});
+  static Dataset from_manifest(const std::filesystem::path& csv,
+                               const DatasetOptions& options = {});
   // IDX (MNIST format) images (ubyte, rank 3) and labels (ubyte, rank 1),
   // gzip-compressed or plain.
   static Dataset from_idx(const std::filesystem::path& images, const std::filesystem::path& labels,
@@ -102,8 +103,10 @@ class STOKE_API Dataset {
   // differ per image. InvalidArgument naming the image for a null pointer, a
   // non-positive size, a stride below the row size, a label out of range or a
   // size above max_image_pixels; DatasetOptions::skip_corrupt does not apply.
-  static Dataset from_buffers(std::span<const ImageBuffer> images, std::span<const std::int32_t> labels,
-                              std::vector<std::string> class_names, const DatasetOptions& options = {});
+  static Dataset from_buffers(std::span<const ImageBuffer> images,
+                              std::span<const std::int32_t> labels,
+                              std::vector<std::string> class_names,
+                              const DatasetOptions& options = {});
 
   std::size_t size() const noexcept;
   bool empty() const noexcept { return size() == 0; }
@@ -167,7 +170,8 @@ struct SyntheticOptions {
 
 // One RGB image: a brushed-metal texture with low-frequency shading and grain;
 // with `defect`, scratches and spots. Deterministic in (seed, defect).
-STOKE_API void synthetic_inspection_image(int width, int height, std::uint64_t seed, bool defect, Image& out);
+STOKE_API void synthetic_inspection_image(int width, int height, std::uint64_t seed, bool defect,
+                                          Image& out);
 
 // Writes `count` images as root/ok/NNNNNN.{jpg,png} and root/defect/...,
 // in parallel on the library arena; image i depends only on (options.seed, i).
@@ -180,7 +184,7 @@ STOKE_API std::filesystem::path write_synthetic_dataset(const std::filesystem::p
 
 // The deterministic part, computed once per sample (and cached).
 struct PreprocessOptions {
-  int width = 224;   // output
+  int width = 224;  // output
   int height = 224;
   int channels = 3;  // 1 or 3
   // Resize target before the crop to (width, height); 0: the output size.
@@ -197,13 +201,14 @@ struct PreprocessOptions {
 
 // Random per (seed, epoch, sample); off by default.
 struct AugmentOptions {
-  bool random_crop = false;        // else the centre crop
+  bool random_crop = false;  // else the centre crop
   float hflip_probability = 0.f;
   float vflip_probability = 0.f;
-  float brightness = 0.f;          // shift uniform in [-brightness, brightness] of full scale
-  float contrast = 0.f;            // factor uniform in [1 - contrast, 1 + contrast]
+  float brightness = 0.f;  // shift uniform in [-brightness, brightness] of full scale
+  float contrast = 0.f;    // factor uniform in [1 - contrast, 1 + contrast]
   bool enabled() const noexcept {
-    return random_crop || hflip_probability > 0 || vflip_probability > 0 || brightness > 0 || contrast > 0;
+    return random_crop || hflip_probability > 0 || vflip_probability > 0 || brightness > 0 ||
+           contrast > 0;
   }
 };
 
@@ -215,7 +220,7 @@ struct LoaderOptions {
   // Class-balanced epochs instead of the shuffle: every class drawn equally
   // often (rare classes repeat), deterministic per seed and epoch.
   bool balanced_sampler = false;
-  bool drop_last = false;           // drop a short last batch
+  bool drop_last = false;  // drop a short last batch
   // Data-parallel training: this loader visits shard `shard_index` of
   // `shard_count` of each epoch's order (after the shuffle or the balanced
   // sampler, which every rank draws alike). Whole steps (training): rank r
@@ -226,12 +231,12 @@ struct LoaderOptions {
   int shard_count = 1;
   bool shard_whole_steps = true;
   std::uint64_t seed = 0;
-  std::size_t max_in_flight = 0;    // images being processed at once; 0: 2 x the context's threads
+  std::size_t max_in_flight = 0;  // images being processed at once; 0: 2 x the context's threads
   // Settings, SIMD level and thread arena (the pipeline runs in the
   // context's arena); a trainer puts its own here.
   Context context;
-  std::optional<CacheSpec> cache;   // empty: the context's STOKE_CACHE
-  std::optional<SimdLevel> simd;    // empty: the context's SIMD level
+  std::optional<CacheSpec> cache;  // empty: the context's STOKE_CACHE
+  std::optional<SimdLevel> simd;   // empty: the context's SIMD level
   // Receives read/decode/preprocess/cache/augment/batch-assembly spans; may be
   // null. Must outlive the Loader.
   Profiler* profiler = nullptr;
@@ -259,13 +264,13 @@ struct CorruptSample {
 };
 
 struct LoaderStats {
-  std::uint64_t decoded = 0;      // images read and decoded
+  std::uint64_t decoded = 0;         // images read and decoded
   std::uint64_t worker_threads = 0;  // distinct threads that have processed samples
-  std::uint64_t cache_hits = 0;   // deterministic results taken from the cache
+  std::uint64_t cache_hits = 0;      // deterministic results taken from the cache
   std::uint64_t cache_entries = 0;
   std::uint64_t cache_bytes = 0;
-  bool cache_file_reused = false; // file cache found valid at construction
-  std::string cache_note;         // why a cache file was rebuilt, if it was
+  bool cache_file_reused = false;  // file cache found valid at construction
+  std::string cache_note;          // why a cache file was rebuilt, if it was
   // skip_corrupt: the samples found corrupt so far, in dataset order.
   std::vector<CorruptSample> corrupt;
   bool corrupt_budget_exceeded = false;  // fill_batch threw "too many corrupt samples"
@@ -288,12 +293,12 @@ class STOKE_API Loader {
   // batch_index < batches_per_epoch() (InvalidArgument otherwise). Throws
   // DecodeError/IoError naming the file when a sample cannot be read (with
   // skip_corrupt: only past the corruption budget, see LoaderOptions).
-  std::size_t fill_batch(std::uint64_t epoch, std::uint64_t batch_index, std::span<std::byte> images,
-                         std::span<std::int32_t> labels);
+  std::size_t fill_batch(std::uint64_t epoch, std::uint64_t batch_index,
+                         std::span<std::byte> images, std::span<std::int32_t> labels);
 
   std::size_t batches_per_epoch() const noexcept;
   std::size_t batch_size() const noexcept;
-  std::size_t sample_bytes() const noexcept;  // C * H * W * dtype size
+  std::size_t sample_bytes() const noexcept;                 // C * H * W * dtype size
   std::array<std::size_t, 4> output_shape() const noexcept;  // {batch_size, C, H, W}
   OutputDtype dtype() const noexcept;
   const LoaderOptions& options() const noexcept;

@@ -75,15 +75,17 @@ struct STOKE_API ModelInfo {
   // CorruptFile naming `path` and every missing key when the metadata is not
   // a model file's (e.g. a checkpoint written before model files existed),
   // or a malformed value.
-  static ModelInfo from_metadata(const std::map<std::string, std::string>& metadata, const std::string& path);
+  static ModelInfo from_metadata(const std::map<std::string, std::string>& metadata,
+                                 const std::string& path);
 };
 
 // What a fit() knows before training: classes, preprocessing as the
 // validation loader runs it, provenance, and up to `references` reference
 // inputs (the first validation images, else the first training images),
 // preprocessed by a validation loader.
-STOKE_API ModelInfo describe_training(const Dataset& train, const Dataset* val, const LoaderOptions& loader,
-                                      const TrainerOptions& options, std::size_t references = 4);
+STOKE_API ModelInfo describe_training(const Dataset& train, const Dataset* val,
+                                      const LoaderOptions& loader, const TrainerOptions& options,
+                                      std::size_t references = 4);
 
 // Appends an epoch's figures to info.history and info.metrics.
 STOKE_API void record_epoch(ModelInfo& info, const EpochRecord& record);
@@ -92,8 +94,8 @@ STOKE_API void record_epoch(ModelInfo& info, const EpochRecord& record);
 // with `info`, whose reference logits are recomputed from `model` as it is
 // now (an inference forward). `extra` goes into the metadata as is and into
 // info.metrics.
-STOKE_API void save_model(const std::filesystem::path& path, nn::Model& model, const ModelInfo& info,
-                          const nn::Optimizer* optimizer = nullptr,
+STOKE_API void save_model(const std::filesystem::path& path, nn::Model& model,
+                          const ModelInfo& info, const nn::Optimizer* optimizer = nullptr,
                           const std::map<std::string, std::string>& extra = {});
 
 // The metadata save_model writes, added to `metadata` (keys of `info`
@@ -123,14 +125,14 @@ struct PixelBuffer {
 struct Prediction {
   int label = -1;
   std::string class_name;
-  float confidence = 0;             // probability of label
+  float confidence = 0;              // probability of label
   std::vector<float> probabilities;  // one per class
 };
 
 struct SelfCheckResult {
-  bool ran = false;     // false when the file holds no references
+  bool ran = false;  // false when the file holds no references
   bool passed = false;
-  double max_error = 0;   // max |logit difference| / max(1, max |logit|)
+  double max_error = 0;  // max |logit difference| / max(1, max |logit|)
   double tolerance = 0;
   std::size_t references = 0;
   // Decode + preprocessing of the references that carry their encoded file:
@@ -179,11 +181,13 @@ class STOKE_API Predictor {
 
     // The network's input for one image: sample_size() floats into `out`.
     void preprocess_file(const std::filesystem::path& path, std::span<float> out);
-    void preprocess_bytes(std::span<const std::uint8_t> bytes, std::string_view name, std::span<float> out);
+    void preprocess_bytes(std::span<const std::uint8_t> bytes, std::string_view name,
+                          std::span<float> out);
     void preprocess_pixels(const PixelBuffer& pixels, std::span<float> out);
 
     Prediction predict_file(const std::filesystem::path& path);
-    Prediction predict_bytes(std::span<const std::uint8_t> bytes, std::string_view name = "<bytes>");
+    Prediction predict_bytes(std::span<const std::uint8_t> bytes,
+                             std::string_view name = "<bytes>");
     Prediction predict_pixels(const PixelBuffer& pixels);
     std::vector<Prediction> predict_files(std::span<const std::filesystem::path> paths);
     std::vector<Prediction> predict_pixels(std::span<const PixelBuffer> images);
@@ -215,8 +219,8 @@ class STOKE_API Predictor {
 // ---- Evaluation -------------------------------------------------------------------
 
 struct EvaluationOptions {
-  std::string good_class;      // non-empty: defect-vs-good analysis (ROC, threshold)
-  double escape_rate = 0.01;   // target share of defects passed as good
+  std::string good_class;     // non-empty: defect-vs-good analysis (ROC, threshold)
+  double escape_rate = 0.01;  // target share of defects passed as good
   std::size_t batch_size = 32;
   std::size_t misclassified_limit = 200;  // kept in the result, worst first
 };
@@ -254,8 +258,8 @@ struct STOKE_API Evaluation {
   std::vector<RocPoint> roc;  // thresholds descending, from (0, 0) to (1, 1)
   double auc = 0;
   double target_escape_rate = 0;
-  double threshold = 0;         // the largest meeting the target
-  double escape_rate = 0;       // defects passed as good at that threshold
+  double threshold = 0;          // the largest meeting the target
+  double escape_rate = 0;        // defects passed as good at that threshold
   double false_reject_rate = 0;  // its cost: good parts rejected
 
   std::vector<Misclassified> misclassified;  // by confidence, highest first
@@ -266,16 +270,19 @@ struct STOKE_API Evaluation {
 // The metrics from per-sample labels and probabilities (n x classes,
 // row-major); `files` may be empty. InvalidArgument for inconsistent sizes or
 // an unknown good class.
-STOKE_API Evaluation evaluate_scores(const std::vector<std::string>& class_names, std::span<const std::int32_t> labels,
-                                     std::span<const float> probabilities, std::span<const std::string> files,
+STOKE_API Evaluation evaluate_scores(const std::vector<std::string>& class_names,
+                                     std::span<const std::int32_t> labels,
+                                     std::span<const float> probabilities,
+                                     std::span<const std::string> files,
                                      const EvaluationOptions& options = {});
 
 // Classifies every sample of `dataset` with a Loader running the model file's
 // preprocessing (the trainer's validation loader) and evaluates. The dataset's
 // classes must be the model's (InvalidArgument naming both otherwise).
 // `on_progress(done, total)` may be empty.
-STOKE_API Evaluation evaluate(Predictor& predictor, const Dataset& dataset, const EvaluationOptions& options = {},
-                              const std::function<void(std::size_t, std::size_t)>& on_progress = {});
+STOKE_API Evaluation
+evaluate(Predictor& predictor, const Dataset& dataset, const EvaluationOptions& options = {},
+         const std::function<void(std::size_t, std::size_t)>& on_progress = {});
 
 // One self-contained HTML page (inline SVG and data-URI thumbnails; no
 // external resources): metrics, confusion matrix, ROC, loss and accuracy per
@@ -284,7 +291,7 @@ STOKE_API std::string evaluation_html(const Evaluation& evaluation, const ModelI
                                       std::size_t thumbnails = 12);
 
 // Writes dir/report.json and dir/report.html (creating dir).
-STOKE_API void write_evaluation_report(const std::filesystem::path& dir, const Evaluation& evaluation,
-                                       const ModelInfo& info);
+STOKE_API void write_evaluation_report(const std::filesystem::path& dir,
+                                       const Evaluation& evaluation, const ModelInfo& info);
 
 }  // namespace stoke

@@ -13,8 +13,8 @@ namespace stoke {
 
 struct DeviceSelection {
   bool use_gpu = false;
-  std::vector<int> gpus;   // chosen CUDA ordinals; the first is the primary device
-  std::string reason;      // one line: why this choice
+  std::vector<int> gpus;              // chosen CUDA ordinals; the first is the primary device
+  std::string reason;                 // one line: why this choice
   std::vector<std::string> warnings;  // e.g. "no CUDA device: running on CPU"
 };
 

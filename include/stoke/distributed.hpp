@@ -114,8 +114,8 @@ STOKE_API bool distributed_available() noexcept;
 // the last whole global step (fewer than world_size * batch) are left out of
 // that epoch; the shuffle changes them from epoch to epoch.
 struct ShardPlan {
-  std::size_t steps = 0;       // batches (= optimizer steps) per rank
-  std::size_t dropped = 0;     // samples of the epoch no rank sees
+  std::size_t steps = 0;    // batches (= optimizer steps) per rank
+  std::size_t dropped = 0;  // samples of the epoch no rank sees
 };
 STOKE_API ShardPlan plan_shards(std::size_t samples, std::size_t batch, int world_size);
 // Positions into the epoch's order that rank `rank` visits, in order.

@@ -30,7 +30,9 @@ struct ImageView {
   int height = 0;
   int channels = 0;
   std::size_t stride = 0;
-  const std::uint8_t* row(int y) const noexcept { return data + static_cast<std::size_t>(y) * stride; }
+  const std::uint8_t* row(int y) const noexcept {
+    return data + static_cast<std::size_t>(y) * stride;
+  }
 };
 
 struct MutableImageView {
@@ -65,7 +67,9 @@ class STOKE_API Image {
   const std::uint8_t* data() const noexcept { return buffer_.get(); }
 
   ImageView view() const noexcept { return {data(), width_, height_, channels_, stride()}; }
-  MutableImageView mutable_view() noexcept { return {data(), width_, height_, channels_, stride()}; }
+  MutableImageView mutable_view() noexcept {
+    return {data(), width_, height_, channels_, stride()};
+  }
 
  private:
   std::unique_ptr<std::uint8_t[]> buffer_;
@@ -85,8 +89,8 @@ struct ImageInfo {
   ImageFormat format = ImageFormat::kUnknown;
   int width = 0;
   int height = 0;
-  int channels = 0;   // as stored: 1 (gray) or 3 (color; alpha is dropped on decode)
-  int bit_depth = 8;  // PNG: 1..16; TIFF: 8 or 16; JPEG, BMP: 8 per sample
+  int channels = 0;     // as stored: 1 (gray) or 3 (color; alpha is dropped on decode)
+  int bit_depth = 8;    // PNG: 1..16; TIFF: 8 or 16; JPEG, BMP: 8 per sample
   int orientation = 1;  // JPEG: EXIF orientation 1..8 as stored (1: upright)
 };
 
@@ -108,7 +112,8 @@ struct DecodeOptions {
 
 // Throws DecodeError naming `name`, the claimed size and the knob when
 // width * height exceeds max_pixels (0: no limit), or when a side is not positive.
-STOKE_API void check_image_size(std::string_view name, int width, int height, std::uint64_t max_pixels);
+STOKE_API void check_image_size(std::string_view name, int width, int height,
+                                std::uint64_t max_pixels);
 
 // Decodes JPEG, PNG, BMP (8-bit palette, 24/32-bit) and TIFF (8/16-bit gray or RGB;
 // 16-bit samples reduced to 8 bits) into caller-owned Images. Holds a libjpeg-turbo handle

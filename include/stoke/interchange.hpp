@@ -32,9 +32,11 @@ struct OnnxExportOptions {
 // built-in architectures maps to a standard op (Conv, BatchNormalization,
 // Relu, MaxPool, AveragePool, GlobalAveragePool, Flatten, Add, Gemm; Dropout
 // is left out: inference). Unsupported naming a layer without an ONNX form.
-STOKE_API std::string onnx_model_bytes(const nn::Model& model, const OnnxExportOptions& options = {});
+STOKE_API std::string onnx_model_bytes(const nn::Model& model,
+                                       const OnnxExportOptions& options = {});
 // Writes onnx_model_bytes to `path`; IoError naming the path.
-STOKE_API void export_onnx(const nn::Model& model, const std::string& path, const OnnxExportOptions& options = {});
+STOKE_API void export_onnx(const nn::Model& model, const std::string& path,
+                           const OnnxExportOptions& options = {});
 
 struct ImportOptions {
   // False: the last Linear layer (the classifier head) keeps the model's own
@@ -58,7 +60,8 @@ struct ImportReport {
 // F16, BF16 and F64 tensors; num_batches_tracked entries ignored).
 // CorruptFile for a malformed file; InvalidArgument listing every missing,
 // unexpected or differently shaped tensor. The model is unchanged on error.
-STOKE_API ImportReport load_safetensors(nn::Model& model, const std::string& path, const ImportOptions& options = {});
+STOKE_API ImportReport load_safetensors(nn::Model& model, const std::string& path,
+                                        const ImportOptions& options = {});
 // Writes the model's parameters and buffers as F32 tensors under their names
 // (a torchvision backbone's file loads into torchvision's model).
 STOKE_API void save_safetensors(const nn::Model& model, const std::string& path);
@@ -70,6 +73,7 @@ STOKE_API void save_safetensors(const nn::Model& model, const std::string& path)
 // (the batch norm becomes the identity with that bias as its shift).
 // InvalidArgument naming the stoke layer and the ONNX node where the graphs
 // differ; CorruptFile for a malformed file. The model is unchanged on error.
-STOKE_API ImportReport import_onnx(nn::Model& model, const std::string& path, const ImportOptions& options = {});
+STOKE_API ImportReport import_onnx(nn::Model& model, const std::string& path,
+                                   const ImportOptions& options = {});
 
 }  // namespace stoke::interchange

@@ -26,9 +26,17 @@ STOKE_API void set_log_sink(LogSink sink);
 
 STOKE_API void log(LogLevel level, std::string_view message);
 
-inline void log_error(std::string_view m) { log(LogLevel::kError, m); }
-inline void log_warn(std::string_view m) { log(LogLevel::kWarn, m); }
-inline void log_info(std::string_view m) { log(LogLevel::kInfo, m); }
-inline void log_debug(std::string_view m) { log(LogLevel::kDebug, m); }
+inline void log_error(std::string_view m) {
+  log(LogLevel::kError, m);
+}
+inline void log_warn(std::string_view m) {
+  log(LogLevel::kWarn, m);
+}
+inline void log_info(std::string_view m) {
+  log(LogLevel::kInfo, m);
+}
+inline void log_debug(std::string_view m) {
+  log(LogLevel::kDebug, m);
+}
 
 }  // namespace stoke

@@ -8,8 +8,8 @@
 // ChunkProvider, so the same code serves the GPU, the host and the tests.
 #pragma once
 
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -55,8 +55,8 @@ class STOKE_API ChunkProvider {
 };
 
 struct PoolOptions {
-  std::uint64_t cap = 0;                  // bytes; the pool never reserves more
-  std::size_t min_chunk = 32ull << 20;    // smallest chunk requested from the provider
+  std::uint64_t cap = 0;                       // bytes; the pool never reserves more
+  std::size_t min_chunk = 32ull << 20;         // smallest chunk requested from the provider
   std::size_t chunk_granularity = 2ull << 20;  // chunk sizes are multiples of this
   // Where the cap comes from, quoted in the out-of-memory message, e.g.
   // "min(STOKE_GPU_MEM_PERCENT=60% of 140 GiB, STOKE_GPU_MEM_MAX=none)".
@@ -68,14 +68,14 @@ struct PoolOptions {
 
 struct PoolStats {
   std::uint64_t cap = 0;
-  std::uint64_t reserved = 0;        // bytes held from the provider (sum of chunks)
-  std::uint64_t in_use = 0;          // bytes in live allocations (rounded to 256)
-  std::uint64_t peak_in_use = 0;     // high-water mark of in_use (reset_peak() clears)
-  std::uint64_t pending_free = 0;    // freed on a stream whose work is not yet done
-  std::uint64_t free = 0;            // reserved - in_use - pending_free
+  std::uint64_t reserved = 0;      // bytes held from the provider (sum of chunks)
+  std::uint64_t in_use = 0;        // bytes in live allocations (rounded to 256)
+  std::uint64_t peak_in_use = 0;   // high-water mark of in_use (reset_peak() clears)
+  std::uint64_t pending_free = 0;  // freed on a stream whose work is not yet done
+  std::uint64_t free = 0;          // reserved - in_use - pending_free
   std::uint64_t largest_free_block = 0;
   std::uint64_t live_allocations = 0;
-  std::uint64_t total_allocations = 0;  // successful allocate() calls since creation
+  std::uint64_t total_allocations = 0;   // successful allocate() calls since creation
   std::uint64_t failed_allocations = 0;  // out-of-memory errors thrown
   std::uint64_t chunks = 0;
   std::uint64_t free_blocks = 0;
@@ -89,7 +89,8 @@ STOKE_API std::string format_pool_stats(const std::string& name, const PoolStats
 // The device pool's cap: min(percent x total, max), with its description.
 struct PoolCap {
   std::uint64_t bytes = 0;
-  std::string source;  // "min(STOKE_GPU_MEM_PERCENT=60% of 80 GiB = 48 GiB, STOKE_GPU_MEM_MAX=none)"
+  std::string
+      source;  // "min(STOKE_GPU_MEM_PERCENT=60% of 80 GiB = 48 GiB, STOKE_GPU_MEM_MAX=none)"
 };
 STOKE_API PoolCap resolve_device_pool_cap(const Settings& settings, std::uint64_t total_memory);
 
@@ -232,13 +233,13 @@ class STOKE_API StagingBuffer {
 };
 
 struct StagingReport {
-  bool pinning_requested = false;      // STOKE_HOST_PINNED
-  std::uint64_t pinned_cap = 0;        // STOKE_HOST_PINNED_MAX
-  std::uint64_t pinned_bytes = 0;      // live pinned bytes
-  std::uint64_t pageable_bytes = 0;    // bytes handed out as pageable (cumulative)
-  std::uint64_t buffers = 0;           // buffers handed out (cumulative)
-  bool fell_back = false;              // some buffer is pageable although pinning was requested
-  std::string fallback_reason;         // why, for reports
+  bool pinning_requested = false;    // STOKE_HOST_PINNED
+  std::uint64_t pinned_cap = 0;      // STOKE_HOST_PINNED_MAX
+  std::uint64_t pinned_bytes = 0;    // live pinned bytes
+  std::uint64_t pageable_bytes = 0;  // bytes handed out as pageable (cumulative)
+  std::uint64_t buffers = 0;         // buffers handed out (cumulative)
+  bool fell_back = false;            // some buffer is pageable although pinning was requested
+  std::string fallback_reason;       // why, for reports
 };
 
 class STOKE_API HostStaging {

@@ -36,9 +36,9 @@ class Backend;
 // prefetcher's producer thread (it may use stoke::parallel_for inside).
 // An exception it throws reaches the consumer at next(), after the batches
 // before it.
-using FillBatch = std::function<std::size_t(std::uint64_t epoch, std::uint64_t batch_index,
-                                            std::span<std::byte> images,
-                                            std::span<std::int32_t> labels)>;
+using FillBatch =
+    std::function<std::size_t(std::uint64_t epoch, std::uint64_t batch_index,
+                              std::span<std::byte> images, std::span<std::int32_t> labels)>;
 
 // Optional on CUDA: the producer writes uint8 HWC samples (sample_bytes =
 // height * width * channels), which are uploaded as such (4x fewer bytes than
@@ -55,16 +55,16 @@ struct DeviceNormalize {
 };
 
 struct STOKE_API PrefetchOptions {
-  std::size_t sample_bytes = 0;          // bytes of one sample's image data
-  std::size_t batch_size = 0;            // samples per (full) batch
-  std::uint64_t batches_per_epoch = 0;   // 0: until fill_batch returns 0
+  std::size_t sample_bytes = 0;         // bytes of one sample's image data
+  std::size_t batch_size = 0;           // samples per (full) batch
+  std::uint64_t batches_per_epoch = 0;  // 0: until fill_batch returns 0
   std::uint64_t first_epoch = 0;
   std::uint64_t epochs = 1;
-  int depth = 2;                         // STOKE_PREFETCH_DEPTH, [1, 64]
-  int device = -1;                       // CUDA device; < 0: CPU backend, no copies
-  bool gpu_streams = true;               // STOKE_GPU_STREAMS: off = copies on the compute stream
-  StreamHandle compute_stream = nullptr; // the consumer's CUDA stream (null: legacy stream)
-  bool host_pinned = true;               // STOKE_HOST_PINNED
+  int depth = 2;                          // STOKE_PREFETCH_DEPTH, [1, 64]
+  int device = -1;                        // CUDA device; < 0: CPU backend, no copies
+  bool gpu_streams = true;                // STOKE_GPU_STREAMS: off = copies on the compute stream
+  StreamHandle compute_stream = nullptr;  // the consumer's CUDA stream (null: legacy stream)
+  bool host_pinned = true;                // STOKE_HOST_PINNED
   std::uint64_t host_pinned_max = 512ull << 20;  // STOKE_HOST_PINNED_MAX
   DeviceNormalize device_normalize;
   // Where the device slots (and the normalized images) come from: this
@@ -78,12 +78,12 @@ struct STOKE_API PrefetchOptions {
 };
 
 struct PrefetchStats {
-  std::uint64_t batches = 0;        // handed out by next()
+  std::uint64_t batches = 0;  // handed out by next()
   std::uint64_t samples = 0;
-  double wait_seconds = 0.0;        // consumer blocked in next(): starvation
+  double wait_seconds = 0.0;  // consumer blocked in next(): starvation
   double max_wait_seconds = 0.0;
-  double fill_seconds = 0.0;        // producer time inside fill_batch
-  double copy_seconds = 0.0;        // host->device copy time (CUDA events; 0 on the CPU)
+  double fill_seconds = 0.0;  // producer time inside fill_batch
+  double copy_seconds = 0.0;  // host->device copy time (CUDA events; 0 on the CPU)
   std::uint64_t bytes_copied = 0;
   int depth = 0;
   bool on_device = false;

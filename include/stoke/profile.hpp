@@ -24,10 +24,10 @@ enum class Stage : int {
   kHostToDevice,   // upload of a batch
   kForward,
   kBackward,
-  kUpdate,         // optimizer step
+  kUpdate,  // optimizer step
   kValidation,
   kLogging,
-  kCommunicate,    // data-parallel collectives (gradient allreduce, stop agreement)
+  kCommunicate,  // data-parallel collectives (gradient allreduce, stop agreement)
   kCount
 };
 inline constexpr int kStageCount = static_cast<int>(Stage::kCount);
@@ -39,14 +39,14 @@ STOKE_API const char* to_string(Stage stage) noexcept;
 STOKE_API bool is_pipeline_stage(Stage stage) noexcept;
 
 struct StageStats {
-  double seconds = 0;     // summed over all threads
+  double seconds = 0;  // summed over all threads
   std::uint64_t count = 0;
   double max_seconds = 0;
 };
 
 // Memory figures copied in from the pools at the end of an epoch.
 struct MemoryFigures {
-  std::uint64_t device_total = 0;   // the device's memory
+  std::uint64_t device_total = 0;  // the device's memory
   std::uint64_t pool_cap = 0;
   std::uint64_t pool_reserved = 0;
   std::uint64_t pool_in_use = 0;
@@ -55,11 +55,11 @@ struct MemoryFigures {
   // handles, other processes): the cap does not bound it. 0 when unknown.
   std::uint64_t device_outside_pool = 0;
   std::uint64_t pinned_bytes = 0;
-  bool pinned_fallback = false;     // staging fell back to pageable memory
+  bool pinned_fallback = false;  // staging fell back to pageable memory
 };
 
 struct STOKE_API ProfileSummary {
-  double wall_seconds = 0;         // from start() to the summary
+  double wall_seconds = 0;  // from start() to the summary
   std::uint64_t steps = 0;
   std::uint64_t images = 0;
   std::array<StageStats, kStageCount> stages{};
@@ -105,7 +105,8 @@ class STOKE_API Profiler {
   // Measures a scope: `auto s = profiler.span(Stage::kForward);`.
   class Span {
    public:
-    Span(Profiler* profiler, Stage stage) : profiler_(profiler), stage_(stage), begin_(Clock::now()) {}
+    Span(Profiler* profiler, Stage stage)
+        : profiler_(profiler), stage_(stage), begin_(Clock::now()) {}
     ~Span() {
       if (profiler_) profiler_->record(stage_, begin_, Clock::now());
     }

@@ -19,9 +19,9 @@ struct Runtime {
   Config config;
   SystemInfo system;
   DeviceSelection device;
-  int cpu_threads = 1;                   // the arena's size, now in effect
-  SimdLevel simd = SimdLevel::kScalar;   // what the CPU kernels will use
-  Context context;                       // the config, resolved; what every module takes
+  int cpu_threads = 1;                  // the arena's size, now in effect
+  SimdLevel simd = SimdLevel::kScalar;  // what the CPU kernels will use
+  Context context;                      // the config, resolved; what every module takes
 };
 
 // Queries the system, selects the device (ConfigError for an impossible

@@ -18,8 +18,8 @@ STOKE_API const char* to_string(SimdLevel level) noexcept;
 
 struct CpuInfo {
   std::string model;
-  int physical_cores = 1;   // distinct cores this process may run on
-  int logical_cores = 1;    // hardware threads this process may run on
+  int physical_cores = 1;  // distinct cores this process may run on
+  int logical_cores = 1;   // hardware threads this process may run on
   int numa_nodes = 1;
   SimdLevel simd = SimdLevel::kScalar;  // best level this CPU supports
   std::uint64_t total_memory = 0;       // bytes
@@ -32,7 +32,8 @@ struct GpuInfo {
   int compute_major = 0;
   int compute_minor = 0;
   std::uint64_t total_memory = 0;  // bytes
-  std::uint64_t free_memory = 0;   // bytes, at query time; 0 = unknown (the probe creates no context)
+  std::uint64_t free_memory =
+      0;  // bytes, at query time; 0 = unknown (the probe creates no context)
   bool integrated = false;
   std::string pci_bus_id;  // "0000:65:00.0"
   int multiprocessors = 0;
@@ -45,12 +46,12 @@ struct CudaInfo {
   bool plugin_built = false;   // libstoke was built with the CUDA plugin
   bool plugin_loaded = false;  // and it loaded in this process
   std::string plugin_path;
-  std::string plugin_error;    // why the plugin did not load, if it did not
+  std::string plugin_error;  // why the plugin did not load, if it did not
   int driver_version = 0;
   int runtime_version = 0;
   int cudnn_version = 0;
-  int nvrtc_version = 0;       // major * 1000 + minor * 10
-  std::string device_error;    // why no device is usable (e.g. no driver)
+  int nvrtc_version = 0;             // major * 1000 + minor * 10
+  std::string device_error;          // why no device is usable (e.g. no driver)
   std::string cuda_visible_devices;  // the variable's value, if set
   bool cuda_visible_devices_set = false;
   std::vector<GpuInfo> gpus;

@@ -42,18 +42,18 @@ struct TrainerOptions {
   OptimizerKind optimizer = OptimizerKind::kSgd;
   nn::SgdOptions sgd;
   nn::AdamOptions adam;
-  nn::LrSchedule schedule;       // total_steps 0 = set from the run length
-  int validate_every_epochs = 1;  // 0 = never
-  std::size_t validation_subset = 0;  // validate on the first N samples; 0 = all
-  int log_every_steps = 50;       // 0 = never; written by an asynchronous logger
-  std::ostream* log_stream = nullptr;  // where step logs go; null = stoke's log at info level
-  int early_stopping_patience = 0;     // epochs without validation improvement; 0 = off
+  nn::LrSchedule schedule;                // total_steps 0 = set from the run length
+  int validate_every_epochs = 1;          // 0 = never
+  std::size_t validation_subset = 0;      // validate on the first N samples; 0 = all
+  int log_every_steps = 50;               // 0 = never; written by an asynchronous logger
+  std::ostream* log_stream = nullptr;     // where step logs go; null = stoke's log at info level
+  int early_stopping_patience = 0;        // epochs without validation improvement; 0 = off
   std::filesystem::path best_checkpoint;  // written when validation accuracy improves; empty = off
   // Written when fit() stops before its last epoch (stop requested, or out of
   // memory with a fixed batch size); empty = off.
   std::filesystem::path stop_checkpoint;
-  std::size_t max_steps_per_epoch = 0;    // 0 = the whole epoch (trials use a few steps)
-  int trace_steps = 0;                    // Chrome trace of the first N steps of each epoch
+  std::size_t max_steps_per_epoch = 0;  // 0 = the whole epoch (trials use a few steps)
+  int trace_steps = 0;                  // Chrome trace of the first N steps of each epoch
   std::uint64_t seed = 0;
   // Fine-tuning: the stem and the first N stages frozen (Model::freeze_stages),
   // and per-stage learning-rate multipliers (Model::set_stage_lr_multipliers);
@@ -92,7 +92,7 @@ struct EpochRecord {
   int epoch = 0;
   std::uint64_t steps = 0;
   std::uint64_t images = 0;
-  double train_loss = 0;       // mean over the epoch's steps
+  double train_loss = 0;  // mean over the epoch's steps
   double train_accuracy = 0;
   bool validated = false;
   double val_loss = 0;
@@ -129,9 +129,9 @@ struct StepInfo {
 };
 
 struct Callbacks {
-  std::function<void(const StepInfo&)> on_step;          // after every optimizer step
-  std::function<void(const EpochRecord&)> on_epoch;      // after every epoch
-  std::function<void(const EpochRecord&)> on_validation; // after every validation
+  std::function<void(const StepInfo&)> on_step;           // after every optimizer step
+  std::function<void(const EpochRecord&)> on_epoch;       // after every epoch
+  std::function<void(const EpochRecord&)> on_validation;  // after every validation
   // Between backward and the optimizer's update, with the gradients the
   // update will apply (the model's gradient block; with accumulation, the mean
   // over the device batches), issued in stream order on the model's backend;
@@ -146,10 +146,10 @@ struct Callbacks {
 // own, beside the model file's fields).
 struct STOKE_API TrainState {
   static constexpr int kVersion = 1;
-  int epoch = 0;              // the epoch to continue (0-based)
-  std::uint64_t batch = 0;    // device batches of that epoch already applied
-  std::uint64_t step = 0;     // optimizer steps so far (the schedule's position)
-  int batch_size = 0;         // the device batch the run ended with
+  int epoch = 0;            // the epoch to continue (0-based)
+  std::uint64_t batch = 0;  // device batches of that epoch already applied
+  std::uint64_t step = 0;   // optimizer steps so far (the schedule's position)
+  int batch_size = 0;       // the device batch the run ended with
   int batch_multiplier = 1;
   std::int64_t schedule_total_steps = 0;
   std::uint64_t loader_seed = 0;  // the sampler's and augmentation's seed
@@ -167,19 +167,20 @@ struct STOKE_API TrainState {
   // Whether metadata carries a trainer state.
   static bool present(const std::map<std::string, std::string>& metadata);
   // CorruptFile naming `where` and the key when one is missing or malformed.
-  static TrainState from_metadata(const std::map<std::string, std::string>& metadata, const std::string& where);
+  static TrainState from_metadata(const std::map<std::string, std::string>& metadata,
+                                  const std::string& where);
 };
 
 struct FitResult {
   TrainLog log;
   StopReason reason = StopReason::kCompleted;
-  int batch_size = 0;      // the device batch used
+  int batch_size = 0;  // the device batch used
   int batch_multiplier = 1;
   double best_val_accuracy = 0;
   std::string chrome_trace;  // of the last epoch's first trace_steps steps, if any
-  std::string message;       // why it stopped early (the OutOfMemory or corrupt-data text), if it did
+  std::string message;  // why it stopped early (the OutOfMemory or corrupt-data text), if it did
   std::vector<CorruptSample> corrupt_samples;  // = log.corrupt_samples
-  int out_of_memory_retries = 0;  // batch halvings in batch-size-auto mode
+  int out_of_memory_retries = 0;               // batch halvings in batch-size-auto mode
   // On a GPU: steps that ran as a replayed CUDA graph (STOKE_GPU_GRAPH), and
   // why steps ran eagerly where they did ("" when every full batch replayed
   // after each slot's warm-up and capture).
@@ -219,7 +220,8 @@ class STOKE_API Trainer {
   struct State;
   struct Loaders;
   int resume_from(const std::string& path, State& st);
-  void check_resume_world(const std::string& path, const std::map<std::string, std::string>& metadata,
+  void check_resume_world(const std::string& path,
+                          const std::map<std::string, std::string>& metadata,
                           const TrainState& s) const;
   void plan_fit(Loaders& loaders);
   EpochRecord run_epoch(int epoch, Loader& loader);
@@ -253,10 +255,12 @@ STOKE_API std::vector<float> balanced_class_weights(const std::vector<std::uint6
 // The loss weights a fit uses: options.class_weights (one per class, finite,
 // >= 0), balanced weights from train's counts, or none (empty).
 // InvalidArgument naming the problem otherwise.
-STOKE_API std::vector<float> resolve_class_weights(const TrainerOptions& options, const Dataset& train, int classes);
+STOKE_API std::vector<float> resolve_class_weights(const TrainerOptions& options,
+                                                   const Dataset& train, int classes);
 
 // The largest power-of-two batch (<= 4096) whose memory plan for `model` with
 // `optimizer_slots` fits in `max_memory` bytes; at least 1.
-STOKE_API int auto_batch_size(const nn::Model& model, int optimizer_slots, std::uint64_t max_memory);
+STOKE_API int auto_batch_size(const nn::Model& model, int optimizer_slots,
+                              std::uint64_t max_memory);
 
 }  // namespace stoke

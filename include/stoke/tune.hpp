@@ -20,29 +20,29 @@ namespace stoke {
 struct AdvisorInput {
   ProfileSummary profile;
   SystemInfo system;
-  Config config;                // settings and the warnings found while loading
+  Config config;  // settings and the warnings found while loading
   DeviceSelection device;
-  int cpu_threads = 0;          // the arena size in effect
+  int cpu_threads = 0;                  // the arena size in effect
   SimdLevel simd = SimdLevel::kScalar;  // the level the kernels use
   int batch_size = 0;
-  int max_batch_size = 0;       // largest batch the memory plan fits under the cap; 0 = unknown
-  double decoded_pixels_per_image = 0;  // pixels decoded per sample (after DCT scaling)
-  double training_pixels_per_image = 0; // pixels of the network input
+  int max_batch_size = 0;  // largest batch the memory plan fits under the cap; 0 = unknown
+  double decoded_pixels_per_image = 0;   // pixels decoded per sample (after DCT scaling)
+  double training_pixels_per_image = 0;  // pixels of the network input
   int validation_every_epochs = 0;
   int log_every_steps = 0;
   // Training samples per class (label order); empty = unknown. With the
   // run's imbalance remedies, for the class-imbalance rule.
   std::vector<std::uint64_t> class_counts;
-  bool class_weights = false;     // class_weights or balanced_class_weights set
+  bool class_weights = false;  // class_weights or balanced_class_weights set
   bool balanced_sampler = false;
 };
 
 struct Advice {
-  std::string rule;        // stable identifier, e.g. "input-bound"
-  std::string diagnosis;   // what the measurements show, with the numbers
+  std::string rule;                  // stable identifier, e.g. "input-bound"
+  std::string diagnosis;             // what the measurements show, with the numbers
   std::vector<std::string> exports;  // "export STOKE_CPU_THREADS=7"
   std::vector<std::string> changes;  // settings that are not variables ("batch size 64")
-  double severity = 0;     // share of the step the problem costs, for ordering
+  double severity = 0;               // share of the step the problem costs, for ordering
 };
 
 // All rules that fire, most severe first.
@@ -57,25 +57,25 @@ STOKE_API std::string format_advice(const std::vector<Advice>& advice);
 struct TrialSettings {
   int batch_size = 0;
   int cpu_threads = 0;
-  bool cache = false;      // STOKE_CACHE=ram
+  bool cache = false;  // STOKE_CACHE=ram
   int prefetch_depth = 2;
-  bool gpu_graph = false;  // STOKE_GPU_GRAPH (GPU backends only)
+  bool gpu_graph = false;     // STOKE_GPU_GRAPH (GPU backends only)
   bool uint8_upload = false;  // loader output uint8, normalized on the GPU (GPU backends only)
-  std::string label;       // what this trial varies, e.g. "batch 32"
+  std::string label;          // what this trial varies, e.g. "batch 32"
 };
 
 struct TrialResult {
   TrialSettings settings;
   double images_per_second = 0;  // of the measured (second) epoch
   double data_wait_share = 0;
-  bool failed = false;           // e.g. out of memory: recorded, never fatal
+  bool failed = false;  // e.g. out of memory: recorded, never fatal
   std::string error;
 };
 
 struct TuneOptions {
-  std::size_t steps_per_trial = 4;     // optimizer steps per measured epoch
-  double headroom = 0.8;               // the batch's memory plan uses at most this share of the cap
-  std::uint64_t max_memory = 0;        // the cap; 0 = TrainerOptions::max_memory or 2 GiB
+  std::size_t steps_per_trial = 4;  // optimizer steps per measured epoch
+  double headroom = 0.8;            // the batch's memory plan uses at most this share of the cap
+  std::uint64_t max_memory = 0;     // the cap; 0 = TrainerOptions::max_memory or 2 GiB
   int max_batch = 256;
   std::vector<int> thread_candidates;  // empty: 1, cores / 2, cores - 1, cores (distinct)
   std::function<void(const TrialResult&)> on_trial;  // progress

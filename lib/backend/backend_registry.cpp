@@ -4,8 +4,8 @@
 #include <mutex>
 
 #include "backend/cpu/cpu_backend.hpp"
-#include "gpu/plugin_loader.hpp"
 #include "backend/registry.hpp"
+#include "gpu/plugin_loader.hpp"
 #include "stoke/backend.hpp"
 #include "stoke/config.hpp"
 #include "stoke/cuda.hpp"
@@ -21,8 +21,8 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::vector<std::unique_ptr<Backend>> backends;
-  Settings gpu_settings;     // what "cuda:<i>" are created with (init() hands them down)
-  bool gpu_added = false;    // add_gpu_backends ran: later settings do not apply
+  Settings gpu_settings;   // what "cuda:<i>" are created with (init() hands them down)
+  bool gpu_added = false;  // add_gpu_backends ran: later settings do not apply
 };
 
 Registry& registry() {
@@ -37,9 +37,9 @@ Registry& registry() {
 // "cuda:<i>" for every device the plugin finds (or those STOKE_GPU_DEVICE
 // lists; none for `cpu`), once per process, on first use of a lookup other
 // than cpu_backend(), with the settings init() handed down (defaults when the
-// application never called it; nothing is read from the environment here). Creating one is cheap: a stream; the pool grows and the
-// handles and kernels load on first use. A failure leaves the CPU backend
-// alone and is logged.
+// application never called it; nothing is read from the environment here). Creating one is cheap: a
+// stream; the pool grows and the handles and kernels load on first use. A failure leaves the CPU
+// backend alone and is logged.
 void add_gpu_backends() {
   const detail::PluginLoad& load = detail::cuda_plugin();
   if (!load.plugin) return;
@@ -63,7 +63,8 @@ void add_gpu_backends() {
       try {
         register_backend(create_cuda_backend(gpu.index, settings, cuda_backend_options(settings)));
       } catch (const std::exception& e) {
-        log_warn("CUDA backend for device " + std::to_string(gpu.index) + " not registered: " + e.what());
+        log_warn("CUDA backend for device " + std::to_string(gpu.index) +
+                 " not registered: " + e.what());
       }
     }
   } catch (const std::exception& e) {

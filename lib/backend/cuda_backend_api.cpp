@@ -23,7 +23,8 @@ std::vector<std::uint8_t> GpuBackend::new_device_group_id() {
   throw Unsupported("device group on " + name() + ": " + device_collectives_unavailable());
 }
 
-std::unique_ptr<DeviceCommunicator> GpuBackend::join_device_group(int, int, std::span<const std::uint8_t>) {
+std::unique_ptr<DeviceCommunicator> GpuBackend::join_device_group(int, int,
+                                                                  std::span<const std::uint8_t>) {
   throw Unsupported("device group on " + name() + ": " + device_collectives_unavailable());
 }
 

@@ -10,22 +10,32 @@ namespace stoke {
 
 std::size_t dtype_size(DType dtype) noexcept {
   switch (dtype) {
-    case DType::kFloat32: return 4;
-    case DType::kFloat16: return 2;
-    case DType::kBFloat16: return 2;
-    case DType::kInt32: return 4;
-    case DType::kUInt8: return 1;
+    case DType::kFloat32:
+      return 4;
+    case DType::kFloat16:
+      return 2;
+    case DType::kBFloat16:
+      return 2;
+    case DType::kInt32:
+      return 4;
+    case DType::kUInt8:
+      return 1;
   }
   return 0;
 }
 
 const char* to_string(DType dtype) noexcept {
   switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat16: return "float16";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kInt32: return "int32";
-    case DType::kUInt8: return "uint8";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kInt32:
+      return "int32";
+    case DType::kUInt8:
+      return "uint8";
   }
   return "?";
 }
@@ -54,7 +64,8 @@ Storage::~Storage() {
 Tensor::Tensor(Backend& backend, Shape shape, DType dtype, Layout layout)
     : shape_(std::move(shape)), dtype_(dtype), layout_(layout) {
   for (std::int64_t d : shape_) {
-    if (d < 0) throw InvalidArgument("Tensor: negative dimension in shape " + shape_to_string(shape_));
+    if (d < 0)
+      throw InvalidArgument("Tensor: negative dimension in shape " + shape_to_string(shape_));
   }
   storage_ = std::make_shared<Storage>(backend, bytes());
 }
@@ -81,8 +92,8 @@ void* Tensor::raw() const noexcept {
 
 void Tensor::check_dtype(DType expected) const {
   if (dtype_ != expected) {
-    throw InvalidArgument(std::string("Tensor::data: tensor ") + shape_to_string(shape_) +
-                          " is " + to_string(dtype_) + ", accessed as " + to_string(expected));
+    throw InvalidArgument(std::string("Tensor::data: tensor ") + shape_to_string(shape_) + " is " +
+                          to_string(dtype_) + ", accessed as " + to_string(expected));
   }
 }
 

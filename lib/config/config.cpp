@@ -9,8 +9,8 @@
 
 #include "config/parse.hpp"
 #include "core/text.hpp"
-#include "system/cpu_limits.hpp"
 #include "stoke/error.hpp"
+#include "system/cpu_limits.hpp"
 
 extern char** environ;
 
@@ -29,7 +29,9 @@ struct Knob {
   std::string (*apply)(Settings&, std::string_view);
 };
 
-std::string on_off(bool v) { return v ? "on" : "off"; }
+std::string on_off(bool v) {
+  return v ? "on" : "off";
+}
 std::string toggle_text(Toggle t) {
   return t == Toggle::kAuto ? "auto" : (t == Toggle::kOn ? "on" : "off");
 }
@@ -98,7 +100,8 @@ const Knob kKnobs[] = {
        s.cpu_threads = static_cast<int>(detail::parse_integer(v, 1, 4096));
        return std::to_string(*s.cpu_threads);
      }},
-    {"STOKE_CPU_SIMD", "auto", "auto, scalar, sse4, avx2 or avx512", "instruction set of the CPU kernels",
+    {"STOKE_CPU_SIMD", "auto", "auto, scalar, sse4, avx2 or avx512",
+     "instruction set of the CPU kernels",
      [](Settings& s, std::string_view v) {
        s.cpu_simd = detail::parse_simd(v);
        return std::string(s.cpu_simd.automatic ? "auto" : to_string(s.cpu_simd.level));
@@ -113,11 +116,13 @@ const Knob kKnobs[] = {
      [](Settings& s, std::string_view v) {
        s.cache = detail::parse_cache(v);
        switch (s.cache.kind) {
-         case CacheSpec::Kind::kOff: return std::string("off");
+         case CacheSpec::Kind::kOff:
+           return std::string("off");
          case CacheSpec::Kind::kRam:
            return s.cache.ram_budget ? "ram:" + detail::format_size(s.cache.ram_budget)
                                      : std::string("ram");
-         case CacheSpec::Kind::kFile: return "file:" + s.cache.path;
+         case CacheSpec::Kind::kFile:
+           return "file:" + s.cache.path;
        }
        return std::string("off");
      }},
@@ -145,8 +150,10 @@ void check_config_file(const std::filesystem::path& file, const std::string& fro
   const std::string what = "config file " + file.string() + " (from " + from + ")";
   std::error_code ec;
   const auto status = std::filesystem::status(file, ec);
-  if (ec || !std::filesystem::exists(status)) throw ConfigError("cannot read " + what + ": not found");
-  if (std::filesystem::is_directory(status)) throw ConfigError("cannot read " + what + ": it is a directory");
+  if (ec || !std::filesystem::exists(status))
+    throw ConfigError("cannot read " + what + ": not found");
+  if (std::filesystem::is_directory(status))
+    throw ConfigError("cannot read " + what + ": it is a directory");
   if (!std::filesystem::is_regular_file(status)) {
     throw ConfigError("cannot read " + what + ": not a regular file (a device, FIFO or socket)");
   }
@@ -165,7 +172,10 @@ const char* const kAuxiliaryNames[] = {
     "STOKE_JIT_CACHE",    // directory of NVRTC-compiled kernels
     // Data-parallel runs, read by DistributedOptions::from_environment()
     // (stoke/distributed.hpp), not by Config.
-    "STOKE_DIST_STORE", "STOKE_DIST_RUN_ID", "STOKE_DIST_HOST", "STOKE_DIST_TIMEOUT",
+    "STOKE_DIST_STORE",
+    "STOKE_DIST_RUN_ID",
+    "STOKE_DIST_HOST",
+    "STOKE_DIST_TIMEOUT",
 };
 
 // "cpu_threads" -> "STOKE_CPU_THREADS"; full names pass through upper-cased.
@@ -216,7 +226,9 @@ std::string nearest_name(std::string_view unknown) {
 std::string did_you_mean(const std::string& nearest) {
   return nearest.empty() ? "" : " (did you mean " + nearest + "?)";
 }
-std::string suggestion(std::string_view unknown) { return did_you_mean(nearest_name(unknown)); }
+std::string suggestion(std::string_view unknown) {
+  return did_you_mean(nearest_name(unknown));
+}
 
 std::vector<std::pair<std::string, std::string>> process_environment() {
   std::vector<std::pair<std::string, std::string>> env;
@@ -246,10 +258,14 @@ std::string default_jit_cache(const std::vector<std::pair<std::string, std::stri
 
 const char* to_string(ConfigSource source) noexcept {
   switch (source) {
-    case ConfigSource::kDefault: return "default";
-    case ConfigSource::kFile: return "file";
-    case ConfigSource::kEnvironment: return "environment";
-    case ConfigSource::kApi: return "api";
+    case ConfigSource::kDefault:
+      return "default";
+    case ConfigSource::kFile:
+      return "file";
+    case ConfigSource::kEnvironment:
+      return "environment";
+    case ConfigSource::kApi:
+      return "api";
   }
   return "unknown";
 }
@@ -325,7 +341,8 @@ Config Config::load(const ConfigLoadOptions& options) {
     const std::string from = options.file ? "the API" : "STOKE_CONFIG";
     check_config_file(*file, from);
     std::ifstream in(*file);
-    if (!in) throw ConfigError("cannot read config file " + file->string() + " (from " + from + ")");
+    if (!in)
+      throw ConfigError("cannot read config file " + file->string() + " (from " + from + ")");
     std::map<std::string, std::string> first_seen;  // canonical key -> origin
     std::string line;
     int line_number = 0;
@@ -341,12 +358,13 @@ Config Config::load(const ConfigLoadOptions& options) {
       }
       const auto key = detail::trim(text.substr(0, eq));
       if (canonical_name(key) == "STOKE_CONFIG") {
-        throw ConfigError("config file " + origin + ": STOKE_CONFIG cannot be set in a config file");
+        throw ConfigError("config file " + origin +
+                          ": STOKE_CONFIG cannot be set in a config file");
       }
       const auto [seen, fresh] = first_seen.emplace(canonical_name(key), origin);
       if (!fresh) {
-        throw ConfigError("config file " + origin + ": " + seen->first + " is set twice (first at " +
-                          seen->second + ", again at " + origin + ")");
+        throw ConfigError("config file " + origin + ": " + seen->first +
+                          " is set twice (first at " + seen->second + ", again at " + origin + ")");
       }
       config.assign(key, detail::trim(text.substr(eq + 1)), ConfigSource::kFile, origin);
     }
@@ -359,8 +377,8 @@ Config Config::load(const ConfigLoadOptions& options) {
       config.assign(key, value, ConfigSource::kEnvironment, "environment");
     } else if (!is_auxiliary(key)) {
       std::string nearest = nearest_name(key);
-      config.warnings_.push_back("unknown environment variable " + key + "=" + value + " is ignored" +
-                                 did_you_mean(nearest));
+      config.warnings_.push_back("unknown environment variable " + key + "=" + value +
+                                 " is ignored" + did_you_mean(nearest));
       config.unknown_.push_back({key, value, std::move(nearest)});
     }
   }
@@ -389,7 +407,9 @@ void Config::check_against(const CpuInfo& cpu) {
   }
 }
 
-void Config::apply_logging() const { set_log_level(settings_.log_level); }
+void Config::apply_logging() const {
+  set_log_level(settings_.log_level);
+}
 
 std::string Config::report() const {
   std::size_t name_width = 0, value_width = 5;
@@ -415,12 +435,13 @@ std::string Config::to_json() const {
   out << "{\"knobs\":[";
   for (std::size_t i = 0; i < knobs_.size(); ++i) {
     const auto& k = knobs_[i];
-    out << (i ? "," : "") << "{\"name\":" << json_quote(k.name) << ",\"value\":" << json_quote(k.value)
-        << ",\"source\":" << json_quote(to_string(k.source)) << ",\"origin\":" << json_quote(k.origin)
-        << "}";
+    out << (i ? "," : "") << "{\"name\":" << json_quote(k.name)
+        << ",\"value\":" << json_quote(k.value) << ",\"source\":" << json_quote(to_string(k.source))
+        << ",\"origin\":" << json_quote(k.origin) << "}";
   }
   out << "],\"warnings\":[";
-  for (std::size_t i = 0; i < warnings_.size(); ++i) out << (i ? "," : "") << json_quote(warnings_[i]);
+  for (std::size_t i = 0; i < warnings_.size(); ++i)
+    out << (i ? "," : "") << json_quote(warnings_[i]);
   out << "]}";
   return out.str();
 }

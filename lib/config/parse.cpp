@@ -78,17 +78,27 @@ std::uint64_t parse_bytes(std::string_view text) {
   std::string_view s = v;
   if (s.size() >= 2 && s.substr(s.size() - 2) == "ib") {
     s.remove_suffix(2);
-  } else if (s.size() >= 2 && s.back() == 'b' && std::string_view("kmgt").find(s[s.size() - 2]) != std::string_view::npos) {
+  } else if (s.size() >= 2 && s.back() == 'b' &&
+             std::string_view("kmgt").find(s[s.size() - 2]) != std::string_view::npos) {
     s.remove_suffix(1);
   }
   std::uint64_t scale = 1;
   if (!s.empty()) {
     switch (s.back()) {
-      case 'k': scale = 1ull << 10; break;
-      case 'm': scale = 1ull << 20; break;
-      case 'g': scale = 1ull << 30; break;
-      case 't': scale = 1ull << 40; break;
-      default: break;
+      case 'k':
+        scale = 1ull << 10;
+        break;
+      case 'm':
+        scale = 1ull << 20;
+        break;
+      case 'g':
+        scale = 1ull << 30;
+        break;
+      case 't':
+        scale = 1ull << 40;
+        break;
+      default:
+        break;
     }
     if (scale != 1) s.remove_suffix(1);
   }
@@ -196,9 +206,12 @@ std::string format_size(std::uint64_t bytes) {
 
 std::string format_device_request(const DeviceRequest& request) {
   switch (request.kind) {
-    case DeviceRequest::Kind::kAuto: return "auto";
-    case DeviceRequest::Kind::kCpu: return "cpu";
-    case DeviceRequest::Kind::kList: break;
+    case DeviceRequest::Kind::kAuto:
+      return "auto";
+    case DeviceRequest::Kind::kCpu:
+      return "cpu";
+    case DeviceRequest::Kind::kList:
+      break;
   }
   std::string out;
   for (std::size_t i = 0; i < request.indices.size(); ++i) {

@@ -1,7 +1,7 @@
 #include "stoke/context.hpp"
 
-#include "threads/arena.hpp"
 #include "stoke/threads.hpp"
+#include "threads/arena.hpp"
 
 namespace stoke {
 
@@ -17,7 +17,8 @@ struct Context::State {
 
 namespace {
 
-std::shared_ptr<Context::State> resolved(Config config, Settings settings, const CpuInfo& cpu, bool gpu_computes,
+std::shared_ptr<Context::State> resolved(Config config, Settings settings, const CpuInfo& cpu,
+                                         bool gpu_computes,
                                          const std::shared_ptr<detail::ThreadArena>& reuse) {
   auto state = std::make_shared<Context::State>();
   state->config = std::move(config);
@@ -45,7 +46,8 @@ Context::Context() {
   state_ = defaults;
 }
 
-Context::Context(Config config, bool gpu_computes) : Context(std::move(config), query_cpu(), gpu_computes) {}
+Context::Context(Config config, bool gpu_computes)
+    : Context(std::move(config), query_cpu(), gpu_computes) {}
 
 Context::Context(Config config, const CpuInfo& cpu, bool gpu_computes) {
   Settings settings = config.settings();
@@ -54,15 +56,24 @@ Context::Context(Config config, const CpuInfo& cpu, bool gpu_computes) {
 
 Context::Context(std::shared_ptr<const State> state) : state_(std::move(state)) {}
 
-Context Context::from_environment(bool gpu_computes) { return Context(Config::load(), gpu_computes); }
-
-Context Context::with_settings(const Settings& settings) const {
-  return Context(resolved(state_->config, settings, state_->cpu, state_->gpu_computes, state_->arena));
+Context Context::from_environment(bool gpu_computes) {
+  return Context(Config::load(), gpu_computes);
 }
 
-const Config& Context::config() const noexcept { return state_->config; }
-const Settings& Context::settings() const noexcept { return state_->settings; }
-SimdLevel Context::simd() const noexcept { return state_->simd; }
+Context Context::with_settings(const Settings& settings) const {
+  return Context(
+      resolved(state_->config, settings, state_->cpu, state_->gpu_computes, state_->arena));
+}
+
+const Config& Context::config() const noexcept {
+  return state_->config;
+}
+const Settings& Context::settings() const noexcept {
+  return state_->settings;
+}
+SimdLevel Context::simd() const noexcept {
+  return state_->simd;
+}
 int Context::cpu_threads() const noexcept {
   return state_->arena ? state_->cpu_threads : thread_count();
 }

@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <string_view>
 
-
 namespace stoke::detail {
 
 // IoError naming the path and the failing step.

@@ -39,7 +39,8 @@ void ProgressLine::finish() {
 }
 
 void ProgressLine::draw(std::uint64_t done, bool final) {
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double rate = seconds > 0 ? done / seconds : 0;
   const double eta = rate > 0 && total_ > done ? (total_ - done) / rate : 0;
   if (terminal_) {

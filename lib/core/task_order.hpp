@@ -14,7 +14,6 @@
 #include <atomic>
 #include <cstdint>
 
-
 namespace stoke::detail {
 
 class TaskOrder {

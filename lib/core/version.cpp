@@ -2,6 +2,8 @@
 
 namespace stoke {
 
-const char* version() noexcept { return STOKE_VERSION_STRING; }
+const char* version() noexcept {
+  return STOKE_VERSION_STRING;
+}
 
 }  // namespace stoke

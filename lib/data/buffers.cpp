@@ -12,21 +12,27 @@ namespace {
 
 int bytes_per_pixel(PixelFormat format) {
   switch (format) {
-    case PixelFormat::kMono8: return 1;
-    case PixelFormat::kMono16: return 2;
+    case PixelFormat::kMono8:
+      return 1;
+    case PixelFormat::kMono16:
+      return 2;
     case PixelFormat::kRgb8:
-    case PixelFormat::kBgr8: return 3;
+    case PixelFormat::kBgr8:
+      return 3;
   }
   return 1;
 }
 
-int channels_of(PixelFormat format) { return format == PixelFormat::kRgb8 || format == PixelFormat::kBgr8 ? 3 : 1; }
+int channels_of(PixelFormat format) {
+  return format == PixelFormat::kRgb8 || format == PixelFormat::kBgr8 ? 3 : 1;
+}
 
 void check_buffer(const ImageBuffer& b, std::size_t i, std::uint64_t max_pixels) {
   const std::string what = "Dataset::from_buffers: image " + std::to_string(i);
   if (!b.data) throw InvalidArgument(what + ": null data");
   if (b.width <= 0 || b.height <= 0) {
-    throw InvalidArgument(what + ": size " + std::to_string(b.width) + "x" + std::to_string(b.height));
+    throw InvalidArgument(what + ": size " + std::to_string(b.width) + "x" +
+                          std::to_string(b.height));
   }
   const std::size_t row = static_cast<std::size_t>(b.width) * bytes_per_pixel(b.format);
   if (b.stride != 0 && b.stride < row) {
@@ -68,8 +74,8 @@ void append_pixels(const ImageBuffer& b, std::vector<std::uint8_t>& out) {
 Dataset buffer_dataset(std::span<const ImageBuffer> images, std::span<const std::int32_t> labels,
                        std::vector<std::string> class_names, const DatasetOptions& options) {
   if (images.size() != labels.size()) {
-    throw InvalidArgument("Dataset::from_buffers: " + std::to_string(images.size()) + " images but " +
-                          std::to_string(labels.size()) + " labels");
+    throw InvalidArgument("Dataset::from_buffers: " + std::to_string(images.size()) +
+                          " images but " + std::to_string(labels.size()) + " labels");
   }
   const std::uint64_t max_pixels = options.max_image_pixels
                                        ? *options.max_image_pixels
@@ -83,8 +89,8 @@ Dataset buffer_dataset(std::span<const ImageBuffer> images, std::span<const std:
     check_buffer(b, i, max_pixels);
     if (labels[i] < 0 || static_cast<std::size_t>(labels[i]) >= s.classes.size()) {
       throw InvalidArgument("Dataset::from_buffers: image " + std::to_string(i) + ": label " +
-                            std::to_string(labels[i]) + " out of range (" + std::to_string(s.classes.size()) +
-                            " classes)");
+                            std::to_string(labels[i]) + " out of range (" +
+                            std::to_string(s.classes.size()) + " classes)");
     }
     const std::size_t offset = s.pixels.size();
     append_pixels(b, s.pixels);
@@ -102,7 +108,8 @@ Dataset buffer_dataset(std::span<const ImageBuffer> images, std::span<const std:
 
 }  // namespace
 
-Dataset Dataset::from_buffers(std::span<const ImageBuffer> images, std::span<const std::int32_t> labels,
+Dataset Dataset::from_buffers(std::span<const ImageBuffer> images,
+                              std::span<const std::int32_t> labels,
                               std::vector<std::string> class_names, const DatasetOptions& options) {
   return data_detail::guarded("Dataset::from_buffers", [&] {
     return buffer_dataset(images, labels, std::move(class_names), options);
@@ -111,10 +118,14 @@ Dataset Dataset::from_buffers(std::span<const ImageBuffer> images, std::span<con
 
 const char* to_string(PixelFormat format) noexcept {
   switch (format) {
-    case PixelFormat::kMono8: return "Mono8";
-    case PixelFormat::kMono16: return "Mono16";
-    case PixelFormat::kRgb8: return "RGB8";
-    case PixelFormat::kBgr8: return "BGR8";
+    case PixelFormat::kMono8:
+      return "Mono8";
+    case PixelFormat::kMono16:
+      return "Mono16";
+    case PixelFormat::kRgb8:
+      return "RGB8";
+    case PixelFormat::kBgr8:
+      return "BGR8";
   }
   return "?";
 }

@@ -37,13 +37,17 @@ std::uint64_t header_checksum(const FileHeader& h) {
   return checksum64(&h, offsetof(FileHeader, header_checksum));
 }
 
-inline std::uint64_t rotl(std::uint64_t v, int r) { return (v << r) | (v >> (64 - r)); }
+inline std::uint64_t rotl(std::uint64_t v, int r) {
+  return (v << r) | (v >> (64 - r));
+}
 
 class RamCache final : public SampleCache {
  public:
   RamCache(std::size_t count, std::size_t entry_bytes, std::uint64_t budget)
       : entry_bytes_(entry_bytes),
-        capacity_(budget == 0 ? count : std::min<std::size_t>(count, budget / std::max<std::size_t>(1, entry_bytes))),
+        capacity_(budget == 0 ? count
+                              : std::min<std::size_t>(
+                                    count, budget / std::max<std::size_t>(1, entry_bytes))),
         // Uninitialized: pages are touched only when an entry is written.
         storage_(capacity_ ? new std::uint8_t[capacity_ * entry_bytes] : nullptr),
         slot_of_(count),
@@ -54,7 +58,8 @@ class RamCache final : public SampleCache {
 
   const std::uint8_t* find(std::size_t index) const override {
     if (!ready_[index].load(std::memory_order_acquire)) return nullptr;
-    return storage_.get() + static_cast<std::size_t>(slot_of_[index].load(std::memory_order_relaxed)) * entry_bytes_;
+    return storage_.get() +
+           static_cast<std::size_t>(slot_of_[index].load(std::memory_order_relaxed)) * entry_bytes_;
   }
   std::uint8_t* reserve(std::size_t index) override {
     std::int64_t slot = slot_of_[index].load(std::memory_order_relaxed);
@@ -68,7 +73,8 @@ class RamCache final : public SampleCache {
     return storage_.get() + static_cast<std::size_t>(slot) * entry_bytes_;
   }
   void commit(std::size_t index) override {
-    if (!ready_[index].exchange(1, std::memory_order_release)) committed_.fetch_add(1, std::memory_order_relaxed);
+    if (!ready_[index].exchange(1, std::memory_order_release))
+      committed_.fetch_add(1, std::memory_order_relaxed);
   }
   std::size_t entries() const override { return committed_.load(std::memory_order_relaxed); }
   std::size_t bytes() const override { return entries() * entry_bytes_; }
@@ -120,7 +126,9 @@ class FileCache final : public SampleCache {
   std::string note() const override { return note_; }
 
  private:
-  std::uint8_t* entry(std::size_t index) const { return map_ + kHeaderBytes + index * entry_bytes_; }
+  std::uint8_t* entry(std::size_t index) const {
+    return map_ + kHeaderBytes + index * entry_bytes_;
+  }
   std::uint64_t* checksums() const {
     return reinterpret_cast<std::uint64_t*>(map_ + kHeaderBytes + count_ * entry_bytes_);
   }
@@ -128,7 +136,9 @@ class FileCache final : public SampleCache {
   // "" when the file is valid and mapped read-only; else why it is not.
   std::string try_reuse() {
     const int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT ? "no cache file yet" : std::string("cannot open: ") + std::strerror(errno);
+    if (fd < 0)
+      return errno == ENOENT ? "no cache file yet"
+                             : std::string("cannot open: ") + std::strerror(errno);
     struct stat st {};
     FileHeader h{};
     if (fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < sizeof h ||
@@ -137,14 +147,21 @@ class FileCache final : public SampleCache {
       return "truncated: " + std::to_string(st.st_size) + " bytes, shorter than the header";
     }
     std::string why;
-    if (std::memcmp(h.magic, kMagic, 8) != 0) why = "not a stoke cache file";
-    else if (h.header_checksum != header_checksum(h)) why = "header checksum mismatch";
-    else if (h.version != kVersion) why = "cache format version " + std::to_string(h.version);
-    else if (h.key != key_) why = "stale: the dataset listing or preprocessing parameters changed";
-    else if (h.count != count_ || h.entry_bytes != entry_bytes_) why = "stale: sample count or size changed";
-    else if (!h.complete) why = "incomplete (the run that wrote it stopped early)";
+    if (std::memcmp(h.magic, kMagic, 8) != 0)
+      why = "not a stoke cache file";
+    else if (h.header_checksum != header_checksum(h))
+      why = "header checksum mismatch";
+    else if (h.version != kVersion)
+      why = "cache format version " + std::to_string(h.version);
+    else if (h.key != key_)
+      why = "stale: the dataset listing or preprocessing parameters changed";
+    else if (h.count != count_ || h.entry_bytes != entry_bytes_)
+      why = "stale: sample count or size changed";
+    else if (!h.complete)
+      why = "incomplete (the run that wrote it stopped early)";
     else if (static_cast<std::size_t>(st.st_size) != file_bytes_) {
-      why = "truncated: " + std::to_string(st.st_size) + " bytes, expected " + std::to_string(file_bytes_);
+      why = "truncated: " + std::to_string(st.st_size) + " bytes, expected " +
+            std::to_string(file_bytes_);
     }
     if (!why.empty()) {
       close(fd);
@@ -164,7 +181,8 @@ class FileCache final : public SampleCache {
         if (checksum64(entry(i), entry_bytes_) != checksums()[i]) bad = true;
       }
     });
-    if (!bad && checksum64(checksums(), count_ * sizeof(std::uint64_t)) != h.payload_checksum) bad = true;
+    if (!bad && checksum64(checksums(), count_ * sizeof(std::uint64_t)) != h.payload_checksum)
+      bad = true;
     if (bad) {
       munmap(map_, file_bytes_);
       close(fd_);
@@ -180,13 +198,16 @@ class FileCache final : public SampleCache {
   void create() {
     const std::string partial = path_ + ".partial";
     fd_ = open(partial.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw IoError("cache file '" + path_ + "': cannot create: " + std::strerror(errno) + " (STOKE_CACHE)");
+    if (fd_ < 0)
+      throw IoError("cache file '" + path_ + "': cannot create: " + std::strerror(errno) +
+                    " (STOKE_CACHE)");
     if (ftruncate(fd_, static_cast<off_t>(file_bytes_)) != 0) {
       throw IoError("cache file '" + path_ + "': cannot size to " + std::to_string(file_bytes_) +
                     " bytes: " + std::strerror(errno));
     }
     void* map = mmap(nullptr, file_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-    if (map == MAP_FAILED) throw IoError("cache file '" + path_ + "': mmap failed: " + std::strerror(errno));
+    if (map == MAP_FAILED)
+      throw IoError("cache file '" + path_ + "': mmap failed: " + std::strerror(errno));
     map_ = static_cast<std::uint8_t*>(map);
     FileHeader h{};
     std::memcpy(h.magic, kMagic, 8);
@@ -240,7 +261,8 @@ std::uint64_t checksum64(const void* data, std::size_t bytes) noexcept {
       lane[k] = rotl(lane[k] + v * kPrime2, 31) * kPrime1;
     }
   }
-  std::uint64_t h = rotl(lane[0], 1) + rotl(lane[1], 7) + rotl(lane[2], 12) + rotl(lane[3], 18) + bytes;
+  std::uint64_t h =
+      rotl(lane[0], 1) + rotl(lane[1], 7) + rotl(lane[2], 12) + rotl(lane[3], 18) + bytes;
   for (; i < bytes; ++i) h = rotl(h ^ (p[i] * kPrime1), 11) * kPrime2;
   h ^= h >> 33;
   h *= kPrime2;
@@ -251,9 +273,12 @@ std::uint64_t checksum64(const void* data, std::size_t bytes) noexcept {
 std::unique_ptr<SampleCache> SampleCache::create(const CacheSpec& spec, std::size_t count,
                                                  std::size_t entry_bytes, std::uint64_t key) {
   switch (spec.kind) {
-    case CacheSpec::Kind::kOff: return nullptr;
-    case CacheSpec::Kind::kRam: return std::make_unique<RamCache>(count, entry_bytes, spec.ram_budget);
-    case CacheSpec::Kind::kFile: return std::make_unique<FileCache>(spec.path, count, entry_bytes, key);
+    case CacheSpec::Kind::kOff:
+      return nullptr;
+    case CacheSpec::Kind::kRam:
+      return std::make_unique<RamCache>(count, entry_bytes, spec.ram_budget);
+    case CacheSpec::Kind::kFile:
+      return std::make_unique<FileCache>(spec.path, count, entry_bytes, key);
   }
   return nullptr;
 }

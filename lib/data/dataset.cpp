@@ -53,8 +53,9 @@ std::string check_file_kind(const fs::path& path) {
 // directory). The header must describe an image the decoder
 // would accept: a frame header, a positive size within max_pixels, a
 // supported sampling.
-std::string check_image_file(const fs::path& path, const DatasetOptions& options, std::uint64_t max_pixels,
-                             Decoder& decoder, std::vector<std::uint8_t>& buffer, Image& scratch) {
+std::string check_image_file(const fs::path& path, const DatasetOptions& options,
+                             std::uint64_t max_pixels, Decoder& decoder,
+                             std::vector<std::uint8_t>& buffer, Image& scratch) {
   if (std::string kind = check_file_kind(path); !kind.empty()) return kind;
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
@@ -72,12 +73,14 @@ std::string check_image_file(const fs::path& path, const DatasetOptions& options
     buffer.resize(std::min<std::uintmax_t>(size, 64 * 1024));
     in.read(reinterpret_cast<char*>(buffer.data()), static_cast<std::streamsize>(buffer.size()));
     if (in.gcount() != static_cast<std::streamsize>(buffer.size())) return "short read";
-    if (sniff_format(buffer) == ImageFormat::kUnknown) return "unsupported format (not JPEG, PNG, BMP or TIFF)";
+    if (sniff_format(buffer) == ImageFormat::kUnknown)
+      return "unsupported format (not JPEG, PNG, BMP or TIFF)";
     try {
       decoder.output_info(buffer, path.string(), decode_options);
     } catch (const DecodeError&) {
       if (size <= buffer.size()) throw;
-      if (sniff_format(buffer) == ImageFormat::kTiff) {  // directory past 64 KiB: read only the header parts
+      if (sniff_format(buffer) ==
+          ImageFormat::kTiff) {  // directory past 64 KiB: read only the header parts
         const ImageInfo info = detail::tiff_file_info(path);
         check_image_size(path.string(), info.width, info.height, max_pixels);
       } else {
@@ -112,8 +115,8 @@ void validate_files(Dataset::Storage& s, const DatasetOptions& options) {
   for (std::size_t i = 0; i < s.paths.size(); ++i) {
     if (!problems[i].empty()) {
       if (!options.skip_corrupt) {
-        throw DecodeError("dataset " + s.report.source + ": image '" + s.paths[i] + "': " + problems[i] +
-                          " (set skip_corrupt to skip and list such files)");
+        throw DecodeError("dataset " + s.report.source + ": image '" + s.paths[i] +
+                          "': " + problems[i] + " (set skip_corrupt to skip and list such files)");
       }
       s.report.skipped.push_back({s.paths[i], problems[i]});
       continue;
@@ -150,8 +153,9 @@ void check_classes_nonempty(Dataset::Storage& s, const DatasetOptions& options) 
   for (std::size_t c = 0; c < counts.size(); ++c) {
     if (counts[c] != 0) continue;
     if (!options.skip_corrupt) {
-      throw InvalidArgument("dataset " + s.report.source + ": class '" + s.classes[c] +
-                            "' has no usable images (set skip_corrupt to list it in the report instead)");
+      throw InvalidArgument(
+          "dataset " + s.report.source + ": class '" + s.classes[c] +
+          "' has no usable images (set skip_corrupt to list it in the report instead)");
     }
     s.report.empty_classes.push_back(s.classes[c]);
   }
@@ -181,8 +185,10 @@ void list_class_folder(Dataset::Storage& s, const fs::path& dir, const DatasetOp
   for (const auto& entry : fs::directory_iterator(dir)) {
     ++s.report.candidates;
     const std::string ext = lower(entry.path().extension().string());
-    if (std::find(options.extensions.begin(), options.extensions.end(), ext) == options.extensions.end()) {
-      s.report.skipped.push_back({entry.path().string(), "ignored: extension not taken as an image"});
+    if (std::find(options.extensions.begin(), options.extensions.end(), ext) ==
+        options.extensions.end()) {
+      s.report.skipped.push_back(
+          {entry.path().string(), "ignored: extension not taken as an image"});
       continue;
     }
     files.push_back(entry.path());
@@ -208,12 +214,14 @@ Dataset folder_dataset(const fs::path& root, const DatasetOptions& options) {
       class_dirs.push_back(entry.path());
     } else {
       ++s.report.candidates;
-      s.report.skipped.push_back({entry.path().string(), "ignored: not in a class folder (root/<class>/<image>)"});
+      s.report.skipped.push_back(
+          {entry.path().string(), "ignored: not in a class folder (root/<class>/<image>)"});
     }
   }
   std::sort(class_dirs.begin(), class_dirs.end());
   if (class_dirs.empty()) {
-    throw InvalidArgument("dataset folder '" + root.string() + "' has no class subfolders (expected root/<class>/<image>)");
+    throw InvalidArgument("dataset folder '" + root.string() +
+                          "' has no class subfolders (expected root/<class>/<image>)");
   }
   for (const auto& dir : class_dirs) list_class_folder(s, dir, options);
   return finish(std::move(storage), options);
@@ -222,7 +230,8 @@ Dataset folder_dataset(const fs::path& root, const DatasetOptions& options) {
 }  // namespace
 
 Dataset Dataset::from_folder(const fs::path& root, const DatasetOptions& options) {
-  return data_detail::guarded("dataset folder '" + root.string() + "'", [&] { return folder_dataset(root, options); });
+  return data_detail::guarded("dataset folder '" + root.string() + "'",
+                              [&] { return folder_dataset(root, options); });
 }
 
 namespace {
@@ -253,15 +262,21 @@ Dataset manifest_dataset(const fs::path& csv, const DatasetOptions& options) {
     if (number == 1 && !fields.empty() && lower(fields[0]) == "path") continue;
     const std::string where = csv.string() + ":" + std::to_string(number);
     if (fields.size() < 2 || fields.size() > 3 || fields[0].empty() || fields[1].empty()) {
-      throw InvalidArgument("manifest " + where + ": expected `path,label[,split]`, got '" + text + "'");
+      throw InvalidArgument("manifest " + where + ": expected `path,label[,split]`, got '" + text +
+                            "'");
     }
     Split split = Split::kNone;
     if (fields.size() == 3) {
       const std::string v = lower(fields[2]);
-      if (v == "train") split = Split::kTrain;
-      else if (v == "val" || v == "valid" || v == "validation") split = Split::kVal;
-      else if (v == "test") split = Split::kTest;
-      else if (!v.empty()) throw InvalidArgument("manifest " + where + ": unknown split '" + fields[2] + "' (train, val, test)");
+      if (v == "train")
+        split = Split::kTrain;
+      else if (v == "val" || v == "valid" || v == "validation")
+        split = Split::kVal;
+      else if (v == "test")
+        split = Split::kTest;
+      else if (!v.empty())
+        throw InvalidArgument("manifest " + where + ": unknown split '" + fields[2] +
+                              "' (train, val, test)");
     }
     fs::path p = fields[0];
     if (p.is_relative()) p = base / p;
@@ -281,19 +296,22 @@ Dataset manifest_dataset(const fs::path& csv, const DatasetOptions& options) {
       return ec == std::errc() && end == v.data() + v.size();
     });
     if (numeric) {
-      std::sort(s.classes.begin(), s.classes.end(),
-                [](const std::string& a, const std::string& b) { return std::stoll(a) < std::stoll(b); });
+      std::sort(s.classes.begin(), s.classes.end(), [](const std::string& a, const std::string& b) {
+        return std::stoll(a) < std::stoll(b);
+      });
     }
   }
   std::map<std::string, std::int32_t> index;
-  for (std::size_t c = 0; c < s.classes.size(); ++c) index[s.classes[c]] = static_cast<std::int32_t>(c);
+  for (std::size_t c = 0; c < s.classes.size(); ++c)
+    index[s.classes[c]] = static_cast<std::int32_t>(c);
   for (const auto& r : rows) {
     const auto it = index.find(r.label);
     if (it == index.end()) {
-      const std::string reason = "unknown label '" + r.label + "' (line " + std::to_string(r.line) + ")";
+      const std::string reason =
+          "unknown label '" + r.label + "' (line " + std::to_string(r.line) + ")";
       if (!options.skip_corrupt) {
-        throw InvalidArgument("manifest " + csv.string() + ":" + std::to_string(r.line) + ": image '" + r.path +
-                              "': " + reason);
+        throw InvalidArgument("manifest " + csv.string() + ":" + std::to_string(r.line) +
+                              ": image '" + r.path + "': " + reason);
       }
       s.report.skipped.push_back({r.path, reason});
       continue;
@@ -308,7 +326,8 @@ Dataset manifest_dataset(const fs::path& csv, const DatasetOptions& options) {
 }  // namespace
 
 Dataset Dataset::from_manifest(const fs::path& csv, const DatasetOptions& options) {
-  return data_detail::guarded("manifest '" + csv.string() + "'", [&] { return manifest_dataset(csv, options); });
+  return data_detail::guarded("manifest '" + csv.string() + "'",
+                              [&] { return manifest_dataset(csv, options); });
 }
 
 // ---- Accessors ------------------------------------------------------------------
@@ -324,10 +343,18 @@ Dataset Dataset::from_storage(std::shared_ptr<const Storage> storage) {
   return d;
 }
 
-std::size_t Dataset::size() const noexcept { return rows_.size(); }
-const std::vector<std::string>& Dataset::class_names() const noexcept { return storage_->classes; }
-bool Dataset::in_memory() const noexcept { return !storage_->pixels.empty(); }
-const DatasetReport& Dataset::report() const noexcept { return storage_->report; }
+std::size_t Dataset::size() const noexcept {
+  return rows_.size();
+}
+const std::vector<std::string>& Dataset::class_names() const noexcept {
+  return storage_->classes;
+}
+bool Dataset::in_memory() const noexcept {
+  return !storage_->pixels.empty();
+}
+const DatasetReport& Dataset::report() const noexcept {
+  return storage_->report;
+}
 
 std::uint32_t Dataset::row(std::size_t index) const {
   if (index >= rows_.size()) {
@@ -337,7 +364,9 @@ std::uint32_t Dataset::row(std::size_t index) const {
   return rows_[index];
 }
 
-std::int32_t Dataset::label(std::size_t index) const { return storage_->labels[row(index)]; }
+std::int32_t Dataset::label(std::size_t index) const {
+  return storage_->labels[row(index)];
+}
 Split Dataset::split(std::size_t index) const {
   const auto r = row(index);
   return r < storage_->splits.size() ? storage_->splits[r] : Split::kNone;
@@ -365,7 +394,8 @@ ImageView Dataset::pixels(std::size_t index) const {
             static_cast<std::size_t>(slot.width) * slot.channels};
   }
   const std::size_t bytes = static_cast<std::size_t>(s.pixel_width) * s.pixel_height;
-  return {s.pixels.data() + r * bytes, s.pixel_width, s.pixel_height, 1, static_cast<std::size_t>(s.pixel_width)};
+  return {s.pixels.data() + r * bytes, s.pixel_width, s.pixel_height, 1,
+          static_cast<std::size_t>(s.pixel_width)};
 }
 
 Dataset Dataset::subset(std::span<const std::size_t> indices) const {
@@ -384,8 +414,8 @@ std::uint64_t Dataset::fingerprint() const {
 }
 
 std::string DatasetReport::to_string() const {
-  std::string out = "dataset " + source + ": " + std::to_string(used) + " of " + std::to_string(candidates) +
-                    " entries used";
+  std::string out = "dataset " + source + ": " + std::to_string(used) + " of " +
+                    std::to_string(candidates) + " entries used";
   if (!skipped.empty()) out += ", " + std::to_string(skipped.size()) + " skipped";
   out += "\n";
   for (const auto& s : skipped) out += "  skipped " + s.path + ": " + s.reason + "\n";
@@ -395,23 +425,29 @@ std::string DatasetReport::to_string() const {
 
 const char* to_string(Split split) noexcept {
   switch (split) {
-    case Split::kTrain: return "train";
-    case Split::kVal: return "val";
-    case Split::kTest: return "test";
-    case Split::kNone: break;
+    case Split::kTrain:
+      return "train";
+    case Split::kVal:
+      return "val";
+    case Split::kTest:
+      return "test";
+    case Split::kNone:
+      break;
   }
   return "none";
 }
 
 // ---- Splits ---------------------------------------------------------------------
 
-SplitIndices stratified_split(const Dataset& dataset, std::span<const double> percents, std::uint64_t seed) {
+SplitIndices stratified_split(const Dataset& dataset, std::span<const double> percents,
+                              std::uint64_t seed) {
   double sum = 0;
   for (double p : percents) sum += p;
   if ((percents.size() != 2 && percents.size() != 3) || std::abs(sum - 100.0) > 1e-6 ||
       std::any_of(percents.begin(), percents.end(), [](double p) { return p < 0; })) {
-    throw InvalidArgument("stratified_split: need 2 or 3 non-negative percentages summing to 100, got " +
-                          std::to_string(percents.size()) + " summing to " + std::to_string(sum));
+    throw InvalidArgument(
+        "stratified_split: need 2 or 3 non-negative percentages summing to 100, got " +
+        std::to_string(percents.size()) + " summing to " + std::to_string(sum));
   }
   std::vector<std::vector<std::size_t>> by_class(dataset.class_names().size());
   for (std::size_t i = 0; i < dataset.size(); ++i) by_class[dataset.label(i)].push_back(i);
@@ -422,7 +458,8 @@ SplitIndices stratified_split(const Dataset& dataset, std::span<const double> pe
     rng.shuffle(members.begin(), members.end());
     const auto n = members.size();
     const auto n_val = static_cast<std::size_t>(std::floor(n * percents[1] / 100.0));
-    const auto n_test = percents.size() == 3 ? static_cast<std::size_t>(std::floor(n * percents[2] / 100.0)) : 0;
+    const auto n_test =
+        percents.size() == 3 ? static_cast<std::size_t>(std::floor(n * percents[2] / 100.0)) : 0;
     const auto n_train = n - n_val - n_test;
     out.train.insert(out.train.end(), members.begin(), members.begin() + n_train);
     out.val.insert(out.val.end(), members.begin() + n_train, members.begin() + n_train + n_val);
@@ -436,10 +473,17 @@ SplitIndices manifest_split(const Dataset& dataset) {
   SplitIndices out;
   for (std::size_t i = 0; i < dataset.size(); ++i) {
     switch (dataset.split(i)) {
-      case Split::kTrain: out.train.push_back(i); break;
-      case Split::kVal: out.val.push_back(i); break;
-      case Split::kTest: out.test.push_back(i); break;
-      case Split::kNone: break;
+      case Split::kTrain:
+        out.train.push_back(i);
+        break;
+      case Split::kVal:
+        out.val.push_back(i);
+        break;
+      case Split::kTest:
+        out.test.push_back(i);
+        break;
+      case Split::kNone:
+        break;
     }
   }
   return out;

@@ -15,14 +15,14 @@ namespace stoke {
 
 struct Dataset::Storage {
   std::vector<std::string> classes;
-  std::vector<std::string> paths;        // file-backed samples
+  std::vector<std::string> paths;  // file-backed samples
   std::vector<std::int32_t> labels;
   std::vector<Split> splits;
-  std::vector<std::uint64_t> identity;   // per sample, for fingerprint()
-  std::vector<std::uint8_t> pixels;      // in-memory samples (IDX), row-major per image
-  int pixel_width = 0;                   // IDX: every image's size (gray)
+  std::vector<std::uint64_t> identity;  // per sample, for fingerprint()
+  std::vector<std::uint8_t> pixels;     // in-memory samples (IDX), row-major per image
+  int pixel_width = 0;                  // IDX: every image's size (gray)
   int pixel_height = 0;
-  struct Slot {                          // application buffers: per image
+  struct Slot {  // application buffers: per image
     std::size_t offset;
     int width, height, channels;
   };

@@ -20,15 +20,15 @@
 #include <new>
 #include <numeric>
 
-#include "data/cache.hpp"
 #include "core/task_order.hpp"
-#include "stoke/distributed.hpp"
+#include "data/cache.hpp"
 #include "data/rng.hpp"
 #include "data/sampler.hpp"
 #include "image/file_read.hpp"
 #include "stoke/data.hpp"
-#include "stoke/profile.hpp"
+#include "stoke/distributed.hpp"
 #include "stoke/error.hpp"
+#include "stoke/profile.hpp"
 #include "stoke/threads.hpp"
 
 namespace stoke {
@@ -58,7 +58,8 @@ struct Worker {
 std::uint64_t cache_key(const Dataset& dataset, const PreprocessOptions& p, int rw, int rh) {
   // Everything that determines the cached bytes, plus a format tag (2: JPEGs
   // are turned upright by their EXIF orientation since issue 15).
-  const std::int64_t fields[] = {2, rw, rh, p.channels, static_cast<int>(p.filter), p.dct_scaling ? 1 : 0};
+  const std::int64_t fields[] = {
+      2, rw, rh, p.channels, static_cast<int>(p.filter), p.dct_scaling ? 1 : 0};
   return data_detail::fnv1a(fields, sizeof fields, dataset.fingerprint());
 }
 
@@ -68,8 +69,8 @@ struct Loader::Impl {
   Dataset dataset;
   LoaderOptions options;
   SimdLevel level = SimdLevel::kScalar;
-  int channels = 3, width = 0, height = 0;        // output
-  int resize_width = 0, resize_height = 0;        // deterministic stage
+  int channels = 3, width = 0, height = 0;  // output
+  int resize_width = 0, resize_height = 0;  // deterministic stage
   std::size_t entry_bytes = 0;
   std::size_t sample_bytes = 0;
   bool direct = false;  // no cache, no augmentation, no crop: decode -> fused pass -> slot
@@ -101,7 +102,9 @@ struct Loader::Impl {
     }
     order.resize(dataset.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
-    if (options.shuffle) Rng(data_detail::hash_seed(options.seed, epoch, 0x5AFF1E)).shuffle(order.begin(), order.end());
+    if (options.shuffle)
+      Rng(data_detail::hash_seed(options.seed, epoch, 0x5AFF1E))
+          .shuffle(order.begin(), order.end());
     shard_order();
     order_epoch = epoch;
   }
@@ -116,9 +119,10 @@ struct Loader::Impl {
   }
 
   std::vector<std::size_t> shard_positions_for(std::size_t samples) const {
-    return options.shard_whole_steps
-               ? shard_positions(samples, options.batch_size, options.shard_index, options.shard_count)
-               : cover_positions(samples, options.batch_size, options.shard_index, options.shard_count);
+    return options.shard_whole_steps ? shard_positions(samples, options.batch_size,
+                                                       options.shard_index, options.shard_count)
+                                     : cover_positions(samples, options.batch_size,
+                                                       options.shard_index, options.shard_count);
   }
 
   // The deterministic stage into `out` (rw x rh x C uint8, tightly packed).
@@ -128,7 +132,8 @@ struct Loader::Impl {
       source = dataset.pixels(t.index);
     } else {
       Profiler::Span span(options.profiler, Stage::kDecode);
-      w.decoder.decode(t.bytes, dataset.file(t.index), decode_options(resize_width, resize_height), w.decoded);
+      w.decoder.decode(t.bytes, dataset.file(t.index), decode_options(resize_width, resize_height),
+                       w.decoded);
       source = w.decoded.view();
       decoded_count.fetch_add(1, std::memory_order_relaxed);
     }
@@ -143,7 +148,8 @@ struct Loader::Impl {
   // JPEG decodes at the smallest DCT scale still covering (w, h), unless the
   // options ask for full-size decoding (the baseline of stoke-bench).
   DecodeOptions decode_options(int w, int h) const {
-    DecodeOptions d = options.preprocess.dct_scaling ? DecodeOptions{channels, w, h} : DecodeOptions{channels, 0, 0};
+    DecodeOptions d = options.preprocess.dct_scaling ? DecodeOptions{channels, w, h}
+                                                     : DecodeOptions{channels, 0, 0};
     d.max_pixels = max_pixels;
     return d;
   }
@@ -187,9 +193,11 @@ struct Loader::Impl {
       } catch (const std::bad_alloc&) {
         throw DecodeError("cannot load image '" + dataset.path(t.index) + "': out of memory");
       } catch (const Error& e) {
-        if (!options.skip_corrupt || (e.code() != ErrorCode::kDecode && e.code() != ErrorCode::kIo)) throw;
+        if (!options.skip_corrupt || (e.code() != ErrorCode::kDecode && e.code() != ErrorCode::kIo))
+          throw;
         std::lock_guard lock(corrupt_mutex);
-        if (corrupt.emplace(t.index, e.what()).second) corrupt_count.fetch_add(1, std::memory_order_release);
+        if (corrupt.emplace(t.index, e.what()).second)
+          corrupt_count.fetch_add(1, std::memory_order_release);
       }
     }
     throw DecodeError("dataset " + dataset.report().source + ": no sample could be decoded (all " +
@@ -200,7 +208,8 @@ struct Loader::Impl {
   // by the end of a batch does not depend on timing).
   void check_corrupt_budget() {
     const std::size_t found = corrupt_count.load(std::memory_order_acquire);
-    const auto by_fraction = static_cast<std::size_t>(options.max_corrupt_fraction * static_cast<double>(dataset.size()));
+    const auto by_fraction = static_cast<std::size_t>(options.max_corrupt_fraction *
+                                                      static_cast<double>(dataset.size()));
     const std::size_t budget = std::max(options.max_corrupt_samples, by_fraction);
     if (found <= budget) return;
     budget_exceeded = true;
@@ -208,8 +217,9 @@ struct Loader::Impl {
     std::lock_guard lock(corrupt_mutex);
     for (const auto& [index, reason] : corrupt) list += "\n  " + reason;
     throw DecodeError("dataset " + dataset.report().source + ": too many corrupt samples (" +
-                      std::to_string(found) + " of " + std::to_string(dataset.size()) + ", budget " +
-                      std::to_string(budget) + " = max(max_corrupt_samples, max_corrupt_fraction * size)):" + list);
+                      std::to_string(found) + " of " + std::to_string(dataset.size()) +
+                      ", budget " + std::to_string(budget) +
+                      " = max(max_corrupt_samples, max_corrupt_fraction * size)):" + list);
   }
 
   void process(Worker& w, const Token& t, std::byte* slot) {
@@ -227,12 +237,14 @@ struct Loader::Impl {
         w.resampler.resize(w.decoded.view(), out, pre.filter);  // decoded with `channels`
         return;
       }
-      w.resampler.resize_normalize_chw(w.decoded.view(), width, height, pre.filter, pre.normalization, pre.dtype, slot);
+      w.resampler.resize_normalize_chw(w.decoded.view(), width, height, pre.filter,
+                                       pre.normalization, pre.dtype, slot);
       return;
     }
     ImageView stage;
     if (t.cached) {
-      stage = {t.cached, resize_width, resize_height, channels, static_cast<std::size_t>(resize_width) * channels};
+      stage = {t.cached, resize_width, resize_height, channels,
+               static_cast<std::size_t>(resize_width) * channels};
     } else {
       std::uint8_t* target = cache ? cache->reserve(t.index) : nullptr;
       if (!target) {
@@ -262,12 +274,14 @@ struct Loader::Impl {
       if (hflip || vflip || aug.brightness > 0 || aug.contrast > 0) {
         w.augmented.reshape(width, height, channels);
         for (int y = 0; y < height; ++y) {
-          std::memcpy(w.augmented.data() + y * w.augmented.stride(), view.row(y), w.augmented.stride());
+          std::memcpy(w.augmented.data() + y * w.augmented.stride(), view.row(y),
+                      w.augmented.stride());
         }
         auto m = w.augmented.mutable_view();
         if (hflip) flip_horizontal(m);
         if (vflip) flip_vertical(m);
-        if (aug.brightness > 0 || aug.contrast > 0) adjust_brightness_contrast(m, brightness, contrast, level);
+        if (aug.brightness > 0 || aug.contrast > 0)
+          adjust_brightness_contrast(m, brightness, contrast, level);
         view = w.augmented.view();
       }
     }
@@ -279,28 +293,34 @@ struct Loader::Impl {
       for (int y = 0; y < height; ++y) std::memcpy(out + y * row, view.row(y), row);
       return;
     }
-    w.resampler.resize_normalize_chw(view, width, height, pre.filter, pre.normalization, pre.dtype, slot);
+    w.resampler.resize_normalize_chw(view, width, height, pre.filter, pre.normalization, pre.dtype,
+                                     slot);
   }
 };
 
 Loader::Loader(Dataset dataset, LoaderOptions options) {
   const auto& pre = options.preprocess;
   if (pre.width <= 0 || pre.height <= 0 || (pre.channels != 1 && pre.channels != 3)) {
-    throw InvalidArgument("stoke::Loader: output must be positive width/height and 1 or 3 channels, got " +
-                          std::to_string(pre.width) + "x" + std::to_string(pre.height) + "x" +
-                          std::to_string(pre.channels));
+    throw InvalidArgument(
+        "stoke::Loader: output must be positive width/height and 1 or 3 channels, got " +
+        std::to_string(pre.width) + "x" + std::to_string(pre.height) + "x" +
+        std::to_string(pre.channels));
   }
-  if (options.batch_size == 0) throw InvalidArgument("stoke::Loader: batch_size must be at least 1");
-  if (options.shard_count < 1 || options.shard_index < 0 || options.shard_index >= options.shard_count) {
+  if (options.batch_size == 0)
+    throw InvalidArgument("stoke::Loader: batch_size must be at least 1");
+  if (options.shard_count < 1 || options.shard_index < 0 ||
+      options.shard_index >= options.shard_count) {
     throw InvalidArgument("stoke::Loader: shard " + std::to_string(options.shard_index) + " of " +
-                          std::to_string(options.shard_count) + " does not exist (0 <= shard_index < shard_count)");
+                          std::to_string(options.shard_count) +
+                          " does not exist (0 <= shard_index < shard_count)");
   }
   const int rw = pre.resize_width ? pre.resize_width : pre.width;
   const int rh = pre.resize_height ? pre.resize_height : pre.height;
   if (rw < pre.width || rh < pre.height) {
-    throw InvalidArgument("stoke::Loader: resize target " + std::to_string(rw) + "x" + std::to_string(rh) +
-                          " is smaller than the output " + std::to_string(pre.width) + "x" +
-                          std::to_string(pre.height) + " it is cropped to");
+    throw InvalidArgument("stoke::Loader: resize target " + std::to_string(rw) + "x" +
+                          std::to_string(rh) + " is smaller than the output " +
+                          std::to_string(pre.width) + "x" + std::to_string(pre.height) +
+                          " it is cropped to");
   }
   for (int c = 0; c < pre.channels; ++c) {
     float s, b;
@@ -317,20 +337,25 @@ Loader::Loader(Dataset dataset, LoaderOptions options) {
   s.resize_width = rw;
   s.resize_height = rh;
   s.entry_bytes = static_cast<std::size_t>(rw) * rh * pre.channels;
-  s.sample_bytes = static_cast<std::size_t>(pre.width) * pre.height * pre.channels * dtype_size(pre.dtype);
+  s.sample_bytes =
+      static_cast<std::size_t>(pre.width) * pre.height * pre.channels * dtype_size(pre.dtype);
   const CacheSpec spec = options.cache ? *options.cache : options.context.settings().cache;
   try {
-    s.cache = data_detail::SampleCache::create(spec, dataset.size(), s.entry_bytes, cache_key(dataset, pre, rw, rh));
+    s.cache = data_detail::SampleCache::create(spec, dataset.size(), s.entry_bytes,
+                                               cache_key(dataset, pre, rw, rh));
   } catch (const std::bad_alloc&) {
     const std::uint64_t bytes = static_cast<std::uint64_t>(dataset.size()) * s.entry_bytes;
-    throw OutOfMemory("stoke::Loader: cannot allocate the RAM cache for " + std::to_string(dataset.size()) +
-                          " samples of " + std::to_string(s.entry_bytes) + " bytes (set STOKE_CACHE=ram:SIZE, "
+    throw OutOfMemory("stoke::Loader: cannot allocate the RAM cache for " +
+                          std::to_string(dataset.size()) + " samples of " +
+                          std::to_string(s.entry_bytes) +
+                          " bytes (set STOKE_CACHE=ram:SIZE, "
                           "file:PATH or off)",
                       bytes, spec.ram_budget, 0);
   }
   s.direct = !s.cache && !options.augment.enabled() && rw == pre.width && rh == pre.height;
-  const std::size_t in_flight =
-      options.max_in_flight ? options.max_in_flight : static_cast<std::size_t>(2 * options.context.cpu_threads());
+  const std::size_t in_flight = options.max_in_flight
+                                    ? options.max_in_flight
+                                    : static_cast<std::size_t>(2 * options.context.cpu_threads());
   s.tokens.resize(std::max<std::size_t>(1, in_flight));
   s.dataset = std::move(dataset);
   s.options = std::move(options);
@@ -346,16 +371,28 @@ std::size_t Loader::batches_per_epoch() const noexcept {
   if (impl_->options.shard_count > 1) n = impl_->shard_positions_for(n).size();
   return impl_->options.drop_last ? n / b : (n + b - 1) / b;
 }
-std::size_t Loader::batch_size() const noexcept { return impl_->options.batch_size; }
-std::size_t Loader::sample_bytes() const noexcept { return impl_->sample_bytes; }
+std::size_t Loader::batch_size() const noexcept {
+  return impl_->options.batch_size;
+}
+std::size_t Loader::sample_bytes() const noexcept {
+  return impl_->sample_bytes;
+}
 std::array<std::size_t, 4> Loader::output_shape() const noexcept {
   return {impl_->options.batch_size, static_cast<std::size_t>(impl_->channels),
           static_cast<std::size_t>(impl_->height), static_cast<std::size_t>(impl_->width)};
 }
-OutputDtype Loader::dtype() const noexcept { return impl_->options.preprocess.dtype; }
-const LoaderOptions& Loader::options() const noexcept { return impl_->options; }
-SimdLevel Loader::simd() const noexcept { return impl_->level; }
-const Dataset& Loader::dataset() const noexcept { return impl_->dataset; }
+OutputDtype Loader::dtype() const noexcept {
+  return impl_->options.preprocess.dtype;
+}
+const LoaderOptions& Loader::options() const noexcept {
+  return impl_->options;
+}
+SimdLevel Loader::simd() const noexcept {
+  return impl_->level;
+}
+const Dataset& Loader::dataset() const noexcept {
+  return impl_->dataset;
+}
 
 LoaderStats Loader::stats() const {
   LoaderStats st;
@@ -369,26 +406,30 @@ LoaderStats Loader::stats() const {
     st.cache_note = impl_->cache->note();
   }
   std::lock_guard lock(impl_->corrupt_mutex);
-  for (const auto& [index, reason] : impl_->corrupt) st.corrupt.push_back({impl_->dataset.path(index), reason});
+  for (const auto& [index, reason] : impl_->corrupt)
+    st.corrupt.push_back({impl_->dataset.path(index), reason});
   st.corrupt_budget_exceeded = impl_->budget_exceeded;
   return st;
 }
 
-std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, std::span<std::byte> images,
-                               std::span<std::int32_t> labels) {
+std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index,
+                               std::span<std::byte> images, std::span<std::int32_t> labels) {
   auto& s = *impl_;
   std::lock_guard call_lock(s.call_mutex);
   const std::size_t batch = s.options.batch_size;
   if (batch_index >= batches_per_epoch()) {
-    throw InvalidArgument("Loader::fill_batch: batch " + std::to_string(batch_index) + " out of range (" +
-                          std::to_string(batches_per_epoch()) + " batches per epoch)");
+    throw InvalidArgument("Loader::fill_batch: batch " + std::to_string(batch_index) +
+                          " out of range (" + std::to_string(batches_per_epoch()) +
+                          " batches per epoch)");
   }
   if (images.size() < batch * s.sample_bytes || labels.size() < batch) {
-    throw InvalidArgument("Loader::fill_batch: buffers too small: images " + std::to_string(images.size()) +
-                          " bytes (need " + std::to_string(batch * s.sample_bytes) + "), labels " +
+    throw InvalidArgument("Loader::fill_batch: buffers too small: images " +
+                          std::to_string(images.size()) + " bytes (need " +
+                          std::to_string(batch * s.sample_bytes) + "), labels " +
                           std::to_string(labels.size()) + " (need " + std::to_string(batch) + ")");
   }
-  if (reinterpret_cast<std::uintptr_t>(images.data()) % dtype_size(s.options.preprocess.dtype) != 0) {
+  if (reinterpret_cast<std::uintptr_t>(images.data()) % dtype_size(s.options.preprocess.dtype) !=
+      0) {
     throw InvalidArgument("Loader::fill_batch: image buffer is not aligned to its element size");
   }
   s.prepare_order(epoch);
@@ -426,7 +467,8 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, s
                                        }) &
             tbb::make_filter<Token*, Token*>(tbb::filter_mode::parallel,
                                              [&](Token* t) {
-                                               detail::TaskOrder::Scope scope(detail::arena_order());
+                                               detail::TaskOrder::Scope scope(
+                                                   detail::arena_order());
                                                t->fetched = false;
                                                try {
                                                  s.fetch(*t);
@@ -438,8 +480,8 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index, s
                                              }) &
             tbb::make_filter<Token*, void>(tbb::filter_mode::parallel, [&](Token* t) {
               detail::TaskOrder::Scope scope(detail::arena_order());
-              s.fill_slot(s.workers.local(), *t, t->fetched, images.data() + t->slot * s.sample_bytes,
-                          labels[t->slot]);
+              s.fill_slot(s.workers.local(), *t, t->fetched,
+                          images.data() + t->slot * s.sample_bytes, labels[t->slot]);
               std::lock_guard lock(s.free_mutex);
               s.free_tokens.push_back(t);
             }));

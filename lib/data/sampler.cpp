@@ -23,7 +23,8 @@ void draw(const std::vector<std::size_t>& members, std::size_t count, std::uint6
 
 }  // namespace
 
-std::vector<std::size_t> balanced_order(const Dataset& dataset, std::uint64_t seed, std::uint64_t epoch) {
+std::vector<std::size_t> balanced_order(const Dataset& dataset, std::uint64_t seed,
+                                        std::uint64_t epoch) {
   std::map<std::int32_t, std::vector<std::size_t>> by_class;
   for (std::size_t i = 0; i < dataset.size(); ++i) by_class[dataset.label(i)].push_back(i);
   std::vector<std::size_t> order;
@@ -39,8 +40,8 @@ std::vector<std::size_t> balanced_order(const Dataset& dataset, std::uint64_t se
   for (std::size_t r = 0; r < dataset.size() % classes; ++r) extra[pick[r]] = 1;
   std::size_t c = 0;
   for (const auto& [label, members] : by_class) {
-    draw(members, quota + extra[c++], hash_seed(seed, epoch, 0xBA1A0000ull + static_cast<std::uint32_t>(label)),
-         order);
+    draw(members, quota + extra[c++],
+         hash_seed(seed, epoch, 0xBA1A0000ull + static_cast<std::uint32_t>(label)), order);
   }
   Rng(hash_seed(seed, epoch, 0x5AFF1E)).shuffle(order.begin(), order.end());
   return order;

@@ -12,6 +12,7 @@
 
 namespace stoke::data_detail {
 
-std::vector<std::size_t> balanced_order(const Dataset& dataset, std::uint64_t seed, std::uint64_t epoch);
+std::vector<std::size_t> balanced_order(const Dataset& dataset, std::uint64_t seed,
+                                        std::uint64_t epoch);
 
 }  // namespace stoke::data_detail

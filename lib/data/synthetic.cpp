@@ -23,9 +23,11 @@ constexpr int kGrid = 9;  // coarse shading grid
 void draw_segment(Image& img, float x0, float y0, float x1, float y1, float radius, float delta) {
   const int c = img.channels();
   const int lo_x = std::max(0, static_cast<int>(std::floor(std::min(x0, x1) - radius)));
-  const int hi_x = std::min(img.width() - 1, static_cast<int>(std::ceil(std::max(x0, x1) + radius)));
+  const int hi_x =
+      std::min(img.width() - 1, static_cast<int>(std::ceil(std::max(x0, x1) + radius)));
   const int lo_y = std::max(0, static_cast<int>(std::floor(std::min(y0, y1) - radius)));
-  const int hi_y = std::min(img.height() - 1, static_cast<int>(std::ceil(std::max(y0, y1) + radius)));
+  const int hi_y =
+      std::min(img.height() - 1, static_cast<int>(std::ceil(std::max(y0, y1) + radius)));
   const float dx = x1 - x0, dy = y1 - y0;
   const float len2 = std::max(dx * dx + dy * dy, 1e-6f);
   for (int y = lo_y; y <= hi_y; ++y) {
@@ -45,7 +47,8 @@ void draw_segment(Image& img, float x0, float y0, float x1, float y1, float radi
 
 }  // namespace
 
-void synthetic_inspection_image(int width, int height, std::uint64_t seed, bool defect, Image& out) {
+void synthetic_inspection_image(int width, int height, std::uint64_t seed, bool defect,
+                                Image& out) {
   out.reshape(width, height, 3);
   Rng rng(data_detail::hash_seed(seed, defect ? 1 : 0, 0x1A5));
   const float base = 90.f + 70.f * rng.unit();
@@ -91,7 +94,8 @@ void synthetic_inspection_image(int width, int height, std::uint64_t seed, bool 
     const float angle = rng.unit() * 3.14159265f;
     const float length = (200.f + 1000.f * rng.unit()) * unit;
     draw_segment(out, x0, y0, x0 + length * std::cos(angle), y0 + length * std::sin(angle),
-                 std::max(1.5f, (2.f + 3.f * rng.unit()) * unit * 2.f), -(40.f + 30.f * rng.unit()));
+                 std::max(1.5f, (2.f + 3.f * rng.unit()) * unit * 2.f),
+                 -(40.f + 30.f * rng.unit()));
   }
   const int spots = static_cast<int>(rng.below(3));
   for (int i = 0; i < spots; ++i) {
@@ -103,9 +107,10 @@ void synthetic_inspection_image(int width, int height, std::uint64_t seed, bool 
 
 std::filesystem::path write_synthetic_dataset(const std::filesystem::path& root, std::size_t count,
                                               const SyntheticOptions& options) {
-  if (options.width <= 0 || options.height <= 0 || options.width > 16384 || options.height > 16384) {
-    throw InvalidArgument("write_synthetic_dataset: bad size " + std::to_string(options.width) + "x" +
-                          std::to_string(options.height));
+  if (options.width <= 0 || options.height <= 0 || options.width > 16384 ||
+      options.height > 16384) {
+    throw InvalidArgument("write_synthetic_dataset: bad size " + std::to_string(options.width) +
+                          "x" + std::to_string(options.height));
   }
   std::error_code ec;
   for (const char* cls : {"defect", "ok"}) {
@@ -121,7 +126,8 @@ std::filesystem::path write_synthetic_dataset(const std::filesystem::path& root,
       synthetic_inspection_image(options.width, options.height, image_seed, defect, image);
       char name[32];
       std::snprintf(name, sizeof name, "%06zu.%s", i, jpeg ? "jpg" : "png");
-      const auto bytes = jpeg ? encode_jpeg(image.view(), options.jpeg_quality) : encode_png(image.view());
+      const auto bytes =
+          jpeg ? encode_jpeg(image.view(), options.jpeg_quality) : encode_png(image.view());
       write_file(root / (defect ? "defect" : "ok") / name, bytes);
     }
   });

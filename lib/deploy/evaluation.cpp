@@ -15,7 +15,9 @@ using deploy_detail::float_text;
 
 namespace {
 
-double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+double ratio(double a, double b) {
+  return b > 0 ? a / b : 0.0;
+}
 
 void class_metrics(Evaluation& e) {
   const std::size_t k = e.class_names.size();
@@ -41,8 +43,8 @@ void class_metrics(Evaluation& e) {
 }
 
 // Defect score = 1 - p(good); a part is rejected when its score >= threshold.
-void good_analysis(Evaluation& e, std::span<const std::int32_t> labels, std::span<const float> probs,
-                   double target) {
+void good_analysis(Evaluation& e, std::span<const std::int32_t> labels,
+                   std::span<const float> probs, double target) {
   const std::size_t k = e.class_names.size();
   std::vector<std::pair<double, bool>> scored;  // (score, is defect)
   std::vector<double> defect_scores;
@@ -57,7 +59,8 @@ void good_analysis(Evaluation& e, std::span<const std::int32_t> labels, std::spa
   const std::size_t defects = defect_scores.size();
   // ROC over distinct thresholds, descending; AUC by the trapezoid rule
   // (equal to P(score(defect) > score(good)) + P(tie) / 2).
-  std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(scored.begin(), scored.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
   e.roc.clear();
   e.roc.push_back({INFINITY, 0.0, 0.0});
   std::size_t tp = 0, fp = 0;
@@ -67,7 +70,8 @@ void good_analysis(Evaluation& e, std::span<const std::int32_t> labels, std::spa
     for (; i < scored.size() && scored[i].first == t; ++i) (scored[i].second ? tp : fp) += 1;
     RocPoint p{t, ratio(double(tp), double(defects)), ratio(double(fp), double(goods))};
     const RocPoint& prev = e.roc.back();
-    auc += (p.false_reject_rate - prev.false_reject_rate) * (p.detection_rate + prev.detection_rate) / 2;
+    auc += (p.false_reject_rate - prev.false_reject_rate) *
+           (p.detection_rate + prev.detection_rate) / 2;
     e.roc.push_back(p);
   }
   e.auc = defects && goods ? auc : 0.0;
@@ -86,20 +90,26 @@ void good_analysis(Evaluation& e, std::span<const std::int32_t> labels, std::spa
 }
 
 // The library's one JSON string escaper (core/text.hpp).
-std::string json_string(const std::string& s) { return detail::json_quote(s); }
+std::string json_string(const std::string& s) {
+  return detail::json_quote(s);
+}
 
-std::string json_number(double v) { return std::isfinite(v) ? float_text(v) : "null"; }
+std::string json_number(double v) {
+  return std::isfinite(v) ? float_text(v) : "null";
+}
 
 }  // namespace
 
-Evaluation evaluate_scores(const std::vector<std::string>& class_names, std::span<const std::int32_t> labels,
+Evaluation evaluate_scores(const std::vector<std::string>& class_names,
+                           std::span<const std::int32_t> labels,
                            std::span<const float> probabilities, std::span<const std::string> files,
                            const EvaluationOptions& options) {
   const std::size_t k = class_names.size(), n = labels.size();
   if (k == 0 || probabilities.size() != n * k || (!files.empty() && files.size() != n)) {
     throw InvalidArgument("stoke::evaluate_scores: " + std::to_string(n) + " labels, " +
-                          std::to_string(probabilities.size()) + " probabilities, " + std::to_string(files.size()) +
-                          " files for " + std::to_string(k) + " classes");
+                          std::to_string(probabilities.size()) + " probabilities, " +
+                          std::to_string(files.size()) + " files for " + std::to_string(k) +
+                          " classes");
   }
   Evaluation e;
   e.class_names = class_names;
@@ -107,28 +117,34 @@ Evaluation evaluate_scores(const std::vector<std::string>& class_names, std::spa
   e.confusion.assign(k, std::vector<std::uint64_t>(k, 0));
   for (std::size_t i = 0; i < n; ++i) {
     if (labels[i] < 0 || static_cast<std::size_t>(labels[i]) >= k) {
-      throw InvalidArgument("stoke::evaluate_scores: label " + std::to_string(labels[i]) + " of sample " +
-                            std::to_string(i) + " is not one of the " + std::to_string(k) + " classes");
+      throw InvalidArgument("stoke::evaluate_scores: label " + std::to_string(labels[i]) +
+                            " of sample " + std::to_string(i) + " is not one of the " +
+                            std::to_string(k) + " classes");
     }
     const float* p = probabilities.data() + i * k;
     const auto predicted = static_cast<int>(std::max_element(p, p + k) - p);
     ++e.confusion[static_cast<std::size_t>(labels[i])][static_cast<std::size_t>(predicted)];
     if (predicted != labels[i]) {
-      e.misclassified.push_back({files.empty() ? std::string("#").append(std::to_string(i)) : files[i], labels[i], predicted,
-                                 p[predicted]});
+      e.misclassified.push_back(
+          {files.empty() ? std::string("#").append(std::to_string(i)) : files[i], labels[i],
+           predicted, p[predicted]});
     }
   }
   class_metrics(e);
-  std::stable_sort(e.misclassified.begin(), e.misclassified.end(),
-                   [](const Misclassified& a, const Misclassified& b) { return a.confidence > b.confidence; });
-  if (e.misclassified.size() > options.misclassified_limit) e.misclassified.resize(options.misclassified_limit);
+  std::stable_sort(
+      e.misclassified.begin(), e.misclassified.end(),
+      [](const Misclassified& a, const Misclassified& b) { return a.confidence > b.confidence; });
+  if (e.misclassified.size() > options.misclassified_limit)
+    e.misclassified.resize(options.misclassified_limit);
   if (!options.good_class.empty()) {
     const auto it = std::find(class_names.begin(), class_names.end(), options.good_class);
     if (it == class_names.end()) {
-      throw InvalidArgument("stoke::evaluate: good class '" + options.good_class + "' is not one of the model's classes");
+      throw InvalidArgument("stoke::evaluate: good class '" + options.good_class +
+                            "' is not one of the model's classes");
     }
     if (!(options.escape_rate >= 0 && options.escape_rate <= 1)) {
-      throw InvalidArgument("stoke::evaluate: escape rate " + float_text(options.escape_rate) + " is not in [0, 1]");
+      throw InvalidArgument("stoke::evaluate: escape rate " + float_text(options.escape_rate) +
+                            " is not in [0, 1]");
     }
     e.good_label = static_cast<int>(it - class_names.begin());
     good_analysis(e, labels, probabilities, options.escape_rate);
@@ -140,23 +156,29 @@ Evaluation evaluate(Predictor& predictor, const Dataset& dataset, const Evaluati
                     const std::function<void(std::size_t, std::size_t)>& on_progress) {
   const ModelInfo& info = predictor.info();
   if (dataset.class_names() != info.class_names) {
-    throw InvalidArgument("stoke::evaluate: the dataset's classes (" + deploy_detail::join(dataset.class_names(), ",") +
-                          ") are not the model's (" + deploy_detail::join(info.class_names, ",") + ")");
+    throw InvalidArgument("stoke::evaluate: the dataset's classes (" +
+                          deploy_detail::join(dataset.class_names(), ",") +
+                          ") are not the model's (" + deploy_detail::join(info.class_names, ",") +
+                          ")");
   }
   const std::size_t n = dataset.size(), k = info.class_names.size();
-  Loader loader(dataset, deploy_detail::loader_options_for(info, std::max<std::size_t>(1, options.batch_size)));
+  Loader loader(dataset, deploy_detail::loader_options_for(
+                             info, std::max<std::size_t>(1, options.batch_size)));
   std::vector<float> batch(loader.batch_size() * predictor.sample_size());
   std::vector<std::int32_t> labels(n), batch_labels(loader.batch_size());
   std::vector<float> probs(n * k);
   std::vector<std::string> files(n);
   std::size_t done = 0;
   for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b) {
-    const std::size_t count = loader.fill_batch(0, b, std::as_writable_bytes(std::span<float>(batch)), batch_labels);
-    const auto preds = predictor.forward(std::span<const float>(batch).first(count * predictor.sample_size()), count);
+    const std::size_t count =
+        loader.fill_batch(0, b, std::as_writable_bytes(std::span<float>(batch)), batch_labels);
+    const auto preds = predictor.forward(
+        std::span<const float>(batch).first(count * predictor.sample_size()), count);
     for (std::size_t i = 0; i < count; ++i, ++done) {
       labels[done] = batch_labels[i];
       files[done] = dataset.path(done);
-      std::copy(preds[i].probabilities.begin(), preds[i].probabilities.end(), probs.begin() + done * k);
+      std::copy(preds[i].probabilities.begin(), preds[i].probabilities.end(),
+                probs.begin() + done * k);
     }
     if (on_progress) on_progress(done, n);
   }
@@ -169,9 +191,9 @@ std::string Evaluation::to_json() const {
     << ",\n  \"macro_f1\": " << json_number(macro_f1) << ",\n  \"classes\": [";
   for (std::size_t c = 0; c < class_names.size(); ++c) {
     const auto& m = per_class[c];
-    o << (c ? "," : "") << "\n    {\"name\": " << json_string(class_names[c]) << ", \"support\": " << m.support
-      << ", \"precision\": " << json_number(m.precision) << ", \"recall\": " << json_number(m.recall)
-      << ", \"f1\": " << json_number(m.f1) << "}";
+    o << (c ? "," : "") << "\n    {\"name\": " << json_string(class_names[c])
+      << ", \"support\": " << m.support << ", \"precision\": " << json_number(m.precision)
+      << ", \"recall\": " << json_number(m.recall) << ", \"f1\": " << json_number(m.f1) << "}";
   }
   o << "\n  ],\n  \"confusion\": [";
   for (std::size_t r = 0; r < confusion.size(); ++r) {
@@ -182,22 +204,25 @@ std::string Evaluation::to_json() const {
   o << "]";
   if (good_label >= 0) {
     o << ",\n  \"good_class\": " << json_string(class_names[static_cast<std::size_t>(good_label)])
-      << ",\n  \"auc\": " << json_number(auc) << ",\n  \"target_escape_rate\": " << json_number(target_escape_rate)
-      << ",\n  \"threshold\": " << json_number(threshold) << ",\n  \"escape_rate\": " << json_number(escape_rate)
+      << ",\n  \"auc\": " << json_number(auc)
+      << ",\n  \"target_escape_rate\": " << json_number(target_escape_rate)
+      << ",\n  \"threshold\": " << json_number(threshold)
+      << ",\n  \"escape_rate\": " << json_number(escape_rate)
       << ",\n  \"false_reject_rate\": " << json_number(false_reject_rate) << ",\n  \"roc\": [";
     for (std::size_t i = 0; i < roc.size(); ++i) {
-      o << (i ? ", " : "") << "[" << json_number(roc[i].threshold) << ", " << json_number(roc[i].false_reject_rate)
-        << ", " << json_number(roc[i].detection_rate) << "]";
+      o << (i ? ", " : "") << "[" << json_number(roc[i].threshold) << ", "
+        << json_number(roc[i].false_reject_rate) << ", " << json_number(roc[i].detection_rate)
+        << "]";
     }
     o << "]";
   }
   o << ",\n  \"misclassified\": [";
   for (std::size_t i = 0; i < misclassified.size(); ++i) {
     const auto& m = misclassified[i];
-    o << (i ? "," : "") << "\n    {\"file\": " << json_string(m.file) << ", \"label\": "
-      << json_string(class_names[static_cast<std::size_t>(m.label)]) << ", \"predicted\": "
-      << json_string(class_names[static_cast<std::size_t>(m.predicted)]) << ", \"confidence\": "
-      << json_number(m.confidence) << "}";
+    o << (i ? "," : "") << "\n    {\"file\": " << json_string(m.file)
+      << ", \"label\": " << json_string(class_names[static_cast<std::size_t>(m.label)])
+      << ", \"predicted\": " << json_string(class_names[static_cast<std::size_t>(m.predicted)])
+      << ", \"confidence\": " << json_number(m.confidence) << "}";
   }
   o << "\n  ]\n}\n";
   return o.str();

@@ -1,8 +1,9 @@
 // Writing model files: what a fit knows (describe_training), the epoch
 // history, and save_model, which recomputes the reference logits.
+#include "deploy/model_file.hpp"
+
 #include <numeric>
 
-#include "deploy/model_file.hpp"
 #include "deploy/text.hpp"
 #include "stoke/backend.hpp"
 #include "stoke/error.hpp"
@@ -18,9 +19,12 @@ namespace {
 
 const char* optimizer_name(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::kSgd: return "sgd";
-    case OptimizerKind::kAdam: return "adam";
-    case OptimizerKind::kAdamW: return "adamw";
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kAdam:
+      return "adam";
+    case OptimizerKind::kAdamW:
+      return "adamw";
   }
   return "?";
 }
@@ -76,8 +80,8 @@ constexpr std::uintmax_t kMaxEncodedReference = 256 * 1024;
 
 // The first `count` training samples that load (a corrupt file is no
 // reference: it is skipped, and the trainer's own policy deals with it).
-std::vector<ReferenceSample> reference_inputs(const Dataset& source, const LoaderOptions& loader, bool cached,
-                                              std::size_t count) {
+std::vector<ReferenceSample> reference_inputs(const Dataset& source, const LoaderOptions& loader,
+                                              bool cached, std::size_t count) {
   std::vector<ReferenceSample> out;
   const std::size_t tries = std::min(source.size(), 8 * count);
   for (std::size_t i = 0; i < tries && out.size() < count; ++i) {
@@ -113,8 +117,10 @@ LoaderOptions loader_options_for(const ModelInfo& info, std::size_t batch) {
 
 bool loader_is_staged(const LoaderOptions& loader) {
   const auto& p = loader.preprocess;
-  const bool resized = (p.resize_width && p.resize_width != p.width) || (p.resize_height && p.resize_height != p.height);
-  const CacheSpec cache = loader.cache ? *loader.cache : loader.context.settings().cache;  // as the Loader resolves it
+  const bool resized = (p.resize_width && p.resize_width != p.width) ||
+                       (p.resize_height && p.resize_height != p.height);
+  const CacheSpec cache =
+      loader.cache ? *loader.cache : loader.context.settings().cache;  // as the Loader resolves it
   return resized || cache.kind != CacheSpec::Kind::kOff;
 }
 
@@ -127,12 +133,12 @@ LoadedModel load_model_file(const std::filesystem::path& path, Backend& backend)
   const auto& pre = out.info.preprocess;
   if (spec.in_channels != pre.channels || spec.height != pre.height || spec.width != pre.width ||
       static_cast<std::size_t>(spec.classes) != out.info.class_names.size()) {
-    throw CorruptFile("model file '" + p + "': the network takes " + std::to_string(spec.in_channels) + "x" +
-                      std::to_string(spec.height) + "x" + std::to_string(spec.width) + " with " +
-                      std::to_string(spec.classes) + " classes, the preprocessing gives " +
-                      std::to_string(pre.channels) + "x" + std::to_string(pre.height) + "x" +
-                      std::to_string(pre.width) + " with " + std::to_string(out.info.class_names.size()) +
-                      " class names");
+    throw CorruptFile("model file '" + p + "': the network takes " +
+                      std::to_string(spec.in_channels) + "x" + std::to_string(spec.height) + "x" +
+                      std::to_string(spec.width) + " with " + std::to_string(spec.classes) +
+                      " classes, the preprocessing gives " + std::to_string(pre.channels) + "x" +
+                      std::to_string(pre.height) + "x" + std::to_string(pre.width) + " with " +
+                      std::to_string(out.info.class_names.size()) + " class names");
   }
   out.model = nn::load_model(p, backend);
   return out;
@@ -141,8 +147,9 @@ LoadedModel load_model_file(const std::filesystem::path& path, Backend& backend)
 std::vector<float> run_logits(nn::Model& model, std::span<const float> inputs, std::size_t count) {
   Tensor x(model.backend(), model.input_shape(static_cast<std::int64_t>(count)));
   if (x.bytes() != inputs.size() * sizeof(float)) {
-    throw InvalidArgument("stoke: " + std::to_string(inputs.size()) + " input values for " + std::to_string(count) +
-                          " samples of " + shape_to_string(model.input_shape(1)));
+    throw InvalidArgument("stoke: " + std::to_string(inputs.size()) + " input values for " +
+                          std::to_string(count) + " samples of " +
+                          shape_to_string(model.input_shape(1)));
   }
   x.copy_from_host(inputs.data());
   const Tensor& logits = model.forward(x, false);
@@ -180,7 +187,8 @@ ModelInfo describe_training(const Dataset& train, const Dataset* val, const Load
 
 void record_epoch(ModelInfo& info, const EpochRecord& r) {
   info.history.push_back(std::to_string(r.epoch) + "," + float_text(r.train_loss) + "," +
-                         float_text(r.train_accuracy) + "," + (r.validated ? float_text(r.val_loss) : "") + "," +
+                         float_text(r.train_accuracy) + "," +
+                         (r.validated ? float_text(r.val_loss) : "") + "," +
                          (r.validated ? float_text(r.val_accuracy) : ""));
   info.metrics["epoch"] = std::to_string(r.epoch);
   info.metrics["train_loss"] = float_text(r.train_loss);
@@ -191,10 +199,12 @@ void record_epoch(ModelInfo& info, const EpochRecord& r) {
   }
 }
 
-void add_model_metadata(std::map<std::string, std::string>& metadata, nn::Model& model, const ModelInfo& info) {
+void add_model_metadata(std::map<std::string, std::string>& metadata, nn::Model& model,
+                        const ModelInfo& info) {
   if (info.class_names.size() != static_cast<std::size_t>(model.spec().classes)) {
-    throw InvalidArgument("stoke::save_model: " + std::to_string(info.class_names.size()) + " class names for a " +
-                          std::to_string(model.spec().classes) + "-class model");
+    throw InvalidArgument("stoke::save_model: " + std::to_string(info.class_names.size()) +
+                          " class names for a " + std::to_string(model.spec().classes) +
+                          "-class model");
   }
   ModelInfo out = info;
   for (const auto& [k, v] : metadata) {
@@ -203,16 +213,19 @@ void add_model_metadata(std::map<std::string, std::string>& metadata, nn::Model&
   out.reference_backend = model.backend().name();
   try {
     std::vector<float> inputs;
-    for (const auto& r : out.references) inputs.insert(inputs.end(), r.input.begin(), r.input.end());
+    for (const auto& r : out.references)
+      inputs.insert(inputs.end(), r.input.begin(), r.input.end());
     const std::vector<float> logits =
-        out.references.empty() ? std::vector<float>{} : deploy_detail::run_logits(model, inputs, out.references.size());
+        out.references.empty() ? std::vector<float>{}
+                               : deploy_detail::run_logits(model, inputs, out.references.size());
     // Leave the model's memory as the writer had it (a trainer between
     // epochs, possibly after running out of memory).
     model.release_activations();
     model.backend().release_workspace();
     const std::size_t classes = out.class_names.size();
     for (std::size_t i = 0; i < out.references.size(); ++i) {
-      out.references[i].logits.assign(logits.begin() + i * classes, logits.begin() + (i + 1) * classes);
+      out.references[i].logits.assign(logits.begin() + i * classes,
+                                      logits.begin() + (i + 1) * classes);
     }
   } catch (const OutOfMemory& e) {
     // A stop checkpoint after running out of memory must still be written:

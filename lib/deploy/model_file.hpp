@@ -26,6 +26,7 @@ STOKE_INTERNAL bool loader_is_staged(const LoaderOptions& loader);
 STOKE_INTERNAL LoaderOptions loader_options_for(const ModelInfo& info, std::size_t batch);
 
 // An inference forward of `count` samples; returns count x classes logits.
-STOKE_INTERNAL std::vector<float> run_logits(nn::Model& model, std::span<const float> inputs, std::size_t count);
+STOKE_INTERNAL std::vector<float> run_logits(nn::Model& model, std::span<const float> inputs,
+                                             std::size_t count);
 
 }  // namespace stoke::deploy_detail

@@ -22,7 +22,8 @@ std::string floats_base64(std::span<const float> values) {
 
 std::vector<float> base64_floats(const std::string& text, const std::string& what) {
   const auto bytes = deploy_detail::base64_decode(text, what);
-  if (bytes.size() % sizeof(float) != 0) throw InvalidArgument(what + ": not a whole number of float32 values");
+  if (bytes.size() % sizeof(float) != 0)
+    throw InvalidArgument(what + ": not a whole number of float32 values");
   std::vector<float> out(bytes.size() / sizeof(float));
   std::memcpy(out.data(), bytes.data(), bytes.size());
   return out;
@@ -54,13 +55,15 @@ class MetaReader {
     if (t.empty()) return 0;
     char* end = nullptr;
     const unsigned long long v = std::strtoull(t.c_str(), &end, 10);
-    if (end != t.c_str() + t.size() || t[0] == '-') bad("'" + key + "' = '" + t + "' is not a count");
+    if (end != t.c_str() + t.size() || t[0] == '-')
+      bad("'" + key + "' = '" + t + "' is not a count");
     return v;
   }
   // The entries under `prefix`, the prefix removed.
   Meta section(const std::string& prefix) const {
     Meta out;
-    for (auto it = meta_.lower_bound(prefix); it != meta_.end() && it->first.rfind(prefix, 0) == 0; ++it) {
+    for (auto it = meta_.lower_bound(prefix); it != meta_.end() && it->first.rfind(prefix, 0) == 0;
+         ++it) {
       out[it->first.substr(prefix.size())] = it->second;
     }
     return out;
@@ -72,7 +75,8 @@ class MetaReader {
     if (missing_.empty()) return;
     std::string list;
     for (const auto& k : missing_) list += (list.empty() ? "" : ", ") + k;
-    throw CorruptFile("model file '" + path_ + "': not a self-describing stoke model file; missing " + list +
+    throw CorruptFile("model file '" + path_ +
+                      "': not a self-describing stoke model file; missing " + list +
                       " (a checkpoint written without its model information cannot be used for "
                       "inference: write it with stoke::save_model or a Trainer of this version)");
   }
@@ -91,7 +95,8 @@ ResizeFilter parse_filter(const std::string& t, const MetaReader& r) {
 }
 
 OutputDtype parse_dtype(const std::string& t, const MetaReader& r) {
-  for (OutputDtype d : {OutputDtype::kFloat32, OutputDtype::kFloat16, OutputDtype::kBFloat16, OutputDtype::kUint8}) {
+  for (OutputDtype d : {OutputDtype::kFloat32, OutputDtype::kFloat16, OutputDtype::kBFloat16,
+                        OutputDtype::kUint8}) {
     if (t == to_string(d)) return d;
   }
   r.bad("unknown dtype '" + t + "'");
@@ -102,14 +107,16 @@ void write_preprocess(const PreprocessOptions& p, bool staged, Meta& m) {
   m["model.preprocess.width"] = std::to_string(p.width);
   m["model.preprocess.height"] = std::to_string(p.height);
   m["model.preprocess.resize_width"] = std::to_string(p.resize_width ? p.resize_width : p.width);
-  m["model.preprocess.resize_height"] = std::to_string(p.resize_height ? p.resize_height : p.height);
+  m["model.preprocess.resize_height"] =
+      std::to_string(p.resize_height ? p.resize_height : p.height);
   m["model.preprocess.crop"] = "center";
   m["model.preprocess.filter"] = to_string(p.filter);
   m["model.preprocess.dtype"] = to_string(p.dtype);
   m["model.preprocess.dct_scaling"] = std::to_string(p.dct_scaling ? 1 : 0);
   m["model.preprocess.staged"] = std::to_string(staged ? 1 : 0);
   const auto& n = p.normalization;
-  m["model.preprocess.normalization"] = n.kind == Normalization::Kind::kMeanStd ? "mean_std" : "min_max";
+  m["model.preprocess.normalization"] =
+      n.kind == Normalization::Kind::kMeanStd ? "mean_std" : "min_max";
   std::vector<std::string> mean, sd;
   for (int c = 0; c < 3; ++c) {
     mean.push_back(float_text(n.mean[c]));
@@ -143,15 +150,16 @@ void read_preprocess(MetaReader& r, ModelInfo& info) {
   p.filter = parse_filter(filter, r);
   p.dtype = parse_dtype(dtype, r);
   if (kind != "mean_std" && kind != "min_max") r.bad("unknown normalization '" + kind + "'");
-  p.normalization.kind = kind == "mean_std" ? Normalization::Kind::kMeanStd : Normalization::Kind::kMinMax;
+  p.normalization.kind =
+      kind == "mean_std" ? Normalization::Kind::kMeanStd : Normalization::Kind::kMinMax;
   const auto m = deploy_detail::split(mean, ','), s = deploy_detail::split(sd, ',');
   if (m.size() != 3 || s.size() != 3) r.bad("normalization mean/std need 3 values");
   for (int c = 0; c < 3; ++c) {
     p.normalization.mean[c] = std::strtof(m[c].c_str(), nullptr);
     p.normalization.std[c] = std::strtof(s[c].c_str(), nullptr);
   }
-  if ((p.channels != 1 && p.channels != 3) || p.width <= 0 || p.height <= 0 || p.resize_width < p.width ||
-      p.resize_height < p.height) {
+  if ((p.channels != 1 && p.channels != 3) || p.width <= 0 || p.height <= 0 ||
+      p.resize_width < p.width || p.resize_height < p.height) {
     r.bad("preprocessing sizes are inconsistent");
   }
 }
@@ -161,10 +169,11 @@ void read_preprocess(MetaReader& r, ModelInfo& info) {
 void ModelInfo::to_metadata(Meta& m) const {
   m["model.format"] = std::to_string(kModelInfoVersion);
   m["model.classes.count"] = std::to_string(class_names.size());
-  for (std::size_t i = 0; i < class_names.size(); ++i) m["model.classes." + std::to_string(i)] = class_names[i];
+  for (std::size_t i = 0; i < class_names.size(); ++i)
+    m["model.classes." + std::to_string(i)] = class_names[i];
   write_preprocess(preprocess, staged, m);
-  m["model.input"] = std::to_string(preprocess.channels) + "x" + std::to_string(preprocess.height) + "x" +
-                     std::to_string(preprocess.width);
+  m["model.input"] = std::to_string(preprocess.channels) + "x" + std::to_string(preprocess.height) +
+                     "x" + std::to_string(preprocess.width);
   m["model.provenance.stoke_version"] = stoke_version;
   m["model.provenance.created"] = created;
   m["model.provenance.dataset_source"] = dataset_source;
@@ -185,7 +194,8 @@ void ModelInfo::to_metadata(Meta& m) const {
     m[k + "source"] = references[i].source;
     m[k + "input"] = floats_base64(references[i].input);
     m[k + "logits"] = floats_base64(references[i].logits);
-    if (!references[i].encoded.empty()) m[k + "encoded"] = deploy_detail::base64_encode(references[i].encoded);
+    if (!references[i].encoded.empty())
+      m[k + "encoded"] = deploy_detail::base64_encode(references[i].encoded);
   }
 }
 
@@ -197,7 +207,8 @@ ModelInfo ModelInfo::from_metadata(const Meta& m, const std::string& path) {
   r.text("model.provenance.stoke_version");
   r.text("model.reference.count");
   if (!format.empty() && format != std::to_string(kModelInfoVersion)) {
-    r.bad("model information format " + format + ", this build reads " + std::to_string(kModelInfoVersion));
+    r.bad("model information format " + format + ", this build reads " +
+          std::to_string(kModelInfoVersion));
   }
   for (std::uint64_t i = 0; i < classes && i < 100000; ++i) {
     info.class_names.push_back(r.text("model.classes." + std::to_string(i)));
@@ -225,20 +236,21 @@ ModelInfo ModelInfo::from_metadata(const Meta& m, const std::string& path) {
     try {
       s.input = base64_floats(r.text(k + "input"), k + "input");
       s.logits = base64_floats(r.text(k + "logits"), k + "logits");
-      if (auto it = m.find(k + "encoded"); it != m.end()) s.encoded = deploy_detail::base64_decode(it->second, k + "encoded");
+      if (auto it = m.find(k + "encoded"); it != m.end())
+        s.encoded = deploy_detail::base64_decode(it->second, k + "encoded");
     } catch (const InvalidArgument& e) {
       r.bad(e.what());
     }
     info.references.push_back(std::move(s));
   }
   r.finish();
-  const std::size_t sample = static_cast<std::size_t>(info.preprocess.channels) * info.preprocess.width *
-                             info.preprocess.height;
+  const std::size_t sample = static_cast<std::size_t>(info.preprocess.channels) *
+                             info.preprocess.width * info.preprocess.height;
   for (const auto& s : info.references) {
     if (s.input.size() != sample || s.logits.size() != info.class_names.size()) {
-      r.bad("reference sample '" + s.source + "' has " + std::to_string(s.input.size()) + " inputs and " +
-            std::to_string(s.logits.size()) + " logits, expected " + std::to_string(sample) + " and " +
-            std::to_string(info.class_names.size()));
+      r.bad("reference sample '" + s.source + "' has " + std::to_string(s.input.size()) +
+            " inputs and " + std::to_string(s.logits.size()) + " logits, expected " +
+            std::to_string(sample) + " and " + std::to_string(info.class_names.size()));
     }
   }
   return info;

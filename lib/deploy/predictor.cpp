@@ -43,7 +43,8 @@ void check_decoding(const ModelInfo& info, SimdLevel level, SelfCheckResult& r) 
     }
     ++r.decoded_references;
     for (std::size_t k = 0; k < mine.size(); ++k) {
-      const double levels = std::abs(double(mine[k]) - s.input[k]) / std::abs(double(scale[k / plane]));
+      const double levels =
+          std::abs(double(mine[k]) - s.input[k]) / std::abs(double(scale[k / plane]));
       r.max_input_levels = std::max(r.max_input_levels, std::isfinite(levels) ? levels : INFINITY);
     }
   }
@@ -63,9 +64,11 @@ SelfCheckResult run_self_check(const ModelInfo& info, nn::Model& model, SimdLeve
   const std::size_t classes = info.class_names.size();
   for (std::size_t i = 0; i < info.references.size(); ++i) {
     double scale = 1.0, worst = 0.0;
-    for (std::size_t c = 0; c < classes; ++c) scale = std::max(scale, std::abs(double(info.references[i].logits[c])));
+    for (std::size_t c = 0; c < classes; ++c)
+      scale = std::max(scale, std::abs(double(info.references[i].logits[c])));
     for (std::size_t c = 0; c < classes; ++c) {
-      worst = std::max(worst, std::abs(double(logits[i * classes + c]) - info.references[i].logits[c]));
+      worst =
+          std::max(worst, std::abs(double(logits[i * classes + c]) - info.references[i].logits[c]));
     }
     const double err = std::isfinite(worst) ? worst / scale : INFINITY;
     r.max_error = std::max(r.max_error, err);
@@ -76,17 +79,20 @@ SelfCheckResult run_self_check(const ModelInfo& info, nn::Model& model, SimdLeve
   const std::string decode_notes = r.message;
   const bool decoding_ok = r.max_input_levels <= 1.0;
   r.passed = logits_ok && decoding_ok;
-  r.message = std::string("self-check ") + (r.passed ? "passed" : "FAILED") + ": " + std::to_string(r.references) +
-              " reference samples on backend '" + model.backend().name() + "' (trained on '" +
-              info.reference_backend + "', stoke " + info.stoke_version + "): max logit error " +
-              short_number(r.max_error) + (logits_ok ? " <= " : " > ") + "tolerance " + short_number(r.tolerance) +
+  r.message = std::string("self-check ") + (r.passed ? "passed" : "FAILED") + ": " +
+              std::to_string(r.references) + " reference samples on backend '" +
+              model.backend().name() + "' (trained on '" + info.reference_backend + "', stoke " +
+              info.stoke_version + "): max logit error " + short_number(r.max_error) +
+              (logits_ok ? " <= " : " > ") + "tolerance " + short_number(r.tolerance) +
               " (relative to max(1, |logit|)); " + std::to_string(r.decoded_references) +
-              " decoded from their files: max input difference " + short_number(r.max_input_levels) +
-              (decoding_ok ? " <= " : " > ") + "1 pixel level" + decode_notes;
+              " decoded from their files: max input difference " +
+              short_number(r.max_input_levels) + (decoding_ok ? " <= " : " > ") + "1 pixel level" +
+              decode_notes;
   return r;
 }
 
-std::vector<Prediction> to_predictions(const ModelInfo& info, const std::vector<float>& logits, std::size_t count) {
+std::vector<Prediction> to_predictions(const ModelInfo& info, const std::vector<float>& logits,
+                                       std::size_t count) {
   const std::size_t classes = info.class_names.size();
   std::vector<Prediction> out(count);
   for (std::size_t i = 0; i < count; ++i) {
@@ -131,9 +137,15 @@ Predictor::Predictor(const std::filesystem::path& model_file, PredictorOptions o
 
 Predictor::~Predictor() = default;
 
-const ModelInfo& Predictor::info() const noexcept { return impl_->loaded.info; }
-const nn::ModelSpec& Predictor::spec() const noexcept { return impl_->loaded.model->spec(); }
-const SelfCheckResult& Predictor::self_check() const noexcept { return impl_->check; }
+const ModelInfo& Predictor::info() const noexcept {
+  return impl_->loaded.info;
+}
+const nn::ModelSpec& Predictor::spec() const noexcept {
+  return impl_->loaded.model->spec();
+}
+const SelfCheckResult& Predictor::self_check() const noexcept {
+  return impl_->check;
+}
 std::size_t Predictor::sample_size() const noexcept {
   const auto& p = impl_->loaded.info.preprocess;
   return static_cast<std::size_t>(p.channels) * p.width * p.height;
@@ -181,8 +193,8 @@ Predictor::Session::Session(Session&&) noexcept = default;
 void Predictor::Session::preprocess_file(const std::filesystem::path& path, std::span<float> out) {
   impl_->pre.from_file(path, out);
 }
-void Predictor::Session::preprocess_bytes(std::span<const std::uint8_t> bytes, std::string_view name,
-                                          std::span<float> out) {
+void Predictor::Session::preprocess_bytes(std::span<const std::uint8_t> bytes,
+                                          std::string_view name, std::span<float> out) {
   impl_->pre.from_bytes(bytes, name, out);
 }
 void Predictor::Session::preprocess_pixels(const PixelBuffer& pixels, std::span<float> out) {
@@ -193,7 +205,8 @@ Prediction Predictor::Session::predict_file(const std::filesystem::path& path) {
   impl_->pre.from_file(path, impl_->input);
   return impl_->owner.forward(impl_->input, 1).front();
 }
-Prediction Predictor::Session::predict_bytes(std::span<const std::uint8_t> bytes, std::string_view name) {
+Prediction Predictor::Session::predict_bytes(std::span<const std::uint8_t> bytes,
+                                             std::string_view name) {
   impl_->pre.from_bytes(bytes, name, impl_->input);
   return impl_->owner.forward(impl_->input, 1).front();
 }
@@ -202,7 +215,8 @@ Prediction Predictor::Session::predict_pixels(const PixelBuffer& pixels) {
   return impl_->owner.forward(impl_->input, 1).front();
 }
 
-std::vector<Prediction> Predictor::Session::predict_files(std::span<const std::filesystem::path> paths) {
+std::vector<Prediction> Predictor::Session::predict_files(
+    std::span<const std::filesystem::path> paths) {
   std::vector<Prediction> out;
   const std::size_t n = impl_->pre.sample_size();
   std::vector<float> batch;

@@ -19,8 +19,8 @@ SamplePreprocessor::SamplePreprocessor(const ModelInfo& info, SimdLevel level)
 
 void SamplePreprocessor::check(std::span<float> out) const {
   if (out.size() < sample_) {
-    throw InvalidArgument("stoke::Predictor: output span of " + std::to_string(out.size()) + " floats, a sample needs " +
-                          std::to_string(sample_));
+    throw InvalidArgument("stoke::Predictor: output span of " + std::to_string(out.size()) +
+                          " floats, a sample needs " + std::to_string(sample_));
   }
 }
 
@@ -35,8 +35,8 @@ void SamplePreprocessor::from_bytes(std::span<const std::uint8_t> bytes, std::st
   // Loader::Impl::decode_options: the DCT scale covering the stage's size.
   const int w = staged_ ? pre_.resize_width : pre_.width;
   const int h = staged_ ? pre_.resize_height : pre_.height;
-  const DecodeOptions options = pre_.dct_scaling ? DecodeOptions{pre_.channels, w, h}
-                                                 : DecodeOptions{pre_.channels, 0, 0};
+  const DecodeOptions options =
+      pre_.dct_scaling ? DecodeOptions{pre_.channels, w, h} : DecodeOptions{pre_.channels, 0, 0};
   decoder_.decode(bytes, name, options, decoded_);
   finish(decoded_.view(), out);
 }
@@ -51,23 +51,26 @@ void SamplePreprocessor::finish(ImageView source, std::span<float> out) {
     resampler_.resize(source, resized_.mutable_view(), pre_.filter);
     source = center_crop(resized_.view(), pre_.width, pre_.height);
   }
-  resampler_.resize_normalize_chw(source, pre_.width, pre_.height, pre_.filter, pre_.normalization, pre_.dtype,
-                                  out.data());
+  resampler_.resize_normalize_chw(source, pre_.width, pre_.height, pre_.filter, pre_.normalization,
+                                  pre_.dtype, out.data());
 }
 
 void SamplePreprocessor::from_pixels(const PixelBuffer& px, std::span<float> out) {
   check(out);
   if (!px.data || px.width <= 0 || px.height <= 0) {
-    throw InvalidArgument("stoke::Predictor: pixel buffer is empty or " + std::to_string(px.width) + "x" +
-                          std::to_string(px.height));
+    throw InvalidArgument("stoke::Predictor: pixel buffer is empty or " + std::to_string(px.width) +
+                          "x" + std::to_string(px.height));
   }
-  const int in_channels = px.format == PixelFormat::kRgb8 || px.format == PixelFormat::kBgr8 ? 3 : 1;
-  const std::size_t bytes_per_pixel = px.format == PixelFormat::kMono16 ? 2 : static_cast<std::size_t>(in_channels);
+  const int in_channels =
+      px.format == PixelFormat::kRgb8 || px.format == PixelFormat::kBgr8 ? 3 : 1;
+  const std::size_t bytes_per_pixel =
+      px.format == PixelFormat::kMono16 ? 2 : static_cast<std::size_t>(in_channels);
   const std::size_t row = static_cast<std::size_t>(px.width) * bytes_per_pixel;
   const std::size_t stride = px.stride ? px.stride : row;
   if (stride < row) {
-    throw InvalidArgument("stoke::Predictor: " + std::string(to_string(px.format)) + " row stride " +
-                          std::to_string(stride) + " is less than a row of " + std::to_string(row) + " bytes");
+    throw InvalidArgument("stoke::Predictor: " + std::string(to_string(px.format)) +
+                          " row stride " + std::to_string(stride) + " is less than a row of " +
+                          std::to_string(row) + " bytes");
   }
   const auto* base = static_cast<const std::uint8_t*>(px.data);
   if (px.format == PixelFormat::kMono8 || px.format == PixelFormat::kRgb8) {

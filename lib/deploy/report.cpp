@@ -29,7 +29,8 @@ std::string fixed(double v, int digits) {
 }
 
 // A line chart of series (x = index) in a 420 x 220 SVG.
-std::string line_chart(const std::string& title, const std::vector<std::pair<std::string, std::vector<double>>>& series) {
+std::string line_chart(const std::string& title,
+                       const std::vector<std::pair<std::string, std::vector<double>>>& series) {
   const double w = 420, h = 220, l = 40, b = 24, t = 20;
   double lo = INFINITY, hi = -INFINITY;
   std::size_t n = 0;
@@ -40,14 +41,16 @@ std::string line_chart(const std::string& title, const std::vector<std::pair<std
     n = std::max(n, v.size());
   }
   std::ostringstream o;
-  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << w << "' height='" << h << "' role='img'><title>"
-    << html_escape(title) << "</title><text x='" << l << "' y='14' font-size='12'>" << html_escape(title) << "</text>";
+  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << w << "' height='" << h
+    << "' role='img'><title>" << html_escape(title) << "</title><text x='" << l
+    << "' y='14' font-size='12'>" << html_escape(title) << "</text>";
   o << "<rect x='" << l << "' y='" << t << "' width='" << w - l - 10 << "' height='" << h - t - b
     << "' fill='none' stroke='#999'/>";
-  if (n == 0 || !std::isfinite(lo)) return o.str() + "<text x='60' y='110' font-size='12'>no data</text></svg>";
+  if (n == 0 || !std::isfinite(lo))
+    return o.str() + "<text x='60' y='110' font-size='12'>no data</text></svg>";
   if (hi == lo) hi = lo + 1;
-  o << "<text x='2' y='" << t + 10 << "' font-size='10'>" << fixed(hi, 3) << "</text><text x='2' y='" << h - b
-    << "' font-size='10'>" << fixed(lo, 3) << "</text>";
+  o << "<text x='2' y='" << t + 10 << "' font-size='10'>" << fixed(hi, 3)
+    << "</text><text x='2' y='" << h - b << "' font-size='10'>" << fixed(lo, 3) << "</text>";
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e"};
   for (std::size_t s = 0; s < series.size(); ++s) {
     std::ostringstream pts;
@@ -58,9 +61,10 @@ std::string line_chart(const std::string& title, const std::vector<std::pair<std
       const double y = t + (1 - (v - lo) / (hi - lo)) * (h - t - b);
       pts << fixed(x, 1) << "," << fixed(y, 1) << " ";
     }
-    o << "<polyline fill='none' stroke-width='2' stroke='" << colors[s % 4] << "' points='" << pts.str() << "'/>";
-    o << "<text x='" << l + 10 + 110 * double(s) << "' y='" << h - 6 << "' font-size='11' fill='" << colors[s % 4]
-      << "'>" << html_escape(series[s].first) << "</text>";
+    o << "<polyline fill='none' stroke-width='2' stroke='" << colors[s % 4] << "' points='"
+      << pts.str() << "'/>";
+    o << "<text x='" << l + 10 + 110 * double(s) << "' y='" << h - 6 << "' font-size='11' fill='"
+      << colors[s % 4] << "'>" << html_escape(series[s].first) << "</text>";
   }
   return o.str() + "</svg>";
 }
@@ -70,7 +74,9 @@ std::string history_charts(const ModelInfo& info) {
   for (const auto& line : info.history) {
     auto f = deploy_detail::split(line, ',');
     f.resize(5);
-    auto num = [](const std::string& s) { return s.empty() ? NAN : std::strtod(s.c_str(), nullptr); };
+    auto num = [](const std::string& s) {
+      return s.empty() ? NAN : std::strtod(s.c_str(), nullptr);
+    };
     tl.push_back(num(f[1]));
     ta.push_back(num(f[2]));
     vl.push_back(num(f[3]));
@@ -88,22 +94,25 @@ std::string confusion_svg(const Evaluation& e) {
     for (auto v : row) peak = std::max(peak, v);
   }
   std::ostringstream o;
-  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << left + cell * k + 10 << "' height='" << top + cell * k + 30
-    << "' role='img'><title>confusion matrix</title><text x='" << left << "' y='14' font-size='12'>predicted &#8594;"
+  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << left + cell * k + 10 << "' height='"
+    << top + cell * k + 30 << "' role='img'><title>confusion matrix</title><text x='" << left
+    << "' y='14' font-size='12'>predicted &#8594;"
     << "</text><text x='4' y='" << top - 6 << "' font-size='12'>true &#8595;</text>";
   for (std::size_t c = 0; c < k; ++c) {
     o << "<text x='" << left + cell * c + 4 << "' y='" << top - 6 << "' font-size='11'>"
-      << html_escape(e.class_names[c].substr(0, 8)) << "</text><text x='4' y='" << top + cell * c + cell / 2 + 4
-      << "' font-size='11'>" << html_escape(e.class_names[c].substr(0, 14)) << "</text>";
+      << html_escape(e.class_names[c].substr(0, 8)) << "</text><text x='4' y='"
+      << top + cell * c + cell / 2 + 4 << "' font-size='11'>"
+      << html_escape(e.class_names[c].substr(0, 14)) << "</text>";
   }
   for (std::size_t r = 0; r < k; ++r) {
     for (std::size_t c = 0; c < k; ++c) {
       const double a = double(e.confusion[r][c]) / double(peak);
       const int shade = static_cast<int>(255 - 180 * a);
-      o << "<rect x='" << left + cell * c << "' y='" << top + cell * r << "' width='" << cell << "' height='" << cell
-        << "' fill='rgb(" << shade << "," << shade << ",255)' stroke='#fff'/><text x='" << left + cell * c + cell / 2
-        << "' y='" << top + cell * r + cell / 2 + 4 << "' font-size='13' text-anchor='middle'>" << e.confusion[r][c]
-        << "</text>";
+      o << "<rect x='" << left + cell * c << "' y='" << top + cell * r << "' width='" << cell
+        << "' height='" << cell << "' fill='rgb(" << shade << "," << shade
+        << ",255)' stroke='#fff'/><text x='" << left + cell * c + cell / 2 << "' y='"
+        << top + cell * r + cell / 2 + 4 << "' font-size='13' text-anchor='middle'>"
+        << e.confusion[r][c] << "</text>";
     }
   }
   return o.str() + "</svg>";
@@ -113,14 +122,17 @@ std::string roc_svg(const Evaluation& e) {
   const double s = 260, m = 30;
   std::ostringstream o, pts;
   for (const auto& p : e.roc) {
-    pts << fixed(m + p.false_reject_rate * s, 1) << "," << fixed(m + (1 - p.detection_rate) * s, 1) << " ";
+    pts << fixed(m + p.false_reject_rate * s, 1) << "," << fixed(m + (1 - p.detection_rate) * s, 1)
+        << " ";
   }
-  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << s + 2 * m << "' height='" << s + 2 * m + 10
-    << "' role='img'><title>ROC defect vs good</title><rect x='" << m << "' y='" << m << "' width='" << s
-    << "' height='" << s << "' fill='none' stroke='#999'/><line x1='" << m << "' y1='" << m + s << "' x2='" << m + s
-    << "' y2='" << m << "' stroke='#ccc' stroke-dasharray='4'/><polyline fill='none' stroke='#d62728' "
-    << "stroke-width='2' points='" << pts.str() << "'/><circle cx='" << m + e.false_reject_rate * s << "' cy='"
-    << m + (1 - (1 - e.escape_rate)) * s << "' r='5' fill='#1f77b4'/><text x='" << m << "' y='18' font-size='12'>"
+  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << s + 2 * m << "' height='"
+    << s + 2 * m + 10 << "' role='img'><title>ROC defect vs good</title><rect x='" << m << "' y='"
+    << m << "' width='" << s << "' height='" << s << "' fill='none' stroke='#999'/><line x1='" << m
+    << "' y1='" << m + s << "' x2='" << m + s << "' y2='" << m
+    << "' stroke='#ccc' stroke-dasharray='4'/><polyline fill='none' stroke='#d62728' "
+    << "stroke-width='2' points='" << pts.str() << "'/><circle cx='" << m + e.false_reject_rate * s
+    << "' cy='" << m + (1 - (1 - e.escape_rate)) * s << "' r='5' fill='#1f77b4'/><text x='" << m
+    << "' y='18' font-size='12'>"
     << "ROC (AUC " << fixed(e.auc, 4) << ")</text><text x='" << m << "' y='" << s + 2 * m + 4
     << "' font-size='11'>false-reject rate (good parts rejected) &#8594;</text></svg>";
   return o.str();
@@ -145,7 +157,8 @@ std::string thumbnail(const std::string& file, Decoder& decoder, Resampler& resa
 
 std::string table(const std::map<std::string, std::string>& m) {
   std::string o = "<table>";
-  for (const auto& [k, v] : m) o += "<tr><td>" + html_escape(k) + "</td><td>" + html_escape(v) + "</td></tr>";
+  for (const auto& [k, v] : m)
+    o += "<tr><td>" + html_escape(k) + "</td><td>" + html_escape(v) + "</td></tr>";
   return o + "</table>";
 }
 
@@ -162,32 +175,41 @@ std::string provenance(const ModelInfo& info) {
   p["training samples per class"] = counts;
   p["validation samples"] = std::to_string(info.validation_samples);
   const auto& pre = info.preprocess;
-  p["input"] = std::to_string(pre.channels) + " x " + std::to_string(pre.height) + " x " + std::to_string(pre.width);
-  p["preprocessing"] = "resize to " + std::to_string(pre.resize_width) + "x" + std::to_string(pre.resize_height) +
-                       " (" + to_string(pre.filter) + "), centre crop, " +
-                       (pre.normalization.kind == Normalization::Kind::kMeanStd ? "mean/std" : "min-max") +
-                       (info.staged ? ", staged (uint8 after resize)" : ", fused resize + normalize") +
-                       (pre.dct_scaling ? ", JPEG DCT scaling" : "");
-  p["reference samples"] = std::to_string(info.references.size()) + " (backend " + info.reference_backend + ")";
+  p["input"] = std::to_string(pre.channels) + " x " + std::to_string(pre.height) + " x " +
+               std::to_string(pre.width);
+  p["preprocessing"] =
+      "resize to " + std::to_string(pre.resize_width) + "x" + std::to_string(pre.resize_height) +
+      " (" + to_string(pre.filter) + "), centre crop, " +
+      (pre.normalization.kind == Normalization::Kind::kMeanStd ? "mean/std" : "min-max") +
+      (info.staged ? ", staged (uint8 after resize)" : ", fused resize + normalize") +
+      (pre.dct_scaling ? ", JPEG DCT scaling" : "");
+  p["reference samples"] =
+      std::to_string(info.references.size()) + " (backend " + info.reference_backend + ")";
   return "<h3>Model</h3>" + table(p) + "<h3>Final metrics</h3>" + table(info.metrics) +
          "<details><summary>Trainer options</summary>" + table(info.trainer_options) +
-         "</details><details><summary>Configuration</summary>" + table(info.configuration) + "</details>";
+         "</details><details><summary>Configuration</summary>" + table(info.configuration) +
+         "</details>";
 }
 
 std::string summary(const Evaluation& e) {
   std::ostringstream o;
-  o << "<p>" << e.samples << " images, accuracy <b>" << pct(e.accuracy) << "</b>, macro F1 " << fixed(e.macro_f1, 4);
+  o << "<p>" << e.samples << " images, accuracy <b>" << pct(e.accuracy) << "</b>, macro F1 "
+    << fixed(e.macro_f1, 4);
   if (e.good_label >= 0) {
-    o << "; good class <b>" << html_escape(e.class_names[static_cast<std::size_t>(e.good_label)]) << "</b>: AUC "
-      << fixed(e.auc, 4) << ", threshold " << (std::isfinite(e.threshold) ? fixed(e.threshold, 4) : "none")
-      << " for a target escape rate of " << pct(e.target_escape_rate) << " gives escape rate " << pct(e.escape_rate)
-      << " at a false-reject rate of <b>" << pct(e.false_reject_rate) << "</b>";
+    o << "; good class <b>" << html_escape(e.class_names[static_cast<std::size_t>(e.good_label)])
+      << "</b>: AUC " << fixed(e.auc, 4) << ", threshold "
+      << (std::isfinite(e.threshold) ? fixed(e.threshold, 4) : "none")
+      << " for a target escape rate of " << pct(e.target_escape_rate) << " gives escape rate "
+      << pct(e.escape_rate) << " at a false-reject rate of <b>" << pct(e.false_reject_rate)
+      << "</b>";
   }
-  o << ".</p><table><tr><th>class</th><th>support</th><th>precision</th><th>recall</th><th>F1</th></tr>";
+  o << ".</p><table><tr><th>class</th><th>support</th><th>precision</th><th>recall</th><th>F1</"
+       "th></tr>";
   for (std::size_t c = 0; c < e.class_names.size(); ++c) {
     const auto& m = e.per_class[c];
-    o << "<tr><td>" << html_escape(e.class_names[c]) << "</td><td>" << m.support << "</td><td>" << fixed(m.precision, 4)
-      << "</td><td>" << fixed(m.recall, 4) << "</td><td>" << fixed(m.f1, 4) << "</td></tr>";
+    o << "<tr><td>" << html_escape(e.class_names[c]) << "</td><td>" << m.support << "</td><td>"
+      << fixed(m.precision, 4) << "</td><td>" << fixed(m.recall, 4) << "</td><td>" << fixed(m.f1, 4)
+      << "</td></tr>";
   }
   return o.str() + "</table>";
 }
@@ -201,16 +223,19 @@ std::string worst(const Evaluation& e, std::size_t thumbnails) {
   for (std::size_t i = 0; i < e.misclassified.size() && i < thumbnails; ++i) {
     const auto& m = e.misclassified[i];
     const std::string uri = thumbnail(m.file, decoder, resampler);
-    o << "<figure>" << (uri.empty() ? "<div class='none'>no preview</div>" : "<img alt='' src='" + uri + "'>")
-      << "<figcaption>" << html_escape(std::filesystem::path(m.file).filename().string()) << "<br>true "
-      << html_escape(e.class_names[static_cast<std::size_t>(m.label)]) << ", predicted "
-      << html_escape(e.class_names[static_cast<std::size_t>(m.predicted)]) << " (" << pct(m.confidence)
-      << ")</figcaption></figure>";
+    o << "<figure>"
+      << (uri.empty() ? "<div class='none'>no preview</div>" : "<img alt='' src='" + uri + "'>")
+      << "<figcaption>" << html_escape(std::filesystem::path(m.file).filename().string())
+      << "<br>true " << html_escape(e.class_names[static_cast<std::size_t>(m.label)])
+      << ", predicted " << html_escape(e.class_names[static_cast<std::size_t>(m.predicted)]) << " ("
+      << pct(m.confidence) << ")</figcaption></figure>";
   }
-  o << "</div><details><summary>All " << e.misclassified.size() << " misclassified files</summary><table>";
+  o << "</div><details><summary>All " << e.misclassified.size()
+    << " misclassified files</summary><table>";
   for (const auto& m : e.misclassified) {
-    o << "<tr><td>" << html_escape(m.file) << "</td><td>" << html_escape(e.class_names[static_cast<std::size_t>(m.label)])
-      << "</td><td>" << html_escape(e.class_names[static_cast<std::size_t>(m.predicted)]) << "</td><td>"
+    o << "<tr><td>" << html_escape(m.file) << "</td><td>"
+      << html_escape(e.class_names[static_cast<std::size_t>(m.label)]) << "</td><td>"
+      << html_escape(e.class_names[static_cast<std::size_t>(m.predicted)]) << "</td><td>"
       << pct(m.confidence) << "</td></tr>";
   }
   return o.str() + "</table></details>";
@@ -220,18 +245,24 @@ std::string worst(const Evaluation& e, std::size_t thumbnails) {
 
 std::string evaluation_html(const Evaluation& e, const ModelInfo& info, std::size_t thumbnails) {
   std::ostringstream o;
-  o << "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>stoke evaluation report</title><style>"
-    << "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:.5em 0}"
-    << "td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}.grid{display:flex;flex-wrap:wrap;gap:8px}"
-    << "figure{margin:0;width:140px;font-size:11px}img{max-width:128px}svg{margin:4px}</style></head><body>"
-    << "<h1>Evaluation report</h1><h2>Summary</h2>" << summary(e) << "<h2>Confusion matrix</h2>" << confusion_svg(e);
+  o << "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>stoke evaluation "
+       "report</title><style>"
+    << "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;"
+       "margin:.5em 0}"
+    << "td,th{border:1px solid #ccc;padding:2px "
+       "8px;text-align:left}.grid{display:flex;flex-wrap:wrap;gap:8px}"
+    << "figure{margin:0;width:140px;font-size:11px}img{max-width:128px}svg{margin:4px}</style></"
+       "head><body>"
+    << "<h1>Evaluation report</h1><h2>Summary</h2>" << summary(e) << "<h2>Confusion matrix</h2>"
+    << confusion_svg(e);
   if (e.good_label >= 0) o << "<h2>Defect vs good</h2>" << roc_svg(e);
-  o << "<h2>Training</h2>" << history_charts(info) << "<h2>Worst misclassified images</h2>" << worst(e, thumbnails)
-    << "<h2>Provenance</h2>" << provenance(info) << "</body></html>\n";
+  o << "<h2>Training</h2>" << history_charts(info) << "<h2>Worst misclassified images</h2>"
+    << worst(e, thumbnails) << "<h2>Provenance</h2>" << provenance(info) << "</body></html>\n";
   return o.str();
 }
 
-void write_evaluation_report(const std::filesystem::path& dir, const Evaluation& evaluation, const ModelInfo& info) {
+void write_evaluation_report(const std::filesystem::path& dir, const Evaluation& evaluation,
+                             const ModelInfo& info) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw IoError("report folder '" + dir.string() + "': cannot create: " + ec.message());

@@ -56,10 +56,12 @@ std::vector<std::uint8_t> base64_decode(std::string_view text, std::string_view 
         continue;
       }
       d[k] = digit(c);
-      if (d[k] < 0 || pad) throw InvalidArgument(std::string(what) + ": not base64 at offset " + std::to_string(i + k));
+      if (d[k] < 0 || pad)
+        throw InvalidArgument(std::string(what) + ": not base64 at offset " +
+                              std::to_string(i + k));
     }
-    const std::uint32_t v = (std::uint32_t(d[0]) << 18) | (std::uint32_t(d[1]) << 12) | (std::uint32_t(d[2]) << 6) |
-                            std::uint32_t(d[3]);
+    const std::uint32_t v = (std::uint32_t(d[0]) << 18) | (std::uint32_t(d[1]) << 12) |
+                            (std::uint32_t(d[2]) << 6) | std::uint32_t(d[3]);
     out.push_back(static_cast<std::uint8_t>(v >> 16));
     if (pad < 2) out.push_back(static_cast<std::uint8_t>(v >> 8));
     if (pad < 1) out.push_back(static_cast<std::uint8_t>(v));
@@ -88,7 +90,8 @@ std::vector<std::string> split(std::string_view text, char separator) {
   std::size_t start = 0;
   while (true) {
     const std::size_t at = text.find(separator, start);
-    out.emplace_back(text.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
+    out.emplace_back(
+        text.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
     if (at == std::string_view::npos) break;
     start = at + 1;
   }
@@ -109,12 +112,23 @@ std::string html_escape(std::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;

@@ -14,7 +14,8 @@ namespace stoke::deploy_detail {
 
 STOKE_INTERNAL std::string base64_encode(std::span<const std::uint8_t> bytes);
 // InvalidArgument naming `what` for characters outside the alphabet or a bad length.
-STOKE_INTERNAL std::vector<std::uint8_t> base64_decode(std::string_view text, std::string_view what);
+STOKE_INTERNAL std::vector<std::uint8_t> base64_decode(std::string_view text,
+                                                       std::string_view what);
 
 // Shortest text that reads back to the same float ("%.9g").
 STOKE_INTERNAL std::string float_text(double v);

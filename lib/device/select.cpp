@@ -51,19 +51,20 @@ DeviceSelection select_device(const DeviceRequest& request, const std::vector<Gp
       selection.gpus.push_back(best->index);
       selection.reason = "auto: " + std::string(best->integrated ? "integrated" : "discrete") +
                          " GPU with the most memory";
-      const bool has_discrete = std::any_of(gpus.begin(), gpus.end(),
-                                            [](const GpuInfo& g) { return !g.integrated; });
+      const bool has_discrete =
+          std::any_of(gpus.begin(), gpus.end(), [](const GpuInfo& g) { return !g.integrated; });
       if (best->integrated && !has_discrete) {
         selection.warnings.push_back("only an integrated GPU is available (" + best->name +
                                      "); training will be slow");
       }
       return selection;
     }
-    case DeviceRequest::Kind::kList: break;
+    case DeviceRequest::Kind::kList:
+      break;
   }
   for (int index : request.indices) {
-    const auto it = std::find_if(gpus.begin(), gpus.end(),
-                                 [&](const GpuInfo& g) { return g.index == index; });
+    const auto it =
+        std::find_if(gpus.begin(), gpus.end(), [&](const GpuInfo& g) { return g.index == index; });
     if (it == gpus.end()) {
       throw ConfigError("STOKE_GPU_DEVICE requests device " + std::to_string(index) +
                         ", which does not exist; devices: " + list_devices(gpus) +
@@ -72,14 +73,14 @@ DeviceSelection select_device(const DeviceRequest& request, const std::vector<Gp
     }
     selection.gpus.push_back(index);
     if (it->integrated) {
-      const auto discrete = std::find_if(gpus.begin(), gpus.end(),
-                                         [](const GpuInfo& g) { return !g.integrated; });
+      const auto discrete =
+          std::find_if(gpus.begin(), gpus.end(), [](const GpuInfo& g) { return !g.integrated; });
       if (discrete != gpus.end()) {
-        selection.warnings.push_back("device " + std::to_string(index) + " (" + it->name +
-                                     ") is integrated while discrete device " +
-                                     std::to_string(discrete->index) + " (" + discrete->name +
-                                     ") exists; set STOKE_GPU_DEVICE=" +
-                                     std::to_string(discrete->index) + " or auto");
+        selection.warnings.push_back(
+            "device " + std::to_string(index) + " (" + it->name +
+            ") is integrated while discrete device " + std::to_string(discrete->index) + " (" +
+            discrete->name + ") exists; set STOKE_GPU_DEVICE=" + std::to_string(discrete->index) +
+            " or auto");
       }
     }
   }
@@ -99,9 +100,11 @@ DeviceSelection select_device(const DeviceRequest& request, const std::vector<Gp
     throw ConfigError(
         "STOKE_GPU_DEVICE=" + indices + " lists " + std::to_string(selection.gpus.size()) +
         " devices, but one process trains on one device: train data-parallel with one process per "
-        "device (`stoke train --nproc " + std::to_string(selection.gpus.size()) +
+        "device (`stoke train --nproc " +
+        std::to_string(selection.gpus.size()) +
         "` gives each rank one device of the list; other launchers: docs/distributed.md), or set "
-        "STOKE_GPU_DEVICE=" + std::to_string(pick.index) + " (" + pick.name + ", the best of those listed) or auto");
+        "STOKE_GPU_DEVICE=" +
+        std::to_string(pick.index) + " (" + pick.name + ", the best of those listed) or auto");
   }
   selection.use_gpu = true;
   selection.reason = "STOKE_GPU_DEVICE names the device";
@@ -109,11 +112,11 @@ DeviceSelection select_device(const DeviceRequest& request, const std::vector<Gp
 }
 
 DeviceSelection select_device(const Config& config, const SystemInfo& system) {
-  auto selection = select_device(config.settings().gpu_device, system.cuda.gpus,
-                                 system.cuda.gpus.empty()
-                                     ? (system.cuda.plugin_loaded ? system.cuda.device_error
-                                                                  : system.cuda.plugin_error)
-                                     : std::string());
+  auto selection = select_device(
+      config.settings().gpu_device, system.cuda.gpus,
+      system.cuda.gpus.empty()
+          ? (system.cuda.plugin_loaded ? system.cuda.device_error : system.cuda.plugin_error)
+          : std::string());
   for (const auto& w : selection.warnings) log_warn(w);
   return selection;
 }
@@ -123,8 +126,8 @@ std::string describe(const DeviceSelection& selection, const std::vector<GpuInfo
   std::ostringstream out;
   for (std::size_t i = 0; i < selection.gpus.size(); ++i) {
     const int index = selection.gpus[i];
-    const auto it = std::find_if(gpus.begin(), gpus.end(),
-                                 [&](const GpuInfo& g) { return g.index == index; });
+    const auto it =
+        std::find_if(gpus.begin(), gpus.end(), [&](const GpuInfo& g) { return g.index == index; });
     out << (i ? ", " : "") << "GPU " << index;
     if (it != gpus.end()) out << " (" << it->name << ")";
   }

@@ -46,7 +46,9 @@ class LocalCommunicator final : public Communicator {
 
  private:
   static void check_root(int root) {
-    if (root != 0) throw InvalidArgument("broadcast: root " + std::to_string(root) + " is not a rank of a world of 1");
+    if (root != 0)
+      throw InvalidArgument("broadcast: root " + std::to_string(root) +
+                            " is not a rank of a world of 1");
   }
 };
 
@@ -70,21 +72,28 @@ DistributedOptions DistributedOptions::from_environment() {
 }
 
 void DistributedOptions::validate() const {
-  const auto fail = [](const std::string& what) { throw ConfigError("distributed options: " + what); };
-  if (world_size < 1) fail("world size " + std::to_string(world_size) + " (WORLD_SIZE) must be at least 1");
+  const auto fail = [](const std::string& what) {
+    throw ConfigError("distributed options: " + what);
+  };
+  if (world_size < 1)
+    fail("world size " + std::to_string(world_size) + " (WORLD_SIZE) must be at least 1");
   if (rank < 0 || rank >= world_size) {
-    fail("rank " + std::to_string(rank) + " (RANK) is outside the world of " + std::to_string(world_size) +
-         " ranks (0.." + std::to_string(world_size - 1) + ")");
+    fail("rank " + std::to_string(rank) + " (RANK) is outside the world of " +
+         std::to_string(world_size) + " ranks (0.." + std::to_string(world_size - 1) + ")");
   }
-  if (local_rank < 0) fail("local rank " + std::to_string(local_rank) + " (LOCAL_RANK) is negative");
-  if (!(timeout_seconds > 0)) fail("timeout " + std::to_string(timeout_seconds) + " s (STOKE_DIST_TIMEOUT) must be > 0");
+  if (local_rank < 0)
+    fail("local rank " + std::to_string(local_rank) + " (LOCAL_RANK) is negative");
+  if (!(timeout_seconds > 0))
+    fail("timeout " + std::to_string(timeout_seconds) + " s (STOKE_DIST_TIMEOUT) must be > 0");
   if (world_size > 1 && store.empty()) {
     fail("a world of " + std::to_string(world_size) +
-         " ranks needs a rendezvous store: set STOKE_DIST_STORE=file:DIR (a directory every rank reaches) "
+         " ranks needs a rendezvous store: set STOKE_DIST_STORE=file:DIR (a directory every rank "
+         "reaches) "
          "or redis:HOST[:PORT]");
   }
   if (!store.empty() && store.rfind("file:", 0) != 0 && store.rfind("redis:", 0) != 0) {
-    fail("store '" + store + "' (STOKE_DIST_STORE): accepted forms are file:DIR and redis:HOST[:PORT]");
+    fail("store '" + store +
+         "' (STOKE_DIST_STORE): accepted forms are file:DIR and redis:HOST[:PORT]");
   }
 }
 
@@ -103,7 +112,9 @@ std::unique_ptr<Communicator> make_communicator(const DistributedOptions& option
   return detail::make_gloo_communicator(options);
 }
 
-bool distributed_available() noexcept { return detail::gloo_available(); }
+bool distributed_available() noexcept {
+  return detail::gloo_available();
+}
 
 ShardPlan plan_shards(std::size_t samples, std::size_t batch, int world_size) {
   if (batch == 0 || world_size < 1) {
@@ -117,7 +128,8 @@ ShardPlan plan_shards(std::size_t samples, std::size_t batch, int world_size) {
   return plan;
 }
 
-std::vector<std::size_t> shard_positions(std::size_t samples, std::size_t batch, int rank, int world_size) {
+std::vector<std::size_t> shard_positions(std::size_t samples, std::size_t batch, int rank,
+                                         int world_size) {
   const ShardPlan plan = plan_shards(samples, batch, world_size);
   if (rank < 0 || rank >= world_size) {
     throw InvalidArgument("shard_positions: rank " + std::to_string(rank) + " outside a world of " +
@@ -133,7 +145,8 @@ std::vector<std::size_t> shard_positions(std::size_t samples, std::size_t batch,
   return positions;
 }
 
-std::vector<std::size_t> cover_positions(std::size_t samples, std::size_t batch, int rank, int world_size) {
+std::vector<std::size_t> cover_positions(std::size_t samples, std::size_t batch, int rank,
+                                         int world_size) {
   plan_shards(samples, batch, world_size);  // validates batch and world
   if (rank < 0 || rank >= world_size) {
     throw InvalidArgument("cover_positions: rank " + std::to_string(rank) + " outside a world of " +
@@ -141,7 +154,8 @@ std::vector<std::size_t> cover_positions(std::size_t samples, std::size_t batch,
   }
   std::vector<std::size_t> positions;
   const std::size_t stride = batch * static_cast<std::size_t>(world_size);
-  for (std::size_t first = static_cast<std::size_t>(rank) * batch; first < samples; first += stride) {
+  for (std::size_t first = static_cast<std::size_t>(rank) * batch; first < samples;
+       first += stride) {
     for (std::size_t p = first; p < std::min(samples, first + batch); ++p) positions.push_back(p);
   }
   return positions;

@@ -3,6 +3,8 @@
 // call bounded by the options' timeout. Gloo's exceptions (peer closed,
 // timeout, enforce) become CommunicationError naming this rank, the
 // operation and, where a failing rank left one, its own reason.
+#include "distributed/gloo_communicator.hpp"
+
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -19,7 +21,6 @@
 #include <sstream>
 
 #include "distributed/failure_notes.hpp"
-#include "distributed/gloo_communicator.hpp"
 
 namespace stoke::detail {
 namespace {
@@ -32,7 +33,8 @@ std::unique_ptr<gloo::rendezvous::Store> open_store(const DistributedOptions& o)
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (!std::filesystem::is_directory(dir)) {
-      throw IoError("rendezvous store " + o.store + ": '" + dir.string() + "' is not a directory stoke can create");
+      throw IoError("rendezvous store " + o.store + ": '" + dir.string() +
+                    "' is not a directory stoke can create");
     }
     return std::make_unique<gloo::rendezvous::FileStore>(dir.string());
   }
@@ -48,7 +50,8 @@ std::unique_ptr<gloo::rendezvous::Store> open_store(const DistributedOptions& o)
 class GlooCommunicator final : public Communicator {
  public:
   explicit GlooCommunicator(const DistributedOptions& o) : options_(o), notes_(o) {
-    const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_seconds * 1000));
+    const auto timeout =
+        std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_seconds * 1000));
     guard("rendezvous", [&] {
       gloo::transport::tcp::attr attr;
       attr.hostname = o.hostname;
@@ -78,22 +81,26 @@ class GlooCommunicator final : public Communicator {
   }
 
   void broadcast(std::span<float> data, int root) override {
-    broadcast_bytes(std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(data.data()), data.size_bytes()), root);
+    broadcast_bytes(
+        std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(data.data()), data.size_bytes()),
+        root);
   }
 
   void broadcast_bytes(std::span<std::uint8_t> data, int root) override {
     if (root < 0 || root >= options_.world_size) {
-      throw InvalidArgument("broadcast: root " + std::to_string(root) + " is not a rank of a world of " +
-                            std::to_string(options_.world_size));
+      throw InvalidArgument("broadcast: root " + std::to_string(root) +
+                            " is not a rank of a world of " + std::to_string(options_.world_size));
     }
     if (data.empty()) return;
-    guard("broadcast of " + std::to_string(data.size()) + " bytes from rank " + std::to_string(root), [&] {
-      gloo::BroadcastOptions opts(context_);
-      opts.setOutput(data.data(), data.size());
-      opts.setRoot(root);
-      opts.setTag(next_tag());
-      gloo::broadcast(opts);
-    });
+    guard(
+        "broadcast of " + std::to_string(data.size()) + " bytes from rank " + std::to_string(root),
+        [&] {
+          gloo::BroadcastOptions opts(context_);
+          opts.setOutput(data.data(), data.size());
+          opts.setRoot(root);
+          opts.setTag(next_tag());
+          gloo::broadcast(opts);
+        });
   }
 
   void barrier() override {
@@ -127,8 +134,8 @@ class GlooCommunicator final : public Communicator {
 
   std::string describe_failure(const std::string& what, const std::string& cause) {
     std::ostringstream out;
-    out << "rank " << options_.rank << " of " << options_.world_size << ": " << what << " failed (" << cause
-        << "). ";
+    out << "rank " << options_.rank << " of " << options_.world_size << ": " << what << " failed ("
+        << cause << "). ";
     const std::string peers = notes_.read_others();
     if (!peers.empty()) {
       out << "Reported by the failing rank: " << peers;
@@ -153,6 +160,8 @@ std::unique_ptr<Communicator> make_gloo_communicator(const DistributedOptions& o
   return std::make_unique<GlooCommunicator>(options);
 }
 
-bool gloo_available() noexcept { return true; }
+bool gloo_available() noexcept {
+  return true;
+}
 
 }  // namespace stoke::detail

@@ -4,11 +4,14 @@
 namespace stoke::detail {
 
 std::unique_ptr<Communicator> make_gloo_communicator(const DistributedOptions& options) {
-  throw Unsupported("data-parallel training over " + std::to_string(options.world_size) +
-                    " ranks needs Gloo, and this build of stoke has none: install Debian's libgloo-dev and "
-                    "rebuild (see docs/distributed.md)");
+  throw Unsupported(
+      "data-parallel training over " + std::to_string(options.world_size) +
+      " ranks needs Gloo, and this build of stoke has none: install Debian's libgloo-dev and "
+      "rebuild (see docs/distributed.md)");
 }
 
-bool gloo_available() noexcept { return false; }
+bool gloo_available() noexcept {
+  return false;
+}
 
 }  // namespace stoke::detail

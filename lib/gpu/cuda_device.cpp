@@ -14,8 +14,8 @@ PrefetchDeviceSource::~PrefetchDeviceSource() = default;
 
 std::shared_ptr<CudaDevice> open_cuda_device(int index) {
   const PluginLoad& load = cuda_plugin();
-  if (!load.plugin) throw Unsupported("CUDA device " + std::to_string(index) +
-                                      " is not available: " + load.error);
+  if (!load.plugin)
+    throw Unsupported("CUDA device " + std::to_string(index) + " is not available: " + load.error);
   // One handle per device while any user holds it, so pools, staging and
   // prefetchers share its compiled kernels.
   static std::mutex mutex;

@@ -14,6 +14,7 @@ namespace stoke::detail {
 STOKE_INTERNAL std::shared_ptr<CudaDevice> open_cuda_device(int index);
 
 // As above, but returns null and sets *why instead of throwing.
-STOKE_INTERNAL std::shared_ptr<CudaDevice> try_open_cuda_device(int index, std::string* why) noexcept;
+STOKE_INTERNAL std::shared_ptr<CudaDevice> try_open_cuda_device(int index,
+                                                                std::string* why) noexcept;
 
 }  // namespace stoke::detail

@@ -22,7 +22,7 @@ class CudaDevice {
   virtual ~CudaDevice() = default;
 
   virtual int index() const noexcept = 0;
-  virtual std::string name() const = 0;     // "cuda:0 (NVIDIA H200)"
+  virtual std::string name() const = 0;  // "cuda:0 (NVIDIA H200)"
   virtual std::uint64_t total_memory() const = 0;
   virtual std::uint64_t free_memory() const = 0;
 
@@ -42,8 +42,8 @@ class CudaDevice {
   virtual GpuEvent create_event(bool timing) = 0;
   virtual void destroy_event(GpuEvent event) noexcept = 0;
   virtual void record(GpuEvent event, GpuStream stream) = 0;
-  virtual bool query(GpuEvent event) = 0;              // passed?
-  virtual void wait(GpuEvent event) = 0;               // host blocks until passed
+  virtual bool query(GpuEvent event) = 0;                          // passed?
+  virtual void wait(GpuEvent event) = 0;                           // host blocks until passed
   virtual void stream_wait(GpuStream stream, GpuEvent event) = 0;  // device-side wait
   virtual float elapsed_ms(GpuEvent start, GpuEvent end) = 0;      // both timing events
 

@@ -47,7 +47,8 @@ PluginLoad load(const std::string& value) {
     const auto dir = this_library_dir();
     const auto beside = dir / plugin_name;
     std::error_code ec;
-    candidate = (!dir.empty() && std::filesystem::exists(beside, ec)) ? beside.string() : plugin_name;
+    candidate =
+        (!dir.empty() && std::filesystem::exists(beside, ec)) ? beside.string() : plugin_name;
   }
   result.path = candidate;
   void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -94,7 +95,8 @@ void request_cuda_plugin(const std::string& value, const std::string& jit_cache)
     r.value = value;
     r.jit_cache = jit_cache;
   } else if (value != r.value) {
-    log_warn("STOKE_CUDA_PLUGIN=" + value + " is ignored: this process already looked for the plugin" +
+    log_warn("STOKE_CUDA_PLUGIN=" + value +
+             " is ignored: this process already looked for the plugin" +
              (r.value.empty() ? std::string() : " at " + r.value));
   }
 }

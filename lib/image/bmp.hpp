@@ -19,11 +19,11 @@ struct BmpHeader {
   int width = 0;
   int height = 0;  // positive
   bool top_down = false;
-  int bits = 0;    // 8, 24 or 32
+  int bits = 0;  // 8, 24 or 32
   std::size_t pixel_offset = 0;
-  std::size_t stride = 0;  // bytes per stored row (4-byte aligned)
+  std::size_t stride = 0;                       // bytes per stored row (4-byte aligned)
   std::array<std::uint8_t, 256 * 3> palette{};  // RGB, for 8-bit
-  bool gray = false;  // 8-bit with an all-gray palette
+  bool gray = false;                            // 8-bit with an all-gray palette
 };
 
 // DecodeError naming `name` for anything malformed or unsupported.

@@ -3,8 +3,8 @@
 #include <fcntl.h>
 #include <png.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <turbojpeg.h>
+#include <unistd.h>
 
 #include <csetjmp>
 #include <cstdio>
@@ -12,8 +12,8 @@
 #include <fstream>
 #include <string>
 
-#include "stoke/error.hpp"
 #include "image/file_read.hpp"
+#include "stoke/error.hpp"
 #include "stoke/image.hpp"
 
 namespace stoke {
@@ -41,7 +41,8 @@ void png_flush(png_structp) {}
 // No C++ objects in this frame (see decode.cpp); rows are prepared by the caller.
 int png_write_rows(PngWriteState& state, int width, int height, int channels, int bit_depth,
                    std::uint8_t** rows) {
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &state, png_write_error, nullptr);
+  png_structp png =
+      png_create_write_struct(PNG_LIBPNG_VER_STRING, &state, png_write_error, nullptr);
   if (!png) return 1;
   png_infop info = png_create_info_struct(png);
   if (!info || setjmp(state.jump)) {
@@ -49,8 +50,9 @@ int png_write_rows(PngWriteState& state, int width, int height, int channels, in
     return 1;
   }
   png_set_write_fn(png, &state, png_write_bytes, png_flush);
-  png_set_IHDR(png, info, width, height, bit_depth, channels == 3 ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_GRAY,
-               PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_set_IHDR(png, info, width, height, bit_depth,
+               channels == 3 ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_GRAY, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_set_compression_level(png, 1);  // fast: the generator writes many large files
   png_write_info(png, info);
   if (bit_depth == 16) png_set_swap(png);  // rows hold host-order (little-endian) uint16
@@ -75,7 +77,8 @@ void read_regular_file(const char* path, std::vector<std::uint8_t>& out) {
   if (::fstat(fd, &st) != 0) {
     throw IoError("cannot stat '" + std::string(path) + "': " + std::strerror(errno));
   }
-  if (S_ISDIR(st.st_mode)) throw IoError("cannot read '" + std::string(path) + "': it is a directory");
+  if (S_ISDIR(st.st_mode))
+    throw IoError("cannot read '" + std::string(path) + "': it is a directory");
   if (!S_ISREG(st.st_mode)) {
     throw IoError("cannot read '" + std::string(path) +
                   "': not a regular file (a device, FIFO or socket)");
@@ -116,9 +119,9 @@ std::vector<std::uint8_t> encode_jpeg(ImageView image, int quality) {
   if (!tj) throw DecodeError("encode_jpeg: libjpeg-turbo could not create a compressor");
   unsigned char* buffer = nullptr;
   unsigned long size = 0;
-  const int rc = tjCompress2(tj, image.data, image.width, static_cast<int>(image.stride), image.height,
-                             image.channels == 1 ? TJPF_GRAY : TJPF_RGB, &buffer, &size,
-                             image.channels == 1 ? TJSAMP_GRAY : TJSAMP_420, quality, 0);
+  const int rc = tjCompress2(tj, image.data, image.width, static_cast<int>(image.stride),
+                             image.height, image.channels == 1 ? TJPF_GRAY : TJPF_RGB, &buffer,
+                             &size, image.channels == 1 ? TJSAMP_GRAY : TJSAMP_420, quality, 0);
   std::string error = rc != 0 ? tjGetErrorStr2(tj) : "";
   std::vector<std::uint8_t> out;
   if (rc == 0) out.assign(buffer, buffer + size);
@@ -130,7 +133,8 @@ std::vector<std::uint8_t> encode_jpeg(ImageView image, int quality) {
 
 std::vector<std::uint8_t> encode_png(ImageView image, int bit_depth) {
   if (bit_depth != 8 && bit_depth != 16) {
-    throw InvalidArgument("encode_png: bit depth must be 8 or 16, got " + std::to_string(bit_depth));
+    throw InvalidArgument("encode_png: bit depth must be 8 or 16, got " +
+                          std::to_string(bit_depth));
   }
   const std::size_t row_values = static_cast<std::size_t>(image.width) * image.channels;
   std::vector<std::uint16_t> wide;
@@ -147,7 +151,8 @@ std::vector<std::uint8_t> encode_png(ImageView image, int bit_depth) {
   std::vector<std::uint8_t> out;
   PngWriteState state{};
   state.out = &out;
-  if (png_write_rows(state, image.width, image.height, image.channels, bit_depth, rows.data()) != 0) {
+  if (png_write_rows(state, image.width, image.height, image.channels, bit_depth, rows.data()) !=
+      0) {
     throw DecodeError(std::string("encode_png: ") + state.message);
   }
   return out;
@@ -155,7 +160,8 @@ std::vector<std::uint8_t> encode_png(ImageView image, int bit_depth) {
 
 void convert_channels(ImageView src, int channels, Image& dst) {
   if (channels != 1 && channels != 3) {
-    throw InvalidArgument("convert_channels: channels must be 1 or 3, got " + std::to_string(channels));
+    throw InvalidArgument("convert_channels: channels must be 1 or 3, got " +
+                          std::to_string(channels));
   }
   dst.reshape(src.width, src.height, channels);
   for (int y = 0; y < src.height; ++y) {
@@ -167,7 +173,8 @@ void convert_channels(ImageView src, int channels, Image& dst) {
       for (int x = 0; x < src.width; ++x) d[3 * x] = d[3 * x + 1] = d[3 * x + 2] = s[x];
     } else {
       for (int x = 0; x < src.width; ++x) {
-        d[x] = static_cast<std::uint8_t>((77 * s[3 * x] + 150 * s[3 * x + 1] + 29 * s[3 * x + 2] + 128) >> 8);
+        d[x] = static_cast<std::uint8_t>(
+            (77 * s[3 * x] + 150 * s[3 * x + 1] + 29 * s[3 * x + 2] + 128) >> 8);
       }
     }
   }

@@ -54,12 +54,12 @@ void png_read_bytes(png_structp png, png_bytep out, png_size_t length) {
 }
 
 struct PngRequest {
-  int want_channels = 0;                   // 0: as stored
-  std::uint8_t* pixels = nullptr;          // null: header only
+  int want_channels = 0;           // 0: as stored
+  std::uint8_t* pixels = nullptr;  // null: header only
   std::size_t capacity = 0;
-  std::uint8_t** row_pointers = nullptr;   // height entries when pixels != null
-  ImageInfo info;                          // out: stored format
-  int out_channels = 0;                    // out
+  std::uint8_t** row_pointers = nullptr;  // height entries when pixels != null
+  ImageInfo info;                         // out: stored format
+  int out_channels = 0;                   // out
 };
 
 // Returns 0 or an error with state.message set. No C++ objects live in this
@@ -67,7 +67,8 @@ struct PngRequest {
 int png_read_into(const PngSource& source, PngRequest& req, PngErrorState& state,
                   std::uint8_t** (*rows_for)(PngRequest&, int height)) {
   PngSource src = source;
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &state, png_on_error, png_on_warning);
+  png_structp png =
+      png_create_read_struct(PNG_LIBPNG_VER_STRING, &state, png_on_error, png_on_warning);
   if (!png) return std::snprintf(state.message, sizeof state.message, "out of memory"), 1;
   png_infop info = png_create_info_struct(png);
   if (!info) {
@@ -145,8 +146,10 @@ ImageFormat sniff_format(std::span<const std::uint8_t> bytes) noexcept {
   if (bytes.size() >= 8 && std::memcmp(bytes.data(), kPngMagic, 8) == 0) return ImageFormat::kPng;
   if (bytes.size() >= 2 && bytes[0] == 'B' && bytes[1] == 'M') return ImageFormat::kBmp;
   // TIFF "II*\0" / "MM\0*", BigTIFF "II+\0" / "MM\0+".
-  if (bytes.size() >= 4 && ((bytes[0] == 'I' && bytes[1] == 'I' && (bytes[2] == 42 || bytes[2] == 43) && bytes[3] == 0) ||
-                            (bytes[0] == 'M' && bytes[1] == 'M' && bytes[2] == 0 && (bytes[3] == 42 || bytes[3] == 43)))) {
+  if (bytes.size() >= 4 && ((bytes[0] == 'I' && bytes[1] == 'I' &&
+                             (bytes[2] == 42 || bytes[2] == 43) && bytes[3] == 0) ||
+                            (bytes[0] == 'M' && bytes[1] == 'M' && bytes[2] == 0 &&
+                             (bytes[3] == 42 || bytes[3] == 43)))) {
     return ImageFormat::kTiff;
   }
   return ImageFormat::kUnknown;
@@ -157,13 +160,13 @@ struct Decoder::Impl {
   std::vector<std::uint8_t> file_bytes;
   std::vector<std::uint8_t*> row_pointers;
   std::vector<std::uint8_t> tiff_scratch;  // one TIFF strip or tile
-  Image stored_orientation;  // a JPEG as stored, before it is turned upright
+  Image stored_orientation;                // a JPEG as stored, before it is turned upright
 
   ImageInfo jpeg_info(std::span<const std::uint8_t> bytes, std::string_view name) {
     if (!tj.handle) decode_fail(name, "libjpeg-turbo could not create a decompressor");
     int width = 0, height = 0, subsamp = 0, colorspace = 0;
-    if (tjDecompressHeader3(tj.handle, bytes.data(), static_cast<unsigned long>(bytes.size()), &width,
-                            &height, &subsamp, &colorspace) != 0) {
+    if (tjDecompressHeader3(tj.handle, bytes.data(), static_cast<unsigned long>(bytes.size()),
+                            &width, &height, &subsamp, &colorspace) != 0) {
       decode_fail(name, std::string("bad JPEG header: ") + tjGetErrorStr2(tj.handle));
     }
     if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
@@ -172,14 +175,18 @@ struct Decoder::Impl {
     }
     if (width <= 0 || height <= 0) decode_fail(name, "JPEG header has zero width or height");
     if (subsamp < 0) decode_fail(name, "unsupported JPEG chroma subsampling");
-    return {ImageFormat::kJpeg, width, height, colorspace == TJCS_GRAY ? 1 : 3, 8,
+    return {ImageFormat::kJpeg,
+            width,
+            height,
+            colorspace == TJCS_GRAY ? 1 : 3,
+            8,
             detail::jpeg_exif_orientation(bytes)};
   }
 
-  void decode_jpeg(std::span<const std::uint8_t> bytes, std::string_view name, const DecodeOptions& options,
-                   Image& out);
-  void decode_png(std::span<const std::uint8_t> bytes, std::string_view name, const DecodeOptions& options,
-                  Image& out);
+  void decode_jpeg(std::span<const std::uint8_t> bytes, std::string_view name,
+                   const DecodeOptions& options, Image& out);
+  void decode_png(std::span<const std::uint8_t> bytes, std::string_view name,
+                  const DecodeOptions& options, Image& out);
 };
 
 Decoder::Decoder() : impl_(std::make_unique<Impl>()) {}
@@ -189,23 +196,29 @@ Decoder& Decoder::operator=(Decoder&&) noexcept = default;
 
 ImageInfo Decoder::info(std::span<const std::uint8_t> bytes, std::string_view name) {
   switch (sniff_format(bytes)) {
-    case ImageFormat::kJpeg: return impl_->jpeg_info(bytes, name);
+    case ImageFormat::kJpeg:
+      return impl_->jpeg_info(bytes, name);
     case ImageFormat::kPng: {
       PngSource src{bytes.data(), bytes.size(), 0};
       PngRequest req;
       PngErrorState state{};
-      if (png_read_into(src, req, state, nullptr) != 0) decode_fail(name, std::string("PNG: ") + state.message);
-      if (req.info.width <= 0 || req.info.height <= 0) decode_fail(name, "PNG header has zero width or height");
+      if (png_read_into(src, req, state, nullptr) != 0)
+        decode_fail(name, std::string("PNG: ") + state.message);
+      if (req.info.width <= 0 || req.info.height <= 0)
+        decode_fail(name, "PNG header has zero width or height");
       return req.info;
     }
     case ImageFormat::kBmp: {
       const auto h = detail::parse_bmp_header(bytes, name);
       return {ImageFormat::kBmp, h.width, h.height, h.bits == 8 && h.gray ? 1 : 3, 8, 1};
     }
-    case ImageFormat::kTiff: return detail::tiff_info(bytes, name);
-    case ImageFormat::kUnknown: break;
+    case ImageFormat::kTiff:
+      return detail::tiff_info(bytes, name);
+    case ImageFormat::kUnknown:
+      break;
   }
-  decode_fail(name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG, PNG, BMP or TIFF)");
+  decode_fail(name,
+              bytes.empty() ? "file is empty" : "unsupported format (not JPEG, PNG, BMP or TIFF)");
 }
 
 ImageInfo Decoder::output_info(std::span<const std::uint8_t> bytes, std::string_view name,
@@ -215,8 +228,9 @@ ImageInfo Decoder::output_info(std::span<const std::uint8_t> bytes, std::string_
   if (options.channels) info.channels = options.channels;
   if (info.format == ImageFormat::kJpeg) {
     const bool swap = options.apply_orientation && detail::orientation_swaps_axes(info.orientation);
-    const int n = swap ? jpeg_scale_eighths(info.width, info.height, options.min_height, options.min_width)
-                       : jpeg_scale_eighths(info.width, info.height, options.min_width, options.min_height);
+    const int n =
+        swap ? jpeg_scale_eighths(info.width, info.height, options.min_height, options.min_width)
+             : jpeg_scale_eighths(info.width, info.height, options.min_width, options.min_height);
     info.width = (info.width * n + 7) / 8;
     info.height = (info.height * n + 7) / 8;
     if (swap) std::swap(info.width, info.height);
@@ -232,7 +246,8 @@ void Decoder::decode(std::span<const std::uint8_t> bytes, std::string_view name,
   }
   const ImageFormat format = sniff_format(bytes);
   if (format == ImageFormat::kUnknown) {
-    decode_fail(name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG, PNG, BMP or TIFF)");
+    decode_fail(
+        name, bytes.empty() ? "file is empty" : "unsupported format (not JPEG, PNG, BMP or TIFF)");
   }
   try {
     if (format == ImageFormat::kJpeg) {
@@ -240,15 +255,20 @@ void Decoder::decode(std::span<const std::uint8_t> bytes, std::string_view name,
     } else if (format == ImageFormat::kPng) {
       impl_->decode_png(bytes, name, options, out);
     } else if (format == ImageFormat::kTiff) {
-      detail::decode_tiff(bytes, name, options.max_pixels, options.channels, impl_->tiff_scratch, out);
+      detail::decode_tiff(bytes, name, options.max_pixels, options.channels, impl_->tiff_scratch,
+                          out);
     } else {
       const auto h = detail::parse_bmp_header(bytes, name);
       check_image_size(name, h.width, h.height, options.max_pixels);
-      detail::decode_bmp(bytes, name, h, options.channels ? options.channels : (h.bits == 8 && h.gray ? 1 : 3), out);
+      detail::decode_bmp(bytes, name, h,
+                         options.channels ? options.channels : (h.bits == 8 && h.gray ? 1 : 3),
+                         out);
     }
   } catch (const std::bad_alloc&) {
     // The size passed the limit but the memory is not there: still a stoke error naming the file.
-    decode_fail(name, "out of memory for the decoded pixels (lower STOKE_MAX_IMAGE_PIXELS to refuse such images early)");
+    decode_fail(name,
+                "out of memory for the decoded pixels (lower STOKE_MAX_IMAGE_PIXELS to refuse such "
+                "images early)");
   }
 }
 
@@ -259,8 +279,9 @@ void Decoder::Impl::decode_jpeg(std::span<const std::uint8_t> bytes, std::string
   const int channels = options.channels ? options.channels : stored.channels;
   const int orientation = options.apply_orientation ? stored.orientation : 1;
   const bool swap = detail::orientation_swaps_axes(orientation);
-  const int n = jpeg_scale_eighths(stored.width, stored.height, swap ? options.min_height : options.min_width,
-                                   swap ? options.min_width : options.min_height);
+  const int n =
+      jpeg_scale_eighths(stored.width, stored.height, swap ? options.min_height : options.min_width,
+                         swap ? options.min_width : options.min_height);
   const int width = (stored.width * n + 7) / 8;
   const int height = (stored.height * n + 7) / 8;
   Image& target = orientation == 1 ? out : stored_orientation;
@@ -270,9 +291,9 @@ void Decoder::Impl::decode_jpeg(std::span<const std::uint8_t> bytes, std::string
   const bool widen = channels == 3 && stored.channels == 1;
   // Warnings (premature end of data, corrupt entropy segments) are errors.
   const int flags = TJFLAG_STOPONWARNING;
-  if (tjDecompress2(tj.handle, bytes.data(), static_cast<unsigned long>(bytes.size()), target.data(), width,
-                    static_cast<int>(target.stride()), height, (channels == 1 || widen) ? TJPF_GRAY : TJPF_RGB,
-                    flags) != 0) {
+  if (tjDecompress2(tj.handle, bytes.data(), static_cast<unsigned long>(bytes.size()),
+                    target.data(), width, static_cast<int>(target.stride()), height,
+                    (channels == 1 || widen) ? TJPF_GRAY : TJPF_RGB, flags) != 0) {
     decode_fail(name, std::string("JPEG: ") + tjGetErrorStr2(tj.handle));
   }
   if (widen) {
@@ -290,7 +311,8 @@ void Decoder::Impl::decode_png(std::span<const std::uint8_t> bytes, std::string_
   PngErrorState state{};
   PngRequest header;
   header.want_channels = options.channels;
-  if (png_read_into(src, header, state, nullptr) != 0) decode_fail(name, std::string("PNG: ") + state.message);
+  if (png_read_into(src, header, state, nullptr) != 0)
+    decode_fail(name, std::string("PNG: ") + state.message);
   check_image_size(name, header.info.width, header.info.height, options.max_pixels);
   out.reshape(header.info.width, header.info.height, header.out_channels);
   row_pointers.resize(header.info.height);
@@ -307,17 +329,22 @@ void Decoder::Impl::decode_png(std::span<const std::uint8_t> bytes, std::string_
 
 void check_image_size(std::string_view name, int width, int height, std::uint64_t max_pixels) {
   if (width <= 0 || height <= 0) {
-    decode_fail(name, "header claims a size of " + std::to_string(width) + "x" + std::to_string(height));
+    decode_fail(name,
+                "header claims a size of " + std::to_string(width) + "x" + std::to_string(height));
   }
-  const std::uint64_t pixels = static_cast<std::uint64_t>(width) * static_cast<std::uint64_t>(height);
+  const std::uint64_t pixels =
+      static_cast<std::uint64_t>(width) * static_cast<std::uint64_t>(height);
   if (max_pixels != 0 && pixels > max_pixels) {
-    decode_fail(name, "header claims " + std::to_string(width) + "x" + std::to_string(height) + " = " +
-                          std::to_string(pixels) + " pixels, above the limit of " + std::to_string(max_pixels) +
-                          " (STOKE_MAX_IMAGE_PIXELS; raise it or set it to none to lift the limit)");
+    decode_fail(name,
+                "header claims " + std::to_string(width) + "x" + std::to_string(height) + " = " +
+                    std::to_string(pixels) + " pixels, above the limit of " +
+                    std::to_string(max_pixels) +
+                    " (STOKE_MAX_IMAGE_PIXELS; raise it or set it to none to lift the limit)");
   }
 }
 
-void Decoder::decode_file(const std::filesystem::path& path, const DecodeOptions& options, Image& out) {
+void Decoder::decode_file(const std::filesystem::path& path, const DecodeOptions& options,
+                          Image& out) {
   read_file(path, impl_->file_bytes);
   decode(impl_->file_bytes, path.string(), options, out);
 }

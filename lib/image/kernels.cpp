@@ -13,10 +13,17 @@ const RowKernels& row_kernels(SimdLevel level) {
   if (static_cast<int>(level) > static_cast<int>(cpu_level)) level = cpu_level;
   const RowKernels* table = nullptr;
   switch (level) {
-    case SimdLevel::kAvx512: table = row_kernels_avx512(); break;
-    case SimdLevel::kAvx2: table = row_kernels_avx2(); break;
-    case SimdLevel::kSse4: table = row_kernels_sse4(); break;
-    case SimdLevel::kScalar: break;
+    case SimdLevel::kAvx512:
+      table = row_kernels_avx512();
+      break;
+    case SimdLevel::kAvx2:
+      table = row_kernels_avx2();
+      break;
+    case SimdLevel::kSse4:
+      table = row_kernels_sse4();
+      break;
+    case SimdLevel::kScalar:
+      break;
   }
   return table ? *table : *row_kernels_scalar();
 }

@@ -24,16 +24,16 @@ namespace stoke::image_detail {
 struct RowKernels {
   // acc[i] = sat16(sum_k mulhrs(rows[k][i] << 7, weights[k])), i < n (k < taps);
   // mulhrs(a, b) = (a * b + 2^14) >> 15. taps == 1 copies rows[0][i] << 7 exactly.
-  void (*vertical)(const std::uint8_t* const* rows, const std::int16_t* weights, int taps, std::size_t n,
-                   std::int16_t* acc);
+  void (*vertical)(const std::uint8_t* const* rows, const std::int16_t* weights, int taps,
+                   std::size_t n, std::int16_t* acc);
   // out[j] = sum_k weights[k * weight_stride + j] * src[index[j] + k * tap_step], j < n.
   void (*horizontal)(const std::int16_t* src, const std::int32_t* index, const float* weights,
                      std::size_t weight_stride, int taps, int tap_step, std::size_t n, float* out);
   // horizontal followed by store_f32 in one pass (no row round trip):
   // out[j] = (sum_k ...) * scale + bias.
-  void (*horizontal_affine)(const std::int16_t* src, const std::int32_t* index, const float* weights,
-                            std::size_t weight_stride, int taps, int tap_step, std::size_t n, float scale,
-                            float bias, float* out);
+  void (*horizontal_affine)(const std::int16_t* src, const std::int32_t* index,
+                            const float* weights, std::size_t weight_stride, int taps, int tap_step,
+                            std::size_t n, float scale, float bias, float* out);
   // Three-channel horizontal pass without gathers: for pixel x < n and
   // channel c < 3, out[3x + c] = sum_k weights[k * weight_stride + x] *
   // src[start3[x] + 3k + c]. Reads one value past the last source pixel (src
@@ -55,7 +55,7 @@ struct RowKernels {
 };
 
 const RowKernels* row_kernels_scalar();
-const RowKernels* row_kernels_sse4();    // nullptr when not built for x86-64
+const RowKernels* row_kernels_sse4();  // nullptr when not built for x86-64
 const RowKernels* row_kernels_avx2();
 const RowKernels* row_kernels_avx512();
 

@@ -24,7 +24,9 @@
 namespace stoke::image_detail::STOKE_ISA_NS {
 namespace {
 
-inline float clamp_u8_range(float v) { return v < 0.f ? 0.f : (v > 255.f ? 255.f : v); }
+inline float clamp_u8_range(float v) {
+  return v < 0.f ? 0.f : (v > 255.f ? 255.f : v);
+}
 inline std::uint8_t round_u8(float v) {
   return static_cast<std::uint8_t>(std::nearbyint(clamp_u8_range(v)));
 }
@@ -47,9 +49,11 @@ inline FloatBatch load_u8(const std::uint8_t* p) {
   std::memcpy(&word, p, 4);
   return _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(word)));
 #elif STOKE_ISA == 2
-  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 #else
-  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 #endif
 }
 
@@ -63,13 +67,15 @@ inline FloatBatch gather(const std::int16_t* base, const std::int32_t* index) {
 #elif STOKE_ISA == 2
   return _mm256_setr_ps(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7));
 #else
-  return _mm512_setr_ps(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9), at(10), at(11),
-                        at(12), at(13), at(14), at(15));
+  return _mm512_setr_ps(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9),
+                        at(10), at(11), at(12), at(13), at(14), at(15));
 #endif
 }
 
 // Four int16 values (8 bytes) into the low half of a register.
-inline __m128i load4(const std::int16_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
+inline __m128i load4(const std::int16_t* p) {
+  return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+}
 
 // Rounds to nearest even (the default MXCSR mode) and saturates to [0, 255].
 inline void store_u8_batch(FloatBatch v, std::uint8_t* out) {
@@ -80,7 +86,8 @@ inline void store_u8_batch(FloatBatch v, std::uint8_t* out) {
   std::memcpy(out, &word, 4);
 #elif STOKE_ISA == 2
   const __m256i i32 = _mm256_cvtps_epi32(v);
-  const __m128i u16 = _mm_packus_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+  const __m128i u16 =
+      _mm_packus_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
   _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm_packus_epi16(u16, u16));
 #else
   const __m512i i32 = _mm512_max_epi32(_mm512_cvtps_epi32(v), _mm512_setzero_si512());
@@ -102,7 +109,9 @@ inline void store_u16_from_u32(xsimd::batch<std::uint32_t, Arch> v, std::uint16_
 }
 #endif
 
-inline std::int16_t mulhrs(int a, int b) { return static_cast<std::int16_t>((a * b + 0x4000) >> 15); }
+inline std::int16_t mulhrs(int a, int b) {
+  return static_cast<std::int16_t>((a * b + 0x4000) >> 15);
+}
 // Branch-free so the scalar table's loops still auto-vectorize at the baseline ISA.
 inline std::int16_t add_sat(int a, int b) {
   const int sum = a + b;
@@ -117,30 +126,56 @@ constexpr std::size_t kLanes16 = 8;
 inline I16 widen7(const std::uint8_t* p) {
   return _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 7);
 }
-inline I16 splat16(std::int16_t w) { return _mm_set1_epi16(w); }
-inline I16 mulhrs_v(I16 a, I16 b) { return _mm_mulhrs_epi16(a, b); }
-inline I16 adds_v(I16 a, I16 b) { return _mm_adds_epi16(a, b); }
-inline void store16(std::int16_t* p, I16 v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v); }
+inline I16 splat16(std::int16_t w) {
+  return _mm_set1_epi16(w);
+}
+inline I16 mulhrs_v(I16 a, I16 b) {
+  return _mm_mulhrs_epi16(a, b);
+}
+inline I16 adds_v(I16 a, I16 b) {
+  return _mm_adds_epi16(a, b);
+}
+inline void store16(std::int16_t* p, I16 v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
+}
 #elif STOKE_ISA == 2
 using I16 = __m256i;
 constexpr std::size_t kLanes16 = 16;
 inline I16 widen7(const std::uint8_t* p) {
-  return _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 7);
+  return _mm256_slli_epi16(
+      _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 7);
 }
-inline I16 splat16(std::int16_t w) { return _mm256_set1_epi16(w); }
-inline I16 mulhrs_v(I16 a, I16 b) { return _mm256_mulhrs_epi16(a, b); }
-inline I16 adds_v(I16 a, I16 b) { return _mm256_adds_epi16(a, b); }
-inline void store16(std::int16_t* p, I16 v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+inline I16 splat16(std::int16_t w) {
+  return _mm256_set1_epi16(w);
+}
+inline I16 mulhrs_v(I16 a, I16 b) {
+  return _mm256_mulhrs_epi16(a, b);
+}
+inline I16 adds_v(I16 a, I16 b) {
+  return _mm256_adds_epi16(a, b);
+}
+inline void store16(std::int16_t* p, I16 v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+}
 #else
 using I16 = __m512i;
 constexpr std::size_t kLanes16 = 32;
 inline I16 widen7(const std::uint8_t* p) {
-  return _mm512_slli_epi16(_mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 7);
+  return _mm512_slli_epi16(
+      _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 7);
 }
-inline I16 splat16(std::int16_t w) { return _mm512_set1_epi16(w); }
-inline I16 mulhrs_v(I16 a, I16 b) { return _mm512_mulhrs_epi16(a, b); }
-inline I16 adds_v(I16 a, I16 b) { return _mm512_adds_epi16(a, b); }
-inline void store16(std::int16_t* p, I16 v) { _mm512_storeu_si512(p, v); }
+inline I16 splat16(std::int16_t w) {
+  return _mm512_set1_epi16(w);
+}
+inline I16 mulhrs_v(I16 a, I16 b) {
+  return _mm512_mulhrs_epi16(a, b);
+}
+inline I16 adds_v(I16 a, I16 b) {
+  return _mm512_adds_epi16(a, b);
+}
+inline void store16(std::int16_t* p, I16 v) {
+  _mm512_storeu_si512(p, v);
+}
 #endif
 #endif
 
@@ -158,12 +193,14 @@ void vertical(const std::uint8_t* const* rows, const std::int16_t* weights, int 
   if (taps == 2) {  // bilinear: weights stay in registers
     const I16 w0 = splat16(weights[0]), w1 = splat16(weights[1]);
     for (; i + kLanes16 <= n; i += kLanes16) {
-      store16(acc + i, adds_v(mulhrs_v(widen7(rows[0] + i), w0), mulhrs_v(widen7(rows[1] + i), w1)));
+      store16(acc + i,
+              adds_v(mulhrs_v(widen7(rows[0] + i), w0), mulhrs_v(widen7(rows[1] + i), w1)));
     }
   }
   for (; i + kLanes16 <= n; i += kLanes16) {
     I16 sum = mulhrs_v(widen7(rows[0] + i), splat16(weights[0]));
-    for (int k = 1; k < taps; ++k) sum = adds_v(sum, mulhrs_v(widen7(rows[k] + i), splat16(weights[k])));
+    for (int k = 1; k < taps; ++k)
+      sum = adds_v(sum, mulhrs_v(widen7(rows[k] + i), splat16(weights[k])));
     store16(acc + i, sum);
   }
 #endif
@@ -197,8 +234,8 @@ void horizontal(const std::int16_t* src, const std::int32_t* index, const float*
 }
 
 void horizontal_affine(const std::int16_t* src, const std::int32_t* index, const float* weights,
-                       std::size_t weight_stride, int taps, int tap_step, std::size_t n, float scale, float bias,
-                       float* out) {
+                       std::size_t weight_stride, int taps, int tap_step, std::size_t n,
+                       float scale, float bias, float* out) {
   std::size_t j = 0;
 #if STOKE_ISA > 0
   const FloatBatch s(scale), b(bias);
@@ -238,7 +275,8 @@ void horizontal_rgb(const std::int16_t* src, const std::int32_t* start3, const f
   // Two pixels per vector, one per 128-bit half.
   for (; x + 2 <= n; x += 2) {
     auto load = [&](int k) {
-      const __m128i pair = _mm_unpacklo_epi64(load4(src + start3[x] + 3 * k), load4(src + start3[x + 1] + 3 * k));
+      const __m128i pair =
+          _mm_unpacklo_epi64(load4(src + start3[x] + 3 * k), load4(src + start3[x + 1] + 3 * k));
       return _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(pair));
     };
     auto weight = [&](int k) {
@@ -256,13 +294,15 @@ void horizontal_rgb(const std::int16_t* src, const std::int32_t* start3, const f
   const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   for (; x + 4 <= n; x += 4) {
     auto load = [&](int k) {
-      const __m128i lo = _mm_unpacklo_epi64(load4(src + start3[x] + 3 * k), load4(src + start3[x + 1] + 3 * k));
-      const __m128i hi =
-          _mm_unpacklo_epi64(load4(src + start3[x + 2] + 3 * k), load4(src + start3[x + 3] + 3 * k));
+      const __m128i lo =
+          _mm_unpacklo_epi64(load4(src + start3[x] + 3 * k), load4(src + start3[x + 1] + 3 * k));
+      const __m128i hi = _mm_unpacklo_epi64(load4(src + start3[x + 2] + 3 * k),
+                                            load4(src + start3[x + 3] + 3 * k));
       return _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_set_m128i(hi, lo)));
     };
     auto weight = [&](int k) {
-      return _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(weights + k * weight_stride + x)));
+      return _mm512_permutexvar_ps(
+          spread, _mm512_castps128_ps512(_mm_loadu_ps(weights + k * weight_stride + x)));
     };
     __m512 sum = _mm512_mul_ps(weight(0), load(0));
     for (int k = 1; k < taps; ++k) sum = _mm512_add_ps(sum, _mm512_mul_ps(weight(k), load(k)));
@@ -272,7 +312,8 @@ void horizontal_rgb(const std::int16_t* src, const std::int32_t* start3, const f
   for (; x < n; ++x) {
     for (int c = 0; c < 3; ++c) {
       float sum = weights[x] * src[start3[x] + c];
-      for (int k = 1; k < taps; ++k) sum = sum + weights[k * weight_stride + x] * src[start3[x] + 3 * k + c];
+      for (int k = 1; k < taps; ++k)
+        sum = sum + weights[k * weight_stride + x] * src[start3[x] + 3 * k + c];
       out[3 * x + c] = sum;
     }
   }
@@ -280,8 +321,8 @@ void horizontal_rgb(const std::int16_t* src, const std::int32_t* start3, const f
 
 // Written as a plain loop on purpose: compiled with this unit's flags, the
 // compiler vectorizes the stride-3 loads with the ISA's own permutes.
-void store_planes_rgb(const float* row, std::size_t n, const float* scale, const float* bias, float* plane0,
-                      float* plane1, float* plane2) {
+void store_planes_rgb(const float* row, std::size_t n, const float* scale, const float* bias,
+                      float* plane0, float* plane1, float* plane2) {
   const float s0 = scale[0], s1 = scale[1], s2 = scale[2];
   const float b0 = bias[0], b1 = bias[1], b2 = bias[2];
   for (std::size_t x = 0; x < n; ++x) {
@@ -303,7 +344,8 @@ void store_f32(const float* v, std::size_t n, float scale, float bias, float* ou
   std::size_t j = 0;
 #if STOKE_ISA > 0
   const FloatBatch s(scale), b(bias);
-  for (; j + kLanes <= n; j += kLanes) (FloatBatch::load_unaligned(v + j) * s + b).store_unaligned(out + j);
+  for (; j + kLanes <= n; j += kLanes)
+    (FloatBatch::load_unaligned(v + j) * s + b).store_unaligned(out + j);
 #endif
   for (; j < n; ++j) out[j] = v[j] * scale + bias;
 }
@@ -315,9 +357,11 @@ void store_f16(const float* v, std::size_t n, float scale, float bias, std::uint
   for (; j + kLanes <= n; j += kLanes) {
     const FloatBatch x = FloatBatch::load_unaligned(v + j) * s + b;
 #if STOKE_ISA == 2
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j),
+                     _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 #else
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j),
+                        _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 #endif
   }
 #endif
@@ -348,7 +392,9 @@ void affine_u8(std::uint8_t* p, std::size_t n, float alpha, float beta) {
   for (; j < n; ++j) p[j] = round_u8(static_cast<float>(p[j]) * alpha + beta);
 }
 
-constexpr RowKernels kTable{vertical, horizontal, horizontal_affine, horizontal_rgb, store_planes_rgb, store_u8, store_f32, store_f16, store_bf16, affine_u8};
+constexpr RowKernels kTable{vertical,         horizontal, horizontal_affine, horizontal_rgb,
+                            store_planes_rgb, store_u8,   store_f32,         store_f16,
+                            store_bf16,       affine_u8};
 
 }  // namespace
 }  // namespace stoke::image_detail::STOKE_ISA_NS

@@ -4,7 +4,6 @@
 
 #include "image/kernels_impl.hpp"
 
-
 namespace stoke::image_detail {
 
 const RowKernels* row_kernels_scalar() {

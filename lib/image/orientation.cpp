@@ -10,7 +10,9 @@ namespace {
 struct TiffReader {
   std::span<const std::uint8_t> data;
   bool little = true;
-  bool ok(std::size_t offset, std::size_t n) const { return offset <= data.size() && n <= data.size() - offset; }
+  bool ok(std::size_t offset, std::size_t n) const {
+    return offset <= data.size() && n <= data.size() - offset;
+  }
   std::uint32_t u16(std::size_t o) const {
     return little ? data[o] | (data[o + 1] << 8) : (data[o] << 8) | data[o + 1];
   }
@@ -22,9 +24,12 @@ struct TiffReader {
 int tiff_orientation(std::span<const std::uint8_t> tiff) {
   TiffReader r{tiff};
   if (!r.ok(0, 8)) return 1;
-  if (tiff[0] == 'I' && tiff[1] == 'I') r.little = true;
-  else if (tiff[0] == 'M' && tiff[1] == 'M') r.little = false;
-  else return 1;
+  if (tiff[0] == 'I' && tiff[1] == 'I')
+    r.little = true;
+  else if (tiff[0] == 'M' && tiff[1] == 'M')
+    r.little = false;
+  else
+    return 1;
   if (r.u16(2) != 42) return 1;
   const std::size_t ifd = r.u32(4);
   if (!r.ok(ifd, 2)) return 1;
@@ -73,16 +78,32 @@ void apply_orientation(ImageView src, int orientation, Image& dst) {
     for (int x = 0; x < dw; ++x) {
       int sx = x, sy = y;
       switch (orientation) {
-        case 2: sx = w - 1 - x; break;
-        case 3: sx = w - 1 - x, sy = h - 1 - y; break;
-        case 4: sy = h - 1 - y; break;
-        case 5: sx = y, sy = x; break;
-        case 6: sx = y, sy = h - 1 - x; break;
-        case 7: sx = w - 1 - y, sy = h - 1 - x; break;
-        case 8: sx = w - 1 - y, sy = x; break;
-        default: break;
+        case 2:
+          sx = w - 1 - x;
+          break;
+        case 3:
+          sx = w - 1 - x, sy = h - 1 - y;
+          break;
+        case 4:
+          sy = h - 1 - y;
+          break;
+        case 5:
+          sx = y, sy = x;
+          break;
+        case 6:
+          sx = y, sy = h - 1 - x;
+          break;
+        case 7:
+          sx = w - 1 - y, sy = h - 1 - x;
+          break;
+        case 8:
+          sx = w - 1 - y, sy = x;
+          break;
+        default:
+          break;
       }
-      std::memcpy(out + static_cast<std::size_t>(x) * c, src.row(sy) + static_cast<std::size_t>(sx) * c, c);
+      std::memcpy(out + static_cast<std::size_t>(x) * c,
+                  src.row(sy) + static_cast<std::size_t>(sx) * c, c);
     }
   }
 }

@@ -15,7 +15,9 @@ namespace stoke::detail {
 int jpeg_exif_orientation(std::span<const std::uint8_t> jpeg) noexcept;
 
 // Orientations 5..8 swap width and height.
-inline bool orientation_swaps_axes(int orientation) noexcept { return orientation >= 5 && orientation <= 8; }
+inline bool orientation_swaps_axes(int orientation) noexcept {
+  return orientation >= 5 && orientation <= 8;
+}
 
 // dst = src turned upright for `orientation` (2: mirrored, 3: 180 degrees,
 // 4: flipped, 5: transposed, 6: rotate 90 clockwise, 7: transversed,

@@ -94,7 +94,8 @@ bool build_axis(AxisPlan& plan, int src, int dst, ResizeFilter filter) {
   plan.q15.resize(plan.weights.size());
   for (std::size_t j = 0; j < plan.weights.size(); ++j) {
     plan.scaled[j] = plan.weights[j] * (1.f / 128.f);  // exact: a power of two
-    plan.q15[j] = static_cast<std::int16_t>(std::min(32767L, std::lround(plan.weights[j] * 32768.0)));
+    plan.q15[j] =
+        static_cast<std::int16_t>(std::min(32767L, std::lround(plan.weights[j] * 32768.0)));
   }
   return true;
 }
@@ -183,7 +184,9 @@ Resampler::~Resampler() = default;
 Resampler::Resampler(Resampler&&) noexcept = default;
 Resampler& Resampler::operator=(Resampler&&) noexcept = default;
 
-SimdLevel Resampler::level() const noexcept { return impl_->level; }
+SimdLevel Resampler::level() const noexcept {
+  return impl_->level;
+}
 
 void Resampler::resize(ImageView src, MutableImageView dst, ResizeFilter filter) {
   check_view(src, "source");
@@ -199,8 +202,8 @@ void Resampler::resize(ImageView src, MutableImageView dst, ResizeFilter filter)
   if (dst.channels == 3) {
     for (int oy = 0; oy < dst.height; ++oy) {
       s.vertical(src, oy);
-      s.kernels->horizontal_rgb(s.acc.data(), s.planar_index.data(), s.x.scaled.data(), dst.width, s.x.taps,
-                                dst.width, s.row.data());
+      s.kernels->horizontal_rgb(s.acc.data(), s.planar_index.data(), s.x.scaled.data(), dst.width,
+                                s.x.taps, dst.width, s.row.data());
       s.kernels->store_u8(s.row.data(), n, dst.row(oy));
     }
     return;
@@ -223,7 +226,8 @@ void Resampler::resize_normalize_chw(ImageView src, int width, int height, Resiz
   }
   if (dtype == OutputDtype::kUint8) {
     throw InvalidArgument(
-        "stoke::Resampler::resize_normalize_chw: writes float32/float16/bfloat16 planes; for uint8 HWC "
+        "stoke::Resampler::resize_normalize_chw: writes float32/float16/bfloat16 planes; for uint8 "
+        "HWC "
         "use resize()");
   }
   auto& s = *impl_;
@@ -238,13 +242,13 @@ void Resampler::resize_normalize_chw(ImageView src, int width, int height, Resiz
     const bool f32 = dtype == OutputDtype::kFloat32;
     for (int oy = 0; oy < height; ++oy) {
       s.vertical(src, oy);
-      s.kernels->horizontal_rgb(s.acc.data(), s.planar_index.data(), s.x.scaled.data(), w, s.x.taps, w,
-                                s.row.data());
+      s.kernels->horizontal_rgb(s.acc.data(), s.planar_index.data(), s.x.scaled.data(), w, s.x.taps,
+                                w, s.row.data());
       const std::size_t offset = oy * w;
       if (f32) {
         float* out = static_cast<float*>(dst);
-        s.kernels->store_planes_rgb(s.row.data(), w, scale, bias, out + offset, out + plane + offset,
-                                    out + 2 * plane + offset);
+        s.kernels->store_planes_rgb(s.row.data(), w, scale, bias, out + offset,
+                                    out + plane + offset, out + 2 * plane + offset);
         continue;
       }
       float* p = s.planes.data();
@@ -265,12 +269,13 @@ void Resampler::resize_normalize_chw(ImageView src, int width, int height, Resiz
     for (int ch = 0; ch < c; ++ch) {
       const std::size_t offset = ch * plane + oy * w;
       if (dtype == OutputDtype::kFloat32) {
-        s.kernels->horizontal_affine(s.acc.data() + ch, s.planar_index.data(), s.x.scaled.data(), w, s.x.taps,
-                                     c, w, scale[ch], bias[ch], static_cast<float*>(dst) + offset);
+        s.kernels->horizontal_affine(s.acc.data() + ch, s.planar_index.data(), s.x.scaled.data(), w,
+                                     s.x.taps, c, w, scale[ch], bias[ch],
+                                     static_cast<float*>(dst) + offset);
         continue;
       }
-      s.kernels->horizontal(s.acc.data() + ch, s.planar_index.data(), s.x.scaled.data(), w, s.x.taps, c,
-                            w, s.row.data());
+      s.kernels->horizontal(s.acc.data() + ch, s.planar_index.data(), s.x.scaled.data(), w,
+                            s.x.taps, c, w, s.row.data());
       switch (dtype) {
         case OutputDtype::kFloat32:
         case OutputDtype::kUint8:  // rejected above

@@ -33,7 +33,8 @@ struct TiffSource {
 tmsize_t tiff_read(thandle_t handle, void* out, tmsize_t size) {
   auto* src = static_cast<TiffSource*>(handle);
   if (size <= 0 || src->offset >= src->size()) return 0;
-  const auto n = std::min<std::uint64_t>(static_cast<std::uint64_t>(size), src->size() - src->offset);
+  const auto n =
+      std::min<std::uint64_t>(static_cast<std::uint64_t>(size), src->size() - src->offset);
   if (src->fd >= 0) {
     const ssize_t got = ::pread(src->fd, out, n, static_cast<off_t>(src->offset));
     if (got <= 0) return got < 0 ? -1 : 0;
@@ -45,7 +46,9 @@ tmsize_t tiff_read(thandle_t handle, void* out, tmsize_t size) {
   return static_cast<tmsize_t>(n);
 }
 
-tmsize_t tiff_write(thandle_t, void*, tmsize_t) { return -1; }
+tmsize_t tiff_write(thandle_t, void*, tmsize_t) {
+  return -1;
+}
 
 toff_t tiff_seek(thandle_t handle, toff_t offset, int whence) {
   auto* src = static_cast<TiffSource*>(handle);
@@ -57,8 +60,12 @@ toff_t tiff_seek(thandle_t handle, toff_t offset, int whence) {
   return src->offset;
 }
 
-int tiff_close(thandle_t) { return 0; }
-toff_t tiff_size(thandle_t handle) { return static_cast<TiffSource*>(handle)->size(); }
+int tiff_close(thandle_t) {
+  return 0;
+}
+toff_t tiff_size(thandle_t handle) {
+  return static_cast<TiffSource*>(handle)->size();
+}
 
 // Mapped: libtiff reads strips straight from the buffer (bounds-checked by it).
 int tiff_map(thandle_t handle, void** base, toff_t* size) {
@@ -90,7 +97,8 @@ int on_warning(TIFF*, void* user, const char*, const char* format, va_list args)
   return 1;
 }
 
-[[noreturn]] void tiff_fail(std::string_view name, const std::string& reason, const TiffSource& src) {
+[[noreturn]] void tiff_fail(std::string_view name, const std::string& reason,
+                            const TiffSource& src) {
   std::string message = "cannot decode image '" + std::string(name) + "': TIFF: " + reason;
   if (!src.messages.empty()) message += " (libtiff: " + src.messages + ")";
   throw DecodeError(message);
@@ -105,8 +113,8 @@ class TiffFile {
     TIFFOpenOptionsSetErrorHandlerExtR(options, on_error, &src);
     TIFFOpenOptionsSetWarningHandlerExtR(options, on_warning, &src);
     // Mode "r" (no "m"): libtiff reads strips straight from the buffer through tiff_map.
-    tif_ = TIFFClientOpenExt("stoke", "r", &src, tiff_read, tiff_write, tiff_seek, tiff_close, tiff_size,
-                             tiff_map, tiff_unmap, options);
+    tif_ = TIFFClientOpenExt("stoke", "r", &src, tiff_read, tiff_write, tiff_seek, tiff_close,
+                             tiff_size, tiff_map, tiff_unmap, options);
     TIFFOpenOptionsFree(options);
     if (!tif_) tiff_fail(name, "not a readable TIFF", src);
   }
@@ -124,16 +132,17 @@ class TiffFile {
 struct Layout {
   int width = 0;
   int height = 0;
-  int channels = 0;     // color channels: 1 or 3
-  int samples = 0;      // samples per pixel as stored (extra samples after the color ones)
-  int bits = 0;         // 8 or 16
+  int channels = 0;  // color channels: 1 or 3
+  int samples = 0;   // samples per pixel as stored (extra samples after the color ones)
+  int bits = 0;      // 8 or 16
   bool min_is_white = false;
 };
 
 Layout read_layout(TIFF* tif, std::string_view name, const TiffSource& src) {
   std::uint32_t width = 0, height = 0;
   std::uint16_t bits = 0, samples = 0, photometric = 0, planar = 0, sample_format = 0;
-  if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &width) || !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &height)) {
+  if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &width) ||
+      !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &height)) {
     tiff_fail(name, "no image width or length", src);
   }
   if (width > INT_MAX || height > INT_MAX) {
@@ -143,24 +152,34 @@ Layout read_layout(TIFF* tif, std::string_view name, const TiffSource& src) {
   TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &samples);
   TIFFGetFieldDefaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
   TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLEFORMAT, &sample_format);
-  if (!TIFFGetField(tif, TIFFTAG_PHOTOMETRIC, &photometric)) tiff_fail(name, "no photometric interpretation", src);
+  if (!TIFFGetField(tif, TIFFTAG_PHOTOMETRIC, &photometric))
+    tiff_fail(name, "no photometric interpretation", src);
   if (bits != 8 && bits != 16) {
     tiff_fail(name, "unsupported bits per sample " + std::to_string(bits) + " (8 or 16)", src);
   }
-  if (sample_format != SAMPLEFORMAT_UINT) tiff_fail(name, "unsupported sample format (unsigned integers only)", src);
-  Layout layout{static_cast<int>(width), static_cast<int>(height), 0, samples, bits,
+  if (sample_format != SAMPLEFORMAT_UINT)
+    tiff_fail(name, "unsupported sample format (unsigned integers only)", src);
+  Layout layout{static_cast<int>(width),
+                static_cast<int>(height),
+                0,
+                samples,
+                bits,
                 photometric == PHOTOMETRIC_MINISWHITE};
   if (photometric == PHOTOMETRIC_MINISBLACK || photometric == PHOTOMETRIC_MINISWHITE) {
     layout.channels = 1;
   } else if (photometric == PHOTOMETRIC_RGB) {
     layout.channels = 3;
   } else {
-    tiff_fail(name, "unsupported photometric interpretation " + std::to_string(photometric) +
-                        " (gray or RGB; palette, YCbCr, CMYK and others are not supported)", src);
+    tiff_fail(name,
+              "unsupported photometric interpretation " + std::to_string(photometric) +
+                  " (gray or RGB; palette, YCbCr, CMYK and others are not supported)",
+              src);
   }
   if (samples < layout.channels) {
-    tiff_fail(name, std::to_string(samples) + " samples per pixel for " + std::to_string(layout.channels) +
-                        " color channels", src);
+    tiff_fail(name,
+              std::to_string(samples) + " samples per pixel for " +
+                  std::to_string(layout.channels) + " color channels",
+              src);
   }
   if (planar != PLANARCONFIG_CONTIG && samples > 1) {
     tiff_fail(name, "separate sample planes are not supported (interleaved samples only)", src);
@@ -178,10 +197,12 @@ void check_striles(TIFF* tif, std::string_view name, const TiffSource& src) {
     const std::uint64_t offset = TIFFGetStrileOffsetWithErr(tif, i, &error);
     const std::uint64_t length = error ? 0 : TIFFGetStrileByteCountWithErr(tif, i, &error);
     if (error || length == 0 || offset > src.bytes.size() || length > src.bytes.size() - offset) {
-      tiff_fail(name, std::string(what) + std::to_string(i) + " of " + std::to_string(count) +
-                          " lies outside the file (offset " + std::to_string(offset) + ", " +
-                          std::to_string(length) + " bytes; the file has " + std::to_string(src.bytes.size()) +
-                          ") : the file is truncated or damaged", src);
+      tiff_fail(name,
+                std::string(what) + std::to_string(i) + " of " + std::to_string(count) +
+                    " lies outside the file (offset " + std::to_string(offset) + ", " +
+                    std::to_string(length) + " bytes; the file has " +
+                    std::to_string(src.bytes.size()) + ") : the file is truncated or damaged",
+                src);
     }
   }
 }
@@ -189,10 +210,13 @@ void check_striles(TIFF* tif, std::string_view name, const TiffSource& src) {
 // ---- Pixels --------------------------------------------------------------------
 
 // 16 -> 8 bits as png_set_scale_16: v * 255 / 65535, rounded.
-inline std::uint8_t scale_16(std::uint16_t v) { return static_cast<std::uint8_t>((v * 255u + 32767u) / 65535u); }
+inline std::uint8_t scale_16(std::uint16_t v) {
+  return static_cast<std::uint8_t>((v * 255u + 32767u) / 65535u);
+}
 
 // Converts `count` stored pixels at `src` to `channels` 8-bit channels at `dst`.
-void convert_pixels(const std::uint8_t* src, int count, const Layout& l, int channels, std::uint8_t* dst) {
+void convert_pixels(const std::uint8_t* src, int count, const Layout& l, int channels,
+                    std::uint8_t* dst) {
   auto sample = [&](std::size_t i) -> std::uint8_t {
     if (l.bits == 8) return src[i];
     std::uint16_t v;
@@ -202,7 +226,8 @@ void convert_pixels(const std::uint8_t* src, int count, const Layout& l, int cha
   for (int x = 0; x < count; ++x) {
     const std::size_t at = static_cast<std::size_t>(x) * l.samples;
     if (l.channels == 1) {
-      const std::uint8_t v = l.min_is_white ? static_cast<std::uint8_t>(255 - sample(at)) : sample(at);
+      const std::uint8_t v =
+          l.min_is_white ? static_cast<std::uint8_t>(255 - sample(at)) : sample(at);
       if (channels == 1) {
         dst[x] = v;
       } else {
@@ -214,24 +239,27 @@ void convert_pixels(const std::uint8_t* src, int count, const Layout& l, int cha
     if (channels == 3) {
       dst[3 * x] = r, dst[3 * x + 1] = g, dst[3 * x + 2] = b;
     } else {
-      dst[x] = static_cast<std::uint8_t>((77 * r + 150 * g + 29 * b + 128) >> 8);  // convert_channels' luma
+      dst[x] = static_cast<std::uint8_t>((77 * r + 150 * g + 29 * b + 128) >>
+                                         8);  // convert_channels' luma
     }
   }
 }
 
-void read_strips(TIFF* tif, std::string_view name, const Layout& l, std::vector<std::uint8_t>& scratch,
-                 const TiffSource& src, Image& out) {
+void read_strips(TIFF* tif, std::string_view name, const Layout& l,
+                 std::vector<std::uint8_t>& scratch, const TiffSource& src, Image& out) {
   std::uint32_t rows_per_strip = 0;
   TIFFGetFieldDefaulted(tif, TIFFTAG_ROWSPERSTRIP, &rows_per_strip);
-  rows_per_strip = std::clamp<std::uint32_t>(rows_per_strip, 1, static_cast<std::uint32_t>(l.height));
+  rows_per_strip =
+      std::clamp<std::uint32_t>(rows_per_strip, 1, static_cast<std::uint32_t>(l.height));
   const std::uint64_t strip_size = TIFFStripSize64(tif);
   if (strip_size == 0) tiff_fail(name, "strip size overflows", src);
   scratch.resize(strip_size);
   const std::size_t row_bytes = static_cast<std::size_t>(l.width) * l.samples * (l.bits / 8);
   for (int y = 0; y < l.height; y += static_cast<int>(rows_per_strip)) {
     const int rows = std::min<int>(static_cast<int>(rows_per_strip), l.height - y);
-    const tmsize_t got = TIFFReadEncodedStrip(tif, TIFFComputeStrip(tif, static_cast<std::uint32_t>(y), 0),
-                                              scratch.data(), static_cast<tmsize_t>(scratch.size()));
+    const tmsize_t got =
+        TIFFReadEncodedStrip(tif, TIFFComputeStrip(tif, static_cast<std::uint32_t>(y), 0),
+                             scratch.data(), static_cast<tmsize_t>(scratch.size()));
     if (got < 0 || static_cast<std::size_t>(got) < row_bytes * rows) {
       tiff_fail(name, "cannot read the strip at row " + std::to_string(y), src);
     }
@@ -242,8 +270,8 @@ void read_strips(TIFF* tif, std::string_view name, const Layout& l, std::vector<
   }
 }
 
-void read_tiles(TIFF* tif, std::string_view name, const Layout& l, std::vector<std::uint8_t>& scratch,
-                const TiffSource& src, Image& out) {
+void read_tiles(TIFF* tif, std::string_view name, const Layout& l,
+                std::vector<std::uint8_t>& scratch, const TiffSource& src, Image& out) {
   std::uint32_t tile_width = 0, tile_height = 0;
   TIFFGetField(tif, TIFFTAG_TILEWIDTH, &tile_width);
   TIFFGetField(tif, TIFFTAG_TILELENGTH, &tile_height);
@@ -254,16 +282,19 @@ void read_tiles(TIFF* tif, std::string_view name, const Layout& l, std::vector<s
   const std::size_t tile_row_bytes = tile_width * pixel_bytes;
   for (std::uint32_t ty = 0; ty < static_cast<std::uint32_t>(l.height); ty += tile_height) {
     for (std::uint32_t tx = 0; tx < static_cast<std::uint32_t>(l.width); tx += tile_width) {
-      const tmsize_t got = TIFFReadEncodedTile(tif, TIFFComputeTile(tif, tx, ty, 0, 0), scratch.data(),
-                                               static_cast<tmsize_t>(scratch.size()));
+      const tmsize_t got =
+          TIFFReadEncodedTile(tif, TIFFComputeTile(tif, tx, ty, 0, 0), scratch.data(),
+                              static_cast<tmsize_t>(scratch.size()));
       if (got < 0 || static_cast<std::uint64_t>(got) < tile_size) {
-        tiff_fail(name, "cannot read the tile at " + std::to_string(tx) + "," + std::to_string(ty), src);
+        tiff_fail(name, "cannot read the tile at " + std::to_string(tx) + "," + std::to_string(ty),
+                  src);
       }
       const int cols = static_cast<int>(std::min<std::uint32_t>(tile_width, l.width - tx));
       const int rows = static_cast<int>(std::min<std::uint32_t>(tile_height, l.height - ty));
       for (int r = 0; r < rows; ++r) {
-        convert_pixels(scratch.data() + r * tile_row_bytes, cols, l, out.channels(),
-                       out.data() + (ty + r) * out.stride() + static_cast<std::size_t>(tx) * out.channels());
+        convert_pixels(
+            scratch.data() + r * tile_row_bytes, cols, l, out.channels(),
+            out.data() + (ty + r) * out.stride() + static_cast<std::size_t>(tx) * out.channels());
       }
     }
   }
@@ -286,16 +317,18 @@ ImageInfo tiff_file_info(const std::filesystem::path& path) {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{src.fd};
-  struct stat st{};
-  if (::fstat(src.fd, &st) != 0 || !S_ISREG(st.st_mode)) throw IoError("'" + name + "' is not a regular file");
+  struct stat st {};
+  if (::fstat(src.fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw IoError("'" + name + "' is not a regular file");
   src.file_size = static_cast<std::uint64_t>(st.st_size);
   TiffFile file(src, name);
   const Layout l = read_layout(file.get(), name, src);
   return {ImageFormat::kTiff, l.width, l.height, l.channels, l.bits, 1};
 }
 
-void decode_tiff(std::span<const std::uint8_t> bytes, std::string_view name, std::uint64_t max_pixels,
-                 int channels, std::vector<std::uint8_t>& scratch, Image& out) {
+void decode_tiff(std::span<const std::uint8_t> bytes, std::string_view name,
+                 std::uint64_t max_pixels, int channels, std::vector<std::uint8_t>& scratch,
+                 Image& out) {
   TiffSource src{bytes, 0, {}};
   TiffFile file(src, name);
   const Layout l = read_layout(file.get(), name, src);

@@ -35,7 +35,8 @@ ImageInfo tiff_file_info(const std::filesystem::path& path);
 // one strip or tile and is reused. DecodeError naming `name` (and the
 // STOKE_MAX_IMAGE_PIXELS knob when the header claims more than max_pixels,
 // 0: no limit) before anything is sized.
-void decode_tiff(std::span<const std::uint8_t> bytes, std::string_view name, std::uint64_t max_pixels,
-                 int channels, std::vector<std::uint8_t>& scratch, Image& out);
+void decode_tiff(std::span<const std::uint8_t> bytes, std::string_view name,
+                 std::uint64_t max_pixels, int channels, std::vector<std::uint8_t>& scratch,
+                 Image& out);
 
 }  // namespace stoke::detail

@@ -31,48 +31,64 @@ void Image::reshape(int width, int height, int channels) {
 
 const char* to_string(ImageFormat format) noexcept {
   switch (format) {
-    case ImageFormat::kJpeg: return "jpeg";
-    case ImageFormat::kPng: return "png";
-    case ImageFormat::kBmp: return "bmp";
-    case ImageFormat::kTiff: return "tiff";
-    case ImageFormat::kUnknown: break;
+    case ImageFormat::kJpeg:
+      return "jpeg";
+    case ImageFormat::kPng:
+      return "png";
+    case ImageFormat::kBmp:
+      return "bmp";
+    case ImageFormat::kTiff:
+      return "tiff";
+    case ImageFormat::kUnknown:
+      break;
   }
   return "unknown";
 }
 
 const char* to_string(ResizeFilter filter) noexcept {
   switch (filter) {
-    case ResizeFilter::kBilinear: return "bilinear";
-    case ResizeFilter::kArea: return "area";
-    case ResizeFilter::kAuto: return "auto";
+    case ResizeFilter::kBilinear:
+      return "bilinear";
+    case ResizeFilter::kArea:
+      return "area";
+    case ResizeFilter::kAuto:
+      return "auto";
   }
   return "?";
 }
 
 const char* to_string(OutputDtype dtype) noexcept {
   switch (dtype) {
-    case OutputDtype::kFloat32: return "float32";
-    case OutputDtype::kFloat16: return "float16";
-    case OutputDtype::kBFloat16: return "bfloat16";
-    case OutputDtype::kUint8: return "uint8 (HWC)";
+    case OutputDtype::kFloat32:
+      return "float32";
+    case OutputDtype::kFloat16:
+      return "float16";
+    case OutputDtype::kBFloat16:
+      return "bfloat16";
+    case OutputDtype::kUint8:
+      return "uint8 (HWC)";
   }
   return "?";
 }
 
 std::size_t dtype_size(OutputDtype dtype) noexcept {
   switch (dtype) {
-    case OutputDtype::kFloat32: return 4;
+    case OutputDtype::kFloat32:
+      return 4;
     case OutputDtype::kFloat16:
-    case OutputDtype::kBFloat16: return 2;
-    case OutputDtype::kUint8: return 1;
+    case OutputDtype::kBFloat16:
+      return 2;
+    case OutputDtype::kUint8:
+      return 1;
   }
   return 4;
 }
 
 Normalization Normalization::mean_std(std::span<const float> mean, std::span<const float> std) {
   if (mean.empty() || mean.size() > 3 || mean.size() != std.size()) {
-    throw InvalidArgument("stoke::Normalization::mean_std: need 1 or 3 means and as many stds, got " +
-                          std::to_string(mean.size()) + " and " + std::to_string(std.size()));
+    throw InvalidArgument(
+        "stoke::Normalization::mean_std: need 1 or 3 means and as many stds, got " +
+        std::to_string(mean.size()) + " and " + std::to_string(std.size()));
   }
   Normalization n;
   n.kind = Kind::kMeanStd;
@@ -96,7 +112,8 @@ void Normalization::affine(int channel, float& scale, float& bias) const {
   if (kind == Kind::kMeanStd) {
     const float s = std[channel];
     if (s == 0.f) {
-      throw InvalidArgument("stoke::Normalization: std of channel " + std::to_string(channel) + " is 0");
+      throw InvalidArgument("stoke::Normalization: std of channel " + std::to_string(channel) +
+                            " is 0");
     }
     scale = 1.f / (255.f * s);
     bias = -mean[channel] / s;
@@ -108,11 +125,12 @@ void Normalization::affine(int channel, float& scale, float& bias) const {
 }
 
 ImageView crop(ImageView src, int x, int y, int width, int height) {
-  if (x < 0 || y < 0 || width <= 0 || height <= 0 || x + width > src.width || y + height > src.height) {
-    throw InvalidArgument("stoke::crop: window " + std::to_string(width) + "x" + std::to_string(height) +
-                          " at (" + std::to_string(x) + ", " + std::to_string(y) +
-                          ") does not fit a " + std::to_string(src.width) + "x" +
-                          std::to_string(src.height) + " image");
+  if (x < 0 || y < 0 || width <= 0 || height <= 0 || x + width > src.width ||
+      y + height > src.height) {
+    throw InvalidArgument("stoke::crop: window " + std::to_string(width) + "x" +
+                          std::to_string(height) + " at (" + std::to_string(x) + ", " +
+                          std::to_string(y) + ") does not fit a " + std::to_string(src.width) +
+                          "x" + std::to_string(src.height) + " image");
   }
   return {src.row(y) + static_cast<std::size_t>(x) * src.channels, width, height, src.channels,
           src.stride};
@@ -133,7 +151,8 @@ std::uint64_t mix(std::uint64_t z) {
 }  // namespace
 
 ImageView random_crop(ImageView src, int width, int height, std::uint64_t seed) {
-  if (width > src.width || height > src.height || width <= 0 || height <= 0) return crop(src, 0, 0, width, height);
+  if (width > src.width || height > src.height || width <= 0 || height <= 0)
+    return crop(src, 0, 0, width, height);
   const std::uint64_t a = mix(seed);
   const std::uint64_t b = mix(a);
   const int x = static_cast<int>(a % static_cast<std::uint64_t>(src.width - width + 1));
@@ -171,6 +190,8 @@ void adjust_brightness_contrast(MutableImageView image, float brightness, float 
   for (int y = 0; y < image.height; ++y) kernels.affine_u8(image.row(y), bytes, contrast, beta);
 }
 
-SimdLevel default_simd_level() { return resolve_simd(Settings{}, query_cpu()); }
+SimdLevel default_simd_level() {
+  return resolve_simd(Settings{}, query_cpu());
+}
 
 }  // namespace stoke

@@ -30,7 +30,8 @@ ModelEnds model_ends(const nn::Model& model);
 // InvalidArgument starting with `what`, listing every difference; nothing is
 // written then.
 ImportReport assign_weights(nn::Model& model, const std::map<std::string, HostTensor>& source,
-                            const ImportOptions& options, const std::string& what, bool ignore_extra);
+                            const ImportOptions& options, const std::string& what,
+                            bool ignore_extra);
 
 // The float tensors of a safetensors file by name (num_batches_tracked left out).
 std::map<std::string, HostTensor> read_safetensors(const std::string& path);

@@ -24,9 +24,15 @@ struct Attr {
   std::vector<std::int64_t> ints;
 };
 
-Attr ints_attr(std::string name, std::vector<std::int64_t> v) { return {std::move(name), onnx::attr::kTypeInts, 0, 0.0f, std::move(v)}; }
-Attr int_attr(std::string name, std::int64_t v) { return {std::move(name), onnx::attr::kTypeInt, v, 0.0f, {}}; }
-Attr float_attr(std::string name, float v) { return {std::move(name), onnx::attr::kTypeFloat, 0, v, {}}; }
+Attr ints_attr(std::string name, std::vector<std::int64_t> v) {
+  return {std::move(name), onnx::attr::kTypeInts, 0, 0.0f, std::move(v)};
+}
+Attr int_attr(std::string name, std::int64_t v) {
+  return {std::move(name), onnx::attr::kTypeInt, v, 0.0f, {}};
+}
+Attr float_attr(std::string name, float v) {
+  return {std::move(name), onnx::attr::kTypeFloat, 0, v, {}};
+}
 
 // Collects nodes and initializers in order; values are named after the layers.
 class GraphBuilder {
@@ -38,22 +44,25 @@ class GraphBuilder {
 
   const std::vector<float>& value(const std::string& name) const {
     auto it = values_.find(name);
-    if (it == values_.end()) throw InvalidArgument("export_onnx: the model has no tensor '" + name + "'");
+    if (it == values_.end())
+      throw InvalidArgument("export_onnx: the model has no tensor '" + name + "'");
     return it->second;
   }
 
-  std::string initializer(const std::string& name, const std::vector<std::int64_t>& dims, const std::vector<float>& v) {
+  std::string initializer(const std::string& name, const std::vector<std::int64_t>& dims,
+                          const std::vector<float>& v) {
     Writer t;
     for (std::int64_t d : dims) t.int64(onnx::tensor::kDims, d);
     t.varint(onnx::tensor::kDataType, onnx::tensor::kFloat);
     t.bytes(onnx::tensor::kName, name);
-    t.bytes(onnx::tensor::kRawData, std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+    t.bytes(onnx::tensor::kRawData,
+            std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
     graph_.message(onnx::graph::kInitializer, t);
     return name;
   }
 
-  std::string node(const std::string& op, const std::vector<std::string>& inputs, const std::string& output,
-                   const std::vector<Attr>& attrs = {}) {
+  std::string node(const std::string& op, const std::vector<std::string>& inputs,
+                   const std::string& output, const std::vector<Attr>& attrs = {}) {
     Writer n;
     for (const auto& in : inputs) n.bytes(onnx::node::kInput, in);
     n.bytes(onnx::node::kOutput, output);
@@ -76,8 +85,8 @@ class GraphBuilder {
 
   std::string sequential(const nn::Sequential& seq, std::string x);
   std::string layer(const nn::Layer& l, const std::string& x);
-  std::string residual(const std::string& name, const nn::Sequential& main, const nn::Sequential* shortcut,
-                       const std::string& x);
+  std::string residual(const std::string& name, const nn::Sequential& main,
+                       const nn::Sequential* shortcut, const std::string& x);
   std::string conv(const nn::Conv2d& c, const nn::BatchNorm2d* folded, const std::string& x);
 
   Writer& graph() { return graph_; }
@@ -89,7 +98,8 @@ class GraphBuilder {
   Writer graph_, nodes_;
 };
 
-std::string GraphBuilder::conv(const nn::Conv2d& c, const nn::BatchNorm2d* bn, const std::string& x) {
+std::string GraphBuilder::conv(const nn::Conv2d& c, const nn::BatchNorm2d* bn,
+                               const std::string& x) {
   const std::int64_t o = c.out_channels(), i = c.in_channels() / c.params().groups, k = c.kernel();
   std::vector<float> w = value(c.name() + ".weight");
   std::vector<float> b = c.has_bias() ? value(c.name() + ".bias") : std::vector<float>();
@@ -102,7 +112,8 @@ std::string GraphBuilder::conv(const nn::Conv2d& c, const nn::BatchNorm2d* bn, c
     const std::size_t per = static_cast<std::size_t>(i * k * k);
     for (std::size_t ch = 0; ch < static_cast<std::size_t>(o); ++ch) {
       const double s = g[ch] / std::sqrt(static_cast<double>(var[ch]) + bn->params().epsilon);
-      for (std::size_t j = 0; j < per; ++j) w[ch * per + j] = static_cast<float>(w[ch * per + j] * s);
+      for (std::size_t j = 0; j < per; ++j)
+        w[ch * per + j] = static_cast<float>(w[ch * per + j] * s);
       b[ch] = static_cast<float>(beta[ch] + (b[ch] - mean[ch]) * s);
     }
   }
@@ -119,7 +130,8 @@ std::string GraphBuilder::sequential(const nn::Sequential& seq, std::string x) {
   const auto& layers = seq.layers();
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const auto* c = dynamic_cast<const nn::Conv2d*>(layers[i].get());
-    const auto* bn = i + 1 < layers.size() ? dynamic_cast<const nn::BatchNorm2d*>(layers[i + 1].get()) : nullptr;
+    const auto* bn =
+        i + 1 < layers.size() ? dynamic_cast<const nn::BatchNorm2d*>(layers[i + 1].get()) : nullptr;
     if (c && bn && options_.fold_batch_norm) {
       x = conv(*c, bn, x);
       ++i;
@@ -130,8 +142,8 @@ std::string GraphBuilder::sequential(const nn::Sequential& seq, std::string x) {
   return x;
 }
 
-std::string GraphBuilder::residual(const std::string& name, const nn::Sequential& main, const nn::Sequential* shortcut,
-                                   const std::string& x) {
+std::string GraphBuilder::residual(const std::string& name, const nn::Sequential& main,
+                                   const nn::Sequential* shortcut, const std::string& x) {
   const std::string m = sequential(main, x);
   const std::string s = shortcut ? sequential(*shortcut, x) : x;
   return node("Relu", {node("Add", {m, s}, name + ".add")}, name + ".out");
@@ -153,24 +165,30 @@ std::string GraphBuilder::layer(const nn::Layer& l, const std::string& x) {
   if (dynamic_cast<const nn::Relu*>(&l)) return node("Relu", {x}, name);
   if (const auto* p = dynamic_cast<const nn::Pool2d*>(&l)) {
     const Pool2dParams& q = p->params();
-    std::vector<Attr> a = {ints_attr("kernel_shape", {q.kernel_h, q.kernel_w}), ints_attr("strides", {q.stride_h, q.stride_w}),
+    std::vector<Attr> a = {ints_attr("kernel_shape", {q.kernel_h, q.kernel_w}),
+                           ints_attr("strides", {q.stride_h, q.stride_w}),
                            ints_attr("pads", {q.pad_h, q.pad_w, q.pad_h, q.pad_w})};
     if (p->kind() == nn::PoolKind::kMax) return node("MaxPool", {x}, name, a);
     a.push_back(int_attr("count_include_pad", 1));  // stoke's average divides by the full window
     return node("AveragePool", {x}, name, a);
   }
   if (dynamic_cast<const nn::GlobalAvgPool*>(&l)) {
-    return node("Flatten", {node("GlobalAveragePool", {x}, name)}, name + ".flat", {int_attr("axis", 1)});
+    return node("Flatten", {node("GlobalAveragePool", {x}, name)}, name + ".flat",
+                {int_attr("axis", 1)});
   }
-  if (dynamic_cast<const nn::Flatten*>(&l)) return node("Flatten", {x}, name, {int_attr("axis", 1)});
+  if (dynamic_cast<const nn::Flatten*>(&l))
+    return node("Flatten", {x}, name, {int_attr("axis", 1)});
   if (dynamic_cast<const nn::Dropout*>(&l)) return x;  // identity at inference
   if (const auto* fc = dynamic_cast<const nn::Linear*>(&l)) {
     return node("Gemm",
-                {x, initializer(name + ".weight", {fc->out_features(), fc->in_features()}, value(name + ".weight")),
+                {x,
+                 initializer(name + ".weight", {fc->out_features(), fc->in_features()},
+                             value(name + ".weight")),
                  initializer(name + ".bias", {fc->out_features()}, value(name + ".bias"))},
                 name, {int_attr("transB", 1)});
   }
-  if (const auto* r = dynamic_cast<const nn::Residual*>(&l)) return residual(name, r->main(), r->shortcut(), x);
+  if (const auto* r = dynamic_cast<const nn::Residual*>(&l))
+    return residual(name, r->main(), r->shortcut(), x);
   throw Unsupported("export_onnx: layer '" + name + "' has no ONNX form");
 }
 
@@ -194,7 +212,9 @@ Writer value_info(const std::string& name, std::vector<std::int64_t> dims) {
   return info;
 }
 
-int ir_version(int opset) { return opset <= 13 ? 7 : opset <= 18 ? 8 : opset <= 20 ? 9 : 10; }
+int ir_version(int opset) {
+  return opset <= 13 ? 7 : opset <= 18 ? 8 : opset <= 20 ? 9 : 10;
+}
 
 void metadata(Writer& m, const std::string& key, const std::string& value) {
   Writer e;
@@ -207,7 +227,8 @@ void metadata(Writer& m, const std::string& key, const std::string& value) {
 
 std::string onnx_model_bytes(const nn::Model& model, const OnnxExportOptions& options) {
   if (options.opset < 13 || options.opset > 21) {
-    throw InvalidArgument("export_onnx: opset " + std::to_string(options.opset) + " is outside 13..21");
+    throw InvalidArgument("export_onnx: opset " + std::to_string(options.opset) +
+                          " is outside 13..21");
   }
   const nn::ModelSpec& spec = model.spec();
   GraphBuilder g(model, options);
@@ -220,9 +241,11 @@ std::string onnx_model_bytes(const nn::Model& model, const OnnxExportOptions& op
   // Nodes first, as ONNX writers conventionally do; then name, initializers, inputs, outputs.
   std::string body = g.nodes().data() + name.data() + g.graph().data();
   Writer io;
-  io.message(onnx::graph::kInput, value_info("input", {0, spec.in_channels, spec.height, spec.width}));
+  io.message(onnx::graph::kInput,
+             value_info("input", {0, spec.in_channels, spec.height, spec.width}));
   io.message(onnx::graph::kOutput, value_info("logits", {0, spec.classes}));
-  if (options.softmax) io.message(onnx::graph::kOutput, value_info("probabilities", {0, spec.classes}));
+  if (options.softmax)
+    io.message(onnx::graph::kOutput, value_info("probabilities", {0, spec.classes}));
   body += io.data();
 
   Writer m;
@@ -247,7 +270,8 @@ std::string onnx_model_bytes(const nn::Model& model, const OnnxExportOptions& op
   return m.data();
 }
 
-void export_onnx(const nn::Model& model, const std::string& path, const OnnxExportOptions& options) {
+void export_onnx(const nn::Model& model, const std::string& path,
+                 const OnnxExportOptions& options) {
   const std::string bytes = onnx_model_bytes(model, options);
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) throw IoError("export_onnx: cannot open '" + path + "' for writing");

@@ -26,10 +26,18 @@ HostTensor read_tensor(std::string_view bytes, const std::string& what, std::str
   std::vector<double> doubles;
   while (r.next(f)) {
     switch (f.field) {
-      case onnx::tensor::kDims: pb::append_int64s(f, t.shape, what); break;
-      case onnx::tensor::kDataType: type = static_cast<int>(f.number); break;
-      case onnx::tensor::kFloatData: pb::append_floats(f, t.data, what); break;
-      case onnx::tensor::kInt64Data: pb::append_int64s(f, ints, what); break;
+      case onnx::tensor::kDims:
+        pb::append_int64s(f, t.shape, what);
+        break;
+      case onnx::tensor::kDataType:
+        type = static_cast<int>(f.number);
+        break;
+      case onnx::tensor::kFloatData:
+        pb::append_floats(f, t.data, what);
+        break;
+      case onnx::tensor::kInt64Data:
+        pb::append_int64s(f, ints, what);
+        break;
       case onnx::tensor::kDoubleData:
         if (f.wire == pb::Wire::kFixed64) {
           double d;
@@ -43,20 +51,31 @@ HostTensor read_tensor(std::string_view bytes, const std::string& what, std::str
           }
         }
         break;
-      case onnx::tensor::kName: if (name) *name = std::string(f.bytes); break;
-      case onnx::tensor::kRawData: raw = f.bytes; break;
-      case onnx::tensor::kDataLocation:
-        if (f.number == 1) throw Unsupported(what + ": tensor data in an external file is not supported; save the model with its weights inside");
+      case onnx::tensor::kName:
+        if (name) *name = std::string(f.bytes);
         break;
-      default: break;
+      case onnx::tensor::kRawData:
+        raw = f.bytes;
+        break;
+      case onnx::tensor::kDataLocation:
+        if (f.number == 1)
+          throw Unsupported(what +
+                            ": tensor data in an external file is not supported; save the model "
+                            "with its weights inside");
+        break;
+      default:
+        break;
     }
   }
   std::int64_t n = 1;
   for (std::int64_t d : t.shape) n *= d;
   if (!raw.empty()) {
-    const std::size_t size = type == onnx::tensor::kFloat ? 4 : type == onnx::tensor::kInt64 || type == onnx::tensor::kDouble ? 8 : 0;
+    const std::size_t size = type == onnx::tensor::kFloat                                    ? 4
+                             : type == onnx::tensor::kInt64 || type == onnx::tensor::kDouble ? 8
+                                                                                             : 0;
     if (size == 0) return t;  // a type import never needs as weights
-    if (raw.size() != static_cast<std::size_t>(n) * size) throw CorruptFile(what + ": raw_data does not match the dims");
+    if (raw.size() != static_cast<std::size_t>(n) * size)
+      throw CorruptFile(what + ": raw_data does not match the dims");
     t.data.resize(static_cast<std::size_t>(n));
     for (std::size_t i = 0; i < t.data.size(); ++i) {
       if (type == onnx::tensor::kFloat) {
@@ -74,8 +93,10 @@ HostTensor read_tensor(std::string_view bytes, const std::string& what, std::str
   }
   for (std::int64_t v : ints) t.data.push_back(static_cast<float>(v));
   for (double v : doubles) t.data.push_back(static_cast<float>(v));
-  if (t.data.size() != static_cast<std::size_t>(n) && (type == onnx::tensor::kFloat || type == onnx::tensor::kDouble)) {
-    throw CorruptFile(what + ": " + std::to_string(t.data.size()) + " values for dims " + dims_to_string(t.shape));
+  if (t.data.size() != static_cast<std::size_t>(n) &&
+      (type == onnx::tensor::kFloat || type == onnx::tensor::kDouble)) {
+    throw CorruptFile(what + ": " + std::to_string(t.data.size()) + " values for dims " +
+                      dims_to_string(t.shape));
   }
   return t;
 }
@@ -99,7 +120,8 @@ OnnxNode read_node(std::string_view bytes, const std::string& what) {
       if (g.field == onnx::attr::kI) value.i = static_cast<std::int64_t>(g.number);
       if (g.field == onnx::attr::kF) value.f = g.as_float();
       if (g.field == onnx::attr::kInts) pb::append_int64s(g, value.ints, what);
-      if (g.field == onnx::attr::kT) value.t = read_tensor(g.bytes, what + " attribute tensor", nullptr);
+      if (g.field == onnx::attr::kT)
+        value.t = read_tensor(g.bytes, what + " attribute tensor", nullptr);
     }
     n.attrs[key] = std::move(value);
   }
@@ -123,7 +145,8 @@ OnnxGraph read_onnx(const std::string& path) {
   std::vector<std::string> inputs;
   Reader r(graph, path + " graph");
   while (r.next(f)) {
-    if (f.field == onnx::graph::kNode) g.nodes.push_back(read_node(f.bytes, path + " node " + std::to_string(g.nodes.size())));
+    if (f.field == onnx::graph::kNode)
+      g.nodes.push_back(read_node(f.bytes, path + " node " + std::to_string(g.nodes.size())));
     if (f.field == onnx::graph::kInitializer) {
       std::string name;
       HostTensor t = read_tensor(f.bytes, path + " initializer", &name);
@@ -139,12 +162,15 @@ OnnxGraph read_onnx(const std::string& path) {
   }
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const OnnxNode& n = g.nodes[i];
-    if (n.op == "Constant" && n.attrs.count("value") && !n.outputs.empty()) g.tensors[n.outputs[0]] = n.attrs.at("value").t;
+    if (n.op == "Constant" && n.attrs.count("value") && !n.outputs.empty())
+      g.tensors[n.outputs[0]] = n.attrs.at("value").t;
     for (const auto& in : n.inputs) g.consumers[in].push_back(i);
   }
   for (const auto& in : inputs) {
     if (!g.tensors.count(in)) {
-      if (!g.input.empty()) throw Unsupported(path + ": the graph has more than one input ('" + g.input + "', '" + in + "')");
+      if (!g.input.empty())
+        throw Unsupported(path + ": the graph has more than one input ('" + g.input + "', '" + in +
+                          "')");
       g.input = in;
     }
   }

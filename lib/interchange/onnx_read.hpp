@@ -21,12 +21,15 @@ struct OnnxNode {
   std::string op, name;
   std::vector<std::string> inputs, outputs;
   std::map<std::string, OnnxAttr> attrs;
-  std::string label() const { return op + " node '" + (name.empty() && !outputs.empty() ? outputs[0] : name) + "'"; }
+  std::string label() const {
+    return op + " node '" + (name.empty() && !outputs.empty() ? outputs[0] : name) + "'";
+  }
   std::int64_t attr_i(const std::string& key, std::int64_t fallback) const {
     auto it = attrs.find(key);
     return it == attrs.end() ? fallback : it->second.i;
   }
-  std::vector<std::int64_t> attr_ints(const std::string& key, std::vector<std::int64_t> fallback) const {
+  std::vector<std::int64_t> attr_ints(const std::string& key,
+                                      std::vector<std::int64_t> fallback) const {
     auto it = attrs.find(key);
     return it == attrs.end() ? fallback : it->second.ints;
   }

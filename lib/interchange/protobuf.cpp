@@ -49,7 +49,8 @@ float Field::as_float() const noexcept {
 std::uint64_t Reader::read_varint() {
   std::uint64_t v = 0;
   for (int shift = 0; shift < 64; shift += 7) {
-    if (pos_ >= data_.size()) throw CorruptFile(what_ + ": truncated varint at byte " + std::to_string(pos_));
+    if (pos_ >= data_.size())
+      throw CorruptFile(what_ + ": truncated varint at byte " + std::to_string(pos_));
     const auto b = static_cast<unsigned char>(data_[pos_++]);
     v |= static_cast<std::uint64_t>(b & 0x7F) << shift;
     if (!(b & 0x80)) return v;
@@ -66,9 +67,9 @@ bool Reader::next(Field& f) {
   f.number = 0;
   const auto need = [&](std::uint64_t n) {
     if (n > data_.size() - pos_) {
-      throw CorruptFile(what_ + ": field " + std::to_string(f.field) + " needs " + std::to_string(n) +
-                        " bytes at byte " + std::to_string(pos_) + ", " + std::to_string(data_.size() - pos_) +
-                        " remain");
+      throw CorruptFile(what_ + ": field " + std::to_string(f.field) + " needs " +
+                        std::to_string(n) + " bytes at byte " + std::to_string(pos_) + ", " +
+                        std::to_string(data_.size() - pos_) + " remain");
     }
   };
   switch (f.wire) {
@@ -124,7 +125,8 @@ void append_floats(const Field& f, std::vector<float>& out, const std::string& w
     out.push_back(f.as_float());
     return;
   }
-  if (f.wire != Wire::kBytes || f.bytes.size() % 4) throw CorruptFile(what + ": packed floats of a size not a multiple of 4");
+  if (f.wire != Wire::kBytes || f.bytes.size() % 4)
+    throw CorruptFile(what + ": packed floats of a size not a multiple of 4");
   const std::size_t n = f.bytes.size() / 4, at = out.size();
   out.resize(at + n);
   std::memcpy(out.data() + at, f.bytes.data(), f.bytes.size());

@@ -29,7 +29,9 @@ class STOKE_INTERNAL Writer {
 
  private:
   void raw_varint(std::uint64_t value);
-  void tag(int field, Wire wire) { raw_varint(static_cast<std::uint64_t>(field) << 3 | static_cast<std::uint64_t>(wire)); }
+  void tag(int field, Wire wire) {
+    raw_varint(static_cast<std::uint64_t>(field) << 3 | static_cast<std::uint64_t>(wire));
+  }
   std::string data_;
 };
 
@@ -58,7 +60,8 @@ class STOKE_INTERNAL Reader {
 };
 
 // Repeated int64 either packed (one bytes field) or one varint per field.
-STOKE_INTERNAL void append_int64s(const Field& f, std::vector<std::int64_t>& out, const std::string& what);
+STOKE_INTERNAL void append_int64s(const Field& f, std::vector<std::int64_t>& out,
+                                  const std::string& what);
 // Repeated float either packed or one fixed32 per field.
 STOKE_INTERNAL void append_floats(const Field& f, std::vector<float>& out, const std::string& what);
 

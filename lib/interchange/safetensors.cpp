@@ -38,7 +38,9 @@ class JsonParser {
     throw CorruptFile(what_ + ": header JSON: " + why + " at offset " + std::to_string(pos_));
   }
   void skip() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' || s_[pos_] == '\t')) ++pos_;
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' || s_[pos_] == '\t'))
+      ++pos_;
   }
   char peek() {
     skip();
@@ -62,7 +64,12 @@ class JsonParser {
           out.push_back('u');
           continue;
         }
-        c = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c == 'b' ? '\b' : c == 'f' ? '\f' : c;
+        c = c == 'n'   ? '\n'
+            : c == 't' ? '\t'
+            : c == 'r' ? '\r'
+            : c == 'b' ? '\b'
+            : c == 'f' ? '\f'
+                       : c;
       }
       out += c;
     }
@@ -125,7 +132,8 @@ const Json* member(const Json& o, const std::string& key) {
 }
 
 float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, man = h & 0x3FF;
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000) << 16, exp = (h >> 10) & 0x1F,
+                      man = h & 0x3FF;
   std::uint32_t bits;
   if (exp == 0) {
     if (man == 0) {
@@ -150,7 +158,8 @@ float half_to_float(std::uint16_t h) {
 }
 
 // Element size and conversion of one safetensors dtype to float.
-std::vector<float> to_floats(const std::string& dtype, const char* p, std::size_t n, const std::string& where) {
+std::vector<float> to_floats(const std::string& dtype, const char* p, std::size_t n,
+                             const std::string& where) {
   std::vector<float> out(n);
   if (dtype == "F32") {
     std::memcpy(out.data(), p, n * 4);
@@ -172,7 +181,8 @@ std::vector<float> to_floats(const std::string& dtype, const char* p, std::size_
       }
     }
   } else {
-    throw InvalidArgument(where + ": dtype " + dtype + " is not a float type (F32, F16, BF16, F64)");
+    throw InvalidArgument(where + ": dtype " + dtype +
+                          " is not a float type (F32, F16, BF16, F64)");
   }
   return out;
 }
@@ -186,20 +196,23 @@ std::size_t dtype_bytes(const std::string& dtype) {
 }
 
 std::int64_t integer(const Json& j, const std::string& where) {
-  if (j.kind != Json::Kind::kNumber || j.number < 0 || j.number != static_cast<double>(static_cast<std::int64_t>(j.number))) {
+  if (j.kind != Json::Kind::kNumber || j.number < 0 ||
+      j.number != static_cast<double>(static_cast<std::int64_t>(j.number))) {
     throw CorruptFile(where + ": expected a non-negative integer");
   }
   return static_cast<std::int64_t>(j.number);
 }
 
-HostTensor read_entry(const std::string& path, const std::string& name, const Json& e, std::string_view data) {
+HostTensor read_entry(const std::string& path, const std::string& name, const Json& e,
+                      std::string_view data) {
   const std::string where = path + ": tensor '" + name + "'";
   const Json* dtype = member(e, "dtype");
   const Json* shape = member(e, "shape");
   const Json* offsets = member(e, "data_offsets");
-  if (!dtype || dtype->kind != Json::Kind::kString || !shape || shape->kind != Json::Kind::kArray || !offsets ||
-      offsets->kind != Json::Kind::kArray || offsets->items.size() != 2) {
-    throw CorruptFile(where + ": needs dtype (string), shape (list) and data_offsets ([begin, end])");
+  if (!dtype || dtype->kind != Json::Kind::kString || !shape || shape->kind != Json::Kind::kArray ||
+      !offsets || offsets->kind != Json::Kind::kArray || offsets->items.size() != 2) {
+    throw CorruptFile(where +
+                      ": needs dtype (string), shape (list) and data_offsets ([begin, end])");
   }
   HostTensor t;
   std::int64_t n = 1;
@@ -207,14 +220,15 @@ HostTensor read_entry(const std::string& path, const std::string& name, const Js
     t.shape.push_back(integer(d, where + " shape"));
     n *= t.shape.back();
   }
-  const std::int64_t begin = integer(offsets->items[0], where), end = integer(offsets->items[1], where);
+  const std::int64_t begin = integer(offsets->items[0], where),
+                     end = integer(offsets->items[1], where);
   const std::size_t size = dtype_bytes(dtype->text);
   if (size == 0) throw CorruptFile(where + ": unknown dtype " + dtype->text);
   if (end < begin || static_cast<std::uint64_t>(end) > data.size() ||
       static_cast<std::uint64_t>(end - begin) != static_cast<std::uint64_t>(n) * size) {
-    throw CorruptFile(where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + ") do not hold " +
-                      std::to_string(n) + " x " + dtype->text + " within the " + std::to_string(data.size()) +
-                      " data bytes");
+    throw CorruptFile(where + ": data_offsets [" + std::to_string(begin) + ", " +
+                      std::to_string(end) + ") do not hold " + std::to_string(n) + " x " +
+                      dtype->text + " within the " + std::to_string(data.size()) + " data bytes");
   }
   t.data = to_floats(dtype->text, data.data() + begin, static_cast<std::size_t>(n), where);
   return t;
@@ -226,7 +240,9 @@ std::map<std::string, HostTensor> read_safetensors(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw IoError("load_safetensors: cannot open '" + path + "'");
   const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (bytes.size() < 8) throw CorruptFile(path + ": " + std::to_string(bytes.size()) + " bytes, not a safetensors file");
+  if (bytes.size() < 8)
+    throw CorruptFile(path + ": " + std::to_string(bytes.size()) +
+                      " bytes, not a safetensors file");
   std::uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
   if (n > bytes.size() - 8) {
@@ -234,19 +250,23 @@ std::map<std::string, HostTensor> read_safetensors(const std::string& path) {
                       std::to_string(bytes.size()) + " bytes)");
   }
   const Json header = JsonParser(std::string_view(bytes).substr(8, n), path).parse();
-  if (header.kind != Json::Kind::kObject) throw CorruptFile(path + ": the header is not a JSON object");
+  if (header.kind != Json::Kind::kObject)
+    throw CorruptFile(path + ": the header is not a JSON object");
   const std::string_view data = std::string_view(bytes).substr(8 + n);
   std::map<std::string, HostTensor> out;
   for (const auto& [name, e] : header.members) {
     if (name == "__metadata__" || name.ends_with("num_batches_tracked")) continue;
-    if (e.kind != Json::Kind::kObject) throw CorruptFile(path + ": entry '" + name + "' is not an object");
+    if (e.kind != Json::Kind::kObject)
+      throw CorruptFile(path + ": entry '" + name + "' is not an object");
     out[name] = read_entry(path, name, e, data);
   }
   return out;
 }
 
-ImportReport load_safetensors(nn::Model& model, const std::string& path, const ImportOptions& options) {
-  return assign_weights(model, read_safetensors(path), options, "load_safetensors '" + path + "'", false);
+ImportReport load_safetensors(nn::Model& model, const std::string& path,
+                              const ImportOptions& options) {
+  return assign_weights(model, read_safetensors(path), options, "load_safetensors '" + path + "'",
+                        false);
 }
 
 void save_safetensors(const nn::Model& model, const std::string& path) {
@@ -263,12 +283,13 @@ void save_safetensors(const nn::Model& model, const std::string& path) {
     }
     header += ',';
     header += detail::json_quote(t.name);
-    header += ":{\"dtype\":\"F32\",\"shape\":[" + dims + "],\"data_offsets\":[" + std::to_string(data.size()) + "," +
-              std::to_string(data.size() + v.size() * 4) + "]}";
+    header += ":{\"dtype\":\"F32\",\"shape\":[" + dims + "],\"data_offsets\":[" +
+              std::to_string(data.size()) + "," + std::to_string(data.size() + v.size() * 4) + "]}";
     data.append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
   }
   header += "}";
-  while ((header.size() + 8) % 8) header += ' ';  // the format pads the header with spaces to 8 bytes
+  while ((header.size() + 8) % 8)
+    header += ' ';  // the format pads the header with spaces to 8 bytes
   const std::uint64_t n = header.size();
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) throw IoError("save_safetensors: cannot open '" + path + "' for writing");

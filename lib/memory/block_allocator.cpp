@@ -90,7 +90,9 @@ BlockAllocator::Block* BlockAllocator::new_block() {
   return block;
 }
 
-void BlockAllocator::drop_block(Block* block) { spare_.push_back(block); }
+void BlockAllocator::drop_block(Block* block) {
+  spare_.push_back(block);
+}
 
 void BlockAllocator::insert_free(Block* block) {
   block->state = State::kFree;
@@ -148,9 +150,8 @@ BlockAllocator::Block* BlockAllocator::find_fit(std::size_t size) {
 
 void BlockAllocator::add_chunk(std::uintptr_t base, std::size_t size) {
   if (size == 0 || size % alignment_ != 0 || base % alignment_ != 0) {
-    throw InvalidArgument("BlockAllocator: chunk at " + hex(base) + " of " +
-                          std::to_string(size) + " bytes is not aligned to " +
-                          std::to_string(alignment_));
+    throw InvalidArgument("BlockAllocator: chunk at " + hex(base) + " of " + std::to_string(size) +
+                          " bytes is not aligned to " + std::to_string(alignment_));
   }
   auto next = chunks_.lower_bound(base);
   const bool overlaps_next = next != chunks_.end() && next->first < base + size;
@@ -180,7 +181,7 @@ void BlockAllocator::flush_quick() {
 
 std::uintptr_t BlockAllocator::allocate(std::size_t bytes) {
   const std::size_t size = round_up(bytes);
-  if (size < bytes) return 0;  // overflow
+  if (size < bytes) return 0;                    // overflow
   for (int i = quick_count_ - 1; i >= 0; --i) {  // newest first
     Block* parked = quick_[i];
     if (parked->size != size) continue;

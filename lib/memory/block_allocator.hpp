@@ -104,10 +104,10 @@ class STOKE_INTERNAL BlockAllocator {
   struct Block {
     std::uintptr_t address = 0;
     std::size_t size = 0;
-    std::uintptr_t chunk = 0;      // base of the chunk the block lies in
-    Block* prev_phys = nullptr;    // neighbours in address order, same chunk
+    std::uintptr_t chunk = 0;    // base of the chunk the block lies in
+    Block* prev_phys = nullptr;  // neighbours in address order, same chunk
     Block* next_phys = nullptr;
-    Block* prev_free = nullptr;    // bin list, while free
+    Block* prev_free = nullptr;  // bin list, while free
     Block* next_free = nullptr;
     State state = State::kFree;
   };
@@ -124,10 +124,10 @@ class STOKE_INTERNAL BlockAllocator {
 
   std::size_t alignment_;
   Block* bins_[kBins][kSubBins] = {};
-  std::uint64_t top_bitmap_ = 0;           // bit f: some bins_[f][*] non-empty
-  std::uint32_t sub_bitmap_[kBins] = {};   // bit s: bins_[f][s] non-empty
-  std::deque<Block> storage_;              // stable addresses
-  std::vector<Block*> spare_;              // recycled Block records
+  std::uint64_t top_bitmap_ = 0;          // bit f: some bins_[f][*] non-empty
+  std::uint32_t sub_bitmap_[kBins] = {};  // bit s: bins_[f][s] non-empty
+  std::deque<Block> storage_;             // stable addresses
+  std::vector<Block*> spare_;             // recycled Block records
   // Used and pending blocks by address: open addressing, linear probing,
   // Fibonacci hashing over a power-of-two table (no division, no nodes).
   class AddressTable {

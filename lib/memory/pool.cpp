@@ -14,8 +14,12 @@
 namespace stoke {
 
 // Default fences: no streams, so every fence has passed already.
-std::uint64_t ChunkProvider::record_fence(StreamHandle) { return 0; }
-bool ChunkProvider::fence_passed(std::uint64_t) { return true; }
+std::uint64_t ChunkProvider::record_fence(StreamHandle) {
+  return 0;
+}
+bool ChunkProvider::fence_passed(std::uint64_t) {
+  return true;
+}
 void ChunkProvider::wait_fence(std::uint64_t) {}
 void ChunkProvider::release_fence(std::uint64_t) noexcept {}
 
@@ -34,11 +38,10 @@ MemoryPool::MemoryPool(std::unique_ptr<ChunkProvider> provider, PoolOptions opti
   if (!provider_) throw InvalidArgument("MemoryPool: no chunk provider");
   if (options_.chunk_granularity == 0 || options_.chunk_granularity % kPoolAlignment != 0) {
     throw InvalidArgument("MemoryPool: chunk granularity " +
-                          std::to_string(options_.chunk_granularity) +
-                          " is not a multiple of 256");
+                          std::to_string(options_.chunk_granularity) + " is not a multiple of 256");
   }
-  options_.min_chunk = round_to(std::max<std::size_t>(options_.min_chunk, 1),
-                                options_.chunk_granularity);
+  options_.min_chunk =
+      round_to(std::max<std::size_t>(options_.min_chunk, 1), options_.chunk_granularity);
   // Small and medium blocks freed without a stream are parked for the next
   // request of their size (block_allocator.hpp): an allocate/free pair then
   // skips the bins' split and merge.
@@ -61,7 +64,9 @@ MemoryPool::~MemoryPool() {
   }
 }
 
-std::string MemoryPool::name() const { return provider_->name(); }
+std::string MemoryPool::name() const {
+  return provider_->name();
+}
 
 void MemoryPool::collect_locked(bool wait) {
   if (blocks_->pending_count() == 0) return;
@@ -84,9 +89,9 @@ bool MemoryPool::grow_locked(std::size_t bytes) {
   if (need > room) return false;
   // At least min_chunk, so that small requests do not each cost a driver
   // call, but never past the cap.
-  const std::uint64_t size = std::min<std::uint64_t>(std::max<std::uint64_t>(need, options_.min_chunk),
-                                                     room / options_.chunk_granularity *
-                                                         options_.chunk_granularity);
+  const std::uint64_t size =
+      std::min<std::uint64_t>(std::max<std::uint64_t>(need, options_.min_chunk),
+                              room / options_.chunk_granularity * options_.chunk_granularity);
   void* base = provider_->allocate_chunk(size);
   if (!base) return false;
   if (reinterpret_cast<std::uintptr_t>(base) % kPoolAlignment != 0) {
@@ -119,8 +124,9 @@ void* MemoryPool::allocate(std::size_t bytes, StreamHandle /*stream*/) {
     if (grow_locked(bytes)) {
       if (void* ptr = try_allocate_locked(bytes)) return ptr;
     } else {
-      refused = blocks_->reserved() + round_to(blocks_->round_up(bytes), options_.chunk_granularity) <=
-                options_.cap;
+      refused =
+          blocks_->reserved() + round_to(blocks_->round_up(bytes), options_.chunk_granularity) <=
+          options_.cap;
     }
     if (blocks_->pending_count() > 0) {
       collect_locked(true);
@@ -199,7 +205,8 @@ PoolStats MemoryPool::stats() const {
   s.chunks = blocks_->chunk_count();
   s.free_blocks = blocks_->free_block_count();
   s.fragmentation =
-      s.free == 0 ? 0.0 : 1.0 - static_cast<double>(s.largest_free_block) / static_cast<double>(s.free);
+      s.free == 0 ? 0.0
+                  : 1.0 - static_cast<double>(s.largest_free_block) / static_cast<double>(s.free);
   return s;
 }
 

@@ -17,10 +17,10 @@ namespace {
 class HostChunks final : public ChunkProvider {
  public:
   void* allocate_chunk(std::size_t bytes) override {
-    return ::operator new(bytes, std::align_val_t{kPoolAlignment}, std::nothrow);
+    return ::operator new (bytes, std::align_val_t{kPoolAlignment}, std::nothrow);
   }
   void free_chunk(void* base, std::size_t) noexcept override {
-    ::operator delete(base, std::align_val_t{kPoolAlignment});
+    ::operator delete (base, std::align_val_t{kPoolAlignment});
   }
   std::string name() const override { return "host arena"; }
 };

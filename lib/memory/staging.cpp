@@ -17,7 +17,7 @@ void StagingBuffer::reset() noexcept {
       device_->pinned_free(data_);
       if (pinned_total_) pinned_total_->fetch_sub(bytes_);
     } else {
-      ::operator delete(data_, std::align_val_t{kPoolAlignment});
+      ::operator delete (data_, std::align_val_t{kPoolAlignment});
     }
   }
   device_.reset();
@@ -75,9 +75,9 @@ StagingBuffer HostStaging::allocate(std::size_t bytes) {
     if (!device_) {
       why = "pinning unavailable (" + open_error_ + ")";
     } else if (pinned_total_->load() + bytes > report_.pinned_cap) {
-      why = "pinned total would exceed STOKE_HOST_PINNED_MAX=" +
-            format_bytes(report_.pinned_cap) + " (" + format_bytes(pinned_total_->load()) +
-            " pinned, " + format_bytes(bytes) + " requested)";
+      why = "pinned total would exceed STOKE_HOST_PINNED_MAX=" + format_bytes(report_.pinned_cap) +
+            " (" + format_bytes(pinned_total_->load()) + " pinned, " + format_bytes(bytes) +
+            " requested)";
     } else {
       void* p = nullptr;
       try {
@@ -97,7 +97,8 @@ StagingBuffer HostStaging::allocate(std::size_t bytes) {
     if (!buffer.pinned_) fall_back_locked(why);
   }
   if (!buffer.data_) {
-    void* p = ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{kPoolAlignment}, std::nothrow);
+    void* p =
+        ::operator new (bytes == 0 ? 1 : bytes, std::align_val_t{kPoolAlignment}, std::nothrow);
     if (!p) {
       throw OutOfMemory("cannot allocate a staging buffer of " + format_bytes(bytes) +
                             " of host memory; use a smaller batch or input size",

@@ -1,9 +1,9 @@
 // Network builders and the ModelSpec <-> key/value conversion.
 #include <sstream>
 
+#include "nn/resnet.hpp"
 #include "stoke/error.hpp"
 #include "stoke/nn/model.hpp"
-#include "nn/resnet.hpp"
 
 namespace stoke::nn {
 
@@ -47,11 +47,16 @@ std::vector<int> to_ints(const std::map<std::string, std::string>& m, const std:
 
 const char* architecture_name(Architecture architecture) noexcept {
   switch (architecture) {
-    case Architecture::kResNet: return "resnet";
-    case Architecture::kPlainCnn: return "plain_cnn";
-    case Architecture::kResNet18: return "resnet18";
-    case Architecture::kResNet34: return "resnet34";
-    case Architecture::kResNet50: return "resnet50";
+    case Architecture::kResNet:
+      return "resnet";
+    case Architecture::kPlainCnn:
+      return "plain_cnn";
+    case Architecture::kResNet18:
+      return "resnet18";
+    case Architecture::kResNet34:
+      return "resnet34";
+    case Architecture::kResNet50:
+      return "resnet50";
   }
   return "unknown";
 }
@@ -61,7 +66,8 @@ Architecture architecture_from_name(const std::string& name) {
                          Architecture::kResNet34, Architecture::kResNet50}) {
     if (name == architecture_name(a)) return a;
   }
-  throw InvalidArgument("architecture '" + name + "' is not one of resnet, plain_cnn, resnet18, resnet34, resnet50");
+  throw InvalidArgument("architecture '" + name +
+                        "' is not one of resnet, plain_cnn, resnet18, resnet34, resnet50");
 }
 
 bool is_torchvision_resnet(Architecture architecture) noexcept {
@@ -115,7 +121,8 @@ ModelSpec ModelSpec::from_map(const std::map<std::string, std::string>& m) {
 }
 
 std::unique_ptr<Model> build_model(Backend& backend, const ModelSpec& spec, std::uint64_t seed) {
-  if (is_torchvision_resnet(spec.architecture)) return std::make_unique<Model>(spec, build_torchvision_resnet(backend, spec, seed), seed);
+  if (is_torchvision_resnet(spec.architecture))
+    return std::make_unique<Model>(spec, build_torchvision_resnet(backend, spec, seed), seed);
   if (spec.widths.empty() || spec.classes < 1 || spec.in_channels < 1) {
     throw InvalidArgument("build_model: need at least one width, one class and one input channel");
   }
@@ -124,7 +131,8 @@ std::unique_ptr<Model> build_model(Backend& backend, const ModelSpec& spec, std:
   const Conv2dParams same{1, 1, 1, 1, 1, 1, 1};
   if (spec.architecture == Architecture::kResNet) {
     if (spec.strides.size() != spec.widths.size() || spec.blocks_per_stage < 1) {
-      throw InvalidArgument("build_model: resnet needs one stride per stage width and >= 1 block per stage");
+      throw InvalidArgument(
+          "build_model: resnet needs one stride per stage width and >= 1 block per stage");
     }
     net->add(std::make_unique<Conv2d>(backend, "stem.conv", channels, spec.stem_width, 3, same));
     net->add(std::make_unique<BatchNorm2d>(backend, "stem.bn", spec.stem_width));
@@ -133,7 +141,8 @@ std::unique_ptr<Model> build_model(Backend& backend, const ModelSpec& spec, std:
     for (std::size_t st = 0; st < spec.widths.size(); ++st) {
       for (int b = 0; b < spec.blocks_per_stage; ++b) {
         const std::string name = "stage" + std::to_string(st + 1) + ".block" + std::to_string(b);
-        net->add(std::make_unique<BasicBlock>(backend, name, channels, spec.widths[st], b == 0 ? spec.strides[st] : 1));
+        net->add(std::make_unique<BasicBlock>(backend, name, channels, spec.widths[st],
+                                              b == 0 ? spec.strides[st] : 1));
         channels = spec.widths[st];
       }
     }
@@ -148,7 +157,8 @@ std::unique_ptr<Model> build_model(Backend& backend, const ModelSpec& spec, std:
     }
   }
   net->add(std::make_unique<GlobalAvgPool>(backend, "gap"));
-  if (spec.dropout > 0.0f) net->add(std::make_unique<Dropout>(backend, "dropout", spec.dropout, seed ^ 0xD40Full));
+  if (spec.dropout > 0.0f)
+    net->add(std::make_unique<Dropout>(backend, "dropout", spec.dropout, seed ^ 0xD40Full));
   net->add(std::make_unique<Linear>(backend, "fc", channels, spec.classes));
   net->output_shape({1, spec.in_channels, spec.height, spec.width});  // validates the spatial sizes
   return std::make_unique<Model>(spec, std::move(net), seed);

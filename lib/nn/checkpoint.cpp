@@ -1,8 +1,8 @@
 // Checkpoint writer and bounds-checked reader.
 #include "stoke/nn/checkpoint.hpp"
 
-#include <zlib.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <cstring>
@@ -48,11 +48,13 @@ class Writer {
 
 class Reader {
  public:
-  Reader(const std::string& path, const char* data, std::size_t size) : path_(path), p_(data), end_(data + size) {}
+  Reader(const std::string& path, const char* data, std::size_t size)
+      : path_(path), p_(data), end_(data + size) {}
   void need(std::size_t n, const char* what) {
     if (static_cast<std::size_t>(end_ - p_) < n) {
-      throw CorruptFile("checkpoint '" + path_ + "': payload ends while reading " + what + " (needs " +
-                        std::to_string(n) + " bytes, " + std::to_string(end_ - p_) + " left)");
+      throw CorruptFile("checkpoint '" + path_ + "': payload ends while reading " + what +
+                        " (needs " + std::to_string(n) + " bytes, " + std::to_string(end_ - p_) +
+                        " left)");
     }
   }
   template <class T>
@@ -116,14 +118,15 @@ Parsed parse(const std::string& path) {
     throw CorruptFile("checkpoint '" + path + "': " + std::to_string(f.size()) +
                       " bytes is shorter than a header; the file is truncated or not a checkpoint");
   }
-  if (std::memcmp(f.data(), kMagic, 8) != 0) throw CorruptFile("checkpoint '" + path + "': not a stoke checkpoint (bad magic)");
+  if (std::memcmp(f.data(), kMagic, 8) != 0)
+    throw CorruptFile("checkpoint '" + path + "': not a stoke checkpoint (bad magic)");
   Reader header(path, f.data() + 8, kHeaderBytes - 8);
   const auto version = header.pod<std::uint32_t>("version");
   const auto flags = header.pod<std::uint32_t>("flags");
   const auto payload = header.pod<std::uint64_t>("payload length");
   if (version != kCheckpointVersion) {
-    throw CorruptFile("checkpoint '" + path + "': version " + std::to_string(version) + ", this build reads version " +
-                      std::to_string(kCheckpointVersion));
+    throw CorruptFile("checkpoint '" + path + "': version " + std::to_string(version) +
+                      ", this build reads version " + std::to_string(kCheckpointVersion));
   }
   // Every header field has exactly one valid value for this file (the CRC
   // covers the payload only), so a flipped flags byte is refused, not ignored.
@@ -133,15 +136,19 @@ Parsed parse(const std::string& path) {
                       "; the header is corrupt");
   }
   if (payload != f.size() - kHeaderBytes - 4) {
-    throw CorruptFile("checkpoint '" + path + "': header says " + std::to_string(payload) + " payload bytes, file has " +
-                      std::to_string(f.size() >= kHeaderBytes + 4 ? f.size() - kHeaderBytes - 4 : 0) +
-                      "; the file is truncated or was extended");
+    throw CorruptFile(
+        "checkpoint '" + path + "': header says " + std::to_string(payload) +
+        " payload bytes, file has " +
+        std::to_string(f.size() >= kHeaderBytes + 4 ? f.size() - kHeaderBytes - 4 : 0) +
+        "; the file is truncated or was extended");
   }
   const char* body = f.data() + kHeaderBytes;
   std::uint32_t stored_crc;
   std::memcpy(&stored_crc, body + payload, 4);
-  const auto crc = static_cast<std::uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(body), static_cast<uInt>(payload)));
-  if (crc != stored_crc) throw CorruptFile("checkpoint '" + path + "': checksum mismatch; the file is corrupt");
+  const auto crc = static_cast<std::uint32_t>(
+      crc32(0L, reinterpret_cast<const Bytef*>(body), static_cast<uInt>(payload)));
+  if (crc != stored_crc)
+    throw CorruptFile("checkpoint '" + path + "': checksum mismatch; the file is corrupt");
   Reader r(path, body, payload);
   out.info.version = version;
   try {
@@ -158,13 +165,16 @@ Parsed parse(const std::string& path) {
     StoredTensor t{};
     const auto dtype = r.pod<std::uint8_t>("tensor dtype");
     if (dtype > static_cast<std::uint8_t>(DType::kUInt8)) {
-      throw CorruptFile("checkpoint '" + path + "': tensor '" + name + "' has unknown dtype " + std::to_string(dtype));
+      throw CorruptFile("checkpoint '" + path + "': tensor '" + name + "' has unknown dtype " +
+                        std::to_string(dtype));
     }
     t.dtype = static_cast<DType>(dtype);
     const auto rank = r.pod<std::uint8_t>("tensor rank");
     for (int d = 0; d < rank; ++d) {
       const auto dim = r.pod<std::int64_t>("tensor shape");
-      if (dim < 0) throw CorruptFile("checkpoint '" + path + "': tensor '" + name + "' has a negative dimension");
+      if (dim < 0)
+        throw CorruptFile("checkpoint '" + path + "': tensor '" + name +
+                          "' has a negative dimension");
       t.shape.push_back(dim);
     }
     t.bytes = r.pod<std::uint64_t>("tensor size");
@@ -172,27 +182,31 @@ Parsed parse(const std::string& path) {
     // corrupt shape must not overflow shape_numel's signed product.
     std::uint64_t expected = dtype_size(t.dtype);
     bool overflow = false;
-    for (std::int64_t d : t.shape) overflow |= __builtin_mul_overflow(expected, static_cast<std::uint64_t>(d), &expected);
+    for (std::int64_t d : t.shape)
+      overflow |= __builtin_mul_overflow(expected, static_cast<std::uint64_t>(d), &expected);
     if (overflow || t.bytes != expected) {
-      throw CorruptFile("checkpoint '" + path + "': tensor '" + name + "' " + shape_to_string(t.shape) + " claims " +
-                        std::to_string(t.bytes) + " bytes");
+      throw CorruptFile("checkpoint '" + path + "': tensor '" + name + "' " +
+                        shape_to_string(t.shape) + " claims " + std::to_string(t.bytes) + " bytes");
     }
     t.data = r.take(t.bytes, "tensor data");
     out.tensors.emplace(std::move(name), t);
   }
-  if (!r.done()) throw CorruptFile("checkpoint '" + path + "': trailing bytes after the last tensor");
+  if (!r.done())
+    throw CorruptFile("checkpoint '" + path + "': trailing bytes after the last tensor");
   return out;
 }
 
-void restore(const std::string& path, const std::map<std::string, StoredTensor>& stored, const std::string& name,
-             Tensor& target) {
+void restore(const std::string& path, const std::map<std::string, StoredTensor>& stored,
+             const std::string& name, Tensor& target) {
   auto it = stored.find(name);
   if (it == stored.end()) {
-    throw CorruptFile("checkpoint '" + path + "': tensor '" + name + "' is missing; the file was saved from another model");
+    throw CorruptFile("checkpoint '" + path + "': tensor '" + name +
+                      "' is missing; the file was saved from another model");
   }
   if (it->second.shape != target.shape() || it->second.dtype != target.dtype()) {
-    throw CorruptFile("checkpoint '" + path + "': tensor '" + name + "' is " + to_string(it->second.dtype) + " " +
-                      shape_to_string(it->second.shape) + ", the model has " + to_string(target.dtype()) + " " +
+    throw CorruptFile("checkpoint '" + path + "': tensor '" + name + "' is " +
+                      to_string(it->second.dtype) + " " + shape_to_string(it->second.shape) +
+                      ", the model has " + to_string(target.dtype()) + " " +
                       shape_to_string(target.shape()));
   }
   if (target.bytes()) target.copy_from_host(it->second.data);
@@ -242,19 +256,23 @@ void save_checkpoint(const std::string& path, const Model& model, const Optimize
   detail::write_file_atomically(path, file);
 }
 
-CheckpointInfo read_checkpoint_info(const std::string& path) { return parse(path).info; }
+CheckpointInfo read_checkpoint_info(const std::string& path) {
+  return parse(path).info;
+}
 
 CheckpointInfo load_checkpoint(const std::string& path, Model& model, Optimizer* optimizer) {
   Parsed p = parse(path);
   if (p.info.spec.to_map() != model.spec().to_map()) {
-    throw CorruptFile("checkpoint '" + path + "': saved for a different model spec (architecture, input size, widths or classes differ)");
+    throw CorruptFile(
+        "checkpoint '" + path +
+        "': saved for a different model spec (architecture, input size, widths or classes differ)");
   }
   for (auto& t : model.named_parameters()) restore(path, p.tensors, "param:" + t.name, t.tensor);
   for (auto& t : model.named_buffers()) restore(path, p.tensors, "buffer:" + t.name, t.tensor);
   if (optimizer) {
     if (p.info.optimizer_kind != optimizer->kind()) {
-      throw CorruptFile("checkpoint '" + path + "': optimizer state is '" + p.info.optimizer_kind + "', the optimizer is '" +
-                        optimizer->kind() + "'");
+      throw CorruptFile("checkpoint '" + path + "': optimizer state is '" + p.info.optimizer_kind +
+                        "', the optimizer is '" + optimizer->kind() + "'");
     }
     for (auto& t : optimizer->state()) restore(path, p.tensors, "optim:" + t.name, t.tensor);
     optimizer->set_steps(p.info.optimizer_steps);

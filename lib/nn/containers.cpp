@@ -79,8 +79,8 @@ void Sequential::describe(std::string& out, int depth, const Shape& in) const {
 
 namespace {
 
-std::unique_ptr<Sequential> basic_main(Backend& backend, const std::string& name, int in_channels, int out_channels,
-                                       int stride) {
+std::unique_ptr<Sequential> basic_main(Backend& backend, const std::string& name, int in_channels,
+                                       int out_channels, int stride) {
   auto main = std::make_unique<Sequential>(backend, name);
   const Conv2dParams c1{stride, stride, 1, 1, 1, 1, 1};
   const Conv2dParams c2{1, 1, 1, 1, 1, 1, 1};
@@ -92,19 +92,21 @@ std::unique_ptr<Sequential> basic_main(Backend& backend, const std::string& name
   return main;
 }
 
-std::unique_ptr<Sequential> basic_shortcut(Backend& backend, const std::string& name, int in_channels,
-                                           int out_channels, int stride) {
+std::unique_ptr<Sequential> basic_shortcut(Backend& backend, const std::string& name,
+                                           int in_channels, int out_channels, int stride) {
   if (stride == 1 && in_channels == out_channels) return nullptr;
   auto shortcut = std::make_unique<Sequential>(backend, name + ".shortcut");
   const Conv2dParams s{stride, stride, 0, 0, 1, 1, 1};
-  shortcut->add(std::make_unique<Conv2d>(backend, name + ".shortcut.conv", in_channels, out_channels, 1, s));
+  shortcut->add(
+      std::make_unique<Conv2d>(backend, name + ".shortcut.conv", in_channels, out_channels, 1, s));
   shortcut->add(std::make_unique<BatchNorm2d>(backend, name + ".shortcut.bn", out_channels));
   return shortcut;
 }
 
 }  // namespace
 
-BasicBlock::BasicBlock(Backend& backend, std::string name, int in_channels, int out_channels, int stride)
+BasicBlock::BasicBlock(Backend& backend, std::string name, int in_channels, int out_channels,
+                       int stride)
     : Residual(backend, name, basic_main(backend, name, in_channels, out_channels, stride),
                basic_shortcut(backend, name, in_channels, out_channels, stride)) {}
 

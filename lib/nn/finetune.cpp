@@ -13,13 +13,16 @@ int Model::stage_count() const noexcept {
 
 int Model::stage_end(int stages) const {
   if (stages < 0 || stages > stage_count()) {
-    throw InvalidArgument("Model: stage " + std::to_string(stages) + " is outside 0.." + std::to_string(stage_count()) +
-                          " for " + architecture_name(spec_.architecture));
+    throw InvalidArgument("Model: stage " + std::to_string(stages) + " is outside 0.." +
+                          std::to_string(stage_count()) + " for " +
+                          architecture_name(spec_.architecture));
   }
   if (stages == 0) return 0;
-  if (is_torchvision_resnet(spec_.architecture)) return 4 + stages;  // conv1, bn1, relu, maxpool, layer1..
-  if (spec_.architecture == Architecture::kResNet) return 3 + stages * spec_.blocks_per_stage;  // stem conv, bn, relu
-  return 4 * stages;  // conv, bn, relu, pool per stage
+  if (is_torchvision_resnet(spec_.architecture))
+    return 4 + stages;  // conv1, bn1, relu, maxpool, layer1..
+  if (spec_.architecture == Architecture::kResNet)
+    return 3 + stages * spec_.blocks_per_stage;  // stem conv, bn, relu
+  return 4 * stages;                             // conv, bn, relu, pool per stage
 }
 
 void Model::freeze_layers(int layers) {
@@ -30,16 +33,19 @@ void Model::freeze_layers(int layers) {
   }
   frozen_ = layers;
   // The first trained layer needs no input gradient: nothing before it learns.
-  for (std::size_t i = 0; i < all.size(); ++i) all[i]->set_input_grad(i != 0 && static_cast<int>(i) != frozen_);
+  for (std::size_t i = 0; i < all.size(); ++i)
+    all[i]->set_input_grad(i != 0 && static_cast<int>(i) != frozen_);
 }
 
 void Model::set_stage_lr_multipliers(std::vector<float> multipliers) {
   if (static_cast<int>(multipliers.size()) > stage_count()) {
-    throw InvalidArgument("Model: " + std::to_string(multipliers.size()) + " learning-rate multipliers for " +
-                          std::to_string(stage_count()) + " stages");
+    throw InvalidArgument("Model: " + std::to_string(multipliers.size()) +
+                          " learning-rate multipliers for " + std::to_string(stage_count()) +
+                          " stages");
   }
   for (float m : multipliers) {
-    if (!(m >= 0.0f) || !std::isfinite(m)) throw InvalidArgument("Model: learning-rate multiplier " + std::to_string(m));
+    if (!(m >= 0.0f) || !std::isfinite(m))
+      throw InvalidArgument("Model: learning-rate multiplier " + std::to_string(m));
   }
   stage_lr_ = std::move(multipliers);
 }
@@ -53,12 +59,16 @@ std::vector<ParameterGroup> Model::parameter_groups() const {
   int stage = 1;
   for (std::size_t i = 0; i < layer_slot_end_.size(); ++i) {
     while (stage <= stage_count() && static_cast<int>(i) >= stage_end(stage)) ++stage;
-    const float m = stage <= static_cast<int>(stage_lr_.size()) ? stage_lr_[static_cast<std::size_t>(stage - 1)] : 1.0f;
+    const float m = stage <= static_cast<int>(stage_lr_.size())
+                        ? stage_lr_[static_cast<std::size_t>(stage - 1)]
+                        : 1.0f;
     const std::size_t end_slot = layer_slot_end_[i];
     if (static_cast<int>(i) >= frozen_ && end_slot > first_slot) {
       const std::int64_t begin = slot_offsets_[first_slot];
-      const std::int64_t end = end_slot < slot_offsets_.size() ? slot_offsets_[end_slot] : params_.numel();
-      if (!groups.empty() && groups.back().lr_multiplier == m && groups.back().offset + groups.back().count == begin) {
+      const std::int64_t end =
+          end_slot < slot_offsets_.size() ? slot_offsets_[end_slot] : params_.numel();
+      if (!groups.empty() && groups.back().lr_multiplier == m &&
+          groups.back().offset + groups.back().count == begin) {
         groups.back().count += end - begin;
       } else {
         groups.push_back({begin, end - begin, m});

@@ -22,8 +22,9 @@ struct FoldedConv {
   const Conv2d* conv = nullptr;
   const BatchNorm2d* bn = nullptr;  // folded into w, b
   bool relu = false;
-  Tensor w, b;        // folded weights and bias
-  Tensor y, scratch;  // output (a view of one of the shared slots); the plain-ops path's intermediate
+  Tensor w, b;  // folded weights and bias
+  Tensor y,
+      scratch;  // output (a view of one of the shared slots); the plain-ops path's intermediate
 
   void fold(Backend& be);
   // y must be set to a view of the output's shape first.
@@ -35,13 +36,15 @@ void FoldedConv::fold(Backend& be) {
   const auto k = static_cast<std::size_t>(shape[0]);
   std::vector<float> wv = conv->weight().to_vector();
   const std::size_t per = wv.size() / k;
-  std::vector<float> bv = conv->bias().defined() ? conv->bias().to_vector() : std::vector<float>(k, 0.0f);
+  std::vector<float> bv =
+      conv->bias().defined() ? conv->bias().to_vector() : std::vector<float>(k, 0.0f);
   if (bn) {
     const auto gamma = bn->gamma().to_vector(), beta = bn->beta().to_vector();
     const auto mean = bn->running_mean().to_vector(), var = bn->running_var().to_vector();
     for (std::size_t c = 0; c < k; ++c) {
       const double scale = gamma[c] / std::sqrt(static_cast<double>(var[c]) + bn->params().epsilon);
-      for (std::size_t i = 0; i < per; ++i) wv[c * per + i] = static_cast<float>(wv[c * per + i] * scale);
+      for (std::size_t i = 0; i < per; ++i)
+        wv[c * per + i] = static_cast<float>(wv[c * per + i] * scale);
       bv[c] = static_cast<float>((bv[c] - mean[c]) * scale + beta[c]);
     }
   }

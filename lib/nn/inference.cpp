@@ -29,7 +29,8 @@ std::vector<float> floats(const std::string& key, const std::string& text) {
       out.push_back(std::stof(item, &used));
       if (used != item.size()) throw std::invalid_argument(item);
     } catch (const std::logic_error&) {
-      throw InvalidArgument("preprocessing: '" + key + "' = '" + text + "' is not a comma list of numbers");
+      throw InvalidArgument("preprocessing: '" + key + "' = '" + text +
+                            "' is not a comma list of numbers");
     }
   }
   if (out.empty()) throw InvalidArgument("preprocessing: '" + key + "' is empty");
@@ -62,7 +63,8 @@ Preprocessing from_model_file(const std::map<std::string, std::string>& metadata
     p.mean = floats("model.preprocess.mean", get("model.preprocess.mean"));
     p.std = floats("model.preprocess.std", get("model.preprocess.std"));
     // Three values are stored whatever the channel count; keep the model's.
-    const auto channels = static_cast<std::size_t>(floats("model.preprocess.channels", get("model.preprocess.channels"))[0]);
+    const auto channels = static_cast<std::size_t>(
+        floats("model.preprocess.channels", get("model.preprocess.channels"))[0]);
     if (channels >= 1 && channels <= p.mean.size() && channels <= p.std.size()) {
       p.mean.resize(channels);
       p.std.resize(channels);
@@ -91,9 +93,12 @@ Preprocessing Preprocessing::from_metadata(const std::map<std::string, std::stri
         "write it with stoke::save_model, a Trainer, or Preprocessing::to_metadata");
   }
   Preprocessing p;
-  if (auto it = metadata.find("preprocess.scale"); it != metadata.end()) p.scale = floats(it->first, it->second)[0];
-  if (auto it = metadata.find("preprocess.mean"); it != metadata.end()) p.mean = floats(it->first, it->second);
-  if (auto it = metadata.find("preprocess.std"); it != metadata.end()) p.std = floats(it->first, it->second);
+  if (auto it = metadata.find("preprocess.scale"); it != metadata.end())
+    p.scale = floats(it->first, it->second)[0];
+  if (auto it = metadata.find("preprocess.mean"); it != metadata.end())
+    p.mean = floats(it->first, it->second);
+  if (auto it = metadata.find("preprocess.std"); it != metadata.end())
+    p.std = floats(it->first, it->second);
   for (float s : p.std) {
     if (!(s > 0.0f)) throw InvalidArgument("preprocessing: 'preprocess.std' values must be > 0");
   }
@@ -111,8 +116,9 @@ Classifier::Classifier(const std::string& checkpoint_path, Backend* backend) {
   const std::size_t c = static_cast<std::size_t>(model_->spec().in_channels);
   for (const auto* v : {&preprocessing_.mean, &preprocessing_.std}) {
     if (v->size() != 1 && v->size() != c) {
-      throw CorruptFile("checkpoint '" + checkpoint_path + "': preprocessing has " + std::to_string(v->size()) +
-                        " values per channel list, the model has " + std::to_string(c) + " channels");
+      throw CorruptFile("checkpoint '" + checkpoint_path + "': preprocessing has " +
+                        std::to_string(v->size()) + " values per channel list, the model has " +
+                        std::to_string(c) + " channels");
     }
   }
   fused_ = std::make_unique<FusedInference>(model_->network());
@@ -124,24 +130,30 @@ Prediction Classifier::classify(const std::uint8_t* pixels, int height, int widt
   return classify_batch(pixels, 1, height, width, channels).front();
 }
 
-std::vector<Prediction> Classifier::classify_batch(const std::uint8_t* pixels, int count, int height, int width,
-                                                   int channels) {
+std::vector<Prediction> Classifier::classify_batch(const std::uint8_t* pixels, int count,
+                                                   int height, int width, int channels) {
   const ModelSpec& s = model_->spec();
   if (height != s.height || width != s.width || channels != s.in_channels) {
-    throw InvalidArgument("Classifier: image " + std::to_string(height) + "x" + std::to_string(width) + "x" +
-                          std::to_string(channels) + " does not match the model input " + std::to_string(s.height) +
-                          "x" + std::to_string(s.width) + "x" + std::to_string(s.in_channels) + "; resize first");
+    throw InvalidArgument(
+        "Classifier: image " + std::to_string(height) + "x" + std::to_string(width) + "x" +
+        std::to_string(channels) + " does not match the model input " + std::to_string(s.height) +
+        "x" + std::to_string(s.width) + "x" + std::to_string(s.in_channels) + "; resize first");
   }
   if (count < 1 || !pixels) throw InvalidArgument("Classifier: need at least one image");
   const std::size_t plane = static_cast<std::size_t>(height) * static_cast<std::size_t>(width);
   std::vector<float> host(static_cast<std::size_t>(count) * channels * plane);
   for (int n = 0; n < count; ++n)
     for (int c = 0; c < channels; ++c) {
-      const float mean = preprocessing_.mean.size() == 1 ? preprocessing_.mean[0] : preprocessing_.mean[static_cast<std::size_t>(c)];
-      const float inv_std = 1.0f / (preprocessing_.std.size() == 1 ? preprocessing_.std[0] : preprocessing_.std[static_cast<std::size_t>(c)]);
+      const float mean = preprocessing_.mean.size() == 1
+                             ? preprocessing_.mean[0]
+                             : preprocessing_.mean[static_cast<std::size_t>(c)];
+      const float inv_std =
+          1.0f / (preprocessing_.std.size() == 1 ? preprocessing_.std[0]
+                                                 : preprocessing_.std[static_cast<std::size_t>(c)]);
       const std::uint8_t* src = pixels + static_cast<std::size_t>(n) * plane * channels + c;
       float* dst = host.data() + (static_cast<std::size_t>(n) * channels + c) * plane;
-      for (std::size_t i = 0; i < plane; ++i) dst[i] = (src[i * channels] * preprocessing_.scale - mean) * inv_std;
+      for (std::size_t i = 0; i < plane; ++i)
+        dst[i] = (src[i * channels] * preprocessing_.scale - mean) * inv_std;
     }
   std::lock_guard lock(mutex_);
   Backend& be = model_->backend();

@@ -6,17 +6,21 @@
 namespace stoke::nn {
 
 namespace {
-std::size_t float_bytes(const Shape& s) { return static_cast<std::size_t>(shape_numel(s)) * sizeof(float); }
+std::size_t float_bytes(const Shape& s) {
+  return static_cast<std::size_t>(shape_numel(s)) * sizeof(float);
+}
 }  // namespace
 
 Layer::~Layer() = default;
 void Layer::parameters(std::vector<ParamSlot>&) {}
 void Layer::buffers(std::vector<BufferSlot>&) {}
-std::size_t Layer::workspace_bytes(const Shape&) const { return 0; }
+std::size_t Layer::workspace_bytes(const Shape&) const {
+  return 0;
+}
 
 void Layer::describe(std::string& out, int depth, const Shape& in) const {
-  out += std::string(static_cast<std::size_t>(depth) * 2, ' ') + name_ + "  " + shape_to_string(in) + " -> " +
-         shape_to_string(output_shape(in)) + "\n";
+  out += std::string(static_cast<std::size_t>(depth) * 2, ' ') + name_ + "  " +
+         shape_to_string(in) + " -> " + shape_to_string(output_shape(in)) + "\n";
 }
 
 const Tensor& Layer::none_tensor() {
@@ -38,20 +42,22 @@ Conv2d::Conv2d(Backend& backend, std::string name, int in_channels, int out_chan
       kernel_(kernel),
       params_(params),
       has_bias_(bias) {
-  if (in_channels < 1 || out_channels < 1 || kernel < 1 || params.groups < 1 || in_channels % params.groups ||
-      out_channels % params.groups) {
-    throw InvalidArgument("Conv2d '" + name_ + "': channels " + std::to_string(in_channels) + " -> " +
-                          std::to_string(out_channels) + ", kernel " + std::to_string(kernel) +
-                          " and groups " + std::to_string(params.groups) + " are not a valid convolution");
+  if (in_channels < 1 || out_channels < 1 || kernel < 1 || params.groups < 1 ||
+      in_channels % params.groups || out_channels % params.groups) {
+    throw InvalidArgument("Conv2d '" + name_ + "': channels " + std::to_string(in_channels) +
+                          " -> " + std::to_string(out_channels) + ", kernel " +
+                          std::to_string(kernel) + " and groups " + std::to_string(params.groups) +
+                          " are not a valid convolution");
   }
 }
 
 Shape Conv2d::output_shape(const Shape& in) const {
   if (in.size() != 4 || in[1] != in_channels_) {
-    throw InvalidArgument("Conv2d '" + name_ + "' expects (N, " + std::to_string(in_channels_) + ", H, W), got " +
-                          shape_to_string(in));
+    throw InvalidArgument("Conv2d '" + name_ + "' expects (N, " + std::to_string(in_channels_) +
+                          ", H, W), got " + shape_to_string(in));
   }
-  return {in[0], out_channels_, conv_output_size(in[2], kernel_, params_.stride_h, params_.pad_h, params_.dilation_h),
+  return {in[0], out_channels_,
+          conv_output_size(in[2], kernel_, params_.stride_h, params_.pad_h, params_.dilation_h),
           conv_output_size(in[3], kernel_, params_.stride_w, params_.pad_w, params_.dilation_w)};
 }
 
@@ -70,13 +76,21 @@ const Tensor& Conv2d::backward(const Tensor& dy) {
   return input_grad_ ? dx_ : none_tensor();
 }
 
-void Conv2d::release_activations() { x_ = y_ = dx_ = Tensor(); }
+void Conv2d::release_activations() {
+  x_ = y_ = dx_ = Tensor();
+}
 
 void Conv2d::parameters(std::vector<ParamSlot>& out) {
-  const std::int64_t fan_in = static_cast<std::int64_t>(in_channels_ / params_.groups) * kernel_ * kernel_;
-  out.push_back({name_ + ".weight", {out_channels_, in_channels_ / params_.groups, kernel_, kernel_}, Init::kHe,
-                 fan_in, &weight_, &weight_grad_});
-  if (has_bias_) out.push_back({name_ + ".bias", {out_channels_}, Init::kZeros, 1, &bias_, &bias_grad_});
+  const std::int64_t fan_in =
+      static_cast<std::int64_t>(in_channels_ / params_.groups) * kernel_ * kernel_;
+  out.push_back({name_ + ".weight",
+                 {out_channels_, in_channels_ / params_.groups, kernel_, kernel_},
+                 Init::kHe,
+                 fan_in,
+                 &weight_,
+                 &weight_grad_});
+  if (has_bias_)
+    out.push_back({name_ + ".bias", {out_channels_}, Init::kZeros, 1, &bias_, &bias_grad_});
 }
 
 std::size_t Conv2d::activation_bytes(const Shape& in) const {
@@ -84,13 +98,14 @@ std::size_t Conv2d::activation_bytes(const Shape& in) const {
 }
 
 std::size_t Conv2d::workspace_bytes(const Shape& in) const {
-  return backend_->conv2d_workspace_bytes(in, {out_channels_, in_channels_ / params_.groups, kernel_, kernel_},
-                                          params_);
+  return backend_->conv2d_workspace_bytes(
+      in, {out_channels_, in_channels_ / params_.groups, kernel_, kernel_}, params_);
 }
 
 // --- BatchNorm2d ----------------------------------------------------------------
 
-BatchNorm2d::BatchNorm2d(Backend& backend, std::string name, int channels, BatchNormParams params, BnNames names)
+BatchNorm2d::BatchNorm2d(Backend& backend, std::string name, int channels, BatchNormParams params,
+                         BnNames names)
     : Layer(backend, std::move(name)),
       channels_(channels),
       params_(params),
@@ -103,8 +118,8 @@ BatchNorm2d::BatchNorm2d(Backend& backend, std::string name, int channels, Batch
 
 Shape BatchNorm2d::output_shape(const Shape& in) const {
   if (in.size() != 4 || in[1] != channels_) {
-    throw InvalidArgument("BatchNorm2d '" + name_ + "' expects (N, " + std::to_string(channels_) + ", H, W), got " +
-                          shape_to_string(in));
+    throw InvalidArgument("BatchNorm2d '" + name_ + "' expects (N, " + std::to_string(channels_) +
+                          ", H, W), got " + shape_to_string(in));
   }
   return in;
 }
@@ -115,29 +130,37 @@ const Tensor& BatchNorm2d::forward(const Tensor& x, bool training) {
   if (training) {
     ensure(save_mean_, {channels_});
     ensure(save_invstd_, {channels_});
-    backend_->batch_norm_forward_training(x, gamma_, beta_, y_, running_mean_, running_var_, save_mean_,
-                                          save_invstd_, params_);
+    backend_->batch_norm_forward_training(x, gamma_, beta_, y_, running_mean_, running_var_,
+                                          save_mean_, save_invstd_, params_);
   } else {
-    backend_->batch_norm_forward_inference(x, gamma_, beta_, running_mean_, running_var_, y_, params_);
+    backend_->batch_norm_forward_inference(x, gamma_, beta_, running_mean_, running_var_, y_,
+                                           params_);
   }
   return y_;
 }
 
 const Tensor& BatchNorm2d::backward(const Tensor& dy) {
   ensure(dx_, x_.shape());
-  backend_->batch_norm_backward(x_, dy, gamma_, save_mean_, save_invstd_, dx_, gamma_grad_, beta_grad_);
+  backend_->batch_norm_backward(x_, dy, gamma_, save_mean_, save_invstd_, dx_, gamma_grad_,
+                                beta_grad_);
   return dx_;
 }
 
-void BatchNorm2d::release_activations() { save_mean_ = save_invstd_ = x_ = y_ = dx_ = Tensor(); }
+void BatchNorm2d::release_activations() {
+  save_mean_ = save_invstd_ = x_ = y_ = dx_ = Tensor();
+}
 
 void BatchNorm2d::parameters(std::vector<ParamSlot>& out) {
   out.push_back({scale_name(), {channels_}, Init::kOnes, 1, &gamma_, &gamma_grad_});
   out.push_back({shift_name(), {channels_}, Init::kZeros, 1, &beta_, &beta_grad_});
 }
 
-std::string BatchNorm2d::scale_name() const { return name_ + (names_ == BnNames::kGammaBeta ? ".gamma" : ".weight"); }
-std::string BatchNorm2d::shift_name() const { return name_ + (names_ == BnNames::kGammaBeta ? ".beta" : ".bias"); }
+std::string BatchNorm2d::scale_name() const {
+  return name_ + (names_ == BnNames::kGammaBeta ? ".gamma" : ".weight");
+}
+std::string BatchNorm2d::shift_name() const {
+  return name_ + (names_ == BnNames::kGammaBeta ? ".beta" : ".bias");
+}
 
 void BatchNorm2d::buffers(std::vector<BufferSlot>& out) {
   out.push_back({name_ + ".running_mean", &running_mean_});
@@ -155,7 +178,8 @@ Linear::Linear(Backend& backend, std::string name, int in_features, int out_feat
 
 Shape Linear::output_shape(const Shape& in) const {
   if (in.size() != 2 || in[1] != in_) {
-    throw InvalidArgument("Linear '" + name_ + "' expects (N, " + std::to_string(in_) + "), got " + shape_to_string(in));
+    throw InvalidArgument("Linear '" + name_ + "' expects (N, " + std::to_string(in_) + "), got " +
+                          shape_to_string(in));
   }
   return {in[0], out_};
 }
@@ -174,7 +198,9 @@ const Tensor& Linear::backward(const Tensor& dy) {
   return input_grad_ ? dx_ : none_tensor();
 }
 
-void Linear::release_activations() { x_ = y_ = dx_ = Tensor(); }
+void Linear::release_activations() {
+  x_ = y_ = dx_ = Tensor();
+}
 
 void Linear::parameters(std::vector<ParamSlot>& out) {
   out.push_back({name_ + ".weight", {out_, in_}, Init::kHe, in_, &weight_, &weight_grad_});

@@ -6,7 +6,9 @@
 namespace stoke::nn {
 
 namespace {
-std::size_t float_bytes(const Shape& s) { return static_cast<std::size_t>(shape_numel(s)) * sizeof(float); }
+std::size_t float_bytes(const Shape& s) {
+  return static_cast<std::size_t>(shape_numel(s)) * sizeof(float);
+}
 }  // namespace
 
 const Tensor& Relu::forward(const Tensor& x, bool) {
@@ -21,15 +23,21 @@ const Tensor& Relu::backward(const Tensor& dy) {
   return dx_;
 }
 
-void Relu::release_activations() { y_ = dx_ = Tensor(); }
+void Relu::release_activations() {
+  y_ = dx_ = Tensor();
+}
 
-std::size_t Relu::activation_bytes(const Shape& in) const { return 2 * float_bytes(in); }
+std::size_t Relu::activation_bytes(const Shape& in) const {
+  return 2 * float_bytes(in);
+}
 
 Pool2d::Pool2d(Backend& backend, std::string name, PoolKind kind, Pool2dParams params)
     : Layer(backend, std::move(name)), kind_(kind), params_(params) {}
 
 Shape Pool2d::output_shape(const Shape& in) const {
-  if (in.size() != 4) throw InvalidArgument("Pool2d '" + name_ + "' expects (N, C, H, W), got " + shape_to_string(in));
+  if (in.size() != 4)
+    throw InvalidArgument("Pool2d '" + name_ + "' expects (N, C, H, W), got " +
+                          shape_to_string(in));
   return {in[0], in[1], conv_output_size(in[2], params_.kernel_h, params_.stride_h, params_.pad_h),
           conv_output_size(in[3], params_.kernel_w, params_.stride_w, params_.pad_w)};
 }
@@ -55,13 +63,18 @@ const Tensor& Pool2d::backward(const Tensor& dy) {
   return dx_;
 }
 
-void Pool2d::release_activations() { x_ = y_ = dx_ = Tensor(); }
+void Pool2d::release_activations() {
+  x_ = y_ = dx_ = Tensor();
+}
 
-std::size_t Pool2d::activation_bytes(const Shape& in) const { return float_bytes(output_shape(in)) + float_bytes(in); }
+std::size_t Pool2d::activation_bytes(const Shape& in) const {
+  return float_bytes(output_shape(in)) + float_bytes(in);
+}
 
 Shape GlobalAvgPool::output_shape(const Shape& in) const {
   if (in.size() != 4) {
-    throw InvalidArgument("GlobalAvgPool '" + name_ + "' expects (N, C, H, W), got " + shape_to_string(in));
+    throw InvalidArgument("GlobalAvgPool '" + name_ + "' expects (N, C, H, W), got " +
+                          shape_to_string(in));
   }
   return {in[0], in[1]};
 }
@@ -79,7 +92,9 @@ const Tensor& GlobalAvgPool::backward(const Tensor& dy) {
   return dx_;
 }
 
-void GlobalAvgPool::release_activations() { y_ = dx_ = Tensor(); }
+void GlobalAvgPool::release_activations() {
+  y_ = dx_ = Tensor();
+}
 
 std::size_t GlobalAvgPool::activation_bytes(const Shape& in) const {
   return float_bytes(output_shape(in)) + float_bytes(in);
@@ -101,7 +116,9 @@ const Tensor& Flatten::backward(const Tensor& dy) {
   return dx_;
 }
 
-void Flatten::release_activations() { y_ = dx_ = Tensor(); }
+void Flatten::release_activations() {
+  y_ = dx_ = Tensor();
+}
 
 Dropout::Dropout(Backend& backend, std::string name, float p, std::uint64_t seed)
     : Layer(backend, std::move(name)), p_(p), seed_(seed) {
@@ -134,8 +151,12 @@ const Tensor& Dropout::backward(const Tensor& dy) {
   return dx_;
 }
 
-void Dropout::release_activations() { x_ = y_ = mask_ = dx_ = Tensor(); }
+void Dropout::release_activations() {
+  x_ = y_ = mask_ = dx_ = Tensor();
+}
 
-std::size_t Dropout::activation_bytes(const Shape& in) const { return p_ == 0.0f ? 0 : 3 * float_bytes(in); }
+std::size_t Dropout::activation_bytes(const Shape& in) const {
+  return p_ == 0.0f ? 0 : 3 * float_bytes(in);
+}
 
 }  // namespace stoke::nn

@@ -11,7 +11,9 @@ namespace stoke::nn {
 
 namespace {
 constexpr std::int64_t kAlignFloats = 16;  // 64-byte aligned parameter views
-std::int64_t aligned(std::int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+std::int64_t aligned(std::int64_t n) {
+  return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+}
 }  // namespace
 
 Model::Model(ModelSpec spec, std::unique_ptr<Sequential> net, std::uint64_t seed)
@@ -54,7 +56,8 @@ void Model::initialize(std::uint64_t seed) {
     const std::int64_t n = shape_numel(s.shape);
     float* p = host.data() + offset;
     if (s.init == Init::kHe) {
-      std::normal_distribution<float> dist(0.0f, std::sqrt(2.0f / static_cast<float>(std::max<std::int64_t>(s.fan_in, 1))));
+      std::normal_distribution<float> dist(
+          0.0f, std::sqrt(2.0f / static_cast<float>(std::max<std::int64_t>(s.fan_in, 1))));
       for (std::int64_t i = 0; i < n; ++i) p[i] = dist(rng);
     } else {
       std::fill(p, p + n, s.init == Init::kOnes ? 1.0f : 0.0f);
@@ -69,14 +72,17 @@ void Model::initialize(std::uint64_t seed) {
 }
 
 const Tensor& Model::forward(const Tensor& x, bool training) {
-  if (x.rank() != 4 || x.dim(1) != spec_.in_channels || x.dim(2) != spec_.height || x.dim(3) != spec_.width) {
-    throw InvalidArgument("Model::forward: input " + shape_to_string(x.shape()) + " does not match the model's " +
+  if (x.rank() != 4 || x.dim(1) != spec_.in_channels || x.dim(2) != spec_.height ||
+      x.dim(3) != spec_.width) {
+    throw InvalidArgument("Model::forward: input " + shape_to_string(x.shape()) +
+                          " does not match the model's " +
                           shape_to_string(input_shape(x.rank() > 0 ? x.dim(0) : 0)));
   }
   if (frozen_ == 0) return net_->forward(x, training);
   const auto& layers = net_->layers();
   const Tensor* t = &x;
-  for (std::size_t i = 0; i < layers.size(); ++i) t = &layers[i]->forward(*t, training && static_cast<int>(i) >= frozen_);
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    t = &layers[i]->forward(*t, training && static_cast<int>(i) >= frozen_);
   return *t;
 }
 
@@ -87,7 +93,8 @@ void Model::backward(const Tensor& dlogits) {
   }
   const auto& layers = net_->layers();
   const Tensor* g = &dlogits;
-  for (std::size_t i = layers.size(); i-- > static_cast<std::size_t>(frozen_);) g = &layers[i]->backward(*g);
+  for (std::size_t i = layers.size(); i-- > static_cast<std::size_t>(frozen_);)
+    g = &layers[i]->backward(*g);
 }
 
 std::vector<NamedTensor> Model::named_parameters() const {
@@ -96,7 +103,9 @@ std::vector<NamedTensor> Model::named_parameters() const {
   return out;
 }
 
-void Model::release_activations() { net_->release_activations(); }
+void Model::release_activations() {
+  net_->release_activations();
+}
 
 std::vector<NamedTensor> Model::named_buffers() const {
   std::vector<NamedTensor> out;
@@ -111,11 +120,13 @@ MemoryPlan Model::memory_plan(std::int64_t batch, int optimizer_slots) const {
   for (const BufferSlot& b : buffers_) plan.parameters += b.value->bytes();
   plan.gradients = grads_.bytes();
   plan.optimizer_state = static_cast<std::size_t>(std::max(optimizer_slots, 0)) * params_.bytes();
-  if (optimizer_slots > 0) plan.optimizer_state += parameter_groups().size() * kOptimizerStepValues * sizeof(float);
+  if (optimizer_slots > 0)
+    plan.optimizer_state += parameter_groups().size() * kOptimizerStepValues * sizeof(float);
   const Shape in = input_shape(batch);
   plan.activations = net_->activation_bytes(in);
   // Loss buffers of a TrainStep: probabilities and dlogits (N, classes), loss and correct (1).
-  plan.activations += 2 * static_cast<std::size_t>(batch * spec_.classes) * sizeof(float) + 2 * sizeof(float);
+  plan.activations +=
+      2 * static_cast<std::size_t>(batch * spec_.classes) * sizeof(float) + 2 * sizeof(float);
   plan.workspace = net_->workspace_bytes(in);
   return plan;
 }

@@ -11,7 +11,9 @@ namespace stoke::nn {
 
 Optimizer::~Optimizer() = default;
 
-Optimizer::Optimizer(const Model& model) : model_(&model), groups_(model.parameter_groups()) { build_views(); }
+Optimizer::Optimizer(const Model& model) : model_(&model), groups_(model.parameter_groups()) {
+  build_views();
+}
 
 void Optimizer::build_views() {
   const auto n = static_cast<std::int64_t>(groups_.size());
@@ -20,7 +22,8 @@ void Optimizer::build_views() {
     model_->backend().fill(scalars_, 0.0f);
   }
   group_scalars_.clear();
-  for (std::int64_t g = 0; g < n; ++g) group_scalars_.push_back(scalars_.view(g * kOptimizerStepValues, {kOptimizerStepValues}));
+  for (std::int64_t g = 0; g < n; ++g)
+    group_scalars_.push_back(scalars_.view(g * kOptimizerStepValues, {kOptimizerStepValues}));
   group_params_ = ranges(model_->parameters());
   group_grads_ = ranges(model_->gradients());
 }
@@ -62,7 +65,8 @@ void Sgd::prepare(float lr) {
 }
 
 void Sgd::apply(Model& model) {
-  if (&model != model_) throw InvalidArgument("Sgd::apply: a different model than the optimizer was built for");
+  if (&model != model_)
+    throw InvalidArgument("Sgd::apply: a different model than the optimizer was built for");
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     SgdParams p{0.0f, options_.momentum, options_.weight_decay, options_.nesterov};
     p.scalars = &group_scalars_[g];
@@ -88,7 +92,8 @@ void Adam::prepare(float lr) {
   ++steps_;
   // Bias corrections in double, as the backends compute them from a step count.
   const auto correction = [&](float beta) {
-    return static_cast<float>(1.0 - std::pow(static_cast<double>(beta), static_cast<double>(steps_)));
+    return static_cast<float>(1.0 -
+                              std::pow(static_cast<double>(beta), static_cast<double>(steps_)));
   };
   write_scalars({lr, correction(options_.beta1), correction(options_.beta2)});
 }
@@ -101,14 +106,17 @@ void Adam::apply(Model& model) {
   p.weight_decay = options_.weight_decay;
   p.decoupled_weight_decay = options_.decoupled_weight_decay;
   p.step = steps_;
-  if (&model != model_) throw InvalidArgument("Adam::apply: a different model than the optimizer was built for");
+  if (&model != model_)
+    throw InvalidArgument("Adam::apply: a different model than the optimizer was built for");
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     p.scalars = &group_scalars_[g];
     model.backend().adam_update(group_params_[g], group_grads_[g], group_m_[g], group_v_[g], p);
   }
 }
 
-std::vector<NamedTensor> Adam::state() const { return {{"adam.m", m_}, {"adam.v", v_}}; }
+std::vector<NamedTensor> Adam::state() const {
+  return {{"adam.m", m_}, {"adam.v", v_}};
+}
 
 float LrSchedule::lr(std::int64_t step) const noexcept {
   if (warmup_steps > 0 && step < warmup_steps) {
@@ -119,11 +127,13 @@ float LrSchedule::lr(std::int64_t step) const noexcept {
     case ScheduleKind::kConstant:
       return base_lr;
     case ScheduleKind::kStep:
-      return base_lr * std::pow(gamma, static_cast<float>(t / std::max<std::int64_t>(step_size, 1)));
+      return base_lr *
+             std::pow(gamma, static_cast<float>(t / std::max<std::int64_t>(step_size, 1)));
     case ScheduleKind::kCosine: {
       const std::int64_t span = std::max<std::int64_t>(total_steps - warmup_steps, 1);
       const double frac = std::min(1.0, static_cast<double>(t) / static_cast<double>(span));
-      return static_cast<float>(min_lr + 0.5 * (base_lr - min_lr) * (1.0 + std::cos(std::numbers::pi * frac)));
+      return static_cast<float>(min_lr + 0.5 * (base_lr - min_lr) *
+                                             (1.0 + std::cos(std::numbers::pi * frac)));
     }
   }
   return base_lr;
@@ -187,8 +197,9 @@ void TrainStep::set_class_weights(const std::vector<float>& weights) {
   }
   const auto c = static_cast<std::int64_t>(weights.size());
   if (c != model_.spec().classes) {
-    throw InvalidArgument("TrainStep::set_class_weights: " + std::to_string(c) + " weights for a model with " +
-                          std::to_string(model_.spec().classes) + " classes");
+    throw InvalidArgument("TrainStep::set_class_weights: " + std::to_string(c) +
+                          " weights for a model with " + std::to_string(model_.spec().classes) +
+                          " classes");
   }
   std::vector<float> rows;
   for (std::int64_t j = 0; j < c; ++j) rows.insert(rows.end(), weights.begin(), weights.end());
@@ -196,9 +207,13 @@ void TrainStep::set_class_weights(const std::vector<float>& weights) {
   weight_rows_.copy_from_host(rows.data());
 }
 
-void TrainStep::backward() { model_.backward(weight_rows_.defined() ? weighted_ : dlogits_); }
+void TrainStep::backward() {
+  model_.backward(weight_rows_.defined() ? weighted_ : dlogits_);
+}
 
-void TrainStep::update() { optimizer_.apply(model_); }
+void TrainStep::update() {
+  optimizer_.apply(model_);
+}
 
 StepStats TrainStep::stats() const {
   model_.backend().synchronize();

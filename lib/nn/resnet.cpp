@@ -10,19 +10,23 @@ namespace stoke::nn {
 
 namespace {
 
-std::size_t float_bytes(const Shape& s) { return static_cast<std::size_t>(shape_numel(s)) * sizeof(float); }
+std::size_t float_bytes(const Shape& s) {
+  return static_cast<std::size_t>(shape_numel(s)) * sizeof(float);
+}
 
-constexpr Conv2dParams conv_params(int stride, int pad) { return {stride, stride, pad, pad, 1, 1, 1}; }
+constexpr Conv2dParams conv_params(int stride, int pad) {
+  return {stride, stride, pad, pad, 1, 1, 1};
+}
 
-void add_conv_bn(Sequential& seq, Backend& be, const std::string& conv, const std::string& bn, int in, int out,
-                 int kernel, int stride) {
+void add_conv_bn(Sequential& seq, Backend& be, const std::string& conv, const std::string& bn,
+                 int in, int out, int kernel, int stride) {
   seq.add(std::make_unique<Conv2d>(be, conv, in, out, kernel, conv_params(stride, kernel / 2)));
   seq.add(std::make_unique<BatchNorm2d>(be, bn, out, BatchNormParams{}, BnNames::kWeightBias));
 }
 
 // torchvision BasicBlock (expansion 1) or Bottleneck (expansion 4, stride on the 3x3 conv).
-std::unique_ptr<Layer> make_block(Backend& be, const std::string& name, int in, int planes, int stride,
-                                  bool bottleneck) {
+std::unique_ptr<Layer> make_block(Backend& be, const std::string& name, int in, int planes,
+                                  int stride, bool bottleneck) {
   auto main = std::make_unique<Sequential>(be, name);
   const int out = bottleneck ? planes * 4 : planes;
   if (bottleneck) {
@@ -47,16 +51,19 @@ std::unique_ptr<Layer> make_block(Backend& be, const std::string& name, int in, 
 }  // namespace
 
 int torchvision_base_width(const ModelSpec& spec) noexcept {
-  return std::max(1, static_cast<int>(std::lround(64.0 * static_cast<double>(spec.width_multiplier))));
+  return std::max(1,
+                  static_cast<int>(std::lround(64.0 * static_cast<double>(spec.width_multiplier))));
 }
 
-std::unique_ptr<Sequential> build_torchvision_resnet(Backend& be, const ModelSpec& spec, std::uint64_t seed) {
+std::unique_ptr<Sequential> build_torchvision_resnet(Backend& be, const ModelSpec& spec,
+                                                     std::uint64_t seed) {
   const char* arch = architecture_name(spec.architecture);
   if (spec.classes < 1 || spec.in_channels < 1 || !(spec.width_multiplier > 0.0f) ||
       !std::isfinite(spec.width_multiplier)) {
-    throw InvalidArgument(std::string("build_model: ") + arch + " needs >= 1 class, >= 1 input channel and a width " +
-                          "multiplier > 0 (got " + std::to_string(spec.classes) + ", " +
-                          std::to_string(spec.in_channels) + ", " + std::to_string(spec.width_multiplier) + ")");
+    throw InvalidArgument(
+        std::string("build_model: ") + arch + " needs >= 1 class, >= 1 input channel and a width " +
+        "multiplier > 0 (got " + std::to_string(spec.classes) + ", " +
+        std::to_string(spec.in_channels) + ", " + std::to_string(spec.width_multiplier) + ")");
   }
   const bool bottleneck = spec.architecture == Architecture::kResNet50;
   const int blocks18[] = {2, 2, 2, 2}, blocks34[] = {3, 4, 6, 3};
@@ -73,19 +80,22 @@ std::unique_ptr<Sequential> build_torchvision_resnet(Backend& be, const ModelSpe
     auto seq = std::make_unique<Sequential>(be, stage);
     const int planes = base << st;
     for (int b = 0; b < blocks[st]; ++b) {
-      seq->add(make_block(be, stage + "." + std::to_string(b), channels, planes, b == 0 && st > 0 ? 2 : 1, bottleneck));
+      seq->add(make_block(be, stage + "." + std::to_string(b), channels, planes,
+                          b == 0 && st > 0 ? 2 : 1, bottleneck));
       channels = bottleneck ? planes * 4 : planes;
     }
     net->add(std::move(seq));
   }
   net->add(std::make_unique<GlobalAvgPool>(be, "avgpool"));
-  if (spec.dropout > 0.0f) net->add(std::make_unique<Dropout>(be, "dropout", spec.dropout, seed ^ 0xD40Full));
+  if (spec.dropout > 0.0f)
+    net->add(std::make_unique<Dropout>(be, "dropout", spec.dropout, seed ^ 0xD40Full));
   net->add(std::make_unique<Linear>(be, "fc", channels, spec.classes));
   try {
     net->output_shape({1, spec.in_channels, spec.height, spec.width});
   } catch (const InvalidArgument& e) {
-    throw InvalidArgument(std::string("build_model: ") + arch + " cannot take a " + std::to_string(spec.height) + "x" +
-                          std::to_string(spec.width) + " input: " + e.what());
+    throw InvalidArgument(std::string("build_model: ") + arch + " cannot take a " +
+                          std::to_string(spec.height) + "x" + std::to_string(spec.width) +
+                          " input: " + e.what());
   }
   return net;
 }
@@ -102,8 +112,8 @@ Shape Residual::output_shape(const Shape& in) const {
   const Shape main = main_->output_shape(in);
   const Shape shortcut = shortcut_ ? shortcut_->output_shape(in) : in;
   if (main != shortcut) {
-    throw InvalidArgument("Residual '" + name_ + "': main path gives " + shape_to_string(main) + ", shortcut " +
-                          shape_to_string(shortcut));
+    throw InvalidArgument("Residual '" + name_ + "': main path gives " + shape_to_string(main) +
+                          ", shortcut " + shape_to_string(shortcut));
   }
   return main;
 }

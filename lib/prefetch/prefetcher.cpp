@@ -1,12 +1,13 @@
 // The prefetch ring: one producer thread, slots handed over in ring order
 // under one mutex and two condition variables.
+#include <pthread.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <exception>
 #include <mutex>
-#include <pthread.h>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -44,8 +45,7 @@ class PrefetchState {
     std::size_t count = 0;
   };
 
-  PrefetchState(const PrefetchOptions& options, FillBatch fill,
-                std::shared_ptr<CudaDevice> device)
+  PrefetchState(const PrefetchOptions& options, FillBatch fill, std::shared_ptr<CudaDevice> device)
       : options_(options), fill_(std::move(fill)) {
     image_capacity_ = options.sample_bytes * options.batch_size;
     label_offset_ = round_up(image_capacity_, kPoolAlignment);
@@ -58,11 +58,11 @@ class PrefetchState {
     for (auto& slot : slots_) {
       slot.staging = staging_->allocate(label_offset_ + options.batch_size * sizeof(std::int32_t));
     }
-    transport_ = device ? make_cuda_transport(device, options.depth, image_capacity_,
-                                              options.batch_size, options.gpu_streams,
-                                              options.compute_stream, options.device_normalize,
-                                              options.device_memory)
-                        : std::make_unique<SlotTransport>();
+    transport_ =
+        device ? make_cuda_transport(device, options.depth, image_capacity_, options.batch_size,
+                                     options.gpu_streams, options.compute_stream,
+                                     options.device_normalize, options.device_memory)
+               : std::make_unique<SlotTransport>();
   }
 
   ~PrefetchState() {
@@ -244,8 +244,8 @@ class PrefetchState {
   mutable std::mutex mutex_;
   std::condition_variable producer_cv_;  // a slot was freed, or stop
   std::condition_variable consumer_cv_;  // a slot is ready, or the producer is done
-  std::size_t fill_slot_ = 0;  // next slot the producer fills
-  std::size_t take_slot_ = 0;  // next slot the consumer takes
+  std::size_t fill_slot_ = 0;            // next slot the producer fills
+  std::size_t take_slot_ = 0;            // next slot the consumer takes
   bool stop_ = false;
   bool producer_done_ = false;
   std::exception_ptr error_;
@@ -276,11 +276,11 @@ void validate(const PrefetchOptions& o) {
   if (dn.enabled) {
     if (dn.channels < 1 || dn.channels > 4 || dn.height < 1 || dn.width < 1 ||
         static_cast<std::size_t>(dn.height) * dn.width * dn.channels != o.sample_bytes) {
-      throw InvalidArgument("Prefetcher: device normalize needs 1..4 channels and sample_bytes = "
-                            "height * width * channels (uint8 HWC); got " +
-                            std::to_string(dn.height) + "x" + std::to_string(dn.width) + "x" +
-                            std::to_string(dn.channels) + " for " +
-                            std::to_string(o.sample_bytes) + " bytes");
+      throw InvalidArgument(
+          "Prefetcher: device normalize needs 1..4 channels and sample_bytes = "
+          "height * width * channels (uint8 HWC); got " +
+          std::to_string(dn.height) + "x" + std::to_string(dn.width) + "x" +
+          std::to_string(dn.channels) + " for " + std::to_string(o.sample_bytes) + " bytes");
     }
     for (int c = 0; c < dn.channels; ++c) {
       if (!(dn.std[static_cast<std::size_t>(c)] > 0.0f)) {
@@ -314,15 +314,25 @@ Prefetcher::Prefetcher(PrefetchOptions options, FillBatch fill,
   state_->start();
 }
 
-Prefetcher::~Prefetcher() { state_->shutdown(); }
+Prefetcher::~Prefetcher() {
+  state_->shutdown();
+}
 
-std::optional<Batch> Prefetcher::next() { return state_->next(state_); }
+std::optional<Batch> Prefetcher::next() {
+  return state_->next(state_);
+}
 
-void Prefetcher::stop() { state_->request_stop(); }
+void Prefetcher::stop() {
+  state_->request_stop();
+}
 
-PrefetchStats Prefetcher::stats() const { return state_->stats(); }
+PrefetchStats Prefetcher::stats() const {
+  return state_->stats();
+}
 
-Batch::Batch(Batch&& other) noexcept { *this = std::move(other); }
+Batch::Batch(Batch&& other) noexcept {
+  *this = std::move(other);
+}
 
 Batch& Batch::operator=(Batch&& other) noexcept {
   if (this != &other) {
@@ -340,7 +350,9 @@ Batch& Batch::operator=(Batch&& other) noexcept {
   return *this;
 }
 
-Batch::~Batch() { release(); }
+Batch::~Batch() {
+  release();
+}
 
 void Batch::release() noexcept {
   if (!state_) return;
@@ -357,19 +369,21 @@ void Batch::release() noexcept {
 std::string format_prefetch_stats(const PrefetchStats& s) {
   std::ostringstream out;
   char line[256];
-  std::snprintf(line, sizeof line,
-                "prefetch: depth %d, %s, %llu batches (%llu samples)\n"
-                "  consumer waited %.3f s (max %.3f s per batch), producer filled %.3f s\n"
-                "  copies %.3f s for %.1f MiB\n",
-                s.depth, s.on_device ? (s.gpu_streams ? "CUDA, copy stream" : "CUDA, one stream")
-                                     : "CPU (no copies)",
-                static_cast<unsigned long long>(s.batches),
-                static_cast<unsigned long long>(s.samples), s.wait_seconds, s.max_wait_seconds,
-                s.fill_seconds, s.copy_seconds, static_cast<double>(s.bytes_copied) / (1 << 20));
+  std::snprintf(
+      line, sizeof line,
+      "prefetch: depth %d, %s, %llu batches (%llu samples)\n"
+      "  consumer waited %.3f s (max %.3f s per batch), producer filled %.3f s\n"
+      "  copies %.3f s for %.1f MiB\n",
+      s.depth,
+      s.on_device ? (s.gpu_streams ? "CUDA, copy stream" : "CUDA, one stream") : "CPU (no copies)",
+      static_cast<unsigned long long>(s.batches), static_cast<unsigned long long>(s.samples),
+      s.wait_seconds, s.max_wait_seconds, s.fill_seconds, s.copy_seconds,
+      static_cast<double>(s.bytes_copied) / (1 << 20));
   out << line;
   if (s.on_device) {
-    out << "  " << (s.staging.fell_back ? "staging pageable: " + s.staging.fallback_reason
-                                        : std::string("staging pinned"))
+    out << "  "
+        << (s.staging.fell_back ? "staging pageable: " + s.staging.fallback_reason
+                                : std::string("staging pinned"))
         << "\n";
   }
   return out.str();

@@ -24,7 +24,10 @@ class CudaTransport final : public SlotTransport {
   CudaTransport(std::shared_ptr<CudaDevice> device, int slots, std::size_t image_capacity,
                 std::size_t label_capacity, bool streams, StreamHandle compute_stream,
                 const DeviceNormalize& normalize, Backend* memory)
-      : device_(std::move(device)), compute_(compute_stream), normalize_(normalize), memory_(memory) {
+      : device_(std::move(device)),
+        compute_(compute_stream),
+        normalize_(normalize),
+        memory_(memory) {
     label_offset_ = (image_capacity + kPoolAlignment - 1) / kPoolAlignment * kPoolAlignment;
     const std::size_t slot_bytes = label_offset_ + label_capacity * sizeof(std::int32_t);
     slot_bytes_ = slot_bytes;
@@ -87,14 +90,13 @@ class CudaTransport final : public SlotTransport {
     if (slot.consumed_recorded && own_stream_) device_->stream_wait(copy_, slot.consumed);
     device_->record(slot.start, copy_);
     device_->copy_to_device(slot.buffer, images, image_bytes, copy_);
-    device_->copy_to_device(slot.buffer + label_offset_, labels,
-                            label_count * sizeof(std::int32_t), copy_);
+    device_->copy_to_device(slot.buffer + label_offset_, labels, label_count * sizeof(std::int32_t),
+                            copy_);
     if (normalize_.enabled) {
       const auto samples = static_cast<int>(label_count);
-      device_->normalize_u8_hwc_to_f32_chw(slot.buffer, slot.normalized, samples,
-                                           normalize_.height, normalize_.width,
-                                           normalize_.channels, normalize_.mean.data(),
-                                           normalize_.std.data(), copy_);
+      device_->normalize_u8_hwc_to_f32_chw(slot.buffer, slot.normalized, samples, normalize_.height,
+                                           normalize_.width, normalize_.channels,
+                                           normalize_.mean.data(), normalize_.std.data(), copy_);
     }
     device_->record(slot.uploaded, copy_);
     slot.upload_pending = true;

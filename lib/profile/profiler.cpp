@@ -14,7 +14,8 @@ namespace stoke {
 namespace {
 
 std::uint64_t to_ns(Profiler::Clock::duration d) {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
 }
 
 struct TraceEvent {
@@ -45,21 +46,36 @@ struct Profiler::State {
 
 const char* to_string(Stage stage) noexcept {
   switch (stage) {
-    case Stage::kRead: return "read";
-    case Stage::kDecode: return "decode";
-    case Stage::kPreprocess: return "preprocess";
-    case Stage::kCache: return "cache";
-    case Stage::kAugment: return "augment";
-    case Stage::kBatchAssembly: return "batch assembly";
-    case Stage::kDataWait: return "waiting for data";
-    case Stage::kHostToDevice: return "host to device";
-    case Stage::kForward: return "forward";
-    case Stage::kBackward: return "backward";
-    case Stage::kUpdate: return "update";
-    case Stage::kValidation: return "validation";
-    case Stage::kLogging: return "logging";
-    case Stage::kCommunicate: return "communicate";
-    case Stage::kCount: break;
+    case Stage::kRead:
+      return "read";
+    case Stage::kDecode:
+      return "decode";
+    case Stage::kPreprocess:
+      return "preprocess";
+    case Stage::kCache:
+      return "cache";
+    case Stage::kAugment:
+      return "augment";
+    case Stage::kBatchAssembly:
+      return "batch assembly";
+    case Stage::kDataWait:
+      return "waiting for data";
+    case Stage::kHostToDevice:
+      return "host to device";
+    case Stage::kForward:
+      return "forward";
+    case Stage::kBackward:
+      return "backward";
+    case Stage::kUpdate:
+      return "update";
+    case Stage::kValidation:
+      return "validation";
+    case Stage::kLogging:
+      return "logging";
+    case Stage::kCommunicate:
+      return "communicate";
+    case Stage::kCount:
+      break;
   }
   return "unknown";
 }
@@ -126,7 +142,8 @@ void Profiler::record(Stage stage, Clock::time_point begin, Clock::time_point en
 
 void Profiler::add_device_busy(double seconds) {
   state_->device_busy_measured = true;
-  state_->device_busy_ns.fetch_add(static_cast<std::uint64_t>(seconds * 1e9), std::memory_order_relaxed);
+  state_->device_busy_ns.fetch_add(static_cast<std::uint64_t>(seconds * 1e9),
+                                   std::memory_order_relaxed);
 }
 
 void Profiler::step_done(std::uint64_t images) {
@@ -187,8 +204,9 @@ std::string Profiler::chrome_trace() const {
     std::snprintf(buf, sizeof buf,
                   "%s{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,"
                   "\"pid\":1,\"tid\":%zu}",
-                  i ? "," : "", to_string(e.stage), is_pipeline_stage(e.stage) ? "pipeline" : "step",
-                  e.begin_ns / 1e3, e.duration_ns / 1e3, tid);
+                  i ? "," : "", to_string(e.stage),
+                  is_pipeline_stage(e.stage) ? "pipeline" : "step", e.begin_ns / 1e3,
+                  e.duration_ns / 1e3, tid);
     out += buf;
   }
   out += "],\"displayTimeUnit\":\"ms\"}";

@@ -33,12 +33,13 @@ std::string format_profile(const ProfileSummary& s) {
   out << line;
   const auto& m = s.memory;
   if (m.pool_cap || m.pool_reserved || m.pool_peak || m.pinned_bytes) {
-    out << "memory: pool cap " << (m.pool_cap ? format_bytes(m.pool_cap) : std::string("none")) << ", reserved "
-        << format_bytes(m.pool_reserved) << ", in use " << format_bytes(m.pool_in_use)
-        << ", peak " << format_bytes(m.pool_peak)
-        << (m.device_outside_pool ? "; outside the pool (CUDA context, library handles, other processes) " +
-                                        format_bytes(m.device_outside_pool)
-                                  : std::string())
+    out << "memory: pool cap " << (m.pool_cap ? format_bytes(m.pool_cap) : std::string("none"))
+        << ", reserved " << format_bytes(m.pool_reserved) << ", in use "
+        << format_bytes(m.pool_in_use) << ", peak " << format_bytes(m.pool_peak)
+        << (m.device_outside_pool
+                ? "; outside the pool (CUDA context, library handles, other processes) " +
+                      format_bytes(m.device_outside_pool)
+                : std::string())
         << "; staging " << format_bytes(m.pinned_bytes)
         << (m.pinned_fallback ? " pageable (pinned refused or off)" : " pinned") << "\n";
   }

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "backend/cpu/cpu_backend.hpp"
-#include "gpu/plugin_loader.hpp"
 #include "backend/registry.hpp"
+#include "gpu/plugin_loader.hpp"
 #include "stoke/cuda.hpp"
 #include "stoke/threads.hpp"
 
@@ -26,7 +26,9 @@ Runtime init(const Config& config) {
   return runtime;
 }
 
-Runtime init() { return init(Config::load()); }
+Runtime init() {
+  return init(Config::load());
+}
 
 std::unique_ptr<Backend> make_backend(const Context& context) {
   const Settings& settings = context.settings();

@@ -3,8 +3,8 @@
 
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -75,10 +75,14 @@ int count_numa_nodes() {
 
 const char* to_string(SimdLevel level) noexcept {
   switch (level) {
-    case SimdLevel::kScalar: return "scalar";
-    case SimdLevel::kSse4: return "sse4";
-    case SimdLevel::kAvx2: return "avx2";
-    case SimdLevel::kAvx512: return "avx512";
+    case SimdLevel::kScalar:
+      return "scalar";
+    case SimdLevel::kSse4:
+      return "sse4";
+    case SimdLevel::kAvx2:
+      return "avx2";
+    case SimdLevel::kAvx512:
+      return "avx512";
   }
   return "unknown";
 }

@@ -1,21 +1,25 @@
+#include "stoke/system.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
-#include "gpu/plugin_loader.hpp"
 #include "core/text.hpp"
-#include "stoke/system.hpp"
+#include "gpu/plugin_loader.hpp"
 
 namespace stoke {
 namespace {
 
 std::string version_text(int encoded, int major_div, int minor_div, int minor_mod) {
   if (encoded <= 0) return "unknown";
-  return std::to_string(encoded / major_div) + "." + std::to_string((encoded / minor_div) % minor_mod);
+  return std::to_string(encoded / major_div) + "." +
+         std::to_string((encoded / minor_div) % minor_mod);
 }
 
 // CUDA driver/runtime: 13000 -> 13.0; cuDNN 9: 91900 -> 9.19; NVRTC: 13000 -> 13.0.
-std::string cuda_version(int v) { return version_text(v, 1000, 10, 100); }
+std::string cuda_version(int v) {
+  return version_text(v, 1000, 10, 100);
+}
 std::string cudnn_version(int v) {
   if (v >= 90000) return version_text(v, 10000, 100, 100);
   return version_text(v, 1000, 100, 10);
@@ -95,7 +99,8 @@ std::string format_system(const SystemInfo& info) {
     out << "  GPU " << gpu.index << "            " << gpu.name << " (sm_" << gpu.compute_major
         << gpu.compute_minor << ", " << (gpu.integrated ? "integrated" : "discrete") << ", "
         << gpu.multiprocessors << " SMs, " << format_bytes(gpu.total_memory) << " total, "
-        << (gpu.free_memory ? format_bytes(gpu.free_memory) + " free" : "free unknown (no context yet)")
+        << (gpu.free_memory ? format_bytes(gpu.free_memory) + " free"
+                            : "free unknown (no context yet)")
         << ", PCI " << gpu.pci_bus_id << ")\n";
   }
   return out.str();

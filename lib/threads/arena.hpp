@@ -5,7 +5,6 @@
 
 #include <memory>
 
-
 namespace stoke::detail {
 
 struct ThreadArena;  // a oneTBB arena of a fixed size (threads.cpp)

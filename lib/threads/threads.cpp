@@ -12,10 +12,10 @@
 #include <mutex>
 #include <string>
 
-#include "threads/arena.hpp"
 #include "core/task_order.hpp"
 #include "stoke/error.hpp"
 #include "stoke/system.hpp"
+#include "threads/arena.hpp"
 
 namespace stoke {
 namespace detail {
@@ -68,7 +68,8 @@ struct ActiveScope {
 std::shared_ptr<detail::ThreadArena> library_arena() {
   auto& s = slot();
   std::lock_guard lock(s.mutex);
-  if (!s.arena) s.arena = std::make_shared<detail::ThreadArena>(std::max(1, query_cpu().physical_cores));
+  if (!s.arena)
+    s.arena = std::make_shared<detail::ThreadArena>(std::max(1, query_cpu().physical_cores));
   return s.arena;
 }
 
@@ -111,8 +112,7 @@ int thread_count() noexcept {
 }
 
 void parallel_for(std::size_t begin, std::size_t end, std::size_t grain,
-                  const std::function<void(std::size_t, std::size_t)>& body,
-                  Execution execution) {
+                  const std::function<void(std::size_t, std::size_t)>& body, Execution execution) {
   if (end <= begin) return;
   if (grain == 0) grain = 1;
   if (execution == Execution::kSerial) {
@@ -167,19 +167,24 @@ namespace detail {
 
 std::shared_ptr<ThreadArena> make_thread_arena(int threads) {
   if (threads < 1) {
-    throw InvalidArgument("stoke::Context: thread count must be at least 1, got " + std::to_string(threads));
+    throw InvalidArgument("stoke::Context: thread count must be at least 1, got " +
+                          std::to_string(threads));
   }
   return std::make_shared<ThreadArena>(threads);
 }
 
-int thread_arena_size(const ThreadArena& arena) noexcept { return arena.threads; }
+int thread_arena_size(const ThreadArena& arena) noexcept {
+  return arena.threads;
+}
 
 ArenaScope::ArenaScope(std::shared_ptr<ThreadArena> arena)
     : arena_(std::move(arena)), previous_(t_active) {
   t_active = arena_.get();
 }
 
-ArenaScope::~ArenaScope() { t_active = previous_; }
+ArenaScope::~ArenaScope() {
+  t_active = previous_;
+}
 
 }  // namespace detail
 

@@ -30,8 +30,9 @@ DeviceNormalize device_normalize_for(const PreprocessOptions& pre) {
 
 }  // namespace
 
-PrefetchOptions prefetch_options(const Settings& settings, const Loader& loader, std::uint64_t epoch,
-                                 std::uint64_t max_batches, GpuBackend* gpu, std::uint64_t first_batch) {
+PrefetchOptions prefetch_options(const Settings& settings, const Loader& loader,
+                                 std::uint64_t epoch, std::uint64_t max_batches, GpuBackend* gpu,
+                                 std::uint64_t first_batch) {
   PrefetchOptions po = PrefetchOptions::from_settings(settings);
   po.sample_bytes = loader.sample_bytes();
   po.batch_size = loader.batch_size();
@@ -43,13 +44,15 @@ PrefetchOptions prefetch_options(const Settings& settings, const Loader& loader,
   po.device = gpu ? gpu->device() : -1;
   if (gpu) po.compute_stream = gpu->compute_stream();
   po.device_memory = gpu;  // the device slots count against the pool's cap
-  if (loader.dtype() == OutputDtype::kUint8) po.device_normalize = device_normalize_for(loader.options().preprocess);
+  if (loader.dtype() == OutputDtype::kUint8)
+    po.device_normalize = device_normalize_for(loader.options().preprocess);
   return po;
 }
 
 void open_prefetcher(std::optional<Prefetcher>& ring, const PrefetchOptions& po, Loader& loader,
                      const Backend& backend, std::uint64_t first_batch) {
-  FillBatch fill = [&loader, first_batch](std::uint64_t e, std::uint64_t b, std::span<std::byte> images,
+  FillBatch fill = [&loader, first_batch](std::uint64_t e, std::uint64_t b,
+                                          std::span<std::byte> images,
                                           std::span<std::int32_t> labels) {
     return loader.fill_batch(e, first_batch + b, images, labels);
   };
@@ -71,7 +74,8 @@ void copy_batch_in(Backend& backend, const Batch& batch, Tensor& x, Tensor& labe
   }
 }
 
-MemoryFigures memory_figures(const Backend& backend, GpuBackend* gpu, const PrefetchStats& prefetch) {
+MemoryFigures memory_figures(const Backend& backend, GpuBackend* gpu,
+                             const PrefetchStats& prefetch) {
   MemoryFigures m;
   if (gpu) {
     const PoolStats pool = gpu->pool_stats();
@@ -98,7 +102,8 @@ float read_scalar(const Tensor& t) {
   return v;
 }
 
-DeviceBusySpan::DeviceBusySpan(GpuBackend* gpu, Profiler& profiler) : gpu_(gpu), profiler_(profiler) {
+DeviceBusySpan::DeviceBusySpan(GpuBackend* gpu, Profiler& profiler)
+    : gpu_(gpu), profiler_(profiler) {
   if (gpu_) gpu_->begin_busy();
 }
 

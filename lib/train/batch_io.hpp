@@ -20,14 +20,14 @@ namespace stoke::detail {
 // handed over on the backend's compute stream (uint8 batches normalized on the
 // device). requires: first_batch < the epoch's batches.
 PrefetchOptions prefetch_options(const Settings& settings, const Loader& loader,
-                                                std::uint64_t epoch, std::uint64_t max_batches,
-                                                GpuBackend* gpu, std::uint64_t first_batch = 0);
+                                 std::uint64_t epoch, std::uint64_t max_batches, GpuBackend* gpu,
+                                 std::uint64_t first_batch = 0);
 
 // Starts the ring in `ring`; the ring's batch b is the loader's batch
 // first_batch + b. A backend may bring the prefetcher's device handle (test
 // doubles); otherwise the prefetcher opens po.device itself.
 void open_prefetcher(std::optional<Prefetcher>& ring, const PrefetchOptions& po, Loader& loader,
-                                    const Backend& backend, std::uint64_t first_batch = 0);
+                     const Backend& backend, std::uint64_t first_batch = 0);
 
 // The batch into x and labels: a device-to-device copy from the slot on a
 // GPU, an upload from the host slot otherwise.
@@ -35,7 +35,8 @@ void copy_batch_in(Backend& backend, const Batch& batch, Tensor& x, Tensor& labe
 
 // The pool's and the staging's figures for the epoch's profile (the advisor's
 // pool-hoarding, batch-too-small and transfer-bound rules read them).
-MemoryFigures memory_figures(const Backend& backend, GpuBackend* gpu, const PrefetchStats& prefetch);
+MemoryFigures memory_figures(const Backend& backend, GpuBackend* gpu,
+                             const PrefetchStats& prefetch);
 
 float read_scalar(const Tensor& t);
 

@@ -11,13 +11,18 @@ namespace stoke::detail {
 namespace {
 
 // A tensor's float32 elements as a host vector (any backend), and back.
-std::vector<float> to_host(const Tensor& t) { return t.to_vector(); }
+std::vector<float> to_host(const Tensor& t) {
+  return t.to_vector();
+}
 
-void from_host(Tensor& t, const std::vector<float>& host) { t.copy_from_host(host.data()); }
+void from_host(Tensor& t, const std::vector<float>& host) {
+  t.copy_from_host(host.data());
+}
 
 }  // namespace
 
-std::unique_ptr<DataParallel> DataParallel::make(const TrainerOptions& options, Profiler& profiler) {
+std::unique_ptr<DataParallel> DataParallel::make(const TrainerOptions& options,
+                                                 Profiler& profiler) {
   if (!options.communicator || options.communicator->world_size() == 1) return nullptr;
   return std::unique_ptr<DataParallel>(new DataParallel(*options.communicator, profiler));
 }
@@ -51,22 +56,24 @@ DeviceCommunicator* DataParallel::device_communicator(Tensor& tensor) {
   if (device_decided_) return device_.get();
   device_decided_ = true;
   GpuBackend* gpu = tensor.backend().gpu();
-  const std::string why = gpu ? gpu->device_collectives_unavailable() : tensor.backend().name() + " is a host backend";
+  const std::string why =
+      gpu ? gpu->device_collectives_unavailable() : tensor.backend().name() + " is a host backend";
   // The same choice on every rank: NCCL only when all of them have it.
   std::vector<float> ready = {why.empty() ? 1.0f : 0.0f};
   comm_.allreduce_sum(ready);
   if (ready[0] < static_cast<float>(comm_.world_size())) {
     if (gpu) {
-      log_info("data-parallel gradients through the host (" + comm_.name() + "): " +
-               (why.empty() ? "another rank's backend has no device collectives" : why));
+      log_info("data-parallel gradients through the host (" + comm_.name() +
+               "): " + (why.empty() ? "another rank's backend has no device collectives" : why));
     }
     return nullptr;
   }
-  const std::vector<std::uint8_t> id =
-      share_group_id(comm_, [gpu] { return gpu->new_device_group_id(); }, kDeviceGroupIdBytes);
+  const std::vector<std::uint8_t> id = share_group_id(
+      comm_, [gpu] { return gpu->new_device_group_id(); }, kDeviceGroupIdBytes);
   device_ = gpu->join_device_group(comm_.rank(), comm_.world_size(), id);
   device_backend_ = gpu;
-  log_info("data-parallel gradients on " + device_->name() + " (" + gpu->name() + ", compute stream)");
+  log_info("data-parallel gradients on " + device_->name() + " (" + gpu->name() +
+           ", compute stream)");
   return device_.get();
 }
 
@@ -80,7 +87,8 @@ void DataParallel::allreduce_mean(Tensor& tensor) {
   // Through the host: the block is complete once the backend has run.
   tensor.backend().synchronize();
   if (tensor.backend().is_host() && tensor.dtype() == DType::kFloat32) {
-    comm_.allreduce_mean(std::span<float>(tensor.data<float>(), static_cast<std::size_t>(tensor.numel())));
+    comm_.allreduce_mean(
+        std::span<float>(tensor.data<float>(), static_cast<std::size_t>(tensor.numel())));
     return;
   }
   std::vector<float> host = to_host(tensor);
@@ -106,8 +114,10 @@ void DataParallel::reduce(EpochRecord& r) {
   auto span = profiler_.span(Stage::kCommunicate);
   const auto images = static_cast<double>(r.images);
   const auto val_images = static_cast<double>(r.val_images);
-  std::vector<float> sums = {static_cast<float>(images), static_cast<float>(r.train_loss * images),
-                             static_cast<float>(r.train_accuracy * images), static_cast<float>(val_images),
+  std::vector<float> sums = {static_cast<float>(images),
+                             static_cast<float>(r.train_loss * images),
+                             static_cast<float>(r.train_accuracy * images),
+                             static_cast<float>(val_images),
                              static_cast<float>(r.val_loss * val_images),
                              static_cast<float>(r.val_accuracy * val_images)};
   comm_.allreduce_sum(sums);
@@ -140,15 +150,18 @@ void DataParallel::check_identical(const nn::Model& model) {
   std::vector<float> root = mine;
   comm_.broadcast(root, 0);
   if (root != mine) {
-    throw Error(ErrorCode::kInternal, "data-parallel training: rank " + std::to_string(comm_.rank()) +
-                                          "'s parameters differ from rank 0's after an update (checksum " +
-                                          std::to_string(mine[0]) + " vs " + std::to_string(root[0]) + ")");
+    throw Error(ErrorCode::kInternal,
+                "data-parallel training: rank " + std::to_string(comm_.rank()) +
+                    "'s parameters differ from rank 0's after an update (checksum " +
+                    std::to_string(mine[0]) + " vs " + std::to_string(root[0]) + ")");
   }
 #else
   (void)model;
 #endif
 }
 
-void DataParallel::report(const std::exception& error) noexcept { comm_.report_failure(error.what()); }
+void DataParallel::report(const std::exception& error) noexcept {
+  comm_.report_failure(error.what());
+}
 
 }  // namespace stoke::detail

@@ -24,14 +24,15 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader) {
   record.epoch = epoch;
   begin_epoch(record);
   if (!st.runner) {
-    detail::StepEnv env{model_,
-                        *optimizer_,
-                        profiler_,
-                        st.loss_sum,
-                        st.correct_sum,
-                        st.graphs,
-                        st.dp ? st.dp->gradient_hook(callbacks_.on_gradients) : callbacks_.on_gradients,
-                        st.class_weights};
+    detail::StepEnv env{
+        model_,
+        *optimizer_,
+        profiler_,
+        st.loss_sum,
+        st.correct_sum,
+        st.graphs,
+        st.dp ? st.dp->gradient_hook(callbacks_.on_gradients) : callbacks_.on_gradients,
+        st.class_weights};
     st.runner = detail::make_step_runner(std::move(env), st.multiplier, st.settings.gpu_graph,
                                          st.settings.gpu_streams);
   }
@@ -40,8 +41,8 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader) {
   be.synchronize();
   if (GpuBackend* gpu = be.gpu()) profiler_.add_device_busy(gpu->take_busy_seconds(true));
   if (st.runner->pending() != 0) {
-    log_warn("epoch " + std::to_string(epoch) + " ended with " + std::to_string(st.runner->pending()) + " of " +
-             std::to_string(st.multiplier) +
+    log_warn("epoch " + std::to_string(epoch) + " ended with " +
+             std::to_string(st.runner->pending()) + " of " + std::to_string(st.multiplier) +
              " accumulated device batches; their gradients are discarded, not applied");
     st.runner->discard_pending();
   }
@@ -50,7 +51,8 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader) {
   record.images_per_second = summary.images_per_second();
   if (record.images > 0) {
     record.train_loss = detail::read_scalar(st.loss_sum) / static_cast<double>(record.images);
-    record.train_accuracy = detail::read_scalar(st.correct_sum) / static_cast<double>(record.images);
+    record.train_accuracy =
+        detail::read_scalar(st.correct_sum) / static_cast<double>(record.images);
   }
   if (options_.trace_steps > 0) st.chrome_trace = profiler_.chrome_trace();
   return record;
@@ -78,15 +80,17 @@ void Trainer::run_batches(int epoch, Loader& loader, EpochRecord& record) {
   State& st = *state_;
   Backend& be = model_.backend();
   GpuBackend* gpu = be.gpu();
-  const PrefetchOptions po = detail::prefetch_options(st.settings, loader, static_cast<std::uint64_t>(epoch),
-                                                      options_.max_steps_per_epoch * st.multiplier, gpu, st.applied);
+  const PrefetchOptions po =
+      detail::prefetch_options(st.settings, loader, static_cast<std::uint64_t>(epoch),
+                               options_.max_steps_per_epoch * st.multiplier, gpu, st.applied);
   if (st.applied > 0 && po.batches_per_epoch == 0) {  // resumed after the epoch's last step
     st.epoch_finished = true;
     return;
   }
   const auto shape = loader.output_shape();
-  st.runner->begin_epoch(po.batch_size, {static_cast<std::int64_t>(shape[1]), static_cast<std::int64_t>(shape[2]),
-                                         static_cast<std::int64_t>(shape[3])});
+  st.runner->begin_epoch(po.batch_size,
+                         {static_cast<std::int64_t>(shape[1]), static_cast<std::int64_t>(shape[2]),
+                          static_cast<std::int64_t>(shape[3])});
   std::optional<Prefetcher> ring;
   detail::open_prefetcher(ring, po, loader, be, st.applied);
   // A stop request ends the epoch at an optimizer step, never between the
@@ -121,10 +125,12 @@ void Trainer::finish_step(int epoch, EpochRecord& record, float lr) {
   st.epoch_images = record.images;
   st.epoch_steps = record.steps;
   StepInfo info{epoch, st.step, 0.0f, 0.0f, false, lr};
-  if (options_.log_every_steps > 0 && st.step % static_cast<std::uint64_t>(options_.log_every_steps) == 0) {
+  if (options_.log_every_steps > 0 &&
+      st.step % static_cast<std::uint64_t>(options_.log_every_steps) == 0) {
     auto span = profiler_.span(Stage::kLogging);
     info.loss = detail::read_scalar(st.runner->loss());
-    info.accuracy = detail::read_scalar(st.runner->correct()) / static_cast<float>(st.runner->batch());
+    info.accuracy =
+        detail::read_scalar(st.runner->correct()) / static_cast<float>(st.runner->batch());
     info.has_loss = true;
     char line[160];
     std::snprintf(line, sizeof line, "epoch %d step %llu: loss %.4f acc %.4f lr %.5f", epoch,

@@ -22,8 +22,8 @@ void validate(nn::Model& model, Loader& loader, const Settings& settings, EpochR
   while (std::optional<Batch> batch = ring->next()) {
     const auto count = static_cast<std::int64_t>(batch->count());
     if (!x.defined() || x.dim(0) != count) {
-      x = Tensor(be, {count, static_cast<std::int64_t>(shape[1]), static_cast<std::int64_t>(shape[2]),
-                      static_cast<std::int64_t>(shape[3])});
+      x = Tensor(be, {count, static_cast<std::int64_t>(shape[1]),
+                      static_cast<std::int64_t>(shape[2]), static_cast<std::int64_t>(shape[3])});
       y = Tensor(be, {count}, DType::kInt32);
     }
     copy_batch_in(be, *batch, x, y);
@@ -56,13 +56,15 @@ bool EarlyStopping::observe(double val_accuracy) {
   return false;
 }
 
-void write_checkpoint(const std::filesystem::path& path, const nn::Model& model, const nn::Optimizer& optimizer,
+void write_checkpoint(const std::filesystem::path& path, const nn::Model& model,
+                      const nn::Optimizer& optimizer,
                       const std::map<std::string, std::string>& metadata) {
   nn::save_checkpoint(path.string(), model, &optimizer, metadata);
 }
 
 bool write_stop_checkpoint(const std::filesystem::path& path, const nn::Model& model,
-                           const nn::Optimizer& optimizer, const std::map<std::string, std::string>& metadata) {
+                           const nn::Optimizer& optimizer,
+                           const std::map<std::string, std::string>& metadata) {
   if (path.empty()) return false;
   try {
     write_checkpoint(path, model, optimizer, metadata);

@@ -50,10 +50,12 @@ class EarlyStopping {
 // Writes a checkpoint of the model and optimizer with `metadata`. The best
 // checkpoint's errors reach the caller; write_stop_checkpoint logs them (the
 // run is ending anyway) and returns whether it wrote the file.
-void write_checkpoint(const std::filesystem::path& path, const nn::Model& model, const nn::Optimizer& optimizer,
+void write_checkpoint(const std::filesystem::path& path, const nn::Model& model,
+                      const nn::Optimizer& optimizer,
                       const std::map<std::string, std::string>& metadata);
 bool write_stop_checkpoint(const std::filesystem::path& path, const nn::Model& model,
-                           const nn::Optimizer& optimizer, const std::map<std::string, std::string>& metadata);
+                           const nn::Optimizer& optimizer,
+                           const std::map<std::string, std::string>& metadata);
 
 // The dropout layers' mask streams (train_state.cpp), saved for exact resume:
 // (seed, draws) per layer. restore: CorruptFile naming `where` when the

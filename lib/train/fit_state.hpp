@@ -32,15 +32,15 @@ struct Trainer::State {
   detail::GraphStats graphs;
   Tensor loss_sum, correct_sum;  // (1) each: the epoch's sums
   std::string chrome_trace;
-  std::uint64_t step = 0;      // optimizer steps so far
-  std::uint64_t applied = 0;   // device batches of the epoch applied by the last update
-  std::uint64_t consumed = 0;  // device batches of the epoch run
-  bool epoch_finished = false; // every batch applied and validation (if due) done
+  std::uint64_t step = 0;       // optimizer steps so far
+  std::uint64_t applied = 0;    // device batches of the epoch applied by the last update
+  std::uint64_t consumed = 0;   // device batches of the epoch run
+  bool epoch_finished = false;  // every batch applied and validation (if due) done
   std::uint64_t epoch_images = 0, epoch_steps = 0;  // the epoch's record at the last update
   std::uint64_t loader_seed = 0;
-  std::vector<float> class_weights;  // the loss's per-class weights; empty = none
+  std::vector<float> class_weights;          // the loss's per-class weights; empty = none
   std::unique_ptr<detail::DataParallel> dp;  // null: one process
-  std::optional<TrainState> resumed;  // continues the first epoch (position and sums)
+  std::optional<TrainState> resumed;         // continues the first epoch (position and sums)
   ModelInfo model_info;  // what every checkpoint of this fit says about the model (lib/deploy)
 };
 
@@ -60,7 +60,7 @@ struct Trainer::Loaders {
     vo.drop_last = false;
     vo.augment = {};
     vo.shard_whole_steps = false;  // data-parallel validation sees every sample once
-    vo.profiler = nullptr;  // validation is one span of its own
+    vo.profiler = nullptr;         // validation is one span of its own
     val_loader.emplace(*val_data, vo);
   }
 };

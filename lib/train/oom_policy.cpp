@@ -11,9 +11,9 @@ bool OutOfMemoryPolicy::retry(const OutOfMemory& e, int* batch, int* multiplier)
   *batch /= 2;
   *multiplier *= 2;
   ++retries_;
-  log_warn("out of memory at batch size " + std::to_string(*batch * 2) + "; continuing with batch " +
-           std::to_string(*batch) + " x " + std::to_string(*multiplier) +
-           " accumulated (same effective batch): " + e.what());
+  log_warn("out of memory at batch size " + std::to_string(*batch * 2) +
+           "; continuing with batch " + std::to_string(*batch) + " x " +
+           std::to_string(*multiplier) + " accumulated (same effective batch): " + e.what());
   return true;
 }
 

@@ -11,7 +11,9 @@ StepRunner::StepRunner(StepEnv env)
 
 StepRunner::~StepRunner() = default;
 
-void StepRunner::begin_epoch(std::size_t, std::array<std::int64_t, 3> sample) { sample_ = sample; }
+void StepRunner::begin_epoch(std::size_t, std::array<std::int64_t, 3> sample) {
+  sample_ = sample;
+}
 
 void StepRunner::reshape(std::int64_t n) {
   if (n_ == n) return;
@@ -101,7 +103,8 @@ bool AccumulatingStepRunner::run(Batch& batch, DeviceBusySpan& busy, float lr) {
   return true;
 }
 
-GraphedStepRunner::GraphedStepRunner(StepEnv env, Toggle mode) : StepRunner(std::move(env)), mode_(mode) {}
+GraphedStepRunner::GraphedStepRunner(StepEnv env, Toggle mode)
+    : StepRunner(std::move(env)), mode_(mode) {}
 
 void GraphedStepRunner::begin_epoch(std::size_t full_batch, std::array<std::int64_t, 3> sample) {
   StepRunner::begin_epoch(full_batch, sample);
@@ -155,18 +158,20 @@ bool GraphedStepRunner::run(Batch& batch, DeviceBusySpan& busy, float lr) {
 // own copy stream: with STOKE_GPU_STREAMS=off its uploads of the next batch
 // go on the compute stream, and a capture there would bake them into the
 // graph (or break on their events).
-std::unique_ptr<StepRunner> make_step_runner(StepEnv env, int multiplier, Toggle gpu_graph, bool gpu_streams) {
+std::unique_ptr<StepRunner> make_step_runner(StepEnv env, int multiplier, Toggle gpu_graph,
+                                             bool gpu_streams) {
   const bool gpu = env.model.backend().gpu() != nullptr;
   const bool dropout = env.model.spec().dropout > 0.0f;
   if (gpu && gpu_graph != Toggle::kOff && gpu_streams && multiplier == 1 && !dropout) {
     return std::make_unique<GraphedStepRunner>(std::move(env), gpu_graph);
   }
   if (gpu) {
-    env.graphs.note = gpu_graph == Toggle::kOff ? "STOKE_GPU_GRAPH is off"
-                      : !gpu_streams ? "STOKE_GPU_STREAMS is off (CUDA graphs need the separate copy stream: "
-                                       "uploads on the compute stream would be captured into the graph)"
-                      : dropout ? "the model has dropout (a new mask each step; a replay would repeat one)"
-                                : "batch multiplier > 1 (gradient accumulation runs eagerly)";
+    env.graphs.note =
+        gpu_graph == Toggle::kOff ? "STOKE_GPU_GRAPH is off"
+        : !gpu_streams ? "STOKE_GPU_STREAMS is off (CUDA graphs need the separate copy stream: "
+                         "uploads on the compute stream would be captured into the graph)"
+        : dropout      ? "the model has dropout (a new mask each step; a replay would repeat one)"
+                       : "batch multiplier > 1 (gradient accumulation runs eagerly)";
   }
   if (multiplier > 1) return std::make_unique<AccumulatingStepRunner>(std::move(env), multiplier);
   return std::make_unique<StepRunner>(std::move(env));

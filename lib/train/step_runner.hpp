@@ -49,7 +49,7 @@ struct StepEnv {
   Tensor& loss_sum;     // (1): the epoch's per-sample loss sum
   Tensor& correct_sum;  // (1): the epoch's correct count
   GraphStats& graphs;
-  GradientHook on_gradients;  // may be empty
+  GradientHook on_gradients;         // may be empty
   std::vector<float> class_weights;  // per-class loss weights; empty = none
 };
 

@@ -2,19 +2,24 @@
 #include <sstream>
 
 #include "core/atomic_file.hpp"
-#include "stoke/error.hpp"
 #include "core/text.hpp"
+#include "stoke/error.hpp"
 #include "stoke/train.hpp"
 
 namespace stoke {
 
 const char* to_string(StopReason reason) noexcept {
   switch (reason) {
-    case StopReason::kCompleted: return "completed";
-    case StopReason::kEarlyStopping: return "early stopping";
-    case StopReason::kRequested: return "stop requested";
-    case StopReason::kOutOfMemory: return "out of memory";
-    case StopReason::kCorruptData: return "too many corrupt samples";
+    case StopReason::kCompleted:
+      return "completed";
+    case StopReason::kEarlyStopping:
+      return "early stopping";
+    case StopReason::kRequested:
+      return "stop requested";
+    case StopReason::kOutOfMemory:
+      return "out of memory";
+    case StopReason::kCorruptData:
+      return "too many corrupt samples";
   }
   return "unknown";
 }
@@ -29,7 +34,8 @@ std::string TrainLog::to_json() const {
         << ",\"images\":" << e.images << ",\"train_loss\":" << e.train_loss
         << ",\"train_accuracy\":" << e.train_accuracy
         << ",\"validated\":" << (e.validated ? "true" : "false");
-    if (e.validated) out << ",\"val_loss\":" << e.val_loss << ",\"val_accuracy\":" << e.val_accuracy;
+    if (e.validated)
+      out << ",\"val_loss\":" << e.val_loss << ",\"val_accuracy\":" << e.val_accuracy;
     out << ",\"seconds\":" << e.seconds << ",\"images_per_second\":" << e.images_per_second
         << ",\"profile\":" << profile_to_json(e.profile) << "}";
   }
@@ -45,7 +51,8 @@ std::string TrainLog::to_json() const {
 
 std::string TrainLog::to_csv() const {
   std::ostringstream out;
-  out << "epoch,steps,images,train_loss,train_accuracy,val_loss,val_accuracy,seconds,images_per_second,"
+  out << "epoch,steps,images,train_loss,train_accuracy,val_loss,val_accuracy,seconds,images_per_"
+         "second,"
          "data_wait_seconds,device_busy_seconds\n";
   out.precision(9);
   for (const auto& e : epochs) {
@@ -57,7 +64,8 @@ std::string TrainLog::to_csv() const {
       out << ',';
     }
     out << ',' << e.seconds << ',' << e.images_per_second << ','
-        << e.profile.stage(Stage::kDataWait).seconds << ',' << e.profile.device_busy_seconds << '\n';
+        << e.profile.stage(Stage::kDataWait).seconds << ',' << e.profile.device_busy_seconds
+        << '\n';
   }
   return out.str();
 }

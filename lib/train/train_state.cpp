@@ -22,10 +22,12 @@ std::string hex(double v) {
 
 class Reader {
  public:
-  Reader(const std::map<std::string, std::string>& map, const std::string& where) : map_(map), where_(where) {}
+  Reader(const std::map<std::string, std::string>& map, const std::string& where)
+      : map_(map), where_(where) {}
   const std::string& text(const char* key) const {
     const auto it = map_.find(kPrefix + std::string(key));
-    if (it == map_.end()) throw CorruptFile(where_ + ": the trainer state has no '" + kPrefix + key + "'");
+    if (it == map_.end())
+      throw CorruptFile(where_ + ": the trainer state has no '" + kPrefix + key + "'");
     return it->second;
   }
   std::int64_t integer(const char* key) const {
@@ -58,7 +60,8 @@ class Reader {
 
  private:
   [[noreturn]] void bad(const char* key, const std::string& s) const {
-    throw CorruptFile(where_ + ": the trainer state's '" + kPrefix + key + "' is not a number: '" + s + "'");
+    throw CorruptFile(where_ + ": the trainer state's '" + kPrefix + key + "' is not a number: '" +
+                      s + "'");
   }
   const std::map<std::string, std::string>& map_;
   std::string where_;
@@ -68,7 +71,9 @@ class Reader {
 
 std::map<std::string, std::string> TrainState::to_metadata() const {
   std::map<std::string, std::string> m;
-  const auto put = [&m](const char* key, std::string value) { m[kPrefix + std::string(key)] = std::move(value); };
+  const auto put = [&m](const char* key, std::string value) {
+    m[kPrefix + std::string(key)] = std::move(value);
+  };
   put("version", std::to_string(kVersion));
   put("epoch", std::to_string(epoch));
   put("batch", std::to_string(batch));
@@ -96,11 +101,12 @@ bool TrainState::present(const std::map<std::string, std::string>& metadata) {
   return metadata.count(kPrefix + std::string("version")) != 0;
 }
 
-TrainState TrainState::from_metadata(const std::map<std::string, std::string>& metadata, const std::string& where) {
+TrainState TrainState::from_metadata(const std::map<std::string, std::string>& metadata,
+                                     const std::string& where) {
   const Reader r(metadata, where);
   if (r.integer("version") != kVersion) {
-    throw CorruptFile(where + ": trainer state version " + r.text("version") + ", this build reads " +
-                      std::to_string(kVersion));
+    throw CorruptFile(where + ": trainer state version " + r.text("version") +
+                      ", this build reads " + std::to_string(kVersion));
   }
   TrainState s;
   s.epoch = static_cast<int>(r.integer("epoch"));
@@ -118,9 +124,9 @@ TrainState TrainState::from_metadata(const std::map<std::string, std::string>& m
   s.epoch_steps = static_cast<std::uint64_t>(r.integer("epoch_steps"));
   s.dropout_streams = r.integers("dropout_streams");
   if (s.epoch < 0 || s.batch_size < 1 || s.batch_multiplier < 1) {
-    throw CorruptFile(where + ": the trainer state is out of range (epoch " + std::to_string(s.epoch) +
-                      ", batch size " + std::to_string(s.batch_size) + ", multiplier " +
-                      std::to_string(s.batch_multiplier) + ")");
+    throw CorruptFile(where + ": the trainer state is out of range (epoch " +
+                      std::to_string(s.epoch) + ", batch size " + std::to_string(s.batch_size) +
+                      ", multiplier " + std::to_string(s.batch_multiplier) + ")");
   }
   return s;
 }
@@ -142,8 +148,8 @@ void restore_dropout_streams(nn::Model& model, const std::vector<std::uint64_t>&
                              const std::string& where) {
   if (streams.size() != dropout_streams(model).size()) {
     throw CorruptFile(where + ": the trainer state holds " + std::to_string(streams.size() / 2) +
-                      " dropout streams, the model has " + std::to_string(dropout_streams(model).size() / 2) +
-                      " dropout layers");
+                      " dropout streams, the model has " +
+                      std::to_string(dropout_streams(model).size() / 2) + " dropout layers");
   }
   std::size_t i = 0;
   for (const auto& layer : model.network().layers()) {

@@ -4,8 +4,8 @@
 // checkpoint carries for exact resume (train_state.cpp).
 #include <algorithm>
 #include <cstdio>
-#include <new>
 #include <cstdlib>
+#include <new>
 #include <utility>
 
 #include "stoke/distributed.hpp"
@@ -21,11 +21,13 @@
 namespace stoke {
 namespace {
 
-constexpr const char* kWorldSizeKey = "train.world_size";  // ranks of the run that wrote a checkpoint
+constexpr const char* kWorldSizeKey =
+    "train.world_size";  // ranks of the run that wrote a checkpoint
 
 std::unique_ptr<nn::Optimizer> make_optimizer(const nn::Model& model, const TrainerOptions& o) {
   switch (o.optimizer) {
-    case OptimizerKind::kSgd: return std::make_unique<nn::Sgd>(model, o.sgd);
+    case OptimizerKind::kSgd:
+      return std::make_unique<nn::Sgd>(model, o.sgd);
     case OptimizerKind::kAdam: {
       auto adam = o.adam;
       adam.decoupled_weight_decay = false;
@@ -44,17 +46,21 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const nn::Model& model, const Trai
 // that a GPU backend's prefetcher normalizes on the device.
 void check_loader_dtype(OutputDtype dtype, Backend& backend) {
   if (dtype == OutputDtype::kFloat16 || dtype == OutputDtype::kBFloat16) {
-    throw InvalidArgument(std::string("Trainer::fit: the loader's output dtype is ") + to_string(dtype) +
-                          "; the models compute in float32: use OutputDtype::kFloat32 (or kUint8 on a GPU backend)");
+    throw InvalidArgument(
+        std::string("Trainer::fit: the loader's output dtype is ") + to_string(dtype) +
+        "; the models compute in float32: use OutputDtype::kFloat32 (or kUint8 on a GPU backend)");
   }
   if (dtype == OutputDtype::kUint8 && !backend.gpu()) {
-    throw InvalidArgument("Trainer::fit: the loader's output dtype is uint8 (HWC), which a GPU backend normalizes "
-                          "on the device; the model runs on " + backend.name() + ": use OutputDtype::kFloat32");
+    throw InvalidArgument(
+        "Trainer::fit: the loader's output dtype is uint8 (HWC), which a GPU backend normalizes "
+        "on the device; the model runs on " +
+        backend.name() + ": use OutputDtype::kFloat32");
   }
 }
 
 void check_options(const TrainerOptions& o) {
-  if (o.epochs < 1) throw InvalidArgument("TrainerOptions::epochs must be >= 1, got " + std::to_string(o.epochs));
+  if (o.epochs < 1)
+    throw InvalidArgument("TrainerOptions::epochs must be >= 1, got " + std::to_string(o.epochs));
   if (o.batch_size < 0) throw InvalidArgument("TrainerOptions::batch_size must be >= 0 (0 = auto)");
   if (o.batch_multiplier < 1) {
     throw InvalidArgument("TrainerOptions::batch_multiplier must be >= 1, got " +
@@ -73,7 +79,8 @@ Trainer::Trainer(nn::Model& model, TrainerOptions options, Callbacks callbacks)
   check_options(options_);
   // Fine-tuning (docs/interchange.md): set on the model before the optimizer takes its groups.
   if (options_.freeze_stages > 0) model_.freeze_stages(options_.freeze_stages);
-  if (!options_.stage_lr_multipliers.empty()) model_.set_stage_lr_multipliers(options_.stage_lr_multipliers);
+  if (!options_.stage_lr_multipliers.empty())
+    model_.set_stage_lr_multipliers(options_.stage_lr_multipliers);
   optimizer_ = make_optimizer(model_, options_);
 }
 
@@ -106,7 +113,8 @@ FitResult Trainer::fit(const Dataset& train, const Dataset* val, LoaderOptions l
   return result;
 }
 
-FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val, LoaderOptions loader_options) {
+FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val,
+                                  LoaderOptions loader_options) {
   check_loader_dtype(loader_options.preprocess.dtype, model_.backend());
   stop_requested_.store(false);
   state_ = std::make_unique<State>(options_);
@@ -117,16 +125,17 @@ FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val, Load
   st.settings = options_.settings ? *options_.settings : options_.context.settings();
   const int first_epoch = options_.resume.empty() ? 0 : resume_from(options_.resume, st);
   if (st.resumed && st.resumed->loader_seed != loader_options.seed) {
-    throw InvalidArgument("Trainer::fit: resuming " + options_.resume + " needs the loader seed it ran with (" +
-                          std::to_string(st.resumed->loader_seed) + "), got " +
-                          std::to_string(loader_options.seed));
+    throw InvalidArgument(
+        "Trainer::fit: resuming " + options_.resume + " needs the loader seed it ran with (" +
+        std::to_string(st.resumed->loader_seed) + "), got " + std::to_string(loader_options.seed));
   }
   st.class_weights = resolve_class_weights(options_, train, model_.spec().classes);
   st.loader_seed = loader_options.seed;
   if (options_.balanced_sampler) loader_options.balanced_sampler = true;
   loader_options.profiler = &profiler_;
   loader_options.context = options_.context;
-  if (!loader_options.max_image_pixels) loader_options.max_image_pixels = st.settings.max_image_pixels.value_or(0);
+  if (!loader_options.max_image_pixels)
+    loader_options.max_image_pixels = st.settings.max_image_pixels.value_or(0);
   st.dp = detail::DataParallel::make(options_, profiler_);
   FitResult result;
   try {
@@ -136,8 +145,8 @@ FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val, Load
     }
     Loaders loaders{train, validation_data(val, options_), loader_options, {}, {}};
     if (!options_.best_checkpoint.empty() || !options_.stop_checkpoint.empty()) {
-      st.model_info = describe_training(train, loaders.val_data ? &*loaders.val_data : nullptr, loader_options,
-                                        options_);
+      st.model_info = describe_training(train, loaders.val_data ? &*loaders.val_data : nullptr,
+                                        loader_options, options_);
     }
     plan_fit(loaders);
     for (int epoch = first_epoch; epoch < options_.epochs; ++epoch) {
@@ -184,8 +193,8 @@ void Trainer::plan_fit(Loaders& loaders) {
   if (options_.max_steps_per_epoch > 0) {
     batches = std::min<std::uint64_t>(batches, options_.max_steps_per_epoch * st.multiplier);
   }
-  st.schedule.total_steps =
-      std::max<std::int64_t>(1, static_cast<std::int64_t>(batches / st.multiplier) * options_.epochs);
+  st.schedule.total_steps = std::max<std::int64_t>(
+      1, static_cast<std::int64_t>(batches / st.multiplier) * options_.epochs);
 }
 
 // Model, optimizer state and the TrainState of a checkpoint fit() wrote;
@@ -193,9 +202,10 @@ void Trainer::plan_fit(Loaders& loaders) {
 int Trainer::resume_from(const std::string& path, State& st) {
   const nn::CheckpointInfo info = nn::load_checkpoint(path, model_, optimizer_.get());
   if (!TrainState::present(info.metadata)) {
-    throw InvalidArgument("Trainer::fit: cannot resume from '" + path +
-                          "': it has no trainer state (train.* metadata); only stop and best checkpoints "
-                          "written by Trainer::fit carry one");
+    throw InvalidArgument(
+        "Trainer::fit: cannot resume from '" + path +
+        "': it has no trainer state (train.* metadata); only stop and best checkpoints "
+        "written by Trainer::fit carry one");
   }
   TrainState s = TrainState::from_metadata(info.metadata, "checkpoint '" + path + "'");
   check_resume_world(path, info.metadata, s);
@@ -205,24 +215,26 @@ int Trainer::resume_from(const std::string& path, State& st) {
   st.schedule.total_steps = s.schedule_total_steps;
   st.stopping.restore(s.best_val_accuracy, s.epochs_without_improvement);
   detail::restore_dropout_streams(model_, s.dropout_streams, "checkpoint '" + path + "'");
-  log_info("resuming " + path + " at epoch " + std::to_string(s.epoch) + ", batch " + std::to_string(s.batch) +
-           ", step " + std::to_string(s.step));
+  log_info("resuming " + path + " at epoch " + std::to_string(s.epoch) + ", batch " +
+           std::to_string(s.batch) + ", step " + std::to_string(s.step));
   st.resumed = s;
   return s.epoch;
 }
 
-std::optional<EpochRecord> Trainer::run_epoch_with_retries(int epoch, Loaders& loaders, FitResult& result) {
+std::optional<EpochRecord> Trainer::run_epoch_with_retries(int epoch, Loaders& loaders,
+                                                           FitResult& result) {
   State& st = *state_;
   while (true) {
     try {
       EpochRecord record = run_epoch(epoch, *loaders.train_loader);
-      const bool due =
-          loaders.val_loader && detail::validation_due(options_.validate_every_epochs, epoch, options_.epochs);
+      const bool due = loaders.val_loader && detail::validation_due(options_.validate_every_epochs,
+                                                                    epoch, options_.epochs);
       if (due && !stop_requested_.load()) {
         auto span = profiler_.span(Stage::kValidation);
         detail::validate(model_, *loaders.val_loader, st.settings, record);
       }
-      st.epoch_finished = st.epoch_finished && (!due || record.validated || loaders.val_data->empty());
+      st.epoch_finished =
+          st.epoch_finished && (!due || record.validated || loaders.val_data->empty());
       return record;
     } catch (const OutOfMemory& e) {
       release_step_memory();
@@ -265,7 +277,8 @@ void Trainer::record_corrupt_samples(Loaders& loaders, FitResult& result) {
   if (loaders.val_loader) {
     for (auto& c : loaders.val_loader->stats().corrupt) all.push_back(std::move(c));
   }
-  for (const auto& c : all) state_->logger->push("skipped corrupt sample " + c.path + ": " + c.reason);
+  for (const auto& c : all)
+    state_->logger->push("skipped corrupt sample " + c.path + ": " + c.reason);
   result.log.corrupt_samples = all;
   result.corrupt_samples = std::move(all);
 }
@@ -285,7 +298,8 @@ bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
     if (callbacks_.on_validation) callbacks_.on_validation(record);
     if (st.stopping.observe(record.val_accuracy) && writes && !options_.best_checkpoint.empty()) {
       auto metadata = train_state(epoch).to_metadata();
-      if (options_.communicator) metadata[kWorldSizeKey] = std::to_string(options_.communicator->world_size());
+      if (options_.communicator)
+        metadata[kWorldSizeKey] = std::to_string(options_.communicator->world_size());
       metadata["epoch"] = std::to_string(epoch);
       metadata["val_accuracy"] = std::to_string(record.val_accuracy);
       if (!st.model_info.class_names.empty()) add_model_metadata(metadata, model_, st.model_info);
@@ -294,10 +308,11 @@ bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
   }
   if (callbacks_.on_epoch) callbacks_.on_epoch(record);
   char line[256];
-  std::snprintf(line, sizeof line, "epoch %d: loss %.4f acc %.4f%s, %.1f images/s, %.2f s", epoch,
-                record.train_loss, record.train_accuracy,
-                record.validated ? (", val acc " + std::to_string(record.val_accuracy)).c_str() : "",
-                record.images_per_second, record.seconds);
+  std::snprintf(
+      line, sizeof line, "epoch %d: loss %.4f acc %.4f%s, %.1f images/s, %.2f s", epoch,
+      record.train_loss, record.train_accuracy,
+      record.validated ? (", val acc " + std::to_string(record.val_accuracy)).c_str() : "",
+      record.images_per_second, record.seconds);
   if (writes) st.logger->push(line);
   if (stop_requested_.load()) {
     result.reason = StopReason::kRequested;
@@ -320,15 +335,17 @@ void Trainer::release_step_memory() {
 
 // A mid-epoch position is a position in each rank's shard: it continues only
 // with the world size that wrote it (an epoch-end checkpoint fits any).
-void Trainer::check_resume_world(const std::string& path, const std::map<std::string, std::string>& metadata,
+void Trainer::check_resume_world(const std::string& path,
+                                 const std::map<std::string, std::string>& metadata,
                                  const TrainState& s) const {
   const auto it = metadata.find(kWorldSizeKey);
   const int written = it == metadata.end() ? 1 : std::atoi(it->second.c_str());
   const int now = options_.communicator ? options_.communicator->world_size() : 1;
   if (s.batch != 0 && written != now) {
-    throw InvalidArgument("Trainer::fit: '" + path + "' stopped in the middle of epoch " + std::to_string(s.epoch) +
-                          " of a run with " + std::to_string(written) + " rank(s); it resumes only with " +
-                          std::to_string(written) + " rank(s), not " + std::to_string(now) +
+    throw InvalidArgument("Trainer::fit: '" + path + "' stopped in the middle of epoch " +
+                          std::to_string(s.epoch) + " of a run with " + std::to_string(written) +
+                          " rank(s); it resumes only with " + std::to_string(written) +
+                          " rank(s), not " + std::to_string(now) +
                           " (a checkpoint written at an epoch's end resumes with any number)");
   }
 }
@@ -358,13 +375,16 @@ TrainState Trainer::train_state(int epoch) const {
 }
 
 void Trainer::save_stop_checkpoint(int epoch, const char* why) {
-  if (state_->dp && !state_->dp->writes_files()) return;  // rank 0 writes the run's one stop checkpoint
+  if (state_->dp && !state_->dp->writes_files())
+    return;  // rank 0 writes the run's one stop checkpoint
   auto metadata = train_state(epoch).to_metadata();
   metadata["epoch"] = std::to_string(epoch);
   metadata["stopped"] = why;
-  if (options_.communicator) metadata[kWorldSizeKey] = std::to_string(options_.communicator->world_size());
+  if (options_.communicator)
+    metadata[kWorldSizeKey] = std::to_string(options_.communicator->world_size());
   // Described at the start of fit (unless it failed before that).
-  if (!state_->model_info.class_names.empty()) add_model_metadata(metadata, model_, state_->model_info);
+  if (!state_->model_info.class_names.empty())
+    add_model_metadata(metadata, model_, state_->model_info);
   detail::write_stop_checkpoint(options_.stop_checkpoint, model_, *optimizer_, metadata);
 }
 

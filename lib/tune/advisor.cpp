@@ -11,16 +11,16 @@ namespace stoke {
 namespace {
 
 // Thresholds, as shares of wall time unless said otherwise.
-constexpr double kInputBoundWait = 0.15;     // waiting for data
-constexpr double kTransferBound = 0.15;      // host-to-device copies
-constexpr double kLowDeviceBusy = 0.60;      // device busy below this is under-fed
-constexpr double kPoolHeadroom = 0.50;       // peak in use below this share of the cap
-constexpr double kHoardingFactor = 2.0;      // reserved above this multiple of peak
+constexpr double kInputBoundWait = 0.15;  // waiting for data
+constexpr double kTransferBound = 0.15;   // host-to-device copies
+constexpr double kLowDeviceBusy = 0.60;   // device busy below this is under-fed
+constexpr double kPoolHeadroom = 0.50;    // peak in use below this share of the cap
+constexpr double kHoardingFactor = 2.0;   // reserved above this multiple of peak
 constexpr std::uint64_t kHoardingMinimum = 256ull << 20;
-constexpr double kInterruptions = 0.10;      // validation + logging
-constexpr double kOversizedDecode = 4.0;     // decoded pixels per training pixel
+constexpr double kInterruptions = 0.10;       // validation + logging
+constexpr double kOversizedDecode = 4.0;      // decoded pixels per training pixel
 constexpr double kCommunicationBound = 0.20;  // data-parallel collectives
-constexpr double kClassImbalance = 5.0;      // most common class per sample of the rarest
+constexpr double kClassImbalance = 5.0;       // most common class per sample of the rarest
 
 std::string percent(double share) {
   char buf[32];
@@ -34,7 +34,9 @@ std::string fixed(double v, int digits = 1) {
   return buf;
 }
 
-std::string mib(std::uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+std::string mib(std::uint64_t bytes) {
+  return std::to_string(bytes >> 20) + " MiB";
+}
 
 // The thread count a pipeline should have on this machine and device.
 int recommended_threads(const AdvisorInput& in) {
@@ -64,7 +66,8 @@ void input_bound(const AdvisorInput& in, std::vector<Advice>& out) {
                 " threads, CPU utilization " + percent(p.cpu_utilization()) +
                 ") is slower than compute";
   const int threads = recommended_threads(in);
-  if (in.cpu_threads < threads) a.exports.push_back("export STOKE_CPU_THREADS=" + std::to_string(threads));
+  if (in.cpu_threads < threads)
+    a.exports.push_back("export STOKE_CPU_THREADS=" + std::to_string(threads));
   const auto& s = in.config.settings();
   if (s.cache.kind == CacheSpec::Kind::kOff) a.exports.push_back("export STOKE_CACHE=ram");
   if (s.prefetch_depth < 3) a.exports.push_back("export STOKE_PREFETCH_DEPTH=3");
@@ -133,8 +136,9 @@ void transfer_bound(const AdvisorInput& in, std::vector<Advice>& out) {
                                  : ", through pageable memory (STOKE_HOST_PINNED=off)";
     if (!s.host_pinned) a.exports.push_back("export STOKE_HOST_PINNED=on");
     if (p.memory.pinned_fallback) {
-      a.exports.push_back("export STOKE_HOST_PINNED_MAX=" +
-                          std::to_string(std::max<std::uint64_t>(2 * (s.host_pinned_max >> 20), 1024)) + "M");
+      a.exports.push_back(
+          "export STOKE_HOST_PINNED_MAX=" +
+          std::to_string(std::max<std::uint64_t>(2 * (s.host_pinned_max >> 20), 1024)) + "M");
     }
   }
   if (!s.gpu_streams) {
@@ -183,16 +187,17 @@ void simd_off(const AdvisorInput& in, std::vector<Advice>& out) {
   if (in.simd < cpu_level) {
     Advice a;
     a.rule = "simd-forced-off";
-    a.diagnosis = std::string("pixel kernels run at ") + to_string(in.simd) + " while the CPU has " +
-                  to_string(cpu_level);
+    a.diagnosis = std::string("pixel kernels run at ") + to_string(in.simd) +
+                  " while the CPU has " + to_string(cpu_level);
     a.exports.push_back("export STOKE_CPU_SIMD=auto");
     a.severity = 0.1;
     out.push_back(std::move(a));
   } else if (cpu_level == SimdLevel::kScalar) {
     Advice a;
     a.rule = "simd-unavailable";
-    a.diagnosis = "the CPU reports no SSE4/AVX2/AVX-512: pixel kernels run scalar (a virtual "
-                  "machine hiding CPU flags?)";
+    a.diagnosis =
+        "the CPU reports no SSE4/AVX2/AVX-512: pixel kernels run scalar (a virtual "
+        "machine hiding CPU flags?)";
     a.changes.push_back("expose the host CPU's instruction sets to the VM (e.g. CPU model host)");
     a.severity = 0.1;
     out.push_back(std::move(a));
@@ -243,11 +248,13 @@ void interruptions(const AdvisorInput& in, std::vector<Advice>& out) {
                 percent(p.share(Stage::kValidation)) + ", logging " +
                 percent(p.share(Stage::kLogging)) + ")";
   if (p.share(Stage::kValidation) > 0) {
-    a.changes.push_back("validate every " + std::to_string(std::max(1, in.validation_every_epochs) * 4) +
+    a.changes.push_back("validate every " +
+                        std::to_string(std::max(1, in.validation_every_epochs) * 4) +
                         " epochs, or on a subset of the validation set");
   }
   if (p.share(Stage::kLogging) > 0) {
-    a.changes.push_back("log every " + std::to_string(std::max(1, in.log_every_steps) * 10) + " steps");
+    a.changes.push_back("log every " + std::to_string(std::max(1, in.log_every_steps) * 10) +
+                        " steps");
   }
   a.severity = share;
   out.push_back(std::move(a));
@@ -264,8 +271,9 @@ void oversized_decode(const AdvisorInput& in, std::vector<Advice>& out) {
   if (in.config.settings().cache.kind == CacheSpec::Kind::kOff) {
     a.exports.push_back("export STOKE_CACHE=ram");
   }
-  a.changes.push_back("store the images at (or near) the training size, or as JPEG so decoding "
-                      "can scale down in the DCT domain");
+  a.changes.push_back(
+      "store the images at (or near) the training size, or as JPEG so decoding "
+      "can scale down in the DCT domain");
   a.severity = 0.1 + 0.1 * std::log2(ratio) / 4;
   out.push_back(std::move(a));
 }
@@ -288,8 +296,10 @@ void class_imbalance(const AdvisorInput& in, std::vector<Advice>& out) {
                 " training samples, class " + std::to_string(common) + " has " +
                 std::to_string(in.class_counts[common]) + " (" + fixed(ratio) +
                 "x): the model learns to rarely predict the rare class";
-  a.changes.push_back("TrainerOptions::balanced_class_weights = true (stoke train --class-weights balanced)");
-  a.changes.push_back("or TrainerOptions::balanced_sampler = true (stoke train --balanced-sampler)");
+  a.changes.push_back(
+      "TrainerOptions::balanced_class_weights = true (stoke train --class-weights balanced)");
+  a.changes.push_back(
+      "or TrainerOptions::balanced_sampler = true (stoke train --balanced-sampler)");
   a.severity = 0.05 + 0.05 * std::min(1.0, std::log2(ratio) / 6);
   out.push_back(std::move(a));
 }
@@ -302,11 +312,14 @@ void communication_bound(const AdvisorInput& in, std::vector<Advice>& out) {
   if (share < kCommunicationBound) return;
   Advice a;
   a.rule = "communication-bound";
-  a.diagnosis = "data-parallel collectives (gradient allreduce, stop agreement) take " + percent(share) +
-                " of the wall time";
-  a.changes.push_back("a larger batch per rank (TrainerOptions::batch_size, stoke train --batch) so each "
-                      "allreduce of the gradients serves more images");
-  a.changes.push_back("or TrainerOptions::batch_multiplier > 1: accumulate batches locally, allreduce once per step");
+  a.diagnosis = "data-parallel collectives (gradient allreduce, stop agreement) take " +
+                percent(share) + " of the wall time";
+  a.changes.push_back(
+      "a larger batch per rank (TrainerOptions::batch_size, stoke train --batch) so each "
+      "allreduce of the gradients serves more images");
+  a.changes.push_back(
+      "or TrainerOptions::batch_multiplier > 1: accumulate batches locally, allreduce once per "
+      "step");
   a.changes.push_back("or fewer ranks per machine when they share its cores (stoke train --nproc)");
   a.severity = share;
   out.push_back(std::move(a));

@@ -23,7 +23,8 @@ struct ModelSnapshot {
   void restore() {
     model_.parameters().copy_from_host(params_.data());
     auto buffers = model_.named_buffers();
-    for (std::size_t i = 0; i < buffers.size(); ++i) buffers[i].tensor.copy_from_host(buffers_[i].data());
+    for (std::size_t i = 0; i < buffers.size(); ++i)
+      buffers[i].tensor.copy_from_host(buffers_[i].data());
   }
 
  private:
@@ -41,8 +42,8 @@ std::vector<int> default_threads(int cores) {
 
 class Tuner {
  public:
-  Tuner(nn::Model& model, const Dataset& data, const LoaderOptions& loader, const TrainerOptions& trainer,
-        const TuneOptions& options)
+  Tuner(nn::Model& model, const Dataset& data, const LoaderOptions& loader,
+        const TrainerOptions& trainer, const TuneOptions& options)
       : model_(model), data_(data), loader_(loader), trainer_(trainer), options_(options) {
     base_settings_ = trainer.settings ? *trainer.settings : trainer.context.settings();
   }
@@ -54,16 +55,19 @@ class Tuner {
       // With CUDA graphs each prefetch slot runs once eagerly and is captured
       // once per epoch before it replays: those steps come on top, so the
       // measured epoch reaches steady-state replay.
-      const std::size_t graph_warmup =
-          !model_.backend().is_host() && s.gpu_graph ? 2 * (static_cast<std::size_t>(s.prefetch_depth) + 1) : 0;
-      const std::size_t samples = std::min(
-          data_.size(), (options_.steps_per_trial + graph_warmup) * static_cast<std::size_t>(s.batch_size));
+      const std::size_t graph_warmup = !model_.backend().is_host() && s.gpu_graph
+                                           ? 2 * (static_cast<std::size_t>(s.prefetch_depth) + 1)
+                                           : 0;
+      const std::size_t samples =
+          std::min(data_.size(), (options_.steps_per_trial + graph_warmup) *
+                                     static_cast<std::size_t>(s.batch_size));
       std::vector<std::size_t> first(samples);
       std::iota(first.begin(), first.end(), std::size_t{0});
       const Dataset subset = data_.subset(first);
       LoaderOptions lo = loader_;
       lo.cache = s.cache ? CacheSpec{CacheSpec::Kind::kRam, 0, {}} : CacheSpec{};
-      if (!model_.backend().is_host()) lo.preprocess.dtype = s.uint8_upload ? OutputDtype::kUint8 : OutputDtype::kFloat32;
+      if (!model_.backend().is_host())
+        lo.preprocess.dtype = s.uint8_upload ? OutputDtype::kUint8 : OutputDtype::kFloat32;
       TrainerOptions to = trainer_;
       to.epochs = 2;  // the first warms caches and allocations, the second is measured
       to.batch_size = s.batch_size;
@@ -76,7 +80,8 @@ class Tuner {
       to.max_steps_per_epoch = 0;
       Settings settings = base_settings_;
       settings.prefetch_depth = s.prefetch_depth;
-      if (!model_.backend().is_host()) settings.gpu_graph = s.gpu_graph ? Toggle::kOn : Toggle::kOff;
+      if (!model_.backend().is_host())
+        settings.gpu_graph = s.gpu_graph ? Toggle::kOn : Toggle::kOff;
       settings.cpu_threads = s.cpu_threads;
       // The trial runs in a context of its own: the trainer's with these
       // settings (its arena has the trial's thread count).
@@ -145,13 +150,15 @@ TuneResult autotune(nn::Model& model, const Dataset& data, const LoaderOptions& 
   }
   if (result.best_images_per_second == 0) {
     snapshot.restore();
-    throw Error(ErrorCode::kInternal, "autotune: every batch-size trial failed; first error: " +
-                                          (result.trials.empty() ? std::string("none") : result.trials[0].error));
+    throw Error(ErrorCode::kInternal,
+                "autotune: every batch-size trial failed; first error: " +
+                    (result.trials.empty() ? std::string("none") : result.trials[0].error));
   }
   current = result.best;
 
   // 2. Threads.
-  auto threads = options.thread_candidates.empty() ? default_threads(cores) : options.thread_candidates;
+  auto threads =
+      options.thread_candidates.empty() ? default_threads(cores) : options.thread_candidates;
   for (int t : threads) {
     if (t == current.cpu_threads) continue;
     TrialSettings s = current;
@@ -198,7 +205,8 @@ TuneResult autotune(nn::Model& model, const Dataset& data, const LoaderOptions& 
     };
   } else {
     result.not_tried = {
-        "STOKE_GPU_JIT: fixed when the backend is created; JIT and precompiled kernels compute the same "
+        "STOKE_GPU_JIT: fixed when the backend is created; JIT and precompiled kernels compute the "
+        "same "
         "and differ only in start-up time",
     };
   }
@@ -211,27 +219,31 @@ TuneResult autotune(nn::Model& model, const Dataset& data, const LoaderOptions& 
 std::string TuneResult::table() const {
   std::ostringstream out;
   char line[200];
-  const auto graph = [&](const TrialSettings& s) { return gpu ? (s.gpu_graph ? "on" : "off") : "-"; };
-  std::snprintf(line, sizeof line, "%-20s %6s %8s %6s %6s %6s %12s %8s\n", "trial", "batch", "threads",
-                "cache", "depth", "graph", "images/s", "wait %");
+  const auto graph = [&](const TrialSettings& s) {
+    return gpu ? (s.gpu_graph ? "on" : "off") : "-";
+  };
+  std::snprintf(line, sizeof line, "%-20s %6s %8s %6s %6s %6s %12s %8s\n", "trial", "batch",
+                "threads", "cache", "depth", "graph", "images/s", "wait %");
   out << line;
   for (const auto& t : trials) {
     const auto& s = t.settings;
     if (t.failed) {
-      std::snprintf(line, sizeof line, "%-20s %6d %8d %6s %6d %6s %12s   %s\n", s.label.c_str(), s.batch_size,
-                    s.cpu_threads, s.cache ? "ram" : "off", s.prefetch_depth, graph(s), "failed",
-                    t.error.substr(0, 60).c_str());
+      std::snprintf(line, sizeof line, "%-20s %6d %8d %6s %6d %6s %12s   %s\n", s.label.c_str(),
+                    s.batch_size, s.cpu_threads, s.cache ? "ram" : "off", s.prefetch_depth,
+                    graph(s), "failed", t.error.substr(0, 60).c_str());
     } else {
-      std::snprintf(line, sizeof line, "%-20s %6d %8d %6s %6d %6s %12.1f %7.1f%%\n", s.label.c_str(),
-                    s.batch_size, s.cpu_threads, s.cache ? "ram" : "off", s.prefetch_depth, graph(s),
-                    t.images_per_second, 100.0 * t.data_wait_share);
+      std::snprintf(line, sizeof line, "%-20s %6d %8d %6s %6d %6s %12.1f %7.1f%%\n",
+                    s.label.c_str(), s.batch_size, s.cpu_threads, s.cache ? "ram" : "off",
+                    s.prefetch_depth, graph(s), t.images_per_second, 100.0 * t.data_wait_share);
     }
     out << line;
   }
-  std::snprintf(line, sizeof line, "best: batch %d, %d threads, cache %s, prefetch depth %d%s%s: %.1f images/s\n",
+  std::snprintf(line, sizeof line,
+                "best: batch %d, %d threads, cache %s, prefetch depth %d%s%s: %.1f images/s\n",
                 best.batch_size, best.cpu_threads, best.cache ? "ram" : "off", best.prefetch_depth,
                 gpu ? (best.gpu_graph ? ", cuda graphs on" : ", cuda graphs off") : "",
-                gpu ? (best.uint8_upload ? ", uint8 upload" : ", float32 upload") : "", best_images_per_second);
+                gpu ? (best.uint8_upload ? ", uint8 upload" : ", float32 upload") : "",
+                best_images_per_second);
   out << line;
   for (const auto& n : not_tried) out << "not tried: " << n << "\n";
   return out.str();
@@ -239,11 +251,13 @@ std::string TuneResult::table() const {
 
 std::string TuneResult::config_text() const {
   std::ostringstream out;
-  out << "# Written by stoke's autotuner (" << best_images_per_second << " images/s in its trials).\n"
+  out << "# Written by stoke's autotuner (" << best_images_per_second
+      << " images/s in its trials).\n"
       << "# Load with STOKE_CONFIG=<this file>. Trainer options (not variables):\n"
       << "#   batch size " << best.batch_size << "\n";
   if (gpu) {
-    out << "#   loader output dtype " << (best.uint8_upload ? "uint8 (normalized on the GPU)" : "float32") << "\n";
+    out << "#   loader output dtype "
+        << (best.uint8_upload ? "uint8 (normalized on the GPU)" : "float32") << "\n";
   }
   out << "STOKE_CPU_THREADS = " << best.cpu_threads << "\n"
       << "STOKE_CACHE = " << (best.cache ? "ram" : "off") << "\n"

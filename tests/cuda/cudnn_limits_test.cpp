@@ -1,12 +1,13 @@
 // What cuDNN's legacy API can describe, checked before any cuDNN call (so
 // these run on any machine): the 2^31-element descriptor limit and the
 // batch-norm mode of stoke's NCHW layout.
+#include "backend/cuda/cudnn_limits.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "backend/cuda/conv2d.hpp"
-#include "backend/cuda/cudnn_limits.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::cuda {
@@ -22,8 +23,9 @@ std::string message_of(const std::function<void()>& f) {
 }
 
 TEST(CudnnLimits, TensorOver2To31ElementsIsRefusedNamingTensorSizeAndLimit) {
-  const std::string m = message_of(
-      [] { check_cudnn_elements("conv2d_forward", "x", Shape{8, 64, 2448, 2048}); });
+  const std::string m = message_of([] {
+    check_cudnn_elements("conv2d_forward", "x", Shape{8, 64, 2448, 2048});
+  });
   EXPECT_NE(m.find("conv2d_forward"), std::string::npos) << m;
   EXPECT_NE(m.find("'x'"), std::string::npos) << m;
   EXPECT_NE(m.find("2566914048"), std::string::npos) << m;

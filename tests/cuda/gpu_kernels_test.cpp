@@ -105,7 +105,8 @@ TEST_P(GpuKernels, NormalizeU8MatchesTheHostConversion) {
     for (int ch = 0; ch < c; ++ch)
       for (int p = 0; p < h * w; ++p) {
         const float x = src[(static_cast<std::size_t>(i) * h * w + p) * c + ch] / 255.0f;
-        ASSERT_NEAR(out[(static_cast<std::size_t>(i) * c + ch) * h * w + p], (x - mean[ch]) / std_dev[ch], 1e-5f);
+        ASSERT_NEAR(out[(static_cast<std::size_t>(i) * c + ch) * h * w + p],
+                    (x - mean[ch]) / std_dev[ch], 1e-5f);
       }
 }
 
@@ -133,8 +134,9 @@ TEST_P(GpuKernels, SgdAndAdamUpdatesMatchTheHostFormula) {
   // The rate and bias corrections from device memory; the parameters are decoys.
   float* dscalars = upload(std::vector<float>{lr, bias1, bias2});
   float decoy = -1.0f;
-  run("stoke_adam_update", n, {&dw, &dg, &dm, &ds, &dscalars, &decoy, &b1, &b2, &eps, &wd, &decoupled, &decoy,
-                               &decoy, const_cast<long long*>(&n)});
+  run("stoke_adam_update", n,
+      {&dw, &dg, &dm, &ds, &dscalars, &decoy, &b1, &b2, &eps, &wd, &decoupled, &decoy, &decoy,
+       const_cast<long long*>(&n)});
   const auto w2 = download(dw, n);
   for (long long i = 0; i < n; ++i) {
     const float mi = (1 - b1) * g[i], vi = (1 - b2) * g[i] * g[i];

@@ -29,7 +29,8 @@ TEST(JitCompile, EveryKernelSourceCompilesForEverySupportedArchitecture) {
       EXPECT_TRUE(cubin[0] == 0x7f && cubin[1] == 'E' && cubin[2] == 'L' && cubin[3] == 'F')
           << source.name << " sm_" << arch << " is not an ELF cubin";
       for (const auto& kernel : source.kernels) {
-        EXPECT_TRUE(contains(cubin, kernel)) << kernel << " missing from the sm_" << arch << " cubin";
+        EXPECT_TRUE(contains(cubin, kernel))
+            << kernel << " missing from the sm_" << arch << " cubin";
       }
     }
   }
@@ -38,20 +39,34 @@ TEST(JitCompile, EveryKernelSourceCompilesForEverySupportedArchitecture) {
 TEST(JitCompile, EmbeddedSourcesListTheirKernels) {
   std::vector<std::string> all;
   for (const auto& s : kernel_sources()) all.insert(all.end(), s.kernels.begin(), s.kernels.end());
-  for (const char* expected : {"stoke_relu_forward", "stoke_relu_backward", "stoke_add", "stoke_axpy",
-                               "stoke_u8_hwc_to_f32_chw", "stoke_sgd_update", "stoke_adam_update",
-                               "stoke_max_pool_forward", "stoke_max_pool_backward", "stoke_avg_pool_forward",
-                               "stoke_avg_pool_backward", "stoke_global_avg_pool_forward",
-                               "stoke_global_avg_pool_backward", "stoke_softmax_ce_rows",
-                               "stoke_softmax_ce_reduce", "stoke_softmax_ce_backward", "stoke_dropout_forward",
-                               "stoke_add_bias_rows", "stoke_sum_rows", "stoke_fill", "stoke_mul"}) {
+  for (const char* expected : {"stoke_relu_forward",
+                               "stoke_relu_backward",
+                               "stoke_add",
+                               "stoke_axpy",
+                               "stoke_u8_hwc_to_f32_chw",
+                               "stoke_sgd_update",
+                               "stoke_adam_update",
+                               "stoke_max_pool_forward",
+                               "stoke_max_pool_backward",
+                               "stoke_avg_pool_forward",
+                               "stoke_avg_pool_backward",
+                               "stoke_global_avg_pool_forward",
+                               "stoke_global_avg_pool_backward",
+                               "stoke_softmax_ce_rows",
+                               "stoke_softmax_ce_reduce",
+                               "stoke_softmax_ce_backward",
+                               "stoke_dropout_forward",
+                               "stoke_add_bias_rows",
+                               "stoke_sum_rows",
+                               "stoke_fill",
+                               "stoke_mul"}) {
     EXPECT_NE(std::find(all.begin(), all.end(), expected), all.end()) << expected;
   }
 }
 
 TEST(JitCompile, CompileErrorNamesTheFileArchitectureAndLog) {
-  const KernelSource broken{"broken", "extern \"C\" __global__ void stoke_broken() { int x = ; }",
-                            {"stoke_broken"}};
+  const KernelSource broken{
+      "broken", "extern \"C\" __global__ void stoke_broken() { int x = ; }", {"stoke_broken"}};
   try {
     compile_to_cubin(broken, 90);
     FAIL() << "no error";
@@ -68,7 +83,8 @@ class JitCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() /
-           ("stoke_jit_cache_test_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("stoke_jit_cache_test_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     std::filesystem::remove_all(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }

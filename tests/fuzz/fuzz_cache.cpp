@@ -21,14 +21,17 @@ std::uint64_t load64(const std::vector<std::uint8_t>& f, std::size_t at) {
   std::memcpy(&v, f.data() + at, 8);
   return v;
 }
-void store64(std::vector<std::uint8_t>& f, std::size_t at, std::uint64_t v) { std::memcpy(f.data() + at, &v, 8); }
+void store64(std::vector<std::uint8_t>& f, std::size_t at, std::uint64_t v) {
+  std::memcpy(f.data() + at, &v, 8);
+}
 
 void fix_checksums(std::vector<std::uint8_t>& f, unsigned mode) {
   using stoke::data_detail::checksum64;
   if (f.size() < kHeaderBytes) return;
   const std::uint64_t count = load64(f, kCountAt), entry = load64(f, kEntryBytesAt);
   const std::size_t room = f.size() - kHeaderBytes;
-  const bool sized = count <= room / 8 && (entry == 0 || count <= room / entry) && count * entry + count * 8 <= room;
+  const bool sized = count <= room / 8 && (entry == 0 || count <= room / entry) &&
+                     count * entry + count * 8 <= room;
   if (sized) {
     std::uint8_t* entries = f.data() + kHeaderBytes;
     std::uint8_t* sums = entries + count * entry;

@@ -27,9 +27,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (line.empty()) continue;
     if (line.starts_with("STOKE_")) {
       const std::size_t eq = std::min(line.find('='), line.size());
-      env.emplace_back(std::string(line.substr(0, eq)), std::string(line.substr(std::min(eq + 1, line.size()))));
+      env.emplace_back(std::string(line.substr(0, eq)),
+                       std::string(line.substr(std::min(eq + 1, line.size()))));
     } else {
-      env.emplace_back(names[static_cast<unsigned char>(line[0]) % names.size()], std::string(line.substr(1)));
+      env.emplace_back(names[static_cast<unsigned char>(line[0]) % names.size()],
+                       std::string(line.substr(1)));
     }
   }
   fz::accept_stoke_errors([&] {

@@ -25,6 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     decoder.decode(bytes, "fuzz", options, image);
     decoded = true;
   });
-  if (decoded && static_cast<std::uint64_t>(image.width()) * image.height() > options.max_pixels) std::abort();
+  if (decoded && static_cast<std::uint64_t>(image.width()) * image.height() > options.max_pixels)
+    std::abort();
   return 0;
 }

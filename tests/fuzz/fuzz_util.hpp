@@ -30,8 +30,9 @@ struct ScratchDir {
 
 inline const std::filesystem::path& scratch_dir() {
   static const ScratchDir scratch{[] {
-    const std::filesystem::path base =
-        std::filesystem::is_directory("/dev/shm") ? std::filesystem::path("/dev/shm") : std::filesystem::temp_directory_path();
+    const std::filesystem::path base = std::filesystem::is_directory("/dev/shm")
+                                           ? std::filesystem::path("/dev/shm")
+                                           : std::filesystem::temp_directory_path();
     auto d = base / ("stoke_fuzz_" + std::to_string(::getpid()));
     std::filesystem::create_directories(d);
     // Warnings for every odd input would dominate the run time and the log
@@ -43,7 +44,8 @@ inline const std::filesystem::path& scratch_dir() {
   return scratch.dir;
 }
 
-inline void write_bytes(const std::filesystem::path& path, const std::uint8_t* data, std::size_t size) {
+inline void write_bytes(const std::filesystem::path& path, const std::uint8_t* data,
+                        std::size_t size) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
 }

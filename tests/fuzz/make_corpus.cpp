@@ -62,17 +62,22 @@ void images(const fs::path& out) {
     } else {
       img = std::move(rgb);
     }
-    const std::string base = std::to_string(s.w) + "x" + std::to_string(s.h) + "x" + std::to_string(s.c);
-    for (int q : {30, 90}) put(out / "jpeg", base + "_q" + std::to_string(q) + ".jpg", stoke::encode_jpeg(img.view(), q));
+    const std::string base =
+        std::to_string(s.w) + "x" + std::to_string(s.h) + "x" + std::to_string(s.c);
+    for (int q : {30, 90})
+      put(out / "jpeg", base + "_q" + std::to_string(q) + ".jpg",
+          stoke::encode_jpeg(img.view(), q));
     for (int depth : {8, 16}) {
-      put(out / "png", base + "_" + std::to_string(depth) + "bit.png", stoke::encode_png(img.view(), depth));
+      put(out / "png", base + "_" + std::to_string(depth) + "bit.png",
+          stoke::encode_png(img.view(), depth));
     }
   }
 }
 
 // Input layout of fuzz_idx: u16 split, images file, labels file.
 Bytes idx_input(const Bytes& images, const Bytes& labels) {
-  Bytes in = {static_cast<std::uint8_t>(images.size() & 0xFF), static_cast<std::uint8_t>(images.size() >> 8)};
+  Bytes in = {static_cast<std::uint8_t>(images.size() & 0xFF),
+              static_cast<std::uint8_t>(images.size() >> 8)};
   in.insert(in.end(), images.begin(), images.end());
   in.insert(in.end(), labels.begin(), labels.end());
   return in;
@@ -82,12 +87,14 @@ void idx(const fs::path& out, const fs::path& scratch, const fs::path& mnist) {
   // Two real Fashion-MNIST samples when the dataset is installed, else two
   // synthetic 28x28 images: the same file format either way.
   Bytes pixels(2 * 28 * 28), labels = {0, 0};
-  const auto images_gz = mnist / "t10k-images-idx3-ubyte.gz", labels_gz = mnist / "t10k-labels-idx1-ubyte.gz";
+  const auto images_gz = mnist / "t10k-images-idx3-ubyte.gz",
+             labels_gz = mnist / "t10k-labels-idx1-ubyte.gz";
   if (fs::exists(images_gz) && fs::exists(labels_gz)) {
     const stoke::Dataset d = stoke::Dataset::from_idx(images_gz, labels_gz);
     for (std::size_t i = 0; i < 2; ++i) {
       const stoke::ImageView v = d.pixels(i);
-      for (int y = 0; y < 28; ++y) std::copy_n(v.data + y * v.stride, 28, pixels.begin() + (i * 28 + y) * 28);
+      for (int y = 0; y < 28; ++y)
+        std::copy_n(v.data + y * v.stride, 28, pixels.begin() + (i * 28 + y) * 28);
       labels[i] = static_cast<std::uint8_t>(d.label(i));
     }
   } else {
@@ -99,16 +106,19 @@ void idx(const fs::path& out, const fs::path& scratch, const fs::path& mnist) {
   Bytes label_file = {0, 0, 8, 1, 0, 0, 0, 2};
   label_file.insert(label_file.end(), labels.begin(), labels.end());
   put(out / "idx", "fashion2_plain", idx_input(image_file, label_file));
-  put(out / "idx", "fashion2_gzip", idx_input(gzip(image_file, scratch), gzip(label_file, scratch)));
+  put(out / "idx", "fashion2_gzip",
+      idx_input(gzip(image_file, scratch), gzip(label_file, scratch)));
   const Bytes one_image = {0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 1, 2, 3, 4, 5, 6};
   put(out / "idx", "tiny_2x3", idx_input(one_image, Bytes{0, 0, 8, 1, 0, 0, 0, 1, 7}));
 }
 
 void manifests(const fs::path& out) {
   const fs::path dir = out / "manifest";
-  put(dir, "header_splits.csv", "path,label,split\na.jpg,ok,train\nb.png,defect,val\na.jpg,defect,test\n");
+  put(dir, "header_splits.csv",
+      "path,label,split\na.jpg,ok,train\nb.png,defect,val\na.jpg,defect,test\n");
   put(dir, "numeric_labels.csv", "a.jpg,1\nb.png,10\nb.png,2\n");
-  put(dir, "bad_entries.csv", "path,label\nbad.jpg,ok\nmissing.png,ok\nb.png,defect\n\"a.jpg\",ok\n");
+  put(dir, "bad_entries.csv",
+      "path,label\nbad.jpg,ok\nmissing.png,ok\nb.png,defect\n\"a.jpg\",ok\n");
   put(dir, "crlf_blank.csv", "a.jpg,ok,train\r\n\r\nb.png,defect,train\r\n");
 }
 
@@ -129,7 +139,8 @@ void configs(const fs::path& out) {
       "STOKE_CACHE = ram:64M\nSTOKE_LOG_LEVEL = warn\n  # indented comment\n");
   put(out / "config_env", "defaults.env", env);
   put(out / "config_env", "named.env",
-      "STOKE_CPU_THREADS=3\nSTOKE_CACHE=file:/nonexistent/x.cache\nSTOKE_GPU_MEM_MAX=1G\nSTOKE_CPU_THREDS=2\n");
+      "STOKE_CPU_THREADS=3\nSTOKE_CACHE=file:/nonexistent/"
+      "x.cache\nSTOKE_GPU_MEM_MAX=1G\nSTOKE_CPU_THREDS=2\n");
 }
 
 void checkpoints(const fs::path& out, const fs::path& scratch) {
@@ -183,8 +194,10 @@ void bmp_and_sizes(const fs::path& out) {
   put(out / "image_size", "jpeg_60k.bin", limited(28, stoke::testing::bomb_jpeg(60000, 60000)));
   put(out / "image_size", "jpeg_real.bin", limited(0x28, stoke::encode_jpeg(small.view(), 80)));
   put(out / "image_size", "jpeg_exif6.bin",
-      limited(0x48, stoke::testing::with_exif_orientation(stoke::encode_jpeg(small.view(), 80), 6)));
-  put(out / "image_size", "bmp_100k.bin", limited(31, encode_bmp(gray.view(), 8, true, 100000, 100000)));
+      limited(0x48,
+              stoke::testing::with_exif_orientation(stoke::encode_jpeg(small.view(), 80), 6)));
+  put(out / "image_size", "bmp_100k.bin",
+      limited(31, encode_bmp(gray.view(), 8, true, 100000, 100000)));
   put(out / "image_size", "bmp_real.bin", limited(10, encode_bmp(rgb.view(), 32)));
 }
 
@@ -195,10 +208,16 @@ void tiffs(const fs::path& out) {
   int phase = 0;
   for (int channels : {1, 3}) {
     for (int bits : {8, 16}) {
-      for (std::uint16_t compression : {COMPRESSION_NONE, COMPRESSION_LZW, COMPRESSION_ADOBE_DEFLATE}) {
+      for (std::uint16_t compression :
+           {COMPRESSION_NONE, COMPRESSION_LZW, COMPRESSION_ADOBE_DEFLATE}) {
         const bool tiled = phase % 2 == 1;
-        const TiffSpec s{.width = tiled ? 20 : 9, .height = tiled ? 18 : 7, .channels = channels, .bits = bits,
-                         .compression = compression, .tile = tiled ? 16 : 0, .big_endian = phase % 3 == 2};
+        const TiffSpec s{.width = tiled ? 20 : 9,
+                         .height = tiled ? 18 : 7,
+                         .channels = channels,
+                         .bits = bits,
+                         .compression = compression,
+                         .tile = tiled ? 16 : 0,
+                         .big_endian = phase % 3 == 2};
         const std::string name = (channels == 1 ? "gray" : "rgb") + std::to_string(bits) + "_c" +
                                  std::to_string(compression) + (tiled ? "_tiles" : "_strips") +
                                  (s.big_endian ? "_mm" : "") + ".tif";
@@ -209,8 +228,10 @@ void tiffs(const fs::path& out) {
   const TiffSpec bomb{.width = 4, .height = 4, .claimed_width = 100000, .claimed_height = 100000};
   put(out / "tiff", "bomb100k.tif", encode_tiff(bomb, {}));
   put(out / "image_size", "tiff_100k.bin", with_mode(31, encode_tiff(bomb, {})));
-  const TiffSpec real{.width = 9, .height = 7, .channels = 3, .bits = 16, .compression = COMPRESSION_LZW};
-  put(out / "image_size", "tiff_real.bin", with_mode(10, encode_tiff(real, stoke::testing::tiff_samples(real))));
+  const TiffSpec real{
+      .width = 9, .height = 7, .channels = 3, .bits = 16, .compression = COMPRESSION_LZW};
+  put(out / "image_size", "tiff_real.bin",
+      with_mode(10, encode_tiff(real, stoke::testing::tiff_samples(real))));
 }
 
 int main(int argc, char** argv) {

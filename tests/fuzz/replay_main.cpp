@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   std::sort(inputs.begin(), inputs.end());
   for (const auto& path : inputs) {
     std::ifstream in(path, std::ios::binary);
-    const std::vector<char> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const std::vector<char> bytes{std::istreambuf_iterator<char>(in),
+                                  std::istreambuf_iterator<char>()};
     // A copy in its own allocation, so a read past the end is a real overrun.
     std::vector<std::uint8_t> data(bytes.begin(), bytes.end());
     std::printf("replay %s (%zu bytes)\n", path.string().c_str(), data.size());

@@ -35,7 +35,8 @@ TEST_F(CudaDefaultMath, BatchNormTrainingAndBackwardAreFiniteAndMatchTheCpu) {
                  beta = random(c, 13);
     const BatchNormParams p{1e-5f, 0.1f};
     // Statistics over N*H*W values per channel, then TF32-free cuDNN math.
-    const Tolerance kBatchNorm = tolerance(Accuracy::kNormalization, static_cast<std::size_t>(s[0] * s[2] * s[3]));
+    const Tolerance kBatchNorm =
+        tolerance(Accuracy::kNormalization, static_cast<std::size_t>(s[0] * s[2] * s[3]));
     Tensor y(cpu(), s), rm(cpu(), c), rv(cpu(), c), sm(cpu(), c), si(cpu(), c);
     cpu().fill(rm, 0.0f);
     cpu().fill(rv, 1.0f);

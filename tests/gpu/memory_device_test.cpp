@@ -3,8 +3,8 @@
 #include <cstring>
 #include <vector>
 
-#include "gpu/gpu_fixture.hpp"
 #include "gpu/cuda_device.hpp"
+#include "gpu/gpu_fixture.hpp"
 #include "stoke/error.hpp"
 #include "stoke/memory.hpp"
 

@@ -6,8 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "gpu/gpu_fixture.hpp"
 #include "gpu/cuda_device.hpp"
+#include "gpu/gpu_fixture.hpp"
 #include "stoke/prefetch.hpp"
 
 namespace stoke::testing {

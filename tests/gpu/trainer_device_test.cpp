@@ -73,7 +73,8 @@ TEST_F(TrainerOnGpu, GraphReplayedTrainingEqualsEagerTraining) {
   EXPECT_EQ(graphed.result.graph_note, "");
   EXPECT_LT(max_difference(graphed.parameters, eager.parameters), 1e-5);
   for (std::size_t e = 0; e < 2; ++e)
-    EXPECT_NEAR(graphed.result.log.epochs[e].train_loss, eager.result.log.epochs[e].train_loss, 1e-5);
+    EXPECT_NEAR(graphed.result.log.epochs[e].train_loss, eager.result.log.epochs[e].train_loss,
+                1e-5);
 }
 
 // Dropout's mask comes from a host-side seed per step, which a replay would
@@ -82,7 +83,8 @@ TEST_F(TrainerOnGpu, DropoutModelsRunEagerlyAndSayWhy) {
   spec_.dropout = 0.25f;
   const Run graphed = fit(*gpu_, Toggle::kOn);
   EXPECT_EQ(graphed.result.graph_steps, 0);
-  EXPECT_NE(graphed.result.graph_note.find("dropout"), std::string::npos) << graphed.result.graph_note;
+  EXPECT_NE(graphed.result.graph_note.find("dropout"), std::string::npos)
+      << graphed.result.graph_note;
 }
 
 // Adam and a cosine schedule change the step values every step: the replays
@@ -111,7 +113,8 @@ TEST_F(TrainerOnGpu, Uint8UploadTrainsLikeFloatBatches) {
   loader_.preprocess.dtype = OutputDtype::kUint8;
   const Run as_u8 = fit(*gpu_, Toggle::kOff);
   for (std::size_t e = 0; e < 2; ++e)
-    EXPECT_NEAR(as_u8.result.log.epochs[e].train_loss, as_float.result.log.epochs[e].train_loss, 1e-4);
+    EXPECT_NEAR(as_u8.result.log.epochs[e].train_loss, as_float.result.log.epochs[e].train_loss,
+                1e-4);
   EXPECT_LT(max_difference(as_u8.parameters, as_float.parameters), 1e-4);
   // A quarter of the bytes crossed the bus.
   EXPECT_EQ(as_u8.result.log.epochs.back().images, as_float.result.log.epochs.back().images);
@@ -126,17 +129,19 @@ TEST_F(TrainerOnGpu, AutotuneTriesGraphsAndWritesTheChoice) {
   tune.thread_candidates = {1};
   const TuneResult result = autotune(*m, data_, loader_, options_, tune);
   EXPECT_TRUE(result.gpu);
-  const auto graph_trial = std::find_if(result.trials.begin(), result.trials.end(), [](const TrialResult& t) {
-    return t.settings.label.find("cuda graphs") != std::string::npos;
-  });
+  const auto graph_trial =
+      std::find_if(result.trials.begin(), result.trials.end(), [](const TrialResult& t) {
+        return t.settings.label.find("cuda graphs") != std::string::npos;
+      });
   ASSERT_NE(graph_trial, result.trials.end()) << result.table();
   EXPECT_FALSE(graph_trial->failed) << graph_trial->error;
-  EXPECT_NE(result.config_text().find(std::string("STOKE_GPU_GRAPH = ") + (result.best.gpu_graph ? "on" : "off")),
+  EXPECT_NE(result.config_text().find(std::string("STOKE_GPU_GRAPH = ") +
+                                      (result.best.gpu_graph ? "on" : "off")),
             std::string::npos)
       << result.config_text();
-  const auto upload_trial = std::find_if(result.trials.begin(), result.trials.end(), [](const TrialResult& t) {
-    return t.settings.label.find("upload") != std::string::npos;
-  });
+  const auto upload_trial = std::find_if(
+      result.trials.begin(), result.trials.end(),
+      [](const TrialResult& t) { return t.settings.label.find("upload") != std::string::npos; });
   ASSERT_NE(upload_trial, result.trials.end()) << result.table();
   EXPECT_FALSE(upload_trial->failed) << upload_trial->error;
   EXPECT_EQ(result.not_tried.size(), 1u);

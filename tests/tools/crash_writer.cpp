@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
     for (;;) {
       std::filesystem::remove(argv[3]);
       stoke::Loader loader(data, options);
-      for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b) loader.fill_batch(0, b, images, labels);
+      for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b)
+        loader.fill_batch(0, b, images, labels);
     }
   }
   return 2;

@@ -12,9 +12,9 @@
 
 #include "distributed/group_id.hpp"
 #include "stoke/backend.hpp"
-#include "stoke/runtime.hpp"
 #include "stoke/cuda.hpp"
 #include "stoke/distributed.hpp"
+#include "stoke/runtime.hpp"
 #include "stoke/train.hpp"
 #include "unit/dp_training_setup.hpp"
 #include "unit/fake_gpu_backend.hpp"
@@ -24,12 +24,14 @@ namespace {
 int collectives(stoke::Communicator& comm) {
   const int rank = comm.rank(), world = comm.world_size();
   std::vector<float> data(1000);
-  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(rank + 1) * static_cast<float>(i);
+  for (std::size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<float>(rank + 1) * static_cast<float>(i);
   comm.allreduce_sum(data);
   const float ranks_sum = static_cast<float>(world * (world + 1) / 2);
   for (std::size_t i = 0; i < data.size(); ++i) {
     if (data[i] != ranks_sum * static_cast<float>(i)) {
-      std::fprintf(stderr, "rank %d: allreduce[%zu] = %g, expected %g\n", rank, i, data[i], ranks_sum * i);
+      std::fprintf(stderr, "rank %d: allreduce[%zu] = %g, expected %g\n", rank, i, data[i],
+                   ranks_sum * i);
       return 1;
     }
   }
@@ -71,10 +73,12 @@ int group_id(stoke::Communicator& comm) {
   const auto make = [] {
     std::vector<std::uint8_t> id(stoke::kDeviceGroupIdBytes);
     const auto seed = static_cast<unsigned>(getpid());
-    for (std::size_t i = 0; i < id.size(); ++i) id[i] = static_cast<std::uint8_t>((seed >> (i % 24)) + 31 * i);
+    for (std::size_t i = 0; i < id.size(); ++i)
+      id[i] = static_cast<std::uint8_t>((seed >> (i % 24)) + 31 * i);
     return id;
   };
-  const std::vector<std::uint8_t> id = stoke::detail::share_group_id(comm, make, stoke::kDeviceGroupIdBytes);
+  const std::vector<std::uint8_t> id =
+      stoke::detail::share_group_id(comm, make, stoke::kDeviceGroupIdBytes);
   std::string hex;
   for (std::uint8_t b : id) {
     char two[3];
@@ -106,20 +110,25 @@ int train(stoke::Communicator& comm, char** argv, int argc, bool fake_gpu = fals
   stoke::Trainer* trainer_ptr = nullptr;
   const int stop_at = argc > 5 ? std::atoi(argv[5]) : 0;
   callbacks.on_step = [&](const stoke::StepInfo& info) {
-    if (stop_at > 0 && comm.rank() == 1 && info.step == static_cast<std::uint64_t>(stop_at)) trainer_ptr->request_stop();
+    if (stop_at > 0 && comm.rank() == 1 && info.step == static_cast<std::uint64_t>(stop_at))
+      trainer_ptr->request_stop();
   };
   stoke::Trainer trainer(*model, options, callbacks);
   trainer_ptr = &trainer;
   const auto result = trainer.fit(data, &data, loader);
   const std::vector<float> params = model->parameters().to_vector();
   std::FILE* file = std::fopen((out + "." + std::to_string(comm.rank())).c_str(), "wb");
-  if (!file || std::fwrite(params.data(), sizeof(float), params.size(), file) != params.size()) return 5;
+  if (!file || std::fwrite(params.data(), sizeof(float), params.size(), file) != params.size())
+    return 5;
   std::fclose(file);
   const auto& last = result.log.epochs.back();
-  std::printf("rank %d: %s after %zu epochs, %llu images, val acc %.4f on %llu images, communicate %.1f %%\n",
-              comm.rank(), stoke::to_string(result.reason), result.log.epochs.size(),
-              static_cast<unsigned long long>(last.images), last.val_accuracy,
-              static_cast<unsigned long long>(last.val_images), 100.0 * last.profile.share(stoke::Stage::kCommunicate));
+  std::printf(
+      "rank %d: %s after %zu epochs, %llu images, val acc %.4f on %llu images, communicate %.1f "
+      "%%\n",
+      comm.rank(), stoke::to_string(result.reason), result.log.epochs.size(),
+      static_cast<unsigned long long>(last.images), last.val_accuracy,
+      static_cast<unsigned long long>(last.val_images),
+      100.0 * last.profile.share(stoke::Stage::kCommunicate));
   return 0;
 }
 
@@ -128,7 +137,8 @@ int train(stoke::Communicator& comm, char** argv, int argc, bool fake_gpu = fals
 int main(int argc, char** argv) {
   if (argc < 2) return 64;
   try {
-    stoke::init();  // the application's entry point: STOKE_* (log level, threads) from the launcher's environment
+    stoke::init();  // the application's entry point: STOKE_* (log level, threads) from the
+                    // launcher's environment
     const auto options = stoke::DistributedOptions::from_environment();
     auto comm = stoke::make_communicator(options);
     const std::string scenario = argv[1];

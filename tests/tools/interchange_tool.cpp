@@ -4,9 +4,10 @@
 //   interchange_tool export DIR
 //       every architecture x {gray, RGB} x {batch norm kept, folded}: DIR/<name>.onnx,
 //       <name>.input.bin, <name>.logits.bin (float32; folded files: stoke's logits with the
-//       file's folded weights, and <name>.unfolded.bin the model's own), one line per model in DIR/manifest.txt:
-//       "name batch channels height width classes"
-//   interchange_tool import onnx|safetensors FILE ARCH WIDTH_MULT CHANNELS SIZE CLASSES INPUT OUTPUT [new-head]
+//       file's folded weights, and <name>.unfolded.bin the model's own), one line per model in
+//       DIR/manifest.txt: "name batch channels height width classes"
+//   interchange_tool import onnx|safetensors FILE ARCH WIDTH_MULT CHANNELS SIZE CLASSES INPUT
+//   OUTPUT [new-head]
 //       imports FILE into the model and writes its inference logits on INPUT (batch inferred)
 #include <algorithm>
 #include <cmath>
@@ -44,7 +45,8 @@ void perturb_batch_norms(nn::Model& model, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> scale(0.5f, 1.5f), shift(-0.2f, 0.2f);
   auto params = model.named_parameters();
-  for (std::size_t i = 0; i + 1 < params.size(); ++i) {  // rank-1 parameters but the head's bias: the norms'
+  for (std::size_t i = 0; i + 1 < params.size();
+       ++i) {  // rank-1 parameters but the head's bias: the norms'
     if (params[i].tensor.rank() != 1) continue;
     const bool gamma = params[i].name.ends_with(".gamma") || params[i].name.ends_with(".weight");
     std::vector<float> v(static_cast<std::size_t>(params[i].tensor.numel()));
@@ -106,9 +108,11 @@ int export_all(const std::string& dir) {
       for (bool fold : {false, true}) {
         const bool torch = std::string(arch).starts_with("resnet") && std::string(arch) != "resnet";
         const int size = torch ? 32 : 12, classes = 5, batch = 3;
-        auto model = nn::build_model(cpu_backend(), spec_for(arch, 0.0625f, channels, size, classes), ++seed);
+        auto model = nn::build_model(cpu_backend(),
+                                     spec_for(arch, 0.0625f, channels, size, classes), ++seed);
         perturb_batch_norms(*model, seed);
-        const std::string name = std::string(arch) + (channels == 1 ? "_gray" : "_rgb") + (fold ? "_folded" : "");
+        const std::string name =
+            std::string(arch) + (channels == 1 ? "_gray" : "_rgb") + (fold ? "_folded" : "");
         interchange::OnnxExportOptions o;
         o.fold_batch_norm = fold;
         o.softmax = fold;  // the optional output, on half the files
@@ -134,7 +138,8 @@ int export_all(const std::string& dir) {
         } else {
           write_floats(dir + "/" + name + ".logits.bin", own);
         }
-        manifest << name << ' ' << batch << ' ' << channels << ' ' << size << ' ' << size << ' ' << classes << '\n';
+        manifest << name << ' ' << batch << ' ' << channels << ' ' << size << ' ' << size << ' '
+                 << classes << '\n';
       }
     }
   }
@@ -145,12 +150,16 @@ int import_one(int argc, char** argv) {
   if (argc < 11) return 2;
   const std::string kind = argv[2], file = argv[3];
   auto model = nn::build_model(cpu_backend(),
-                               spec_for(argv[4], std::stof(argv[5]), std::stoi(argv[6]), std::stoi(argv[7]), std::stoi(argv[8])), 99);
+                               spec_for(argv[4], std::stof(argv[5]), std::stoi(argv[6]),
+                                        std::stoi(argv[7]), std::stoi(argv[8])),
+                               99);
   interchange::ImportOptions o;
   o.load_classifier = !(argc > 11 && std::string(argv[11]) == "new-head");
-  const interchange::ImportReport r =
-      kind == "onnx" ? interchange::import_onnx(*model, file, o) : interchange::load_safetensors(*model, file, o);
-  std::printf("loaded %zu tensors, kept %zu, stem summed: %s\n", r.loaded.size(), r.kept.size(), r.stem_summed ? "yes" : "no");
+  const interchange::ImportReport r = kind == "onnx"
+                                          ? interchange::import_onnx(*model, file, o)
+                                          : interchange::load_safetensors(*model, file, o);
+  std::printf("loaded %zu tensors, kept %zu, stem summed: %s\n", r.loaded.size(), r.kept.size(),
+              r.stem_summed ? "yes" : "no");
   write_floats(argv[10], logits(*model, read_floats(argv[9])));
   return 0;
 }
@@ -161,7 +170,9 @@ int main(int argc, char** argv) {
   try {
     if (argc >= 3 && std::string(argv[1]) == "export") return export_all(argv[2]);
     if (argc >= 2 && std::string(argv[1]) == "import") return import_one(argc, argv);
-    std::fprintf(stderr, "usage: interchange_tool export DIR | import KIND FILE ARCH WIDTH CHANNELS SIZE CLASSES INPUT OUTPUT [new-head]\n");
+    std::fprintf(stderr,
+                 "usage: interchange_tool export DIR | import KIND FILE ARCH WIDTH CHANNELS SIZE "
+                 "CLASSES INPUT OUTPUT [new-head]\n");
     return 2;
   } catch (const stoke::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -33,8 +33,12 @@ AdvisorInput healthy_gpu_run() {
   p.device_busy_seconds = 95;
   p.stages[static_cast<int>(Stage::kDataWait)].seconds = 1;
   p.stages[static_cast<int>(Stage::kHostToDevice)].seconds = 3;
-  p.memory = {.device_total = 48ull << 30, .pool_cap = 28ull << 30, .pool_reserved = 24ull << 30,
-              .pool_in_use = 20ull << 30, .pool_peak = 22ull << 30, .pinned_bytes = 256ull << 20,
+  p.memory = {.device_total = 48ull << 30,
+              .pool_cap = 28ull << 30,
+              .pool_reserved = 24ull << 30,
+              .pool_in_use = 20ull << 30,
+              .pool_peak = 22ull << 30,
+              .pinned_bytes = 256ull << 20,
               .pinned_fallback = false};
   ConfigLoadOptions options;
   options.environment = std::vector<std::pair<std::string, std::string>>{};
@@ -44,7 +48,8 @@ AdvisorInput healthy_gpu_run() {
 }
 
 const Advice* find_rule(const std::vector<Advice>& advice, const std::string& rule) {
-  const auto it = std::find_if(advice.begin(), advice.end(), [&](const Advice& a) { return a.rule == rule; });
+  const auto it =
+      std::find_if(advice.begin(), advice.end(), [&](const Advice& a) { return a.rule == rule; });
   return it == advice.end() ? nullptr : &*it;
 }
 
@@ -203,7 +208,8 @@ TEST(Advisor, IntegratedGpuSelectedWhileDiscreteExists) {
 TEST(Advisor, MistypedVariableGetsUnsetAndTheRightName) {
   auto in = healthy_gpu_run();
   ConfigLoadOptions options;
-  options.environment = std::vector<std::pair<std::string, std::string>>{{"STOKE_GPU_MEM_PERCNT", "70"}};
+  options.environment =
+      std::vector<std::pair<std::string, std::string>>{{"STOKE_GPU_MEM_PERCNT", "70"}};
   options.physical_cores = 8;
   in.config = Config::load(options);
   const auto advice = advise(in);
@@ -242,9 +248,9 @@ TEST(Advisor, ImagesDecodedFarAboveTheTrainingSize) {
 
 TEST(Advisor, AdviceIsOrderedBySeverity) {
   auto in = healthy_gpu_run();
-  in.cpu_threads = 32;                         // 0.05
-  set_stage(in, Stage::kDataWait, 40);         // 0.40
-  set_stage(in, Stage::kValidation, 20);       // 0.20
+  in.cpu_threads = 32;                    // 0.05
+  set_stage(in, Stage::kDataWait, 40);    // 0.40
+  set_stage(in, Stage::kValidation, 20);  // 0.20
   const auto advice = advise(in);
   ASSERT_GE(advice.size(), 3u);
   for (std::size_t i = 1; i < advice.size(); ++i) {

@@ -45,10 +45,10 @@ class AsyncFakeCudaDevice final : public detail::CudaDevice {
   std::uint64_t free_memory() const override { return 1ull << 30; }
 
   void* device_alloc(std::size_t bytes) override {
-    return ::operator new(bytes, std::align_val_t{256});
+    return ::operator new (bytes, std::align_val_t{256});
   }
   void device_free(void* ptr) noexcept override {
-    if (ptr) ::operator delete(ptr, std::align_val_t{256});
+    if (ptr) ::operator delete (ptr, std::align_val_t{256});
   }
   void* pinned_alloc(std::size_t bytes) override { return device_alloc(bytes); }
   void pinned_free(void* ptr) noexcept override { device_free(ptr); }
@@ -124,7 +124,8 @@ class AsyncFakeCudaDevice final : public detail::CudaDevice {
                                   for (std::size_t p = 0; p < pixels; ++p)
                                     for (int c = 0; c < channels; ++c)
                                       dst[(n * channels + c) * pixels + p] =
-                                          (in[(n * pixels + p) * channels + c] / 255.0f - m[c]) / s[c];
+                                          (in[(n * pixels + p) * channels + c] / 255.0f - m[c]) /
+                                          s[c];
                               },
                               nullptr, 0});
   }
@@ -135,10 +136,10 @@ class AsyncFakeCudaDevice final : public detail::CudaDevice {
     std::uint64_t completed = 0;
   };
   struct Op {
-    std::function<void()> run;      // copies and kernels
-    Event* wait_for = nullptr;      // a stream wait: blocks the stream until
-    std::uint64_t generation = 0;   //   wait_for->completed >= generation
-    Event* signal = nullptr;        // an event record: completes `signal`
+    std::function<void()> run;     // copies and kernels
+    Event* wait_for = nullptr;     // a stream wait: blocks the stream until
+    std::uint64_t generation = 0;  //   wait_for->completed >= generation
+    Event* signal = nullptr;       // an event record: completes `signal`
     std::uint64_t signal_generation = 0;
   };
   struct Stream {

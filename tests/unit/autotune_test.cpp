@@ -37,7 +37,8 @@ TEST_F(TinyDataset, AutotuneTriesBatchesThreadsCacheAndDepthAndRestoresTheModel)
   EXPECT_NE(result.table().find("best: batch"), std::string::npos);
   EXPECT_FALSE(result.gpu);
   for (const auto& t : result.trials) EXPECT_EQ(t.settings.label.find("graphs"), std::string::npos);
-  EXPECT_EQ(result.config_text().find("STOKE_GPU_GRAPH"), std::string::npos) << "no graph trial ran here";
+  EXPECT_EQ(result.config_text().find("STOKE_GPU_GRAPH"), std::string::npos)
+      << "no graph trial ran here";
   set_thread_count(saved_threads);
 }
 

@@ -1,9 +1,10 @@
+#include "stoke/config.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "stoke/config.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke {
@@ -107,34 +108,34 @@ TEST_P(ConfigBadValue, ThrowsNamingVariableValueAndAcceptedValues) {
   EXPECT_NE(message.find("environment"), std::string::npos) << message;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EveryKnob, ConfigBadValue,
-    ::testing::Values(BadValueCase{"STOKE_GPU_MEM_PERCENT", "150", "(0, 100]"},
-                      BadValueCase{"STOKE_GPU_MEM_PERCENT", "abc", "(0, 100]"},
-                      BadValueCase{"STOKE_GPU_MEM_PERCENT", "0", "(0, 100]"},
-                      BadValueCase{"STOKE_GPU_MEM_PERCENT", "-5", "(0, 100]"},
-                      BadValueCase{"STOKE_GPU_MEM_MAX", "12Q", "8G"},
-                      BadValueCase{"STOKE_GPU_MEM_MAX", "0", "8G"},
-                      BadValueCase{"STOKE_GPU_MEM_MAX", "G", "8G"},
-                      BadValueCase{"STOKE_GPU_STREAMS", "maybe", "on or off"},
-                      BadValueCase{"STOKE_GPU_GRAPH", "sometimes", "auto, on or off"},
-                      BadValueCase{"STOKE_GPU_JIT", "2", "auto, on or off"},
-                      BadValueCase{"STOKE_HOST_PINNED", "", "on or off"},
-                      BadValueCase{"STOKE_HOST_PINNED_MAX", "12Q", "512M"},
-                      BadValueCase{"STOKE_CPU_THREADS", "0", "[1, 4096]"},
-                      BadValueCase{"STOKE_CPU_THREADS", "-2", "[1, 4096]"},
-                      BadValueCase{"STOKE_CPU_THREADS", "four", "[1, 4096]"},
-                      BadValueCase{"STOKE_CPU_THREADS", "3.5", "[1, 4096]"},
-                      BadValueCase{"STOKE_CPU_SIMD", "neon", "avx512"},
-                      BadValueCase{"STOKE_PREFETCH_DEPTH", "0", "[1, 64]"},
-                      BadValueCase{"STOKE_PREFETCH_DEPTH", "100", "[1, 64]"},
-                      BadValueCase{"STOKE_CACHE", "disk", "file:PATH"},
-                      BadValueCase{"STOKE_CACHE", "file:", "file:PATH"},
-                      BadValueCase{"STOKE_CACHE", "ram:lots", "ram:SIZE"},
-                      BadValueCase{"STOKE_LOG_LEVEL", "verbose", "debug"},
-                      BadValueCase{"STOKE_GPU_DEVICE", "gpu0", "auto, cpu"},
-                      BadValueCase{"STOKE_GPU_DEVICE", "0,0", "distinct"},
-                      BadValueCase{"STOKE_GPU_DEVICE", "1,,2", "comma list"}));
+INSTANTIATE_TEST_SUITE_P(EveryKnob, ConfigBadValue,
+                         ::testing::Values(BadValueCase{"STOKE_GPU_MEM_PERCENT", "150", "(0, 100]"},
+                                           BadValueCase{"STOKE_GPU_MEM_PERCENT", "abc", "(0, 100]"},
+                                           BadValueCase{"STOKE_GPU_MEM_PERCENT", "0", "(0, 100]"},
+                                           BadValueCase{"STOKE_GPU_MEM_PERCENT", "-5", "(0, 100]"},
+                                           BadValueCase{"STOKE_GPU_MEM_MAX", "12Q", "8G"},
+                                           BadValueCase{"STOKE_GPU_MEM_MAX", "0", "8G"},
+                                           BadValueCase{"STOKE_GPU_MEM_MAX", "G", "8G"},
+                                           BadValueCase{"STOKE_GPU_STREAMS", "maybe", "on or off"},
+                                           BadValueCase{"STOKE_GPU_GRAPH", "sometimes",
+                                                        "auto, on or off"},
+                                           BadValueCase{"STOKE_GPU_JIT", "2", "auto, on or off"},
+                                           BadValueCase{"STOKE_HOST_PINNED", "", "on or off"},
+                                           BadValueCase{"STOKE_HOST_PINNED_MAX", "12Q", "512M"},
+                                           BadValueCase{"STOKE_CPU_THREADS", "0", "[1, 4096]"},
+                                           BadValueCase{"STOKE_CPU_THREADS", "-2", "[1, 4096]"},
+                                           BadValueCase{"STOKE_CPU_THREADS", "four", "[1, 4096]"},
+                                           BadValueCase{"STOKE_CPU_THREADS", "3.5", "[1, 4096]"},
+                                           BadValueCase{"STOKE_CPU_SIMD", "neon", "avx512"},
+                                           BadValueCase{"STOKE_PREFETCH_DEPTH", "0", "[1, 64]"},
+                                           BadValueCase{"STOKE_PREFETCH_DEPTH", "100", "[1, 64]"},
+                                           BadValueCase{"STOKE_CACHE", "disk", "file:PATH"},
+                                           BadValueCase{"STOKE_CACHE", "file:", "file:PATH"},
+                                           BadValueCase{"STOKE_CACHE", "ram:lots", "ram:SIZE"},
+                                           BadValueCase{"STOKE_LOG_LEVEL", "verbose", "debug"},
+                                           BadValueCase{"STOKE_GPU_DEVICE", "gpu0", "auto, cpu"},
+                                           BadValueCase{"STOKE_GPU_DEVICE", "0,0", "distinct"},
+                                           BadValueCase{"STOKE_GPU_DEVICE", "1,,2", "comma list"}));
 
 // Fuzz regression (tests/fuzz/crashes/config_file): numbers beyond a double,
 // either way, are a ConfigError, not an escaping std::out_of_range.
@@ -175,8 +176,10 @@ TEST(Config, SuggestionsDependOnlyOnNearness) {
                            {"STOKE_HOST_PINNED_MAXX", "1G"},
                            {"STOKE_" + std::string(5000, 'X'), "1"}});
   ASSERT_EQ(c.warnings().size(), 3u);
-  EXPECT_NE(c.warnings()[0].find("did you mean STOKE_CACHE?"), std::string::npos) << c.warnings()[0];
-  EXPECT_NE(c.warnings()[1].find("did you mean STOKE_HOST_PINNED_MAX?"), std::string::npos) << c.warnings()[1];
+  EXPECT_NE(c.warnings()[0].find("did you mean STOKE_CACHE?"), std::string::npos)
+      << c.warnings()[0];
+  EXPECT_NE(c.warnings()[1].find("did you mean STOKE_HOST_PINNED_MAX?"), std::string::npos)
+      << c.warnings()[1];
   EXPECT_EQ(c.warnings()[2].find("did you mean"), std::string::npos);
 }
 
@@ -196,9 +199,10 @@ TEST(Config, MoreThreadsThanPhysicalCoresIsAllowedButWarned) {
 class ConfigFile : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = std::filesystem::temp_directory_path() /
-            ("stoke_config_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-             "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".conf");
+    path_ =
+        std::filesystem::temp_directory_path() /
+        ("stoke_config_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+         "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".conf");
   }
   void TearDown() override { std::filesystem::remove(path_); }
   void write(const std::string& text) { std::ofstream(path_) << text; }
@@ -206,8 +210,9 @@ class ConfigFile : public ::testing::Test {
 };
 
 TEST_F(ConfigFile, PrecedenceIsDefaultThenFileThenEnvironmentThenApi) {
-  write("# comment line\nSTOKE_CPU_THREADS = 2\nprefetch_depth=3   # short names work\n"
-        "STOKE_CACHE = file:/tmp/stoke.cache\n");
+  write(
+      "# comment line\nSTOKE_CPU_THREADS = 2\nprefetch_depth=3   # short names work\n"
+      "STOKE_CACHE = file:/tmp/stoke.cache\n");
   ConfigLoadOptions options;
   options.file = path_;
   options.environment = Env{{"STOKE_PREFETCH_DEPTH", "5"}};

@@ -73,7 +73,9 @@ Config every_knob(const char* simd, const char* threads, const char* depth, cons
 
 // What `auto` resolves to here; a context forced to scalar gets another
 // kernel table wherever the CPU has AVX2.
-SimdLevel best_simd() { return query_cpu().simd; }
+SimdLevel best_simd() {
+  return query_cpu().simd;
+}
 
 // Fills the first batch of each loader (one buffer for all: same options).
 void fill_first_batches(std::initializer_list<Loader*> loaders) {
@@ -113,7 +115,8 @@ TEST_F(ExplicitContext, RunMakesTheContextsArenaCurrentOnItsWorkersToo) {
     EXPECT_EQ(wrong.load(), 0);
     one.run([&] { EXPECT_EQ(thread_count(), 1); });
     EXPECT_EQ(thread_count(), 3);
-    Context().run([&] { EXPECT_EQ(thread_count(), 3) << "the default context keeps the current arena"; });
+    Context().run(
+        [&] { EXPECT_EQ(thread_count(), 3) << "the default context keeps the current arena"; });
   });
   EXPECT_EQ(thread_count(), library);
 }
@@ -160,10 +163,11 @@ TEST_F(ExplicitContext, PrefetcherHoldsTheContextsDepth) {
     po.sample_bytes = 4;
     po.batch_size = 1;
     po.batches_per_epoch = 8;
-    Prefetcher ring(po, [](std::uint64_t, std::uint64_t, std::span<std::byte>, std::span<std::int32_t> labels) {
-      labels[0] = 0;
-      return std::size_t{1};
-    });
+    Prefetcher ring(
+        po, [](std::uint64_t, std::uint64_t, std::span<std::byte>, std::span<std::int32_t> labels) {
+          labels[0] = 0;
+          return std::size_t{1};
+        });
     EXPECT_EQ(ring.stats().depth, std::stoi(depth));
     EXPECT_FALSE(ring.stats().on_device);
     std::vector<Batch> held;

@@ -59,15 +59,21 @@ TEST(CpuConvSplit, EveryThreadCountMatchesNaiveAndOneThreadBitForBit) {
       const std::string what = describe(c, threads);
       Tensor x = random_tensor(be, c.x, ++seed), w = random_tensor(be, c.w, ++seed);
       Tensor b = random_tensor(be, {c.w[0]}, ++seed), dy = random_tensor(be, ys, ++seed);
-      Tensor y(be, ys), ry(be, ys), dx(be, c.x), rdx(be, c.x), dw(be, c.w), rdw(be, c.w), db(be, {c.w[0]}),
-          rdb(be, {c.w[0]});
+      Tensor y(be, ys), ry(be, ys), dx(be, c.x), rdx(be, c.x), dw(be, c.w), rdw(be, c.w),
+          db(be, {c.w[0]}), rdb(be, {c.w[0]});
       be.conv2d_forward(x, w, b, y, c.p);
       cpu::naive::conv2d_forward(x, w, b, ry, c.p);
       be.conv2d_backward(x, w, dy, dx, dw, db, c.p);
       cpu::naive::conv2d_backward(x, w, dy, rdx, rdw, rdb, c.p);
       const std::size_t spatial = static_cast<std::size_t>(c.x[0] * ys[2] * ys[3]);
-      expect_close(y, ry, tolerance(Accuracy::kReduction, static_cast<std::size_t>(c.w[1] * c.w[2] * c.w[3])), "y " + what);
-      expect_close(dx, rdx, tolerance(Accuracy::kReduction, static_cast<std::size_t>(c.w[0] * c.w[2] * c.w[3])), "dx " + what);
+      expect_close(
+          y, ry,
+          tolerance(Accuracy::kReduction, static_cast<std::size_t>(c.w[1] * c.w[2] * c.w[3])),
+          "y " + what);
+      expect_close(
+          dx, rdx,
+          tolerance(Accuracy::kReduction, static_cast<std::size_t>(c.w[0] * c.w[2] * c.w[3])),
+          "dx " + what);
       expect_close(dw, rdw, tolerance(Accuracy::kReduction, spatial), "dw " + what);
       expect_close(db, rdb, tolerance(Accuracy::kReduction, spatial), "db " + what);
       for (const Tensor* t : {&y, &dx, &dw, &db}) {
@@ -89,8 +95,10 @@ TEST(CpuConvSplit, SerialEqualsParallelForOneImage) {
   const Case& c = kCases[0];
   const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
   Tensor none;
-  Tensor x = random_tensor(parallel, c.x, 1), w = random_tensor(parallel, c.w, 2), dy = random_tensor(parallel, ys, 3);
-  Tensor ya(parallel, ys), yb(serial, ys), dxa(parallel, c.x), dxb(serial, c.x), dwa(parallel, c.w), dwb(serial, c.w);
+  Tensor x = random_tensor(parallel, c.x, 1), w = random_tensor(parallel, c.w, 2),
+         dy = random_tensor(parallel, ys, 3);
+  Tensor ya(parallel, ys), yb(serial, ys), dxa(parallel, c.x), dxb(serial, c.x), dwa(parallel, c.w),
+      dwb(serial, c.w);
   parallel.conv2d_forward(x, w, none, ya, c.p);
   serial.conv2d_forward(x, w, none, yb, c.p);
   parallel.conv2d_backward(x, w, dy, dxa, dwa, none, c.p);
@@ -110,15 +118,20 @@ TEST(CpuConvSplit, FusedEpilogueMatchesThePlainOps) {
       const std::string what = describe(c, threads);
       Tensor x = random_tensor(be, c.x, ++seed), w = random_tensor(be, c.w, ++seed);
       Tensor b = random_tensor(be, {c.w[0]}, ++seed), res = random_tensor(be, ys, ++seed);
-      Tensor conv(be, ys), sum(be, ys), want(be, ys), got(be, ys), relu_only(be, ys), want_relu(be, ys);
+      Tensor conv(be, ys), sum(be, ys), want(be, ys), got(be, ys), relu_only(be, ys),
+          want_relu(be, ys);
       be.conv2d_forward(x, w, b, conv, c.p);
       be.add(conv, res, sum);
       be.relu_forward(sum, want);
       be.relu_forward(conv, want_relu);
-      if (!cpu::conv2d_fused(be, x, w, b, &res, got, c.p, true)) GTEST_SKIP() << "built without oneDNN";
+      if (!cpu::conv2d_fused(be, x, w, b, &res, got, c.p, true))
+        GTEST_SKIP() << "built without oneDNN";
       ASSERT_TRUE(cpu::conv2d_fused(be, x, w, b, nullptr, relu_only, c.p, true));
       // One rounding more or less (the add) on values of size ~sqrt(reduction).
-      expect_close(got, want, tolerance(Accuracy::kReduction, static_cast<std::size_t>(c.w[1] * c.w[2] * c.w[3])), what);
+      expect_close(
+          got, want,
+          tolerance(Accuracy::kReduction, static_cast<std::size_t>(c.w[1] * c.w[2] * c.w[3])),
+          what);
       expect_close(relu_only, want_relu, tolerance(Accuracy::kElementwise), "relu only " + what);
     }
   }
@@ -128,8 +141,10 @@ TEST(CpuConvSplit, FusedRejectsAMismatchedResidual) {
   cpu::CpuBackend be;
   const Case& c = kCases[0];
   const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
-  Tensor x = random_tensor(be, c.x, 1), w = random_tensor(be, c.w, 2), none, y(be, ys), res(be, {1, 1, 2, 2});
-  if (!cpu::conv2d_fused(be, x, w, none, nullptr, y, c.p, false)) GTEST_SKIP() << "built without oneDNN";
+  Tensor x = random_tensor(be, c.x, 1), w = random_tensor(be, c.w, 2), none, y(be, ys),
+         res(be, {1, 1, 2, 2});
+  if (!cpu::conv2d_fused(be, x, w, none, nullptr, y, c.p, false))
+    GTEST_SKIP() << "built without oneDNN";
   EXPECT_THROW(cpu::conv2d_fused(be, x, w, none, &res, y, c.p, true), InvalidArgument);
 }
 

@@ -26,7 +26,8 @@ class CrashSafeFiles : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("stoke_crash_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("stoke_crash_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

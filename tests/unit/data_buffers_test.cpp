@@ -26,15 +26,18 @@ TEST(DataBuffers, EqualFileDatasetsBatchForBatch) {
   std::vector<std::int32_t> labels;
   for (int i = 0; i < 10; ++i) {
     const int label = i % 2;
-    const PixelFormat format = i % 3 == 0 ? PixelFormat::kMono8 : (i % 3 == 1 ? PixelFormat::kRgb8 : PixelFormat::kBgr8);
+    const PixelFormat format =
+        i % 3 == 0 ? PixelFormat::kMono8 : (i % 3 == 1 ? PixelFormat::kRgb8 : PixelFormat::kBgr8);
     const int channels = format == PixelFormat::kMono8 ? 1 : 3;
     const Image image = gradient_image(16 + i, 12 + 2 * i, channels, 9 * i);
-    write_file(root / (label ? "b" : "a") / ("img" + std::to_string(i) + ".png"), encode_png(image.view()));
+    write_file(root / (label ? "b" : "a") / ("img" + std::to_string(i) + ".png"),
+               encode_png(image.view()));
     const std::size_t row = image.stride(), stride = row + 5 * (i % 2);
     std::vector<std::uint8_t> bytes(stride * image.height(), 0xEE);
     for (int y = 0; y < image.height(); ++y) {
       for (std::size_t x = 0; x < row; ++x) {
-        const std::size_t source = format == PixelFormat::kBgr8 ? x - x % 3 + (2 - x % 3) : x;  // RGB -> BGR
+        const std::size_t source =
+            format == PixelFormat::kBgr8 ? x - x % 3 + (2 - x % 3) : x;  // RGB -> BGR
         bytes[y * stride + x] = image.data()[y * row + source];
       }
     }
@@ -47,7 +50,8 @@ TEST(DataBuffers, EqualFileDatasetsBatchForBatch) {
   std::vector<ImageBuffer> ordered;
   std::vector<std::int32_t> ordered_labels;
   for (int label = 0; label < 2; ++label) {
-    for (int i = label; i < 10; i += 2) ordered.push_back(buffers[i]), ordered_labels.push_back(label);
+    for (int i = label; i < 10; i += 2)
+      ordered.push_back(buffers[i]), ordered_labels.push_back(label);
   }
   const Dataset memory = Dataset::from_buffers(ordered, ordered_labels, {"a", "b"});
   ASSERT_EQ(memory.size(), files.size());
@@ -90,14 +94,19 @@ TEST(DataBuffers, BadBuffersAreRejectedNamingTheImage) {
     }
     return std::string();
   };
-  EXPECT_NE(error_of({nullptr, 4, 4, PixelFormat::kMono8, 0}).find("image 0: null"), std::string::npos);
-  EXPECT_NE(error_of({pixels.data(), 0, 4, PixelFormat::kMono8, 0}).find("size"), std::string::npos);
-  EXPECT_NE(error_of({pixels.data(), 4, 4, PixelFormat::kRgb8, 8}).find("stride"), std::string::npos);
-  EXPECT_NE(error_of({pixels.data(), 4, 4, PixelFormat::kMono8, 0}, 3).find("label 3"), std::string::npos);
+  EXPECT_NE(error_of({nullptr, 4, 4, PixelFormat::kMono8, 0}).find("image 0: null"),
+            std::string::npos);
+  EXPECT_NE(error_of({pixels.data(), 0, 4, PixelFormat::kMono8, 0}).find("size"),
+            std::string::npos);
+  EXPECT_NE(error_of({pixels.data(), 4, 4, PixelFormat::kRgb8, 8}).find("stride"),
+            std::string::npos);
+  EXPECT_NE(error_of({pixels.data(), 4, 4, PixelFormat::kMono8, 0}, 3).find("label 3"),
+            std::string::npos);
   DatasetOptions tight;
   tight.max_image_pixels = 15;
   ImageBuffer b{pixels.data(), 4, 4, PixelFormat::kMono8, 0};
-  EXPECT_THROW(Dataset::from_buffers(std::span(&b, 1), std::span(&label, 1), {"only"}, tight), InvalidArgument);
+  EXPECT_THROW(Dataset::from_buffers(std::span(&b, 1), std::span(&label, 1), {"only"}, tight),
+               InvalidArgument);
 }
 
 // A 12- or 16-bit camera frame (Mono16) trains on what the predictor sees:
@@ -112,7 +121,8 @@ TEST(DataBuffers, Mono16FramesEqualTheirReducedMono8Frames) {
       rng = rng * 1664525u + 1013904223u;
       const auto v = static_cast<std::uint16_t>(rng >> 16);
       std::memcpy(&raw[y * stride16 + 2 * x], &v, 2);
-      reduced[static_cast<std::size_t>(y) * w + x] = static_cast<std::uint8_t>((v * 255u + 32767u) / 65535u);
+      reduced[static_cast<std::size_t>(y) * w + x] =
+          static_cast<std::uint8_t>((v * 255u + 32767u) / 65535u);
     }
   }
   const std::int32_t label = 0;

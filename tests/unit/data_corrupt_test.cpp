@@ -51,7 +51,8 @@ class DataCorrupt : public ::testing::Test {
  protected:
   void SetUp() override {
     root_ = fs::temp_directory_path() /
-            ("stoke_data_corrupt_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+            ("stoke_data_corrupt_" +
+             std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(root_);
     for (const char* c : {"a", "b"}) fs::create_directories(root_ / c);
   }
@@ -64,12 +65,15 @@ class DataCorrupt : public ::testing::Test {
       const fs::path dir = root_ / (label ? "b" : "a");
       for (int i = 0; i < 8; ++i) {
         const Image image = sample_image(label, i);
-        if (i % 2) write_file(dir / ("img" + std::to_string(i) + ".png"), encode_png(image.view()));
-        else write_file(dir / ("img" + std::to_string(i) + ".jpg"), encode_jpeg(image.view(), 95));
+        if (i % 2)
+          write_file(dir / ("img" + std::to_string(i) + ".png"), encode_png(image.view()));
+        else
+          write_file(dir / ("img" + std::to_string(i) + ".jpg"), encode_jpeg(image.view(), 95));
       }
     }
     write_file(root_ / "a" / "bad_tail.jpg", truncated_jpeg(sample_image(0, 99)));
-    write_file(root_ / "b" / "bad.png", testing::truncated(encode_png(sample_image(1, 99).view()), 0.6));
+    write_file(root_ / "b" / "bad.png",
+               testing::truncated(encode_png(sample_image(1, 99).view()), 0.6));
   }
 
   static LoaderOptions loader_options() {
@@ -90,9 +94,10 @@ class DataCorrupt : public ::testing::Test {
     std::vector<std::int32_t> labels(loader.batches_per_epoch() * loader.batch_size(), -1);
     for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b) {
       const std::size_t n = loader.batch_size();
-      const std::size_t wrote = loader.fill_batch(
-          0, b, std::as_writable_bytes(std::span(images).subspan(b * n * kSide * kSide, n * kSide * kSide)),
-          std::span(labels).subspan(b * n, n));
+      const std::size_t wrote = loader.fill_batch(0, b,
+                                                  std::as_writable_bytes(std::span(images).subspan(
+                                                      b * n * kSide * kSide, n * kSide * kSide)),
+                                                  std::span(labels).subspan(b * n, n));
       EXPECT_EQ(wrote, std::min(n, loader.dataset().size() - b * n));
     }
     return {images, labels};
@@ -109,8 +114,9 @@ TEST_F(DataCorrupt, ReportAccountsForEveryEntryWithReasons) {
   ASSERT_EQ(::mkfifo((root_ / "a" / "pipe.png").c_str(), 0600), 0);
   write_file(root_ / "a" / "notes.txt", std::vector<std::uint8_t>{'h', 'i'});
   write_file(root_ / "stray.png", encode_png(gradient_image(8, 8, 1).view()));
-  const std::vector<std::uint8_t> no_frame = {0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 'J', 'F', 'I', 'F',
-                                              0x00, 0x01, 0x01, 0x00, 0x00, 0x01, 0x00, 0x01, 0xFF, 0xD9};
+  const std::vector<std::uint8_t> no_frame = {0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 'J',
+                                              'F',  'I',  'F',  0x00, 0x01, 0x01, 0x00,
+                                              0x00, 0x01, 0x00, 0x01, 0xFF, 0xD9};
   write_file(root_ / "b" / "tiny.jpg", no_frame);
   write_file(root_ / "b" / "bomb.png", testing::bomb_png(60000, 60000));
   write_file(root_ / "b" / "text.png", std::vector<std::uint8_t>{'n', 'o', 't'});
@@ -133,7 +139,8 @@ TEST_F(DataCorrupt, ReportAccountsForEveryEntryWithReasons) {
   EXPECT_NE(reason_of("notes.txt").find("extension"), std::string::npos);
   EXPECT_NE(reason_of("stray.png").find("not in a class folder"), std::string::npos);
   EXPECT_NE(reason_of("tiny.jpg").find("tiny.jpg"), std::string::npos) << reason_of("tiny.jpg");
-  EXPECT_NE(reason_of("bomb.png").find("STOKE_MAX_IMAGE_PIXELS"), std::string::npos) << reason_of("bomb.png");
+  EXPECT_NE(reason_of("bomb.png").find("STOKE_MAX_IMAGE_PIXELS"), std::string::npos)
+      << reason_of("bomb.png");
   EXPECT_NE(reason_of("text.png").find("unsupported format"), std::string::npos);
 
   try {
@@ -142,7 +149,8 @@ TEST_F(DataCorrupt, ReportAccountsForEveryEntryWithReasons) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("dangling.jpg"), std::string::npos) << e.what();
   }
-  // The limit comes from the options (or STOKE_MAX_IMAGE_PIXELS): lifted, the bomb passes the header check.
+  // The limit comes from the options (or STOKE_MAX_IMAGE_PIXELS): lifted, the bomb passes the
+  // header check.
   options.max_image_pixels = 0;
   EXPECT_EQ(Dataset::from_folder(root_, options).report().used, 3u);
 }
@@ -160,11 +168,13 @@ TEST_F(DataCorrupt, LoaderSkipsCorruptSamplesDeterministicallyAndReportsThem) {
   o.skip_corrupt = true;
   Loader parallel(d, o);
   const auto [images, labels] = epoch(parallel);
-  EXPECT_TRUE(std::none_of(labels.begin(), labels.begin() + 18, [](std::int32_t l) { return l < 0; }));
+  EXPECT_TRUE(
+      std::none_of(labels.begin(), labels.begin() + 18, [](std::int32_t l) { return l < 0; }));
   const auto stats = parallel.stats();
   ASSERT_EQ(stats.corrupt.size(), 2u);
   EXPECT_EQ(fs::path(stats.corrupt[0].path).filename(), "bad_tail.jpg");
-  EXPECT_NE(stats.corrupt[0].reason.find("bad_tail.jpg"), std::string::npos) << stats.corrupt[0].reason;
+  EXPECT_NE(stats.corrupt[0].reason.find("bad_tail.jpg"), std::string::npos)
+      << stats.corrupt[0].reason;
   EXPECT_EQ(fs::path(stats.corrupt[1].path).filename(), "bad.png");
   EXPECT_FALSE(stats.corrupt_budget_exceeded);
 
@@ -181,7 +191,9 @@ TEST_F(DataCorrupt, LoaderSkipsCorruptSamplesDeterministicallyAndReportsThem) {
     FAIL() << "a corrupt sample passed without skip_corrupt";
   } catch (const DecodeError& e) {
     const std::string m = e.what();
-    EXPECT_TRUE(m.find("bad_tail.jpg") != std::string::npos || m.find("bad.png") != std::string::npos) << m;
+    EXPECT_TRUE(m.find("bad_tail.jpg") != std::string::npos ||
+                m.find("bad.png") != std::string::npos)
+        << m;
   }
 
   o.skip_corrupt = true;
@@ -192,7 +204,8 @@ TEST_F(DataCorrupt, LoaderSkipsCorruptSamplesDeterministicallyAndReportsThem) {
     epoch(budget);
     FAIL() << "the corruption budget was not enforced";
   } catch (const DecodeError& e) {
-    EXPECT_NE(std::string(e.what()).find("too many corrupt samples"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("too many corrupt samples"), std::string::npos)
+        << e.what();
   }
   EXPECT_TRUE(budget.stats().corrupt_budget_exceeded);
 }
@@ -252,7 +265,9 @@ TEST_F(DataCorruptTraining, BudgetStopsWithACheckpointAndStrictModeNamesTheFile)
     FAIL() << "fit() trained through a corrupt sample without skip_corrupt";
   } catch (const DecodeError& e) {
     const std::string m = e.what();
-    EXPECT_TRUE(m.find("bad_tail.jpg") != std::string::npos || m.find("bad.png") != std::string::npos) << m;
+    EXPECT_TRUE(m.find("bad_tail.jpg") != std::string::npos ||
+                m.find("bad.png") != std::string::npos)
+        << m;
   }
   EXPECT_TRUE(fs::exists(root_ / "strict.ckpt"));
 }

@@ -24,7 +24,9 @@ void write_png(const fs::path& path, int width, int height, std::uint8_t value) 
   write_file(path, encode_png(image.view()));
 }
 
-void write_text(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
 
 DatasetOptions skip_corrupt() {
   DatasetOptions o;
@@ -134,9 +136,11 @@ TEST(DataDataset, ManifestWithSplitsUnknownLabelsAndMissingFiles) {
   EXPECT_EQ(s.test, std::vector<std::size_t>{2});
 
   write_text(root / "unknown.csv", "a.png,cat\nb.png,dog\n");
-  std::string message = error_of([&] { DatasetOptions o;
+  std::string message = error_of([&] {
+    DatasetOptions o;
     o.classes = {"cat"};
-    Dataset::from_manifest(root / "unknown.csv", o); });
+    Dataset::from_manifest(root / "unknown.csv", o);
+  });
   EXPECT_NE(message.find("unknown label 'dog'"), std::string::npos) << message;
   EXPECT_NE(message.find("unknown.csv:2"), std::string::npos) << message;
 
@@ -151,8 +155,10 @@ TEST(DataDataset, ManifestWithSplitsUnknownLabelsAndMissingFiles) {
 
 TEST(DataDataset, IdxReadsFashionMnistGzip) {
   const fs::path dir = "/usr/share/datasets/fashion-mnist";
-  if (!fs::exists(dir / "t10k-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
-  const Dataset d = Dataset::from_idx(dir / "t10k-images-idx3-ubyte.gz", dir / "t10k-labels-idx1-ubyte.gz");
+  if (!fs::exists(dir / "t10k-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  const Dataset d =
+      Dataset::from_idx(dir / "t10k-images-idx3-ubyte.gz", dir / "t10k-labels-idx1-ubyte.gz");
   ASSERT_EQ(d.size(), 10000u);
   EXPECT_EQ(d.class_names().size(), 10u);
   const ImageView first = d.pixels(0);
@@ -166,7 +172,8 @@ TEST(DataDataset, IdxReadsFashionMnistGzip) {
 
 TEST(DataDataset, IdxPlainAndTruncatedFiles) {
   const fs::path root = fresh_dir("idx");
-  std::string images = std::string("\0\0\x08\x03\0\0\0\x02\0\0\0\x02\0\0\0\x03", 16) + std::string(12, '\x05');
+  std::string images =
+      std::string("\0\0\x08\x03\0\0\0\x02\0\0\0\x02\0\0\0\x03", 16) + std::string(12, '\x05');
   std::string labels = std::string("\0\0\x08\x01\0\0\0\x02", 8) + std::string("\x01\x00", 2);
   write_text(root / "img.idx", images);
   write_text(root / "lbl.idx", labels);
@@ -175,7 +182,8 @@ TEST(DataDataset, IdxPlainAndTruncatedFiles) {
   EXPECT_EQ(d.pixels(1).width, 3);
   EXPECT_EQ(d.label(0), 1);
   write_text(root / "short.idx", images.substr(0, 20));
-  const std::string message = error_of([&] { Dataset::from_idx(root / "short.idx", root / "lbl.idx"); });
+  const std::string message =
+      error_of([&] { Dataset::from_idx(root / "short.idx", root / "lbl.idx"); });
   EXPECT_NE(message.find("short.idx"), std::string::npos) << message;
   EXPECT_NE(message.find("truncated"), std::string::npos) << message;
 }
@@ -184,9 +192,11 @@ TEST(DataDataset, IdxPlainAndTruncatedFiles) {
 // bytes is a truncated file, not an allocation of what it claims.
 TEST(DataDataset, IdxHeaderClaimingHugeSizesIsTruncatedNotAllocated) {
   const fs::path root = fresh_dir("idx_huge");
-  write_text(root / "img.idx", std::string("\0\0\x08\x03\xFF\xFF\xFF\xFF\0\x01\0\0\0\x01\0\0", 16) + "abc");
+  write_text(root / "img.idx",
+             std::string("\0\0\x08\x03\xFF\xFF\xFF\xFF\0\x01\0\0\0\x01\0\0", 16) + "abc");
   write_text(root / "lbl.idx", std::string("\0\0\x08\x01\xFF\xFF\xFF\xFF", 8) + "xyz");
-  const std::string message = error_of([&] { Dataset::from_idx(root / "img.idx", root / "lbl.idx"); });
+  const std::string message =
+      error_of([&] { Dataset::from_idx(root / "img.idx", root / "lbl.idx"); });
   EXPECT_NE(message.find("truncated"), std::string::npos) << message;
 }
 
@@ -235,7 +245,8 @@ TEST(DataDataset, StratifiedSplitIsSeededDisjointCompleteAndStratified) {
   all.insert(all.end(), a.test.begin(), a.test.end());
   std::sort(all.begin(), all.end());
   for (std::size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], i);
-  EXPECT_EQ(std::count_if(a.val.begin(), a.val.end(), [&](std::size_t i) { return d.label(i) == 1; }), 5);
+  EXPECT_EQ(
+      std::count_if(a.val.begin(), a.val.end(), [&](std::size_t i) { return d.label(i) == 1; }), 5);
   // Fixed expectation: the same seed gives this split on any machine.
   EXPECT_EQ(a.val.front(), stratified_split(d, pct, 7).val.front());
   const double bad[] = {80, 10};

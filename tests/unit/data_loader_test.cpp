@@ -1,15 +1,14 @@
 // The Loader: batch layout and labels, epoch permutations, thread-count
 // independence, the cache (RAM and file: reuse, invalidation, truncation).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
-
-#include <unistd.h>
 
 #include "stoke/data.hpp"
 #include "stoke/error.hpp"
@@ -21,7 +20,8 @@ namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
   // Per process: CTest runs tests of this binary in parallel processes.
-  const fs::path dir = fs::path(STOKE_TEST_BINARY_DIR) / "test_tmp" / (name + "_" + std::to_string(getpid()));
+  const fs::path dir =
+      fs::path(STOKE_TEST_BINARY_DIR) / "test_tmp" / (name + "_" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -53,7 +53,9 @@ const Dataset& jpeg_dataset() {
   return dataset;
 }
 
-CacheSpec no_cache() { return CacheSpec{}; }
+CacheSpec no_cache() {
+  return CacheSpec{};
+}
 CacheSpec ram_cache() {
   CacheSpec c;
   c.kind = CacheSpec::Kind::kRam;
@@ -132,7 +134,8 @@ TEST(DataLoader, EveryEpochIsAPermutationWithMatchingLabelsAndAShortLastBatch) {
   for (std::uint64_t epoch = 0; epoch < 3; ++epoch) {
     std::vector<int> order;
     for (std::size_t b = 0; b < 3; ++b) {
-      const std::size_t n = loader.fill_batch(epoch, b, std::as_writable_bytes(std::span(images)), labels);
+      const std::size_t n =
+          loader.fill_batch(epoch, b, std::as_writable_bytes(std::span(images)), labels);
       for (std::size_t i = 0; i < n; ++i) {
         const int value = static_cast<int>(std::lround(images[i * 4] / 10.f));
         for (int p = 1; p < 4; ++p) ASSERT_FLOAT_EQ(images[i * 4 + p], images[i * 4]);
@@ -143,12 +146,16 @@ TEST(DataLoader, EveryEpochIsAPermutationWithMatchingLabelsAndAShortLastBatch) {
     std::vector<int> sorted = order;
     std::sort(sorted.begin(), sorted.end());
     for (int i = 0; i < 10; ++i) ASSERT_EQ(sorted[i], i);
-    if (epoch == 0) first_order = order;
-    else EXPECT_NE(order, first_order);  // shuffled per epoch
+    if (epoch == 0)
+      first_order = order;
+    else
+      EXPECT_NE(order, first_order);  // shuffled per epoch
   }
-  EXPECT_THROW(loader.fill_batch(0, 3, std::as_writable_bytes(std::span(images)), labels), InvalidArgument);
+  EXPECT_THROW(loader.fill_batch(0, 3, std::as_writable_bytes(std::span(images)), labels),
+               InvalidArgument);
   std::vector<std::int32_t> few(2);
-  EXPECT_THROW(loader.fill_batch(0, 0, std::as_writable_bytes(std::span(images)), few), InvalidArgument);
+  EXPECT_THROW(loader.fill_batch(0, 0, std::as_writable_bytes(std::span(images)), few),
+               InvalidArgument);
 }
 
 TEST(DataLoader, BatchesAreByteIdenticalForOneAndTwoThreads) {
@@ -231,10 +238,12 @@ TEST(DataLoader, Uint8OutputIsTheResizedPixelsInHwc) {
   Image decoded, expected;
   decoder.decode_file(jpeg_dataset().path(1), {3, 24, 20}, decoded);
   expected.reshape(24, 20, 3);
-  Resampler(SimdLevel::kScalar).resize(decoded.view(), expected.mutable_view(), ResizeFilter::kAuto);
+  Resampler(SimdLevel::kScalar)
+      .resize(decoded.view(), expected.mutable_view(), ResizeFilter::kAuto);
   for (int y = 0; y < 20; ++y) {
-    ASSERT_TRUE(std::equal(expected.view().row(y), expected.view().row(y) + 24 * 3,
-                           images.begin() + loader.sample_bytes() + static_cast<std::size_t>(y) * 24 * 3))
+    ASSERT_TRUE(
+        std::equal(expected.view().row(y), expected.view().row(y) + 24 * 3,
+                   images.begin() + loader.sample_bytes() + static_cast<std::size_t>(y) * 24 * 3))
         << "row " << y;
   }
 }
@@ -298,8 +307,10 @@ TEST(DataLoader, StokeCacheEnvironmentSelectsTheCacheWhenOptionsLeaveItUnset) {
   o.cache.reset();
   o.context = Context::from_environment();  // the entry point reads the environment
   Loader loader(jpeg_dataset(), o);
-  if (previous) ::setenv("STOKE_CACHE", saved.c_str(), 1);
-  else ::unsetenv("STOKE_CACHE");
+  if (previous)
+    ::setenv("STOKE_CACHE", saved.c_str(), 1);
+  else
+    ::unsetenv("STOKE_CACHE");
   run_epoch(loader, 0);
   // 1 MiB holds 291 entries of 40x30x3: all ten samples.
   EXPECT_EQ(loader.stats().cache_entries, 10u);
@@ -326,7 +337,8 @@ TEST(DataLoader, FileCacheIsReusedAndRebuiltWhenStaleTruncatedOrCorrupt) {
   {
     Loader truncated(jpeg_dataset(), augmenting(file_cache(path)));
     EXPECT_FALSE(truncated.stats().cache_file_reused);
-    EXPECT_NE(truncated.stats().cache_note.find("truncated"), std::string::npos) << truncated.stats().cache_note;
+    EXPECT_NE(truncated.stats().cache_note.find("truncated"), std::string::npos)
+        << truncated.stats().cache_note;
     EXPECT_TRUE(run_epoch(truncated, 2) == expected);
   }
   {  // flip one pixel byte inside the entries
@@ -339,21 +351,25 @@ TEST(DataLoader, FileCacheIsReusedAndRebuiltWhenStaleTruncatedOrCorrupt) {
   }
   {
     Loader corrupt(jpeg_dataset(), augmenting(file_cache(path)));
-    EXPECT_NE(corrupt.stats().cache_note.find("checksum"), std::string::npos) << corrupt.stats().cache_note;
+    EXPECT_NE(corrupt.stats().cache_note.find("checksum"), std::string::npos)
+        << corrupt.stats().cache_note;
     EXPECT_TRUE(run_epoch(corrupt, 2) == expected);
   }
   {  // another resize target: another key
     LoaderOptions o = augmenting(file_cache(path));
     o.preprocess.resize_width = 44;
     Loader stale(jpeg_dataset(), o);
-    EXPECT_NE(stale.stats().cache_note.find("stale"), std::string::npos) << stale.stats().cache_note;
+    EXPECT_NE(stale.stats().cache_note.find("stale"), std::string::npos)
+        << stale.stats().cache_note;
   }
 }
 
 TEST(DataLoader, FashionMnistBatchesCarryThePixelsAndLabels) {
   const fs::path dir = "/usr/share/datasets/fashion-mnist";
-  if (!fs::exists(dir / "t10k-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
-  const Dataset d = Dataset::from_idx(dir / "t10k-images-idx3-ubyte.gz", dir / "t10k-labels-idx1-ubyte.gz");
+  if (!fs::exists(dir / "t10k-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  const Dataset d =
+      Dataset::from_idx(dir / "t10k-images-idx3-ubyte.gz", dir / "t10k-labels-idx1-ubyte.gz");
   LoaderOptions o;
   o.preprocess.width = o.preprocess.height = 28;
   o.preprocess.channels = 1;
@@ -372,7 +388,8 @@ TEST(DataLoader, FashionMnistBatchesCarryThePixelsAndLabels) {
     const ImageView px = d.pixels(i);
     for (std::size_t slot = 0; slot < 64; ++slot) {
       bool same = true;
-      for (int p = 0; p < 28 * 28 && same; ++p) same = images[slot * 784 + p] == px.data[p] * (1.f / 255.f);
+      for (int p = 0; p < 28 * 28 && same; ++p)
+        same = images[slot * 784 + p] == px.data[p] * (1.f / 255.f);
       if (same) {
         EXPECT_EQ(labels[slot], d.label(i));
         ++matched;

@@ -14,8 +14,9 @@ namespace {
 TEST(DeployEvaluation, ThreeClassConfusionPrecisionRecallF1ByHand) {
   const std::vector<std::string> classes = {"a", "b", "c"};
   const std::vector<std::int32_t> labels = {0, 0, 1, 1, 2, 2, 0};
-  const std::vector<float> probs = {0.7f, 0.2f, 0.1f,  0.2f, 0.5f, 0.3f,   0.1f, 0.8f, 0.1f, 0.1f, 0.3f, 0.6f,
-                                    0.05f, 0.05f, 0.9f, 0.6f, 0.3f, 0.1f, 0.9f, 0.05f, 0.05f};
+  const std::vector<float> probs = {0.7f, 0.2f, 0.1f, 0.2f, 0.5f, 0.3f,  0.1f,
+                                    0.8f, 0.1f, 0.1f, 0.3f, 0.6f, 0.05f, 0.05f,
+                                    0.9f, 0.6f, 0.3f, 0.1f, 0.9f, 0.05f, 0.05f};
   const std::vector<std::string> files = {"f0", "f1", "f2", "f3", "f4", "f5", "f6"};
   const Evaluation e = evaluate_scores(classes, labels, probs, files);
   const std::vector<std::vector<std::uint64_t>> confusion = {{2, 1, 0}, {0, 1, 1}, {1, 0, 1}};
@@ -40,11 +41,14 @@ TEST(DeployEvaluation, ThreeClassConfusionPrecisionRecallF1ByHand) {
 }
 
 // Binary defect/good with the defect scores given; p(good) = 1 - score.
-Evaluation binary(const std::vector<double>& good, const std::vector<double>& defect, double target) {
+Evaluation binary(const std::vector<double>& good, const std::vector<double>& defect,
+                  double target) {
   std::vector<std::int32_t> labels;
   std::vector<float> probs;
-  for (double s : good) labels.push_back(1), probs.push_back(float(s)), probs.push_back(float(1 - s));
-  for (double s : defect) labels.push_back(0), probs.push_back(float(s)), probs.push_back(float(1 - s));
+  for (double s : good)
+    labels.push_back(1), probs.push_back(float(s)), probs.push_back(float(1 - s));
+  for (double s : defect)
+    labels.push_back(0), probs.push_back(float(s)), probs.push_back(float(1 - s));
   EvaluationOptions o;
   o.good_class = "good";
   o.escape_rate = target;
@@ -56,7 +60,7 @@ TEST(DeployEvaluation, AucThresholdEscapeAndFalseRejectByHand) {
   Evaluation e = binary(good, defect, 0.25);
   EXPECT_EQ(e.good_label, 1);
   EXPECT_NEAR(e.auc, 15.0 / 16.0, 1e-6);  // 15 of 16 (defect, good) pairs ordered right
-  EXPECT_NEAR(e.threshold, 0.7, 1e-6);     // one escape of four allowed: the 0.4 defect
+  EXPECT_NEAR(e.threshold, 0.7, 1e-6);    // one escape of four allowed: the 0.4 defect
   EXPECT_DOUBLE_EQ(e.escape_rate, 0.25);
   EXPECT_DOUBLE_EQ(e.false_reject_rate, 0.0);
   e = binary(good, defect, 0.0);
@@ -102,7 +106,8 @@ TEST(DeployEvaluation, BadInputsAreNamed) {
   EvaluationOptions o;
   o.good_class = "nope";
   EXPECT_THROW(evaluate_scores({"a", "b"}, ok, probs, {}, o), InvalidArgument);
-  EXPECT_THROW(evaluate_scores({"a", "b"}, ok, std::span<const float>(probs).first(3), {}), InvalidArgument);
+  EXPECT_THROW(evaluate_scores({"a", "b"}, ok, std::span<const float>(probs).first(3), {}),
+               InvalidArgument);
 }
 
 TEST_F(DeployFixture, EvaluateAgreesWithTheTrainerAndThePredictor) {
@@ -136,7 +141,8 @@ TEST_F(DeployFixture, EvaluateAgreesWithTheTrainerAndThePredictor) {
     fs::create_directories(dir_ / "other" / c);
     fs::copy_file(val_.path(1), dir_ / "other" / c / "x.png");
   }
-  EXPECT_THROW(evaluate(predictor, Dataset::from_folder(dir_ / "other"), o), InvalidArgument);  // not the model's classes
+  EXPECT_THROW(evaluate(predictor, Dataset::from_folder(dir_ / "other"), o),
+               InvalidArgument);  // not the model's classes
 }
 
 TEST_F(DeployFixture, TheReportIsOneSelfContainedPage) {
@@ -157,7 +163,8 @@ TEST_F(DeployFixture, TheReportIsOneSelfContainedPage) {
   EXPECT_NE(html.find(predictor.info().created), std::string::npos);  // provenance
   // Nothing loaded from elsewhere: the only URL is the SVG namespace.
   std::string rest = html;
-  for (std::size_t at; (at = rest.find("xmlns='http://www.w3.org/2000/svg'")) != std::string::npos;) rest.erase(at, 10);
+  for (std::size_t at; (at = rest.find("xmlns='http://www.w3.org/2000/svg'")) != std::string::npos;)
+    rest.erase(at, 10);
   EXPECT_EQ(rest.find("http"), std::string::npos);
   EXPECT_EQ(rest.find("src='/"), std::string::npos);
   EXPECT_TRUE(fs::exists(dir_ / "report" / "report.json"));
@@ -169,15 +176,17 @@ TEST_F(DeployFixture, HeadlessChromiumRendersTheReport) {
   for (const char* c : candidates) {
     if (fs::exists(c)) chromium = c;
   }
-  if (chromium.empty()) GTEST_SKIP() << "Debian's chromium is not installed; the report's rendering is not checked";
+  if (chromium.empty())
+    GTEST_SKIP() << "Debian's chromium is not installed; the report's rendering is not checked";
   train(loader_options(3, false, 16, false));
   Predictor predictor(model_path());
   EvaluationOptions o;
   o.good_class = "ok";
   write_evaluation_report(dir_ / "report", evaluate(predictor, val_, o), predictor.info());
   const fs::path shot = dir_ / "report.png";
-  const std::string cmd = "timeout 60 " + chromium + " --headless --no-sandbox --disable-gpu --screenshot=" +
-                          shot.string() + " --window-size=1200,2400 file://" +
+  const std::string cmd = "timeout 60 " + chromium +
+                          " --headless --no-sandbox --disable-gpu --screenshot=" + shot.string() +
+                          " --window-size=1200,2400 file://" +
                           (dir_ / "report" / "report.html").string() + " >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   ASSERT_TRUE(fs::exists(shot));

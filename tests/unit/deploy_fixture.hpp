@@ -27,7 +27,8 @@ inline void write_mixed_dataset(const fs::path& root, int per_class, std::uint64
     for (int i = 0; i < per_class; ++i) {
       Image rgb, stored;
       const int w = 30 + (i * 7) % 23, h = 24 + (i * 5) % 17;
-      synthetic_inspection_image(w, h, seed * 1000 + static_cast<std::uint64_t>(c * 100 + i), c == 0, rgb);
+      synthetic_inspection_image(w, h, seed * 1000 + static_cast<std::uint64_t>(c * 100 + i),
+                                 c == 0, rgb);
       const bool gray = (i / 2) % 2 == 1;
       if (gray) convert_channels(rgb.view(), 1, stored);
       const ImageView view = gray ? stored.view() : rgb.view();
@@ -60,9 +61,10 @@ class DeployFixture : public ::testing::Test {
     l.preprocess.width = l.preprocess.height = 16;
     l.preprocess.resize_width = l.preprocess.resize_height = resize;
     l.preprocess.channels = channels;
-    l.preprocess.normalization = mean_std ? Normalization::mean_std(std::vector<float>{0.4f, 0.5f, 0.6f},
-                                                                    std::vector<float>{0.2f, 0.25f, 0.3f})
-                                          : Normalization::min_max(-1.f, 1.f);
+    l.preprocess.normalization =
+        mean_std ? Normalization::mean_std(std::vector<float>{0.4f, 0.5f, 0.6f},
+                                           std::vector<float>{0.2f, 0.25f, 0.3f})
+                 : Normalization::min_max(-1.f, 1.f);
     l.cache = cached ? CacheSpec{CacheSpec::Kind::kRam, 0, ""} : CacheSpec{};
     l.seed = 3;
     return l;

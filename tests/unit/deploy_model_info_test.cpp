@@ -108,7 +108,8 @@ TEST(DeployModelInfo, MalformedOrInconsistentMetadataIsNamed) {
   expect_corrupt(with("model.preprocess.width", "-4"), "model.preprocess.width");
   expect_corrupt(with("model.preprocess.resize_width", "10"), "inconsistent");
   expect_corrupt(with("model.reference.0.logits", "AAAA"), "whole number of float32");
-  expect_corrupt(with("model.reference.0.logits", "AAAAAA=="), "reference sample");  // one logit for three classes
+  expect_corrupt(with("model.reference.0.logits", "AAAAAA=="),
+                 "reference sample");  // one logit for three classes
   expect_corrupt(with("model.reference.1.input", "!!!!"), "base64");
   expect_corrupt(without("model.classes.2"), "model.classes.2");
   expect_corrupt(without("model.preprocess.crop"), "model.preprocess.crop");

@@ -40,7 +40,8 @@ std::vector<float> validation_tensors(const Dataset& val, LoaderOptions l) {
 TEST_P(DeployPredictorTest, TensorsEqualTheValidationLoaderAndPredictionsTheTrainers) {
   const PathCase c = GetParam();
   LoaderOptions l = loader_options(c.channels, c.mean_std, c.resize, c.cached);
-  l.augment.hflip_probability = 0.5f;  // training augmentation never reaches validation or the predictor
+  l.augment.hflip_probability =
+      0.5f;  // training augmentation never reaches validation or the predictor
   FitResult fit;
   auto model = train(l, &fit);
   Predictor predictor(model_path());
@@ -52,7 +53,8 @@ TEST_P(DeployPredictorTest, TensorsEqualTheValidationLoaderAndPredictionsTheTrai
   std::vector<float> mine(n);
   for (std::size_t i = 0; i < val_.size(); ++i) {
     session.preprocess_file(val_.path(i), mine);
-    EXPECT_EQ(std::memcmp(mine.data(), expected.data() + i * n, n * sizeof(float)), 0) << val_.path(i);
+    EXPECT_EQ(std::memcmp(mine.data(), expected.data() + i * n, n * sizeof(float)), 0)
+        << val_.path(i);
   }
   // Same inputs, same weights: the loaded network's logits equal the trained one's.
   Tensor x(cpu_backend(), model->input_shape(static_cast<std::int64_t>(val_.size())));
@@ -76,9 +78,11 @@ TEST_P(DeployPredictorTest, TensorsEqualTheValidationLoaderAndPredictionsTheTrai
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, DeployPredictorTest,
-                         ::testing::Values(PathCase{1, false, 16, false}, PathCase{3, true, 16, false},
-                                           PathCase{3, false, 20, false}, PathCase{1, true, 16, true},
-                                           PathCase{3, true, 20, true}, PathCase{1, false, 22, false}));
+                         ::testing::Values(PathCase{1, false, 16, false},
+                                           PathCase{3, true, 16, false},
+                                           PathCase{3, false, 20, false},
+                                           PathCase{1, true, 16, true}, PathCase{3, true, 20, true},
+                                           PathCase{1, false, 22, false}));
 
 TEST_F(DeployFixture, PixelBuffersEqualTheLosslessFileOfTheSamePixels) {
   for (const int channels : {1, 3}) {
@@ -106,7 +110,8 @@ TEST_F(DeployFixture, PixelBuffersEqualTheLosslessFileOfTheSamePixels) {
               mono16[y * w + x] = static_cast<std::uint16_t>(img.data()[y * w + x] * 257);
             }
           }
-          session.preprocess_pixels({mono8.data(), w, h, PixelFormat::kMono8, w + pad}, from_pixels);
+          session.preprocess_pixels({mono8.data(), w, h, PixelFormat::kMono8, w + pad},
+                                    from_pixels);
           EXPECT_EQ(from_pixels, from_file) << "Mono8 " << val_.path(i);
           session.preprocess_pixels({mono16.data(), w, h, PixelFormat::kMono16, 0}, from_pixels);
           EXPECT_EQ(from_pixels, from_file) << "Mono16 " << val_.path(i);
@@ -125,7 +130,8 @@ TEST_F(DeployFixture, PixelBuffersEqualTheLosslessFileOfTheSamePixels) {
           EXPECT_EQ(from_pixels, from_file) << "RGB8 " << val_.path(i);
           session.preprocess_pixels({bgr.data(), w, h, PixelFormat::kBgr8, stride}, from_pixels);
           EXPECT_EQ(from_pixels, from_file) << "BGR8 " << val_.path(i);
-          const Prediction a = predictor.predict_pixels({bgr.data(), w, h, PixelFormat::kBgr8, stride});
+          const Prediction a =
+              predictor.predict_pixels({bgr.data(), w, h, PixelFormat::kBgr8, stride});
           const Prediction b = predictor.predict_bytes(png, "mem.png");
           EXPECT_EQ(a.probabilities, b.probabilities);
         }
@@ -145,7 +151,8 @@ TEST_F(DeployFixture, BatchesAndThreadsGiveTheSinglePredictions) {
   ASSERT_EQ(batch.size(), single.size());
   for (std::size_t i = 0; i < single.size(); ++i) {
     EXPECT_EQ(batch[i].label, single[i].label);
-    for (std::size_t k = 0; k < 2; ++k) EXPECT_NEAR(batch[i].probabilities[k], single[i].probabilities[k], 1e-5);
+    for (std::size_t k = 0; k < 2; ++k)
+      EXPECT_NEAR(batch[i].probabilities[k], single[i].probabilities[k], 1e-5);
   }
   std::vector<std::vector<Prediction>> per_thread(3);
   std::vector<std::thread> threads;
@@ -158,7 +165,8 @@ TEST_F(DeployFixture, BatchesAndThreadsGiveTheSinglePredictions) {
   for (auto& t : threads) t.join();
   for (const auto& out : per_thread) {
     ASSERT_EQ(out.size(), single.size());
-    for (std::size_t i = 0; i < single.size(); ++i) EXPECT_EQ(out[i].probabilities, single[i].probabilities);
+    for (std::size_t i = 0; i < single.size(); ++i)
+      EXPECT_EQ(out[i].probabilities, single[i].probabilities);
   }
 }
 
@@ -214,7 +222,8 @@ TEST_F(DeployFixture, TheSelfCheckSaysWhenTheOutputsAreNotReproduced) {
     EXPECT_EQ(ok.self_check().max_error, 0.0);  // same backend, same build
     EXPECT_NE(ok.self_check().message.find("passed"), std::string::npos);
     EXPECT_EQ(ok.self_check().decoded_references, 4u);  // the files travel in the model file
-    EXPECT_EQ(ok.self_check().max_input_levels, 0.0);  // this build decodes them to the stored inputs
+    EXPECT_EQ(ok.self_check().max_input_levels,
+              0.0);  // this build decodes them to the stored inputs
   }
   {
     // A reference whose file decodes to another image: the decode check fails.
@@ -229,7 +238,8 @@ TEST_F(DeployFixture, TheSelfCheckSaysWhenTheOutputsAreNotReproduced) {
     Predictor swapped(dir_ / "swapped.stoke", lenient);
     EXPECT_FALSE(swapped.self_check().passed);
     EXPECT_GT(swapped.self_check().max_input_levels, 1.0);
-    EXPECT_LE(swapped.self_check().max_error, swapped.self_check().tolerance);  // the network itself agrees
+    EXPECT_LE(swapped.self_check().max_error,
+              swapped.self_check().tolerance);  // the network itself agrees
     EXPECT_THROW(Predictor(dir_ / "swapped.stoke"), Unsupported);
   }
   const nn::CheckpointInfo header = nn::read_checkpoint_info(model_path().string());
@@ -256,7 +266,8 @@ TEST_F(DeployFixture, BadPixelBuffersAreNamed) {
   train(loader_options(3, false, 16, false));
   Predictor predictor(model_path());
   std::vector<std::uint8_t> px(10 * 10 * 3);
-  EXPECT_THROW(predictor.predict_pixels({px.data(), 10, 10, PixelFormat::kRgb8, 20}), InvalidArgument);
+  EXPECT_THROW(predictor.predict_pixels({px.data(), 10, 10, PixelFormat::kRgb8, 20}),
+               InvalidArgument);
   EXPECT_THROW(predictor.predict_pixels({nullptr, 10, 10, PixelFormat::kRgb8, 0}), InvalidArgument);
   const std::vector<std::uint8_t> junk = {1, 2, 3, 4};
   EXPECT_THROW(predictor.predict_bytes(junk, "junk.bin"), DecodeError);
@@ -276,11 +287,13 @@ TEST_F(DeployFixture, TheClassifierUsesTheModelFilesNormalization) {
     Predictor predictor(model_path());
     nn::Classifier classifier(model_path().string(), &cpu_backend());
     std::vector<std::uint8_t> pixels(16 * 16);
-    for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>((i * 37 + 11) % 256);
+    for (std::size_t i = 0; i < pixels.size(); ++i)
+      pixels[i] = static_cast<std::uint8_t>((i * 37 + 11) % 256);
     const nn::Prediction a = classifier.classify(pixels.data(), 16, 16, 1);
     const Prediction b = predictor.predict_pixels({pixels.data(), 16, 16, PixelFormat::kMono8, 0});
     EXPECT_EQ(a.label, b.label);
-    for (std::size_t k = 0; k < 2; ++k) EXPECT_NEAR(a.probabilities[k], b.probabilities[k], 1e-5) << mean_std;
+    for (std::size_t k = 0; k < 2; ++k)
+      EXPECT_NEAR(a.probabilities[k], b.probabilities[k], 1e-5) << mean_std;
   }
   nn::ModelSpec spec = nn::read_checkpoint_info(model_path().string()).spec;
   auto model = nn::build_model(cpu_backend(), spec, 1);

@@ -17,7 +17,9 @@ GpuInfo gpu(int index, const char* name, double gib, int major, int minor, bool 
   return g;
 }
 
-DeviceRequest automatic() { return {}; }
+DeviceRequest automatic() {
+  return {};
+}
 DeviceRequest list(std::vector<int> indices) {
   return {DeviceRequest::Kind::kList, std::move(indices)};
 }

@@ -1,17 +1,19 @@
+#include "stoke/distributed.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <numeric>
 #include <set>
 
-#include "stoke/distributed.hpp"
 #include "unit/rank_group.hpp"
 
 namespace stoke {
 namespace {
 
 std::filesystem::path scratch(const std::string& name) {
-  return std::filesystem::temp_directory_path() / ("stoke-dist-" + name + "-" + std::to_string(getpid()));
+  return std::filesystem::temp_directory_path() /
+         ("stoke-dist-" + name + "-" + std::to_string(getpid()));
 }
 
 TEST(ShardPlan, RanksTakeDisjointBatchesThatCoverEveryWholeGlobalStep) {
@@ -28,7 +30,8 @@ TEST(ShardPlan, RanksTakeDisjointBatchesThatCoverEveryWholeGlobalStep) {
         EXPECT_EQ(seen.size() + plan.dropped, samples);
         EXPECT_LT(plan.dropped, batch * static_cast<std::size_t>(world));
         std::size_t expected = 0;
-        for (std::size_t p : seen) EXPECT_EQ(p, expected++) << "positions are disjoint and contiguous";
+        for (std::size_t p : seen)
+          EXPECT_EQ(p, expected++) << "positions are disjoint and contiguous";
       }
     }
   }
@@ -47,9 +50,14 @@ class DistributedEnv : public ::testing::Test {
     for (const char* name : kNames) unsetenv(name);
   }
   void TearDown() override { SetUp(); }
-  static constexpr const char* kNames[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK",
-                                           "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                           "STOKE_DIST_STORE", "STOKE_DIST_TIMEOUT"};
+  static constexpr const char* kNames[] = {"RANK",
+                                           "WORLD_SIZE",
+                                           "LOCAL_RANK",
+                                           "OMPI_COMM_WORLD_RANK",
+                                           "OMPI_COMM_WORLD_SIZE",
+                                           "OMPI_COMM_WORLD_LOCAL_RANK",
+                                           "STOKE_DIST_STORE",
+                                           "STOKE_DIST_TIMEOUT"};
 };
 
 TEST_F(DistributedEnv, UnsetMeansOneRank) {
@@ -120,7 +128,8 @@ TEST_F(Ranks, AFailingRankStopsTheOthersWithItsReason) {
                                  {"STOKE_DIST_TIMEOUT=20"});
   EXPECT_EQ(results[1].exit_code, 9);
   ASSERT_EQ(results[0].exit_code, 0) << results[0].output;
-  EXPECT_NE(results[0].output.find("rank 1: out of memory in step 3"), std::string::npos) << results[0].output;
+  EXPECT_NE(results[0].output.find("rank 1: out of memory in step 3"), std::string::npos)
+      << results[0].output;
   EXPECT_LT(results[0].seconds, 25.0) << "bounded by the timeout";
 }
 
@@ -129,7 +138,8 @@ TEST_F(Ranks, AKilledRankEndsTheOthersWithinTheTimeout) {
   const auto results = group.run(STOKE_DIST_WORKER, {"peer-killed"}, std::chrono::seconds(60),
                                  {"STOKE_DIST_TIMEOUT=10"});
   ASSERT_EQ(results[0].exit_code, 0) << results[0].output;
-  EXPECT_NE(results[0].output.find("rank 0 of 2: allreduce"), std::string::npos) << results[0].output;
+  EXPECT_NE(results[0].output.find("rank 0 of 2: allreduce"), std::string::npos)
+      << results[0].output;
   EXPECT_LT(results[0].seconds, 15.0);
 }
 

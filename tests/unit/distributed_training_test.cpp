@@ -1,7 +1,6 @@
 // Data-parallel training with two real rank processes (Gloo over loopback)
 // against one process accumulating the same batches.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include "stoke/distributed.hpp"
@@ -20,15 +19,18 @@ class DataParallelTraining : public testing::TinyDataset {
   }
 
   // Both ranks' final parameters and their output.
-  std::vector<testing::RankResult> run_ranks(const std::string& name, const std::vector<std::string>& extra = {},
+  std::vector<testing::RankResult> run_ranks(const std::string& name,
+                                             const std::vector<std::string>& extra = {},
                                              const std::string& scenario = "train",
                                              const std::string& log_level = "warn") {
     testing::RankGroup group(dir_ / name, 2);
-    std::vector<std::string> args = {scenario, (dir_ / "images.idx").string(), (dir_ / "labels.idx").string(),
+    std::vector<std::string> args = {scenario, (dir_ / "images.idx").string(),
+                                     (dir_ / "labels.idx").string(),
                                      (dir_ / (name + ".params")).string()};
     args.insert(args.end(), extra.begin(), extra.end());
-    auto results = group.run(STOKE_DIST_WORKER, args, std::chrono::seconds(120),
-                             {"STOKE_CPU_THREADS=1", "STOKE_DIST_TIMEOUT=30", "STOKE_LOG_LEVEL=" + log_level});
+    auto results =
+        group.run(STOKE_DIST_WORKER, args, std::chrono::seconds(120),
+                  {"STOKE_CPU_THREADS=1", "STOKE_DIST_TIMEOUT=30", "STOKE_LOG_LEVEL=" + log_level});
     for (std::size_t r = 0; r < results.size(); ++r) {
       EXPECT_EQ(results[r].exit_code, 0) << "rank " << r << ":\n" << results[r].output;
     }
@@ -78,16 +80,19 @@ TEST_F(DataParallelTraining, GpuRanksWithoutNcclAverageThroughTheHostAndSaySo) {
   const std::vector<float> gpu0 = params_of("dp-gpu", 0);
   ASSERT_FALSE(gpu0.empty());
   EXPECT_EQ(gpu0, params_of("dp-gpu", 1)) << "the ranks hold identical weights";
-  EXPECT_EQ(gpu0, params_of("dp-cpu", 0)) << "the host path on a GPU backend equals the CPU ranks' run";
+  EXPECT_EQ(gpu0, params_of("dp-cpu", 0))
+      << "the host path on a GPU backend equals the CPU ranks' run";
   for (const auto& rank : gpu) {
-    EXPECT_NE(rank.output.find("data-parallel gradients through the host (gloo/tcp)"), std::string::npos)
+    EXPECT_NE(rank.output.find("data-parallel gradients through the host (gloo/tcp)"),
+              std::string::npos)
         << rank.output;
   }
 }
 
 TEST_F(DataParallelTraining, AStopRequestOnOneRankStopsBothAndRankZeroWritesOneCheckpoint) {
   const auto results = run_ranks("stop", {"3"});
-  for (const auto& r : results) EXPECT_NE(r.output.find("requested after 1 epochs"), std::string::npos) << r.output;
+  for (const auto& r : results)
+    EXPECT_NE(r.output.find("requested after 1 epochs"), std::string::npos) << r.output;
   EXPECT_EQ(params_of("stop", 0), params_of("stop", 1));
   const auto checkpoint = dir_ / "stop.params.stop.ckpt";
   ASSERT_TRUE(std::filesystem::exists(checkpoint));
@@ -103,7 +108,8 @@ TEST_F(DataParallelTraining, AStopRequestOnOneRankStopsBothAndRankZeroWritesOneC
     Trainer(*model, options).fit(data_, &data_, loader);
     ADD_FAILURE() << "resumed a two-rank mid-epoch position in one process";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("resumes only with 2 rank(s), not 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("resumes only with 2 rank(s), not 1"), std::string::npos)
+        << e.what();
   }
 }
 

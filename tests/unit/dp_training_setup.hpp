@@ -18,7 +18,8 @@ inline void dp_training_setup(nn::ModelSpec& spec, LoaderOptions& loader, Traine
   loader.preprocess.width = kDpSide;
   loader.preprocess.height = kDpSide;
   loader.preprocess.channels = 1;
-  loader.preprocess.normalization = Normalization::mean_std(std::vector<float>{0.45f}, std::vector<float>{0.25f});
+  loader.preprocess.normalization =
+      Normalization::mean_std(std::vector<float>{0.45f}, std::vector<float>{0.25f});
   loader.cache = CacheSpec{};
   loader.seed = 3;
   spec.architecture = nn::Architecture::kPlainCnn;
@@ -45,7 +46,8 @@ inline std::vector<float> read_floats(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   std::vector<float> v(static_cast<std::size_t>(in.tellg()) / sizeof(float));
   in.seekg(0);
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  in.read(reinterpret_cast<char*>(v.data()),
+          static_cast<std::streamsize>(v.size() * sizeof(float)));
   return v;
 }
 

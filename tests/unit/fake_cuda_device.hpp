@@ -33,19 +33,19 @@ class FakeCudaDevice final : public detail::CudaDevice {
 
   void* device_alloc(std::size_t bytes) override {
     device_live += 1;
-    return ::operator new(bytes, std::align_val_t{256});
+    return ::operator new (bytes, std::align_val_t{256});
   }
   void device_free(void* ptr) noexcept override {
     if (!ptr) return;
     device_live -= 1;
-    ::operator delete(ptr, std::align_val_t{256});
+    ::operator delete (ptr, std::align_val_t{256});
   }
   void* pinned_alloc(std::size_t bytes) override {
     if (pinned_throws) throw std::runtime_error("cudaHostAlloc: unknown error (status 999)");
     if (pinned_live + bytes > pinned_limit) return nullptr;
     pinned_live += bytes;
     ++pinned_allocs;
-    auto* p = static_cast<unsigned char*>(::operator new(bytes + 256, std::align_val_t{256}));
+    auto* p = static_cast<unsigned char*>(::operator new (bytes + 256, std::align_val_t{256}));
     std::memcpy(p, &bytes, sizeof bytes);  // remember the size for pinned_free
     return p + 256;
   }
@@ -55,7 +55,7 @@ class FakeCudaDevice final : public detail::CudaDevice {
     std::size_t bytes = 0;
     std::memcpy(&bytes, p, sizeof bytes);
     pinned_live -= bytes;
-    ::operator delete(p, std::align_val_t{256});
+    ::operator delete (p, std::align_val_t{256});
   }
 
   detail::GpuStream create_stream() override {

@@ -50,7 +50,8 @@ class FakeGpuBackend final : public GpuBackend, public detail::PrefetchDeviceSou
   void free(void* ptr, std::size_t bytes) noexcept override { inner_.free(ptr, bytes); }
   MemoryStats memory_stats() const override { return inner_.memory_stats(); }
   void reset_peak() override { inner_.reset_peak(); }
-  std::size_t conv2d_workspace_bytes(const Shape& x, const Shape& w, const Conv2dParams& p) const override {
+  std::size_t conv2d_workspace_bytes(const Shape& x, const Shape& w,
+                                     const Conv2dParams& p) const override {
     return inner_.conv2d_workspace_bytes(x, w, p);
   }
   void release_workspace() override { inner_.release_workspace(); }
@@ -74,15 +75,17 @@ class FakeGpuBackend final : public GpuBackend, public detail::PrefetchDeviceSou
   // (this backend's front door has validated the arguments). Tensors and
   // parameters are copied into the recording as they are at the call; the
   // optimizers' step values (SgdParams::scalars) are read when the op runs.
-#define STOKE_FAKE_GPU_OP(kind, name, params, args) \
-  void do_##name params override {                  \
+#define STOKE_FAKE_GPU_OP(kind, name, params, args)        \
+  void do_##name params override {                         \
     issue([=, this]() mutable { inner_.do_##name args; }); \
   }
   STOKE_OPS(STOKE_FAKE_GPU_OP)
 #undef STOKE_FAKE_GPU_OP
 
   // --- GpuBackend --------------------------------------------------------
-  int device() const noexcept override { return 0; }
+  int device() const noexcept override {
+    return 0;
+  }
   PoolStats pool_stats() const override {
     const MemoryStats m = inner_.memory_stats();
     PoolStats s;
@@ -92,15 +95,29 @@ class FakeGpuBackend final : public GpuBackend, public detail::PrefetchDeviceSou
     s.peak_in_use = m.peak_bytes;
     return s;
   }
-  std::uint64_t device_memory_bytes() const override { return 2ull << 30; }
-  StreamHandle compute_stream() const noexcept override { return stream_; }
+  std::uint64_t device_memory_bytes() const override {
+    return 2ull << 30;
+  }
+  StreamHandle compute_stream() const noexcept override {
+    return stream_;
+  }
   void set_strict_fp32(bool) override {}
-  bool strict_fp32() const noexcept override { return true; }
+  bool strict_fp32() const noexcept override {
+    return true;
+  }
   void set_conv_benchmark(bool) override {}
-  std::vector<ConvAlgoChoice> conv_algorithms() const override { return {}; }
-  std::string save_conv_algorithms() const override { return ""; }
-  std::size_t load_conv_algorithms(const std::string&) override { return 0; }
-  std::string kernel_origin() override { return "fake"; }
+  std::vector<ConvAlgoChoice> conv_algorithms() const override {
+    return {};
+  }
+  std::string save_conv_algorithms() const override {
+    return "";
+  }
+  std::size_t load_conv_algorithms(const std::string&) override {
+    return 0;
+  }
+  std::string kernel_origin() override {
+    return "fake";
+  }
 
   void begin_busy() override {
     if (recording_ || busy_open_) return;
@@ -110,17 +127,22 @@ class FakeGpuBackend final : public GpuBackend, public detail::PrefetchDeviceSou
   void end_busy() override {
     if (recording_ || !busy_open_) return;
     busy_open_ = false;
-    busy_pending_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_start_).count();
+    busy_pending_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_start_).count();
   }
-  double take_busy_seconds(bool) override { return std::exchange(busy_pending_, 0.0); }
+  double take_busy_seconds(bool) override {
+    return std::exchange(busy_pending_, 0.0);
+  }
   float time_ms(const std::function<void()>& work, int repeats) override {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < repeats; ++i) work();
-    return static_cast<float>(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
-                              repeats);
+    return static_cast<float>(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+        repeats);
   }
 
-  std::unique_ptr<CapturedStep> capture(const std::function<void()>& step, std::string* why) override {
+  std::unique_ptr<CapturedStep> capture(const std::function<void()>& step,
+                                        std::string* why) override {
     recording_ = true;
     capture_error_.clear();
     recorded_.clear();

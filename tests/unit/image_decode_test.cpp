@@ -29,13 +29,14 @@ Image smooth_image(int width, int height, int channels, std::uint32_t seed) {
 
 double mean_abs_diff(const Image& a, const Image& b) {
   double sum = 0;
-  for (std::size_t i = 0; i < a.size_bytes(); ++i) sum += std::abs(int(a.data()[i]) - int(b.data()[i]));
+  for (std::size_t i = 0; i < a.size_bytes(); ++i)
+    sum += std::abs(int(a.data()[i]) - int(b.data()[i]));
   return sum / static_cast<double>(a.size_bytes());
 }
 
 TEST(ImageDecode, JpegScaleChoosesSmallestEighthStillCoveringTarget) {
   EXPECT_EQ(jpeg_scale_eighths(2448, 2048, 512, 512), 2);  // 1/4 -> 612x512
-  EXPECT_EQ(jpeg_scale_eighths(2448, 2048, 0, 0), 8);  // no target: full size
+  EXPECT_EQ(jpeg_scale_eighths(2448, 2048, 0, 0), 8);      // no target: full size
   EXPECT_EQ(jpeg_scale_eighths(2448, 2048, 2448, 2048), 8);
   EXPECT_EQ(jpeg_scale_eighths(2448, 2048, 613, 100), 3);  // 1/4 gives 612 < 613
   EXPECT_EQ(jpeg_scale_eighths(100, 100, 5000, 5000), 8);  // never upscales
@@ -58,7 +59,8 @@ TEST(ImageDecode, JpegRoundTripAtFullAndQuarterScale) {
   decoder.decode(bytes, "mem.jpg", {.channels = 0, .min_width = 40, .min_height = 24}, quarter);
   EXPECT_EQ(quarter.width(), 40);
   EXPECT_EQ(quarter.height(), 24);
-  const auto info = decoder.output_info(bytes, "mem.jpg", {.channels = 1, .min_width = 40, .min_height = 24});
+  const auto info =
+      decoder.output_info(bytes, "mem.jpg", {.channels = 1, .min_width = 40, .min_height = 24});
   EXPECT_EQ(info.width, 40);
   EXPECT_EQ(info.channels, 1);
 }

@@ -30,17 +30,19 @@ struct Tolerance {
   double rel;
 };
 constexpr Tolerance kTolerance[] = {
-    {1e-4, 1e-5},   // float32
-    {1e-4, 1e-3},   // float16: 2^-11 relative rounding, rounded up
-    {1e-4, 8e-3},   // bfloat16: 2^-8 relative rounding, rounded up
+    {1e-4, 1e-5},  // float32
+    {1e-4, 1e-3},  // float16: 2^-11 relative rounding, rounded up
+    {1e-4, 8e-3},  // bfloat16: 2^-8 relative rounding, rounded up
 };
 // The vertical pass is fixed point (pixel * 128, Q15 weights): on top of the
 // dtype's tolerance, up to (taps + 1) / 128 of a pixel step (kernels.hpp).
 double fixed_point_pixels(int src, int dst, ResizeFilter filter) {
   int taps = 1;
   if (src != dst) {
-    const bool area = src > dst && (filter == ResizeFilter::kArea || (filter == ResizeFilter::kAuto && src >= 2 * dst));
-    taps = area ? std::min(src, static_cast<int>(std::ceil(static_cast<double>(src) / dst)) + 1) : std::min(src, 2);
+    const bool area = src > dst && (filter == ResizeFilter::kArea ||
+                                    (filter == ResizeFilter::kAuto && src >= 2 * dst));
+    taps = area ? std::min(src, static_cast<int>(std::ceil(static_cast<double>(src) / dst)) + 1)
+                : std::min(src, 2);
   }
   return (taps + 1) / 128.0;
 }
@@ -50,14 +52,16 @@ constexpr std::size_t kGuard = 64;
 
 std::vector<SimdLevel> levels_to_test() {
   std::vector<SimdLevel> levels;
-  for (int l = 0; l <= static_cast<int>(query_cpu().simd); ++l) levels.push_back(static_cast<SimdLevel>(l));
+  for (int l = 0; l <= static_cast<int>(query_cpu().simd); ++l)
+    levels.push_back(static_cast<SimdLevel>(l));
   return levels;
 }
 
 Image random_image(int width, int height, int channels, std::uint32_t seed) {
   Image image(width, height, channels);
   std::mt19937 rng(seed);
-  for (std::size_t i = 0; i < image.size_bytes(); ++i) image.data()[i] = static_cast<std::uint8_t>(rng());
+  for (std::size_t i = 0; i < image.size_bytes(); ++i)
+    image.data()[i] = static_cast<std::uint8_t>(rng());
   return image;
 }
 
@@ -116,10 +120,11 @@ struct Shape {
   int sw, sh, dw, dh, c;
 };
 // Odd sizes, up/down, large downscale (area), identity, one-pixel edges.
-constexpr Shape kShapes[] = {{37, 23, 19, 11, 3}, {13, 9, 31, 17, 3}, {101, 67, 10, 7, 3},
+constexpr Shape kShapes[] = {{37, 23, 19, 11, 3}, {13, 9, 31, 17, 3},  {101, 67, 10, 7, 3},
                              {45, 33, 45, 33, 3}, {53, 41, 17, 29, 1}, {7, 5, 1, 1, 3},
                              {1, 9, 5, 3, 1},     {64, 48, 21, 16, 3}, {300, 200, 37, 29, 3}};
-constexpr ResizeFilter kFilters[] = {ResizeFilter::kBilinear, ResizeFilter::kArea, ResizeFilter::kAuto};
+constexpr ResizeFilter kFilters[] = {ResizeFilter::kBilinear, ResizeFilter::kArea,
+                                     ResizeFilter::kAuto};
 
 TEST(ImageKernels, ResizeUint8EveryLevelMatchesScalarExactlyAndReferenceWithin1Lsb) {
   for (const Shape& s : kShapes) {
@@ -131,8 +136,10 @@ TEST(ImageKernels, ResizeUint8EveryLevelMatchesScalarExactlyAndReferenceWithin1L
         const std::size_t n = static_cast<std::size_t>(s.dw) * s.dh * s.c;
         std::vector<std::uint8_t> buffer(n + 2 * kGuard, kGuardByte);
         Resampler resampler(level);
-        resampler.resize(src.view(), {buffer.data() + kGuard, s.dw, s.dh, s.c, static_cast<std::size_t>(s.dw) * s.c},
-                         filter);
+        resampler.resize(
+            src.view(),
+            {buffer.data() + kGuard, s.dw, s.dh, s.c, static_cast<std::size_t>(s.dw) * s.c},
+            filter);
         for (std::size_t g = 0; g < kGuard; ++g) {
           ASSERT_EQ(buffer[g], kGuardByte);
           ASSERT_EQ(buffer[kGuard + n + g], kGuardByte);
@@ -140,8 +147,8 @@ TEST(ImageKernels, ResizeUint8EveryLevelMatchesScalarExactlyAndReferenceWithin1L
         std::vector<std::uint8_t> out(buffer.begin() + kGuard, buffer.begin() + kGuard + n);
         for (std::size_t i = 0; i < n; ++i) {
           ASSERT_LE(std::abs(out[i] - std::clamp(ref[i], 0.0, 255.0)), 1.0)
-              << to_string(level) << " " << to_string(filter) << " " << s.sw << "x" << s.sh << "->" << s.dw
-              << "x" << s.dh << " at " << i;
+              << to_string(level) << " " << to_string(filter) << " " << s.sw << "x" << s.sh << "->"
+              << s.dw << "x" << s.dh << " at " << i;
         }
         if (level == SimdLevel::kScalar) scalar = out;
         EXPECT_EQ(out, scalar) << to_string(level) << " " << to_string(filter);
@@ -154,7 +161,8 @@ template <class Decode>
 void check_fused(OutputDtype dtype, const Tolerance& tol, Decode decode) {
   const float mean[3] = {0.485f, 0.456f, 0.406f};
   const float stdev[3] = {0.229f, 0.224f, 0.225f};
-  const Normalization norms[] = {Normalization::mean_std(mean, stdev), Normalization::min_max(-1.f, 1.f)};
+  const Normalization norms[] = {Normalization::mean_std(mean, stdev),
+                                 Normalization::min_max(-1.f, 1.f)};
   for (const Shape& s : kShapes) {
     const Image src = random_image(s.sw, s.sh, s.c, s.sw + 7 * s.dw);
     for (ResizeFilter filter : kFilters) {
@@ -166,7 +174,8 @@ void check_fused(OutputDtype dtype, const Tolerance& tol, Decode decode) {
           const std::size_t bytes = count * dtype_size(dtype);
           std::vector<std::uint8_t> buffer(bytes + 2 * kGuard, kGuardByte);
           Resampler resampler(level);
-          resampler.resize_normalize_chw(src.view(), s.dw, s.dh, filter, norm, dtype, buffer.data() + kGuard);
+          resampler.resize_normalize_chw(src.view(), s.dw, s.dh, filter, norm, dtype,
+                                         buffer.data() + kGuard);
           for (std::size_t g = 0; g < kGuard; ++g) {
             ASSERT_EQ(buffer[g], kGuardByte);
             ASSERT_EQ(buffer[kGuard + bytes + g], kGuardByte);
@@ -177,14 +186,16 @@ void check_fused(OutputDtype dtype, const Tolerance& tol, Decode decode) {
             norm.affine(ch, scale, bias);
             for (int y = 0; y < s.dh; ++y) {
               for (int x = 0; x < s.dw; ++x) {
-                const std::size_t plane_index = (static_cast<std::size_t>(ch) * s.dh + y) * s.dw + x;
+                const std::size_t plane_index =
+                    (static_cast<std::size_t>(ch) * s.dh + y) * s.dw + x;
                 const double expected =
                     ref[(static_cast<std::size_t>(y) * s.dw + x) * s.c + ch] * scale + bias;
                 const double got = decode(out.data(), plane_index);
                 const double fixed = fixed_point_pixels(s.sh, s.dh, filter) * std::abs(scale);
-                ASSERT_NEAR(got, expected, fixed + tol.abs + tol.rel * (std::abs(expected) + std::abs(bias)))
-                    << to_string(level) << " " << to_string(filter) << " " << s.sw << "x" << s.sh << "->"
-                    << s.dw << "x" << s.dh << " c" << ch << " (" << x << "," << y << ")";
+                ASSERT_NEAR(got, expected,
+                            fixed + tol.abs + tol.rel * (std::abs(expected) + std::abs(bias)))
+                    << to_string(level) << " " << to_string(filter) << " " << s.sw << "x" << s.sh
+                    << "->" << s.dw << "x" << s.dh << " c" << ch << " (" << x << "," << y << ")";
               }
             }
           }
@@ -227,8 +238,8 @@ TEST(ImageKernels, HalfAndBFloat16ConversionsRoundToNearestEven) {
   EXPECT_EQ(float_to_half(-2.0f), 0xC000);
   EXPECT_EQ(float_to_half(65504.f), 0x7BFF);
   EXPECT_EQ(float_to_half(70000.f), 0x7C00);
-  EXPECT_EQ(float_to_half(1.0f + 1.0f / 2048), 0x3C00);  // tie -> even
-  EXPECT_EQ(float_to_half(1.0f + 3.0f / 2048), 0x3C02);  // tie -> even (up)
+  EXPECT_EQ(float_to_half(1.0f + 1.0f / 2048), 0x3C00);      // tie -> even
+  EXPECT_EQ(float_to_half(1.0f + 3.0f / 2048), 0x3C02);      // tie -> even (up)
   EXPECT_EQ(float_to_half(5.9604644775390625e-8f), 0x0001);  // smallest subnormal
   EXPECT_EQ(float_to_bfloat16(1.0f), 0x3F80);
   EXPECT_EQ(float_to_bfloat16(std::bit_cast<float>(0x3F808000u)), 0x3F80);  // tie -> even
@@ -253,7 +264,8 @@ TEST(ImageKernels, BrightnessContrastEveryLevelMatchesFormula) {
       for (std::size_t i = 0; i < original.size_bytes(); ++i) {
         const double expected =
             std::clamp(c * double(original.data()[i]) + b * 255.0 + (1.0 - c) * 128.0, 0.0, 255.0);
-        ASSERT_LE(std::abs(buffer[kGuard + i] - expected), 0.5 + 1e-3) << to_string(level) << " at " << i;
+        ASSERT_LE(std::abs(buffer[kGuard + i] - expected), 0.5 + 1e-3)
+            << to_string(level) << " at " << i;
       }
     }
   }
@@ -268,7 +280,8 @@ TEST(ImageKernels, FlipsReverseRowsAndColumnsAndAreInvolutions) {
     for (int y = 0; y < 5; ++y) {
       for (int x = 0; x < 9; ++x) {
         for (int c = 0; c < channels; ++c) {
-          ASSERT_EQ(image.view().row(y)[x * channels + c], original.view().row(y)[(8 - x) * channels + c]);
+          ASSERT_EQ(image.view().row(y)[x * channels + c],
+                    original.view().row(y)[(8 - x) * channels + c]);
         }
       }
     }
@@ -286,14 +299,17 @@ TEST(ImageKernels, StridedCropViewResizesLikeAPackedCopy) {
   const Image image = random_image(57, 41, 3, 21);
   const ImageView window = crop(image.view(), 5, 7, 33, 29);
   Image packed(33, 29, 3);
-  for (int y = 0; y < 29; ++y) std::memcpy(packed.data() + y * packed.stride(), window.row(y), packed.stride());
+  for (int y = 0; y < 29; ++y)
+    std::memcpy(packed.data() + y * packed.stride(), window.row(y), packed.stride());
   for (SimdLevel level : levels_to_test()) {
     Resampler resampler(level);
     std::vector<float> from_view(3 * 13 * 11), from_copy(3 * 13 * 11);
-    resampler.resize_normalize_chw(window, 13, 11, ResizeFilter::kArea, Normalization::min_max(0.f, 1.f),
-                                   OutputDtype::kFloat32, from_view.data());
-    resampler.resize_normalize_chw(packed.view(), 13, 11, ResizeFilter::kArea, Normalization::min_max(0.f, 1.f),
-                                   OutputDtype::kFloat32, from_copy.data());
+    resampler.resize_normalize_chw(window, 13, 11, ResizeFilter::kArea,
+                                   Normalization::min_max(0.f, 1.f), OutputDtype::kFloat32,
+                                   from_view.data());
+    resampler.resize_normalize_chw(packed.view(), 13, 11, ResizeFilter::kArea,
+                                   Normalization::min_max(0.f, 1.f), OutputDtype::kFloat32,
+                                   from_copy.data());
     EXPECT_EQ(from_view, from_copy) << to_string(level);
   }
 }
@@ -301,10 +317,11 @@ TEST(ImageKernels, StridedCropViewResizesLikeAPackedCopy) {
 TEST(ImageKernels, FusedPassRefusesUint8AndSizesAreRight) {
   const Image image = random_image(16, 12, 3, 5);
   std::vector<std::uint8_t> out(3 * 8 * 6);
-  EXPECT_THROW(Resampler(SimdLevel::kScalar)
-                   .resize_normalize_chw(image.view(), 8, 6, ResizeFilter::kAuto, Normalization::min_max(0.f, 1.f),
-                                         OutputDtype::kUint8, out.data()),
-               InvalidArgument);
+  EXPECT_THROW(
+      Resampler(SimdLevel::kScalar)
+          .resize_normalize_chw(image.view(), 8, 6, ResizeFilter::kAuto,
+                                Normalization::min_max(0.f, 1.f), OutputDtype::kUint8, out.data()),
+      InvalidArgument);
   EXPECT_EQ(dtype_size(OutputDtype::kUint8), 1u);
   EXPECT_EQ(dtype_size(OutputDtype::kFloat16), 2u);
   EXPECT_EQ(dtype_size(OutputDtype::kFloat32), 4u);
@@ -320,7 +337,8 @@ TEST(ImageKernels, CropsAreViewsAndRandomCropIsSeeded) {
   const ImageView b = random_crop(image.view(), 8, 4, 42);
   EXPECT_EQ(a.data, b.data);
   bool differs = false;
-  for (std::uint64_t seed = 0; seed < 16; ++seed) differs |= random_crop(image.view(), 8, 4, seed).data != a.data;
+  for (std::uint64_t seed = 0; seed < 16; ++seed)
+    differs |= random_crop(image.view(), 8, 4, seed).data != a.data;
   EXPECT_TRUE(differs);
   EXPECT_THROW(crop(image.view(), 15, 0, 8, 4), InvalidArgument);
 }

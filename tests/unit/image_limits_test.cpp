@@ -48,11 +48,13 @@ TEST(ImageLimits, HeaderBombsAreRefusedBeforeAllocatingWithMemoryBounded) {
       {bomb_png(100000, 100000), "bomb100k.png", "100000x100000"},
       {bomb_jpeg(60000, 60000), "bomb60k.jpg", "60000x60000"},
       {bomb_jpeg(65000, 65000), "bomb65k.jpg", "65000x65000"},  // JPEG sides are 16-bit
-      {testing::encode_bmp(gradient_image(4, 4, 3).view(), 24, false, 60000, 60000), "bomb60k.bmp", "60000x60000"},
+      {testing::encode_bmp(gradient_image(4, 4, 3).view(), 24, false, 60000, 60000), "bomb60k.bmp",
+       "60000x60000"},
       {testing::encode_bmp(gradient_image(4, 4, 1).view(), 8, true, 100000, 100000), "bomb100k.bmp",
        "100000x100000"},
-      {testing::encode_tiff({.width = 4, .height = 4, .bits = 16, .claimed_width = 100000, .claimed_height = 100000},
-                            {}),
+      {testing::encode_tiff(
+           {.width = 4, .height = 4, .bits = 16, .claimed_width = 100000, .claimed_height = 100000},
+           {}),
        "bomb100k.tif", "100000x100000"},
   };
   const long peak_before = status_kib("VmPeak:");
@@ -84,21 +86,25 @@ TEST(ImageLimits, LimitIsConfigurableAndNoneLiftsIt) {
   EXPECT_EQ(decode_error(png, "exact.png", out, tight), "");
 
   ConfigLoadOptions load;
-  load.environment = std::vector<std::pair<std::string, std::string>>{{"STOKE_MAX_IMAGE_PIXELS", "none"}};
+  load.environment =
+      std::vector<std::pair<std::string, std::string>>{{"STOKE_MAX_IMAGE_PIXELS", "none"}};
   EXPECT_FALSE(Config::load(load).settings().max_image_pixels.has_value());
-  load.environment = std::vector<std::pair<std::string, std::string>>{{"STOKE_MAX_IMAGE_PIXELS", "1000000"}};
+  load.environment =
+      std::vector<std::pair<std::string, std::string>>{{"STOKE_MAX_IMAGE_PIXELS", "1000000"}};
   EXPECT_EQ(Config::load(load).settings().max_image_pixels, std::uint64_t{1000000});
   EXPECT_EQ(Config().settings().max_image_pixels, kDefaultMaxImagePixels);
   for (const char* bad : {"0", "-5", "lots"}) {
-    load.environment = std::vector<std::pair<std::string, std::string>>{{"STOKE_MAX_IMAGE_PIXELS", bad}};
+    load.environment =
+        std::vector<std::pair<std::string, std::string>>{{"STOKE_MAX_IMAGE_PIXELS", bad}};
     EXPECT_THROW(Config::load(load), ConfigError) << bad;
   }
 }
 
 TEST(ImageLimits, JpegHeadersThatDecodingWouldRefuseAreRefusedByInfo) {
   // SOI + a bare APP0 + EOI: 20 bytes and no frame header.
-  const std::vector<std::uint8_t> no_frame = {0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 'J', 'F', 'I', 'F',
-                                              0x00, 0x01, 0x01, 0x00, 0x00, 0x01, 0x00, 0x01, 0xFF, 0xD9};
+  const std::vector<std::uint8_t> no_frame = {0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 'J',
+                                              'F',  'I',  'F',  0x00, 0x01, 0x01, 0x00,
+                                              0x00, 0x01, 0x00, 0x01, 0xFF, 0xD9};
   Decoder decoder;
   try {
     decoder.info(no_frame, "noframe.jpg");
@@ -161,17 +167,26 @@ TEST(ImageLimits, ExifOrientationTurnsTheImageUprightUnlessKept) {
     const int w = 48, h = 32;
     auto upright_of = [&](int x, int y) -> std::pair<int, int> {
       switch (orientation) {
-        case 2: return {w - 1 - x, y};
-        case 3: return {w - 1 - x, h - 1 - y};
-        case 4: return {x, h - 1 - y};
-        case 5: return {y, x};
-        case 6: return {h - 1 - y, x};
-        case 7: return {h - 1 - y, w - 1 - x};
-        case 8: return {y, w - 1 - x};
-        default: return {x, y};
+        case 2:
+          return {w - 1 - x, y};
+        case 3:
+          return {w - 1 - x, h - 1 - y};
+        case 4:
+          return {x, h - 1 - y};
+        case 5:
+          return {y, x};
+        case 6:
+          return {h - 1 - y, x};
+        case 7:
+          return {h - 1 - y, w - 1 - x};
+        case 8:
+          return {y, w - 1 - x};
+        default:
+          return {x, y};
       }
     };
-    for (auto [x, y] : {std::pair{0, 0}, std::pair{47, 0}, std::pair{0, 31}, std::pair{47, 31}, std::pair{20, 9}}) {
+    for (auto [x, y] : {std::pair{0, 0}, std::pair{47, 0}, std::pair{0, 31}, std::pair{47, 31},
+                        std::pair{20, 9}}) {
       const auto [ux, uy] = upright_of(x, y);
       for (int c = 0; c < 3; ++c) {
         EXPECT_EQ(upright.data()[(static_cast<std::size_t>(uy) * upright.width() + ux) * 3 + c],

@@ -14,8 +14,8 @@
 namespace stoke::testing {
 
 // The DecodeError message of decoding `bytes`, empty when it decodes.
-inline std::string decode_error(std::span<const std::uint8_t> bytes, const std::string& name, Image& out,
-                                DecodeOptions options = {}) {
+inline std::string decode_error(std::span<const std::uint8_t> bytes, const std::string& name,
+                                Image& out, DecodeOptions options = {}) {
   Decoder decoder;
   try {
     decoder.decode(bytes, name, options, out);
@@ -65,7 +65,8 @@ inline std::vector<std::uint8_t> zlib_stored(const std::vector<std::uint8_t>& ra
   return out;
 }
 
-inline void png_chunk(std::vector<std::uint8_t>& out, const char* type, const std::vector<std::uint8_t>& data) {
+inline void png_chunk(std::vector<std::uint8_t>& out, const char* type,
+                      const std::vector<std::uint8_t>& data) {
   put_be32(out, static_cast<std::uint32_t>(data.size()));
   const std::size_t start = out.size();
   out.insert(out.end(), type, type + 4);
@@ -110,13 +111,26 @@ inline std::vector<std::uint8_t> bomb_jpeg(int width, int height) {
 
 // The JPEG with an APP1 Exif segment (big-endian TIFF, IFD0 with one
 // Orientation SHORT) inserted after SOI.
-inline std::vector<std::uint8_t> with_exif_orientation(std::vector<std::uint8_t> jpeg, int orientation) {
-  std::vector<std::uint8_t> app1 = {0xFF, 0xE1, 0, 0, 'E', 'x', 'i', 'f', 0, 0,
-                                    'M', 'M', 0, 42, 0, 0, 0, 8,  // TIFF header, IFD0 at 8
-                                    0, 1,                          // one entry
-                                    0x01, 0x12, 0, 3, 0, 0, 0, 1,  // Orientation, SHORT, count 1
-                                    0, static_cast<std::uint8_t>(orientation), 0, 0,
-                                    0, 0, 0, 0};                   // no next IFD
+inline std::vector<std::uint8_t> with_exif_orientation(std::vector<std::uint8_t> jpeg,
+                                                       int orientation) {
+  std::vector<std::uint8_t> app1 = {0xFF, 0xE1,
+                                    0,    0,
+                                    'E',  'x',
+                                    'i',  'f',
+                                    0,    0,
+                                    'M',  'M',
+                                    0,    42,
+                                    0,    0,
+                                    0,    8,  // TIFF header, IFD0 at 8
+                                    0,    1,  // one entry
+                                    0x01, 0x12,
+                                    0,    3,
+                                    0,    0,
+                                    0,    1,  // Orientation, SHORT, count 1
+                                    0,    static_cast<std::uint8_t>(orientation),
+                                    0,    0,
+                                    0,    0,
+                                    0,    0};  // no next IFD
   const std::size_t length = app1.size() - 2;
   app1[2] = static_cast<std::uint8_t>(length >> 8);
   app1[3] = static_cast<std::uint8_t>(length);
@@ -137,7 +151,8 @@ inline void put_le(std::vector<std::uint8_t>& out, std::uint32_t v, int bytes) {
 // bottom-up unless top_down. `claim_width`/`claim_height` > 0 overwrite the
 // header's size without adding pixels (a header bomb).
 inline std::vector<std::uint8_t> encode_bmp(ImageView image, int bits, bool top_down = false,
-                                            std::int32_t claim_width = 0, std::int32_t claim_height = 0) {
+                                            std::int32_t claim_width = 0,
+                                            std::int32_t claim_height = 0) {
   const std::size_t stride = ((static_cast<std::size_t>(image.width) * bits + 31) / 32) * 4;
   const std::uint32_t palette = bits == 8 ? 256 * 4 : 0;
   const std::uint32_t offset = 14 + 40 + palette;
@@ -157,7 +172,8 @@ inline std::vector<std::uint8_t> encode_bmp(ImageView image, int bits, bool top_
   put_le(out, 2835, 4);
   put_le(out, bits == 8 ? 256 : 0, 4);
   put_le(out, 0, 4);
-  for (std::uint32_t i = 0; i < palette / 4; ++i) out.insert(out.end(), {std::uint8_t(i), std::uint8_t(i), std::uint8_t(i), 0});
+  for (std::uint32_t i = 0; i < palette / 4; ++i)
+    out.insert(out.end(), {std::uint8_t(i), std::uint8_t(i), std::uint8_t(i), 0});
   for (int row = 0; row < image.height; ++row) {
     const int y = top_down ? row : image.height - 1 - row;
     std::vector<std::uint8_t> line(stride, 0);

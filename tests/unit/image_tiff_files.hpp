@@ -25,7 +25,7 @@ struct TiffSpec {
   int tile = 0;            // tile side (a multiple of 16); 0: strips
   int rows_per_strip = 3;  // strips only
   bool big_endian = false;
-  int claimed_width = 0;   // > 0: the header claims this size (no pixels written)
+  int claimed_width = 0;  // > 0: the header claims this size (no pixels written)
   int claimed_height = 0;
 };
 
@@ -39,17 +39,22 @@ inline std::vector<std::uint16_t> tiff_samples(const TiffSpec& s, int phase = 0)
   return v;
 }
 
-inline std::vector<std::uint8_t> encode_tiff(const TiffSpec& s, const std::vector<std::uint16_t>& samples) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("stoke_tiff_" + std::to_string(::getpid()) + "_" + std::to_string(s.width) + ".tif");
+inline std::vector<std::uint8_t> encode_tiff(const TiffSpec& s,
+                                             const std::vector<std::uint16_t>& samples) {
+  const auto path =
+      std::filesystem::temp_directory_path() /
+      ("stoke_tiff_" + std::to_string(::getpid()) + "_" + std::to_string(s.width) + ".tif");
   TIFF* tif = TIFFOpen(path.c_str(), s.big_endian ? "wb" : "wl");
   if (!tif) throw std::runtime_error("encode_tiff: cannot create " + path.string());
   const bool claim = s.claimed_width > 0;
-  TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, static_cast<std::uint32_t>(claim ? s.claimed_width : s.width));
-  TIFFSetField(tif, TIFFTAG_IMAGELENGTH, static_cast<std::uint32_t>(claim ? s.claimed_height : s.height));
+  TIFFSetField(tif, TIFFTAG_IMAGEWIDTH,
+               static_cast<std::uint32_t>(claim ? s.claimed_width : s.width));
+  TIFFSetField(tif, TIFFTAG_IMAGELENGTH,
+               static_cast<std::uint32_t>(claim ? s.claimed_height : s.height));
   TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, static_cast<std::uint16_t>(s.channels));
   TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, static_cast<std::uint16_t>(s.bits));
-  TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, s.channels == 3 ? PHOTOMETRIC_RGB : PHOTOMETRIC_MINISBLACK);
+  TIFFSetField(tif, TIFFTAG_PHOTOMETRIC,
+               s.channels == 3 ? PHOTOMETRIC_RGB : PHOTOMETRIC_MINISBLACK);
   TIFFSetField(tif, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
   TIFFSetField(tif, TIFFTAG_COMPRESSION, s.compression);
   const std::size_t row_samples = static_cast<std::size_t>(s.width) * s.channels;
@@ -78,7 +83,8 @@ inline std::vector<std::uint8_t> encode_tiff(const TiffSpec& s, const std::vecto
         for (int r = 0; r < s.tile; ++r) {
           for (int c = 0; c < s.tile; ++c) {
             const bool inside = ty + r < s.height && tx + c < s.width;
-            const std::size_t at = inside ? (ty + r) * row_samples + static_cast<std::size_t>(tx + c) * s.channels : 0;
+            const std::size_t at =
+                inside ? (ty + r) * row_samples + static_cast<std::size_t>(tx + c) * s.channels : 0;
             if (inside) {
               pack(at, s.channels, tile);
             } else {
@@ -99,7 +105,8 @@ inline std::vector<std::uint8_t> encode_tiff(const TiffSpec& s, const std::vecto
   }
   TIFFClose(tif);
   std::ifstream in(path, std::ios::binary);
-  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                  std::istreambuf_iterator<char>());
   std::filesystem::remove(path);
   if (!ok) throw std::runtime_error("encode_tiff: libtiff could not write the pixels");
   return bytes;

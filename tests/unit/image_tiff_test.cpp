@@ -27,15 +27,17 @@ using testing::TiffSpec;
 Image expected_image(const TiffSpec& s, const std::vector<std::uint16_t>& samples) {
   Image image(s.width, s.height, s.channels);
   for (std::size_t i = 0; i < samples.size(); ++i) {
-    image.data()[i] = s.bits == 8 ? static_cast<std::uint8_t>(samples[i])
-                                  : static_cast<std::uint8_t>((samples[i] * 255u + 32767u) / 65535u);
+    image.data()[i] = s.bits == 8
+                          ? static_cast<std::uint8_t>(samples[i])
+                          : static_cast<std::uint8_t>((samples[i] * 255u + 32767u) / 65535u);
   }
   return image;
 }
 
 std::string describe(const TiffSpec& s) {
   return std::to_string(s.channels) + "ch " + std::to_string(s.bits) + "bit compression " +
-         std::to_string(s.compression) + (s.tile ? " tiled" : " strips") + (s.big_endian ? " MM" : " II");
+         std::to_string(s.compression) + (s.tile ? " tiled" : " strips") +
+         (s.big_endian ? " MM" : " II");
 }
 
 using testing::decode_error;
@@ -52,7 +54,8 @@ bool shrink_first(std::vector<std::uint8_t>& bytes, int tag, std::uint32_t divis
   for (std::uint32_t e = 0, entries = le(ifd, 2); e < entries; ++e) {
     const std::size_t at = ifd + 2 + 12 * e;
     const std::uint32_t type = le(at + 2, 2), count = le(at + 4, 4);
-    if (le(at, 2) != static_cast<std::uint32_t>(tag) || count < 2 || (type != TIFF_SHORT && type != TIFF_LONG)) {
+    if (le(at, 2) != static_cast<std::uint32_t>(tag) || count < 2 ||
+        (type != TIFF_SHORT && type != TIFF_LONG)) {
       continue;
     }
     const int size = type == TIFF_SHORT ? 2 : 4;
@@ -70,11 +73,17 @@ TEST(ImageTiff, EveryLayoutDecodesExactly) {
   int cases = 0;
   for (int channels : {1, 3}) {
     for (int bits : {8, 16}) {
-      for (std::uint16_t compression : {COMPRESSION_NONE, COMPRESSION_LZW, COMPRESSION_ADOBE_DEFLATE}) {
+      for (std::uint16_t compression :
+           {COMPRESSION_NONE, COMPRESSION_LZW, COMPRESSION_ADOBE_DEFLATE}) {
         for (int tile : {0, 16}) {
           // 37x21: partial last strip (rows_per_strip 3 -> 7 strips) and partial edge tiles.
-          TiffSpec s{.width = 37, .height = 21, .channels = channels, .bits = bits, .compression = compression,
-                     .tile = tile, .big_endian = (cases % 3) == 1};
+          TiffSpec s{.width = 37,
+                     .height = 21,
+                     .channels = channels,
+                     .bits = bits,
+                     .compression = compression,
+                     .tile = tile,
+                     .big_endian = (cases % 3) == 1};
           const auto samples = tiff_samples(s, cases);
           const auto bytes = encode_tiff(s, samples);
           ASSERT_EQ(sniff_format(bytes), ImageFormat::kTiff) << describe(s);
@@ -89,7 +98,8 @@ TEST(ImageTiff, EveryLayoutDecodesExactly) {
           ASSERT_EQ(out.width(), 37);
           ASSERT_EQ(out.height(), 21);
           ASSERT_EQ(out.channels(), channels);
-          EXPECT_EQ(std::memcmp(out.data(), expected.data(), expected.size_bytes()), 0) << describe(s);
+          EXPECT_EQ(std::memcmp(out.data(), expected.data(), expected.size_bytes()), 0)
+              << describe(s);
           ++cases;
         }
       }
@@ -108,7 +118,8 @@ std::vector<std::uint8_t> png16(int width, int height, const std::vector<std::ui
   png_alloc_size_t size = 0;
   EXPECT_TRUE(png_image_write_to_memory(&image, nullptr, &size, 0, samples.data(), 0, nullptr));
   std::vector<std::uint8_t> bytes(size);
-  EXPECT_TRUE(png_image_write_to_memory(&image, bytes.data(), &size, 0, samples.data(), 0, nullptr));
+  EXPECT_TRUE(
+      png_image_write_to_memory(&image, bytes.data(), &size, 0, samples.data(), 0, nullptr));
   return bytes;
 }
 
@@ -116,7 +127,8 @@ TEST(ImageTiff, SixteenBitReductionMatchesSixteenBitPng) {
   // The same arbitrary 16-bit samples (every residue mod 257 occurs) as TIFF and as PNG.
   TiffSpec s{.width = 257, .height = 3, .channels = 1, .bits = 16};
   std::vector<std::uint16_t> samples(257 * 3);
-  for (std::size_t i = 0; i < samples.size(); ++i) samples[i] = static_cast<std::uint16_t>(i * 85 + (i % 257));
+  for (std::size_t i = 0; i < samples.size(); ++i)
+    samples[i] = static_cast<std::uint16_t>(i * 85 + (i % 257));
   Decoder decoder;
   Image from_tiff, from_png;
   decoder.decode(encode_tiff(s, samples), "g16.tif", {}, from_tiff);
@@ -178,7 +190,8 @@ TEST(ImageTiff, DamagedFilesAreDecodeErrorsNamingTheFileWithNothingPrinted) {
       }
       Image out;
       std::vector<std::uint8_t> header(good.begin(), good.begin() + 8);
-      header[4] = 0xFF, header[5] = 0xFF, header[6] = 0xFF, header[7] = 0x0F;  // IFD offset past the end
+      header[4] = 0xFF, header[5] = 0xFF, header[6] = 0xFF,
+      header[7] = 0x0F;  // IFD offset past the end
       EXPECT_NE(decode_error(header, "ifd.tif", out).find("ifd.tif"), std::string::npos);
     }
   }
@@ -187,7 +200,11 @@ TEST(ImageTiff, DamagedFilesAreDecodeErrorsNamingTheFileWithNothingPrinted) {
 
 TEST(ImageTiff, ShortenedCompressedStripsAreDecodeErrorsWithLibtiffsReason) {
   for (std::uint16_t compression : {COMPRESSION_LZW, COMPRESSION_ADOBE_DEFLATE}) {
-    TiffSpec s{.width = 64, .height = 32, .channels = 1, .bits = 16, .compression = compression,
+    TiffSpec s{.width = 64,
+               .height = 32,
+               .channels = 1,
+               .bits = 16,
+               .compression = compression,
                .rows_per_strip = 16};
     auto bytes = encode_tiff(s, tiff_samples(s));
     // The first strip's data ends early, inside the file: damaged data, not a bomb.
@@ -209,8 +226,9 @@ TEST(ImageTiff, FolderDatasetsTakeTiffAndCheckTheirHeaders) {
   TiffSpec s{.width = 8, .height = 8, .channels = 3, .bits = 16, .compression = COMPRESSION_LZW};
   write_file(root / "a" / "one.tif", encode_tiff(s, tiff_samples(s)));
   write_file(root / "a" / "two.tiff", encode_tiff(s, tiff_samples(s, 1)));
-  write_file(root / "a" / "bomb.tif", encode_tiff({.width = 4, .height = 4, .claimed_width = 100000,
-                                                   .claimed_height = 100000}, {}));
+  write_file(root / "a" / "bomb.tif",
+             encode_tiff(
+                 {.width = 4, .height = 4, .claimed_width = 100000, .claimed_height = 100000}, {}));
   const auto good = encode_tiff(s, tiff_samples(s));
   write_file(root / "a" / "cut.tif", testing::truncated(good, 0.5));
   // Over 64 KiB with the directory at the end: the header check reads the directory from the file.
@@ -243,7 +261,8 @@ TEST(ImageTiff, UnsupportedLayoutsAreDecodeErrorsNamingTheFile) {
   TiffSpec s{.width = 8, .height = 4, .channels = 1, .bits = 8};
   auto bytes = encode_tiff(s, tiff_samples(s));
   // Rewrite BitsPerSample (tag 258, SHORT, count 1) to 4 in the IFD.
-  const std::uint32_t ifd = bytes[4] | bytes[5] << 8 | bytes[6] << 16 | static_cast<std::uint32_t>(bytes[7]) << 24;
+  const std::uint32_t ifd =
+      bytes[4] | bytes[5] << 8 | bytes[6] << 16 | static_cast<std::uint32_t>(bytes[7]) << 24;
   const int entries = bytes[ifd] | bytes[ifd + 1] << 8;
   bool patched = false;
   for (int e = 0; e < entries; ++e) {

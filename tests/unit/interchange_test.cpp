@@ -2,15 +2,16 @@
 // by stoke's own import (every architecture, batch norm kept and folded), the
 // safetensors round trip, and the errors bad files and mismatched models get.
 // ONNX Runtime parity runs in tests/interchange/ (CTest Interchange.*).
+#include "stoke/interchange.hpp"
+
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
-#include <unistd.h>
-
 #include "interchange/protobuf.hpp"
 #include "op_test_util.hpp"
-#include "stoke/interchange.hpp"
 
 namespace stoke::testing {
 namespace {
@@ -52,14 +53,19 @@ void perturb(nn::Model& m, const Tensor& x, std::uint32_t seed) {
 }
 
 std::string temp_path(const std::string& name) {
-  return (fs::temp_directory_path() / ("stoke_interchange_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (fs::temp_directory_path() /
+          ("stoke_interchange_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
-std::vector<float> infer(nn::Model& m, const Tensor& x) { return m.forward(x, false).to_vector(); }
+std::vector<float> infer(nn::Model& m, const Tensor& x) {
+  return m.forward(x, false).to_vector();
+}
 
 float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   float d = a.size() == b.size() ? 0.0f : 1e9f;
-  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    d = std::max(d, std::fabs(a[i] - b[i]));
   return d;
 }
 
@@ -102,12 +108,12 @@ TEST(Protobuf, WriterAndReaderRoundTrip) {
 
 TEST(Interchange, OnnxExportImportsBackEveryArchitecture) {
   Backend& be = cpu_backend();
-  for (auto arch : {nn::Architecture::kResNet, nn::Architecture::kPlainCnn, nn::Architecture::kResNet18,
-                    nn::Architecture::kResNet50}) {
+  for (auto arch : {nn::Architecture::kResNet, nn::Architecture::kPlainCnn,
+                    nn::Architecture::kResNet18, nn::Architecture::kResNet50}) {
     for (int channels : {1, 3}) {
       for (bool fold : {false, true}) {
-        SCOPED_TRACE(std::string(nn::architecture_name(arch)) + " channels " + std::to_string(channels) +
-                     (fold ? " folded" : ""));
+        SCOPED_TRACE(std::string(nn::architecture_name(arch)) + " channels " +
+                     std::to_string(channels) + (fold ? " folded" : ""));
         auto a = nn::build_model(be, spec_of(arch, channels), 1);
         auto b = nn::build_model(be, spec_of(arch, channels), 2);
         Tensor x = random_tensor(be, a->input_shape(2), 4);
@@ -148,7 +154,8 @@ TEST(Interchange, SafetensorsRoundTripNewHeadAndGrayStem) {
   const auto w3 = rgb->named_parameters().front().tensor.to_vector();
   const auto w1 = gray->named_parameters().front().tensor.to_vector();
   ASSERT_EQ(w3.size(), 3 * w1.size());
-  EXPECT_NEAR(w1[49 * 2 + 5], w3[49 * 6 + 5] + w3[49 * 7 + 5] + w3[49 * 8 + 5], 1e-6f);  // channel 2, tap 5
+  EXPECT_NEAR(w1[49 * 2 + 5], w3[49 * 6 + 5] + w3[49 * 7 + 5] + w3[49 * 8 + 5],
+              1e-6f);  // channel 2, tap 5
   // Gray input x on the gray model = the same x on all three channels of the RGB model (features).
   fs::remove(path);
 }
@@ -182,7 +189,8 @@ TEST(Interchange, CorruptFilesAreCorruptFileErrors) {
   auto m = nn::build_model(be, spec_of(nn::Architecture::kResNet18, 3), 1);
   const std::string path = temp_path("bad.safetensors");
   auto write = [&](const std::string& bytes) {
-    std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(path, std::ios::binary)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   };
   write("abc");
   EXPECT_THROW(interchange::load_safetensors(*m, path), CorruptFile);
@@ -191,7 +199,8 @@ TEST(Interchange, CorruptFilesAreCorruptFileErrors) {
   huge[4] = '\x01';
   write(huge + "{}");
   EXPECT_THROW(interchange::load_safetensors(*m, path), CorruptFile);
-  const std::string header = R"({"conv1.weight":{"dtype":"F32","shape":[4,3,7,7],"data_offsets":[0,999999]}})";
+  const std::string header =
+      R"({"conv1.weight":{"dtype":"F32","shape":[4,3,7,7],"data_offsets":[0,999999]}})";
   std::string len(8, '\0');
   len[0] = static_cast<char>(header.size());
   write(len + header + std::string(16, '\0'));

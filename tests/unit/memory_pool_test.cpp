@@ -65,7 +65,9 @@ PoolOptions options(std::uint64_t cap) {
   return o;
 }
 
-StreamHandle stream_a() { return reinterpret_cast<StreamHandle>(0x5a); }
+StreamHandle stream_a() {
+  return reinterpret_cast<StreamHandle>(0x5a);
+}
 
 TEST(MemoryPool, GrowsLazilyInChunksUpToTheCap) {
   FakeState fake;

@@ -20,7 +20,8 @@ class CheckpointBytesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("stoke_ckpt_bytes_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("stoke_ckpt_bytes_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::create_directories(dir_);
     path_ = (dir_ / "tiny.ckpt").string();
     nn::ModelSpec spec;
@@ -71,7 +72,8 @@ TEST_F(CheckpointBytesTest, EverySingleByteFlipIsRefused) {
       std::fseek(f, at, SEEK_SET);
       std::fputc(static_cast<unsigned char>(good_[i]) ^ mask, f);
       std::fflush(f);
-      EXPECT_TRUE(refused()) << "byte " << i << " of " << good_.size() << " xor " << int(mask) << " loaded";
+      EXPECT_TRUE(refused()) << "byte " << i << " of " << good_.size() << " xor " << int(mask)
+                             << " loaded";
       std::fseek(f, at, SEEK_SET);
       std::fputc(static_cast<unsigned char>(good_[i]), f);
       std::fflush(f);

@@ -27,8 +27,9 @@ nn::ModelSpec small_spec() {
 class CheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("stoke_ckpt_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                                        "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("stoke_ckpt_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
     path_ = (dir_ / "model.ckpt").string();
   }
@@ -90,7 +91,8 @@ TEST_F(CheckpointTest, RoundTripRestoresWeightsBuffersOptimizerAndMetadata) {
   EXPECT_EQ(other_sgd.steps(), 3);
   EXPECT_EQ(other->parameters().to_vector(), model->parameters().to_vector());
   for (std::size_t i = 0; i < model->named_buffers().size(); ++i) {
-    EXPECT_EQ(other->named_buffers()[i].tensor.to_vector(), model->named_buffers()[i].tensor.to_vector());
+    EXPECT_EQ(other->named_buffers()[i].tensor.to_vector(),
+              model->named_buffers()[i].tensor.to_vector());
   }
   EXPECT_EQ(other_sgd.state()[0].tensor.to_vector(), sgd->state()[0].tensor.to_vector());
   const auto p = nn::Preprocessing::from_metadata(info.metadata);
@@ -102,7 +104,8 @@ TEST_F(CheckpointTest, TruncatedFilesAreCorruptAtEveryLength) {
   auto model = trained(sgd);
   nn::save_checkpoint(path_, *model, sgd);
   const auto full = bytes();
-  for (std::size_t len : {std::size_t{0}, std::size_t{5}, std::size_t{23}, std::size_t{40}, full.size() / 2, full.size() - 1}) {
+  for (std::size_t len : {std::size_t{0}, std::size_t{5}, std::size_t{23}, std::size_t{40},
+                          full.size() / 2, full.size() - 1}) {
     write(std::vector<char>(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(len)));
     expect_corrupt("truncated to " + std::to_string(len), "truncated");
   }
@@ -153,7 +156,8 @@ TEST_F(CheckpointTest, MissingFileIsIoError) {
   EXPECT_THROW(nn::read_checkpoint_info((dir_ / "absent.ckpt").string()), IoError);
   nn::Sgd* sgd = nullptr;
   auto model = trained(sgd);
-  EXPECT_THROW(nn::save_checkpoint((dir_ / "no" / "such" / "dir.ckpt").string(), *model, sgd), IoError);
+  EXPECT_THROW(nn::save_checkpoint((dir_ / "no" / "such" / "dir.ckpt").string(), *model, sgd),
+               IoError);
 }
 
 TEST_F(CheckpointTest, ClassifierMatchesTheTrainedModel) {
@@ -168,7 +172,8 @@ TEST_F(CheckpointTest, ClassifierMatchesTheTrainedModel) {
 
   const int count = 5, hw = 8 * 8;
   std::vector<std::uint8_t> pixels(static_cast<std::size_t>(count * hw));
-  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>((i * 97 + 13) % 256);
+  for (std::size_t i = 0; i < pixels.size(); ++i)
+    pixels[i] = static_cast<std::uint8_t>((i * 97 + 13) % 256);
   std::vector<float> x_host(pixels.size());
   for (std::size_t i = 0; i < pixels.size(); ++i) x_host[i] = (pixels[i] / 255.0f - 0.5f) / 0.25f;
   Tensor x(cpu_backend(), model->input_shape(count));
@@ -181,21 +186,31 @@ TEST_F(CheckpointTest, ClassifierMatchesTheTrainedModel) {
   for (int n = 0; n < count; ++n) {
     int arg = 0;
     for (int j = 1; j < 4; ++j)
-      if (logits[static_cast<std::size_t>(n * 4 + j)] > logits[static_cast<std::size_t>(n * 4 + arg)]) arg = j;
+      if (logits[static_cast<std::size_t>(n * 4 + j)] >
+          logits[static_cast<std::size_t>(n * 4 + arg)])
+        arg = j;
     EXPECT_EQ(batch[static_cast<std::size_t>(n)].label, arg);
     const auto single = classifier.classify(pixels.data() + n * hw, 8, 8, 1);
     EXPECT_EQ(single.label, arg);
     for (int j = 0; j < 4; ++j) {
-      EXPECT_NEAR(single.probabilities[static_cast<std::size_t>(j)], batch[static_cast<std::size_t>(n)].probabilities[static_cast<std::size_t>(j)], 1e-5);
+      EXPECT_NEAR(single.probabilities[static_cast<std::size_t>(j)],
+                  batch[static_cast<std::size_t>(n)].probabilities[static_cast<std::size_t>(j)],
+                  1e-5);
     }
   }
   // Concurrent callers are serialized and get the same answers.
   std::vector<nn::Prediction> a, b;
-  std::thread t1([&] { for (int i = 0; i < 5; ++i) a = classifier.classify_batch(pixels.data(), count, 8, 8, 1); });
-  std::thread t2([&] { for (int i = 0; i < 5; ++i) b = classifier.classify_batch(pixels.data(), count, 8, 8, 1); });
+  std::thread t1([&] {
+    for (int i = 0; i < 5; ++i) a = classifier.classify_batch(pixels.data(), count, 8, 8, 1);
+  });
+  std::thread t2([&] {
+    for (int i = 0; i < 5; ++i) b = classifier.classify_batch(pixels.data(), count, 8, 8, 1);
+  });
   t1.join();
   t2.join();
-  for (int n = 0; n < count; ++n) EXPECT_EQ(a[static_cast<std::size_t>(n)].probabilities, b[static_cast<std::size_t>(n)].probabilities);
+  for (int n = 0; n < count; ++n)
+    EXPECT_EQ(a[static_cast<std::size_t>(n)].probabilities,
+              b[static_cast<std::size_t>(n)].probabilities);
   EXPECT_THROW(classifier.classify(pixels.data(), 7, 8, 1), InvalidArgument);
 }
 

@@ -6,9 +6,9 @@
 #include <map>
 
 #include "op_test_util.hpp"
-#include "tiny_dataset.hpp"
 #include "stoke/nn/model.hpp"
 #include "stoke/nn/optim.hpp"
+#include "tiny_dataset.hpp"
 
 namespace stoke::testing {
 namespace {
@@ -44,7 +44,8 @@ TEST(FineTune, FrozenStagesKeepWeightsAndStatistics) {
   auto model = nn::build_model(be, r18(), 1);
   model->freeze_stages(2);
   EXPECT_EQ(model->frozen_layers(), 6);  // conv1, bn1, relu, maxpool, layer1, layer2
-  nn::Sgd sgd(*model, {0.9f, 1e-2f, false});  // weight decay would move frozen weights if they were updated
+  nn::Sgd sgd(*model,
+              {0.9f, 1e-2f, false});  // weight decay would move frozen weights if they were updated
   nn::TrainStep step(*model, sgd);
   std::map<std::string, std::vector<float>> before;
   for (const auto& t : model->named_parameters()) before[t.name] = t.tensor.to_vector();
@@ -70,7 +71,8 @@ TEST(FineTune, FrozenStagesKeepWeightsAndStatistics) {
   const auto groups = model->parameter_groups();
   ASSERT_EQ(groups.size(), 1u);
   const auto g = model->gradients().to_vector();
-  for (std::int64_t i = 0; i < groups[0].offset; ++i) ASSERT_EQ(g[static_cast<std::size_t>(i)], 0.0f) << i;
+  for (std::int64_t i = 0; i < groups[0].offset; ++i)
+    ASSERT_EQ(g[static_cast<std::size_t>(i)], 0.0f) << i;
   EXPECT_THROW(model->freeze_stages(5), InvalidArgument);
 }
 
@@ -88,12 +90,16 @@ TEST(FineTune, StageMultipliersScaleTheirStagesUpdate) {
   std::size_t offset = 0;
   for (std::size_t i = 0; i < pa.size(); ++i) {
     const auto va = pa[i].tensor.to_vector(), vb = pb[i].tensor.to_vector();
-    const float m = in_stage(pa[i].name, 1) ? 0.5f : pa[i].name.starts_with("layer4.") ? 0.0f : 1.0f;
+    const float m = in_stage(pa[i].name, 1)             ? 0.5f
+                    : pa[i].name.starts_with("layer4.") ? 0.0f
+                                                        : 1.0f;
     // The update of b is m times the update of a: b - w0 = m (a - w0).
-    const auto w0i = std::vector<float>(w0.begin() + static_cast<std::ptrdiff_t>(offset),
-                                        w0.begin() + static_cast<std::ptrdiff_t>(offset + va.size()));
+    const auto w0i =
+        std::vector<float>(w0.begin() + static_cast<std::ptrdiff_t>(offset),
+                           w0.begin() + static_cast<std::ptrdiff_t>(offset + va.size()));
     for (std::size_t j = 0; j < va.size(); ++j) {
-      ASSERT_NEAR(vb[j] - w0i[j], m * (va[j] - w0i[j]), 1e-6f + 1e-4f * std::fabs(va[j] - w0i[j])) << pa[i].name;
+      ASSERT_NEAR(vb[j] - w0i[j], m * (va[j] - w0i[j]), 1e-6f + 1e-4f * std::fabs(va[j] - w0i[j]))
+          << pa[i].name;
     }
     offset += (va.size() + 15) / 16 * 16;  // views are 64-byte aligned in the flat block
   }

@@ -23,10 +23,12 @@ void randomize_statistics(Model& model, std::uint32_t seed) {
     Tensor view = t;
     view.copy_from_host(v.data());
   };
-  for (const auto& b : model.named_buffers()) fill(b.tensor, b.name.find("running_var") != std::string::npos);
+  for (const auto& b : model.named_buffers())
+    fill(b.tensor, b.name.find("running_var") != std::string::npos);
   for (const auto& p : model.named_parameters()) {
     if (p.name.find(".gamma") != std::string::npos) fill(p.tensor, true);
-    if (p.name.find(".beta") != std::string::npos || p.name.find("fc.bias") != std::string::npos) fill(p.tensor, false);
+    if (p.name.find(".beta") != std::string::npos || p.name.find("fc.bias") != std::string::npos)
+      fill(p.tensor, false);
   }
 }
 
@@ -42,7 +44,8 @@ Tensor random_input(Backend& be, const Shape& s, std::uint32_t seed) {
 
 void expect_matches(Model& model, FusedInference& fused, std::int64_t batch) {
   Backend& be = model.backend();
-  const Tensor x = random_input(be, model.input_shape(batch), 7 + static_cast<std::uint32_t>(batch));
+  const Tensor x =
+      random_input(be, model.input_shape(batch), 7 + static_cast<std::uint32_t>(batch));
   const auto want = model.forward(x, false).to_vector();
   const auto got = fused.forward(x).to_vector();
   ASSERT_EQ(got.size(), want.size());

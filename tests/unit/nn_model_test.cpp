@@ -36,7 +36,8 @@ TEST(Model, ResNetShapesAndParameterCount) {
   nn::ModelSpec spec;  // Fashion-MNIST ResNet: 1x28x28, widths 32/64/128, 2 blocks per stage
   auto model = nn::build_model(cpu_backend(), spec, 1);
   EXPECT_EQ(model->network().output_shape(model->input_shape(5)), (Shape{5, 10}));
-  // stem 288+64, stage1 4 convs 9216 each + 8 bn 64, stage2 18432+36864*3 + 1x1 2048 + bn, stage3 ...
+  // stem 288+64, stage1 4 convs 9216 each + 8 bn 64, stage2 18432+36864*3 + 1x1 2048 + bn, stage3
+  // ...
   EXPECT_GT(model->parameter_count(), 600000);
   EXPECT_LT(model->parameter_count(), 800000);
   EXPECT_NE(model->summary().find("stage3.block1.conv2"), std::string::npos);
@@ -101,7 +102,8 @@ TEST(Model, GradientsMatchFiniteDifferences) {
     double gmax = 0;
     for (float v : g) gmax = std::max(gmax, static_cast<double>(std::fabs(v)));
     EXPECT_GT(gmax, 0.1) << "gradients this small would make the comparison vacuous";
-    EXPECT_GE(agreed, checked * 9 / 10) << "architecture " << static_cast<int>(arch) << ": " << agreed << "/" << checked;
+    EXPECT_GE(agreed, checked * 9 / 10)
+        << "architecture " << static_cast<int>(arch) << ": " << agreed << "/" << checked;
   }
 }
 
@@ -110,7 +112,8 @@ TEST(Model, MemoryPlanMatchesMeasuredPeak) {
   std::vector<nn::ModelSpec> specs(1);
   specs[0].height = specs[0].width = 16;
   // The torchvision backbones at a small width and input.
-  for (auto arch : {nn::Architecture::kResNet18, nn::Architecture::kResNet34, nn::Architecture::kResNet50}) {
+  for (auto arch :
+       {nn::Architecture::kResNet18, nn::Architecture::kResNet34, nn::Architecture::kResNet50}) {
     nn::ModelSpec t;
     t.architecture = arch;
     t.width_multiplier = 0.0625f;
@@ -131,10 +134,10 @@ TEST(Model, MemoryPlanMatchesMeasuredPeak) {
     step.run(x, labels, 0.01f);
     const std::size_t measured = be.memory_stats().peak_bytes - inputs;
     const nn::MemoryPlan plan = model->memory_plan(batch, sgd.slots());
-    EXPECT_EQ(measured, plan.total()) << nn::architecture_name(spec.architecture) << " batch " << batch
-                                      << ": params " << plan.parameters << " grads " << plan.gradients << " opt "
-                                      << plan.optimizer_state << " act " << plan.activations << " ws "
-                                      << plan.workspace;
+    EXPECT_EQ(measured, plan.total())
+        << nn::architecture_name(spec.architecture) << " batch " << batch << ": params "
+        << plan.parameters << " grads " << plan.gradients << " opt " << plan.optimizer_state
+        << " act " << plan.activations << " ws " << plan.workspace;
   };
   for (const nn::ModelSpec& spec : specs) {
     for (std::int64_t batch : {2, 8}) {

@@ -3,8 +3,8 @@
 // against central differences.
 #include <cmath>
 
-#include "op_test_util.hpp"
 #include "nn/resnet.hpp"
+#include "op_test_util.hpp"
 #include "stoke/nn/model.hpp"
 
 namespace stoke::testing {
@@ -31,7 +31,8 @@ TEST(TorchResNet, ParameterCountsEqualTorchvision) {
   // torchvision.models.resnetXX(num_classes=1000): sum(p.numel() for p in m.parameters()).
   // Counted from the network's slots, without allocating the full-size blocks.
   const std::pair<nn::Architecture, std::int64_t> expected[] = {
-      {nn::Architecture::kResNet18, 11689512}, {nn::Architecture::kResNet34, 21797672},
+      {nn::Architecture::kResNet18, 11689512},
+      {nn::Architecture::kResNet34, 21797672},
       {nn::Architecture::kResNet50, 25557032}};
   for (const auto& [arch, count] : expected) {
     auto net = nn::build_torchvision_resnet(cpu_backend(), torch_spec(arch, 1.0f, 3, 224, 1000), 1);
@@ -45,7 +46,8 @@ TEST(TorchResNet, ParameterCountsEqualTorchvision) {
 }
 
 TEST(TorchResNet, TorchvisionParameterNames) {
-  auto r18 = nn::build_model(cpu_backend(), torch_spec(nn::Architecture::kResNet18, 0.25f, 1, 32, 5), 1);
+  auto r18 =
+      nn::build_model(cpu_backend(), torch_spec(nn::Architecture::kResNet18, 0.25f, 1, 32, 5), 1);
   const auto p = r18->named_parameters();
   const auto b = r18->named_buffers();
   EXPECT_TRUE(has_name(p, "conv1.weight", {16, 1, 7, 7}));
@@ -59,7 +61,8 @@ TEST(TorchResNet, TorchvisionParameterNames) {
   EXPECT_TRUE(has_name(p, "fc.weight", {5, 128}));
   EXPECT_TRUE(has_name(p, "fc.bias", {5}));
   EXPECT_FALSE(has_name(p, "layer1.0.downsample.0.weight", {16, 16, 1, 1}));  // identity shortcut
-  auto r50 = nn::build_model(cpu_backend(), torch_spec(nn::Architecture::kResNet50, 0.125f, 3, 32, 5), 1);
+  auto r50 =
+      nn::build_model(cpu_backend(), torch_spec(nn::Architecture::kResNet50, 0.125f, 3, 32, 5), 1);
   const auto p50 = r50->named_parameters();
   EXPECT_TRUE(has_name(p50, "layer1.0.conv3.weight", {32, 8, 1, 1}));
   EXPECT_TRUE(has_name(p50, "layer1.0.downsample.0.weight", {32, 8, 1, 1}));
@@ -69,7 +72,8 @@ TEST(TorchResNet, TorchvisionParameterNames) {
 
 TEST(TorchResNet, AnyInputSizeAndSpecRoundTrip) {
   for (int size : {32, 33, 57, 100}) {
-    auto m = nn::build_model(cpu_backend(), torch_spec(nn::Architecture::kResNet34, 0.0625f, 3, size, 4), 1);
+    auto m = nn::build_model(cpu_backend(),
+                             torch_spec(nn::Architecture::kResNet34, 0.0625f, 3, size, 4), 1);
     EXPECT_EQ(m->network().output_shape(m->input_shape(1)), (Shape{1, 4})) << size;
   }
   const nn::ModelSpec spec = torch_spec(nn::Architecture::kResNet50, 0.5f, 1, 64, 7);
@@ -80,8 +84,9 @@ TEST(TorchResNet, AnyInputSizeAndSpecRoundTrip) {
   old.erase("width_multiplier");  // files written before the backbones existed
   EXPECT_FLOAT_EQ(nn::ModelSpec::from_map(old).width_multiplier, 1.0f);
   EXPECT_THROW(nn::architecture_from_name("resnet101"), InvalidArgument);
-  EXPECT_THROW(nn::build_model(cpu_backend(), torch_spec(nn::Architecture::kResNet18, 0.0f, 3, 32, 2), 1),
-               InvalidArgument);
+  EXPECT_THROW(
+      nn::build_model(cpu_backend(), torch_spec(nn::Architecture::kResNet18, 0.0f, 3, 32, 2), 1),
+      InvalidArgument);
 }
 
 TEST(TorchResNet, ResNet18GradientsMatchFiniteDifferences) {

@@ -18,7 +18,9 @@ constexpr std::size_t kSampleBytes = 256;
 constexpr std::size_t kBatch = 8;
 constexpr std::uint64_t kBatches = 60;
 
-unsigned char pattern(std::uint64_t b, std::size_t s) { return static_cast<unsigned char>((b * 29 + s) % 253); }
+unsigned char pattern(std::uint64_t b, std::size_t s) {
+  return static_cast<unsigned char>((b * 29 + s) % 253);
+}
 
 struct Case {
   bool streams;
@@ -27,7 +29,8 @@ struct Case {
 };
 
 void PrintTo(const Case& c, std::ostream* out) {
-  *out << (c.streams ? "copy stream" : "one stream") << ", depth " << c.depth << ", seed " << c.seed;
+  *out << (c.streams ? "copy stream" : "one stream") << ", depth " << c.depth << ", seed "
+       << c.seed;
 }
 
 class PrefetcherOnAsyncDevice : public ::testing::TestWithParam<Case> {};
@@ -51,7 +54,8 @@ TEST_P(PrefetcherOnAsyncDevice, QueuedReadsSeeEveryBatchIntactWhenSlotsAreReleas
     }
     return kBatch;
   };
-  std::vector<std::vector<unsigned char>> seen(kBatches, std::vector<unsigned char>(kBatch * kSampleBytes));
+  std::vector<std::vector<unsigned char>> seen(kBatches,
+                                               std::vector<unsigned char>(kBatch * kSampleBytes));
   std::vector<std::vector<std::int32_t>> seen_labels(kBatches, std::vector<std::int32_t>(kBatch));
   {
     Prefetcher prefetcher(o, fill, device);
@@ -76,14 +80,14 @@ TEST_P(PrefetcherOnAsyncDevice, QueuedReadsSeeEveryBatchIntactWhenSlotsAreReleas
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Schedules, PrefetcherOnAsyncDevice,
-    ::testing::Values(Case{true, 2, 1}, Case{true, 2, 2}, Case{true, 3, 3}, Case{false, 2, 4},
-                      Case{true, 1, 5}),
-    [](const auto& info) {
-      return std::string(info.param.streams ? "CopyStream" : "OneStream") + "Depth" +
-             std::to_string(info.param.depth) + "Seed" + std::to_string(info.param.seed);
-    });
+INSTANTIATE_TEST_SUITE_P(Schedules, PrefetcherOnAsyncDevice,
+                         ::testing::Values(Case{true, 2, 1}, Case{true, 2, 2}, Case{true, 3, 3},
+                                           Case{false, 2, 4}, Case{true, 1, 5}),
+                         [](const auto& info) {
+                           return std::string(info.param.streams ? "CopyStream" : "OneStream") +
+                                  "Depth" + std::to_string(info.param.depth) + "Seed" +
+                                  std::to_string(info.param.seed);
+                         });
 
 }  // namespace
 }  // namespace stoke::testing

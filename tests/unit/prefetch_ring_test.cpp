@@ -44,12 +44,15 @@ FillBatch pattern_fill(std::size_t total_samples, std::size_t batch_size) {
 void expect_batch_content(const Batch& batch, const std::byte* images, const std::int32_t* labels) {
   for (std::size_t s = 0; s < batch.count(); ++s) {
     ASSERT_EQ(images[s * kSampleBytes], pattern(batch.epoch(), batch.index(), s));
-    ASSERT_EQ(images[s * kSampleBytes + kSampleBytes - 1], pattern(batch.epoch(), batch.index(), s));
-    ASSERT_EQ(labels[s], static_cast<std::int32_t>(batch.epoch() * 100000 + batch.index() * 100 + s));
+    ASSERT_EQ(images[s * kSampleBytes + kSampleBytes - 1],
+              pattern(batch.epoch(), batch.index(), s));
+    ASSERT_EQ(labels[s],
+              static_cast<std::int32_t>(batch.epoch() * 100000 + batch.index() * 100 + s));
   }
 }
 
-PrefetchOptions ring(int depth, std::size_t batch_size, std::uint64_t batches, std::uint64_t epochs) {
+PrefetchOptions ring(int depth, std::size_t batch_size, std::uint64_t batches,
+                     std::uint64_t epochs) {
   PrefetchOptions o;
   o.sample_bytes = kSampleBytes;
   o.batch_size = batch_size;
@@ -310,8 +313,8 @@ TEST_P(PrefetcherOnFakeDevice, DeviceNormalizeHandsOutFloatChwOfTheUploadedBytes
       for (int c = 0; c < kC; ++c) {
         for (int p = 0; p < kH * kW; ++p) {
           const float byte = static_cast<float>((batch->index() * 50 + n * 17 + p * kC + c) % 256);
-          const float expected = (byte / 255.0f - o.device_normalize.mean[c]) /
-                                 o.device_normalize.std[c];
+          const float expected =
+              (byte / 255.0f - o.device_normalize.mean[c]) / o.device_normalize.std[c];
           ASSERT_NEAR(out[(n * kC + c) * kH * kW + p], expected, 1e-5f)
               << "batch " << batch->index() << " n " << n << " c " << c << " p " << p;
         }
@@ -324,7 +327,7 @@ TEST_P(PrefetcherOnFakeDevice, DeviceNormalizeHandsOutFloatChwOfTheUploadedBytes
 }
 
 TEST(Prefetcher, DeviceNormalizeRejectsAShapeThatIsNotTheSampleSize) {
-  PrefetchOptions o = ring(2, 4, 1, 1);  // 48-byte samples
+  PrefetchOptions o = ring(2, 4, 1, 1);                    // 48-byte samples
   o.device_normalize = {true, 4, 4, 4, {}, {1, 1, 1, 1}};  // 64 bytes
   EXPECT_THROW(Prefetcher(o, pattern_fill(8, 4)), InvalidArgument);
   o.device_normalize = {true, 4, 4, 3, {}, {1, 0, 1, 1}};  // std 0

@@ -15,8 +15,9 @@ TEST(ProfileMemoryOutsidePool, TableAndJsonShowWhatTheCapDoesNotBound) {
   s.memory.pool_reserved = 1ull << 30;
   s.memory.device_outside_pool = 512ull << 20;
   const std::string table = format_profile(s);
-  EXPECT_NE(table.find("outside the pool (CUDA context, library handles, other processes) 512.0 MiB"),
-            std::string::npos)
+  EXPECT_NE(
+      table.find("outside the pool (CUDA context, library handles, other processes) 512.0 MiB"),
+      std::string::npos)
       << table;
   EXPECT_NE(profile_to_json(s).find("\"device_outside_pool\":536870912"), std::string::npos);
   s.memory.device_outside_pool = 0;  // unknown (CPU, or a backend that cannot tell)

@@ -1,10 +1,10 @@
+#include "stoke/profile.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
 #include <vector>
-
-#include "stoke/profile.hpp"
 
 namespace stoke {
 namespace {
@@ -82,7 +82,8 @@ TEST(Profiler, ChromeTraceHoldsOnlyTheFirstSteps) {
   }
   const auto trace = p.chrome_trace();
   std::size_t events = 0;
-  for (std::size_t pos = 0; (pos = trace.find("\"ph\":\"X\"", pos)) != std::string::npos; ++pos) ++events;
+  for (std::size_t pos = 0; (pos = trace.find("\"ph\":\"X\"", pos)) != std::string::npos; ++pos)
+    ++events;
   EXPECT_EQ(events, 2u) << trace;
   EXPECT_NE(trace.find("\"name\":\"forward\""), std::string::npos);
   EXPECT_EQ(trace.rfind("{\"traceEvents\":[", 0), 0u);
@@ -100,8 +101,12 @@ TEST(Profiler, ReportAndJsonNameTheStages) {
   p.start();
   const auto t0 = Clock::now();
   p.record(Stage::kDataWait, t0, t0 + std::chrono::milliseconds(1));
-  p.set_memory({.device_total = 1ull << 34, .pool_cap = 1ull << 33, .pool_reserved = 1ull << 30,
-                .pool_in_use = 1ull << 29, .pool_peak = 1ull << 29, .pinned_bytes = 1ull << 26,
+  p.set_memory({.device_total = 1ull << 34,
+                .pool_cap = 1ull << 33,
+                .pool_reserved = 1ull << 30,
+                .pool_in_use = 1ull << 29,
+                .pool_peak = 1ull << 29,
+                .pinned_bytes = 1ull << 26,
                 .pinned_fallback = false});
   const auto s = p.summary();
   const auto table = format_profile(s);

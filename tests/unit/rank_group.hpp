@@ -38,7 +38,8 @@ class RankGroup {
 
   // Runs `program args...` on every rank; extra_env as "NAME=value".
   std::vector<RankResult> run(const std::string& program, const std::vector<std::string>& args,
-                              std::chrono::seconds deadline, const std::vector<std::string>& extra_env = {}) {
+                              std::chrono::seconds deadline,
+                              const std::vector<std::string>& extra_env = {}) {
     const auto start = std::chrono::steady_clock::now();
     std::vector<pid_t> pids;
     for (int r = 0; r < world_; ++r) pids.push_back(spawn(program, args, r, extra_env));
@@ -85,7 +86,9 @@ class RankGroup {
   std::string store() const { return "file:" + (dir_ / "store").string(); }
 
  private:
-  std::filesystem::path log_path(int rank) const { return dir_ / ("rank" + std::to_string(rank) + ".log"); }
+  std::filesystem::path log_path(int rank) const {
+    return dir_ / ("rank" + std::to_string(rank) + ".log");
+  }
 
   static double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -93,12 +96,13 @@ class RankGroup {
 
   pid_t spawn(const std::string& program, const std::vector<std::string>& args, int rank,
               const std::vector<std::string>& extra_env) {
-    std::vector<std::string> env = {"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world_),
-                                    "LOCAL_RANK=" + std::to_string(rank), "STOKE_DIST_STORE=" + store()};
+    std::vector<std::string> env = {
+        "RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world_),
+        "LOCAL_RANK=" + std::to_string(rank), "STOKE_DIST_STORE=" + store()};
     for (char** e = environ; *e; ++e) {
       const std::string var = *e;
-      if (var.rfind("RANK=", 0) == 0 || var.rfind("WORLD_SIZE=", 0) == 0 || var.rfind("LOCAL_RANK=", 0) == 0 ||
-          var.rfind("STOKE_DIST_", 0) == 0) {
+      if (var.rfind("RANK=", 0) == 0 || var.rfind("WORLD_SIZE=", 0) == 0 ||
+          var.rfind("LOCAL_RANK=", 0) == 0 || var.rfind("STOKE_DIST_", 0) == 0) {
         continue;
       }
       env.push_back(var);

@@ -1,9 +1,10 @@
+#include "stoke/runtime.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 
 #include "stoke/error.hpp"
-#include "stoke/runtime.hpp"
 #include "stoke/threads.hpp"
 
 namespace stoke {
@@ -47,7 +48,8 @@ TEST(Runtime, CpuBackendDefaultUsesAllPhysicalCores) {
 
 TEST(Runtime, ForcedScalarSimdIsHonoured) {
   const int saved = thread_count();
-  const auto runtime = init(config_from({{"STOKE_CPU_SIMD", "scalar"}, {"STOKE_GPU_DEVICE", "cpu"}}));
+  const auto runtime =
+      init(config_from({{"STOKE_CPU_SIMD", "scalar"}, {"STOKE_GPU_DEVICE", "cpu"}}));
   EXPECT_EQ(runtime.simd, SimdLevel::kScalar);
   set_thread_count(saved);
 }

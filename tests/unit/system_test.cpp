@@ -1,10 +1,11 @@
+#include "stoke/system.hpp"
+
 #include <gtest/gtest.h>
 #include <sched.h>
 
 #include <thread>
 
 #include "core/text.hpp"
-#include "stoke/system.hpp"
 #include "system/cpu_limits.hpp"
 
 namespace stoke {
@@ -46,7 +47,8 @@ TEST(System, CachedCpuLimitsFollowTheAffinityMask) {
 TEST(System, QueryNeverThrowsAndExplainsMissingGpus) {
   const auto info = query_system();
   if (info.cuda.gpus.empty()) {
-    const std::string why = info.cuda.plugin_loaded ? info.cuda.device_error : info.cuda.plugin_error;
+    const std::string why =
+        info.cuda.plugin_loaded ? info.cuda.device_error : info.cuda.plugin_error;
     EXPECT_FALSE(why.empty()) << "no GPU and no reason given";
     EXPECT_NE(format_system(info).find("no CUDA device: running on CPU"), std::string::npos);
   }

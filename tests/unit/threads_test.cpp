@@ -1,3 +1,5 @@
+#include "stoke/threads.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "stoke/error.hpp"
-#include "stoke/threads.hpp"
 
 namespace stoke {
 namespace {
@@ -67,8 +68,9 @@ TEST(Threads, SerialAndParallelCoverTheRangeWithTheSameChunks) {
   for (std::size_t grain : {1u, 7u, 64u, 1000u}) {
     std::vector<std::pair<std::size_t, std::size_t>> serial, parallel;
     std::mutex m;
-    parallel_for(3, 1003, grain, [&](std::size_t b, std::size_t e) { serial.emplace_back(b, e); },
-                 Execution::kSerial);
+    parallel_for(
+        3, 1003, grain, [&](std::size_t b, std::size_t e) { serial.emplace_back(b, e); },
+        Execution::kSerial);
     parallel_for(3, 1003, grain, [&](std::size_t b, std::size_t e) {
       std::lock_guard lock(m);
       parallel.emplace_back(b, e);
@@ -89,7 +91,9 @@ TEST(Threads, ExceptionsReachTheCaller) {
                std::runtime_error);
 }
 
-TEST(Threads, ZeroThreadsIsRejected) { EXPECT_THROW(set_thread_count(0), InvalidArgument); }
+TEST(Threads, ZeroThreadsIsRejected) {
+  EXPECT_THROW(set_thread_count(0), InvalidArgument);
+}
 
 TEST(Threads, EmptyRangeRunsNothing) {
   int calls = 0;

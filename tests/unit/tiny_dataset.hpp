@@ -23,7 +23,8 @@ class TinyDataset : public ::testing::Test {
 
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("stoke_train_test_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("stoke_train_test_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     std::vector<unsigned char> pixels(static_cast<std::size_t>(kCount) * kSide * kSide);
@@ -36,7 +37,8 @@ class TinyDataset : public ::testing::Test {
           rng = rng * 1664525u + 1013904223u;
           const bool bright = (x < kSide / 2) == (labels[i] == 0);
           const int v = (bright ? 170 : 60) + static_cast<int>(rng >> 26);
-          pixels[(static_cast<std::size_t>(i) * kSide + y) * kSide + x] = static_cast<unsigned char>(v);
+          pixels[(static_cast<std::size_t>(i) * kSide + y) * kSide + x] =
+              static_cast<unsigned char>(v);
         }
       }
     }
@@ -46,8 +48,8 @@ class TinyDataset : public ::testing::Test {
     loader_.preprocess.width = kSide;
     loader_.preprocess.height = kSide;
     loader_.preprocess.channels = 1;
-    loader_.preprocess.normalization = Normalization::mean_std(std::vector<float>{0.45f},
-                                                               std::vector<float>{0.25f});
+    loader_.preprocess.normalization =
+        Normalization::mean_std(std::vector<float>{0.45f}, std::vector<float>{0.25f});
     loader_.cache = CacheSpec{};
     spec_.architecture = nn::Architecture::kPlainCnn;
     spec_.in_channels = 1;
@@ -70,11 +72,13 @@ class TinyDataset : public ::testing::Test {
     const unsigned char magic[4] = {0, 0, 0x08, static_cast<unsigned char>(dims.size())};
     out.write(reinterpret_cast<const char*>(magic), 4);
     for (int d : dims) {
-      const unsigned char be[4] = {static_cast<unsigned char>(d >> 24), static_cast<unsigned char>(d >> 16),
-                                   static_cast<unsigned char>(d >> 8), static_cast<unsigned char>(d)};
+      const unsigned char be[4] = {
+          static_cast<unsigned char>(d >> 24), static_cast<unsigned char>(d >> 16),
+          static_cast<unsigned char>(d >> 8), static_cast<unsigned char>(d)};
       out.write(reinterpret_cast<const char*>(be), 4);
     }
-    out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+    out.write(reinterpret_cast<const char*>(data.data()),
+              static_cast<std::streamsize>(data.size()));
   }
 
   std::unique_ptr<nn::Model> model() { return nn::build_model(cpu_backend(), spec_, 7); }

@@ -25,7 +25,8 @@ class WeightedLoss : public ::testing::Test {
     spec_.widths = {4};
     model_ = nn::build_model(cpu_backend(), spec_, 3);
     std::vector<float> pixels(static_cast<std::size_t>(kN * 36));
-    for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = std::sin(0.7f * static_cast<float>(i)) * 2.0f;
+    for (std::size_t i = 0; i < pixels.size(); ++i)
+      pixels[i] = std::sin(0.7f * static_cast<float>(i)) * 2.0f;
     x_ = Tensor(cpu_backend(), model_->input_shape(kN));
     x_.copy_from_host(pixels.data());
     labels_ = Tensor(cpu_backend(), {kN}, DType::kInt32);
@@ -44,7 +45,8 @@ class WeightedLoss : public ::testing::Test {
       total += w * (std::log(sum) - (z[i * 3 + kLabels[i]] - mx));
       if (!dlogits) continue;
       for (int j = 0; j < 3; ++j)
-        (*dlogits)[i * 3 + j] = w * (std::exp(z[i * 3 + j] - mx) / sum - (j == kLabels[i] ? 1.0 : 0.0)) / kN;
+        (*dlogits)[i * 3 + j] =
+            w * (std::exp(z[i * 3 + j] - mx) / sum - (j == kLabels[i] ? 1.0 : 0.0)) / kN;
     }
     return total / kN;
   }
@@ -66,7 +68,8 @@ TEST_F(WeightedLoss, LogitGradientIsTheFormula) {
   step.forward(x_, labels_);
   const std::vector<float> got = step.dlogits().to_vector();
   ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << "dlogits[" << i << "]";
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-6) << "dlogits[" << i << "]";
 }
 
 TEST_F(WeightedLoss, ParameterGradientsMatchCentralDifferencesOfTheWeightedLoss) {
@@ -104,7 +107,8 @@ TEST_F(WeightedLoss, OnesEqualUnweightedAndAWrongCountIsRefused) {
   const std::vector<float> a = plain.dlogits().to_vector();
   ones.forward(x_, labels_);
   const std::vector<float> b = ones.dlogits().to_vector();
-  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-7f) << i;  // one-hot within an ulp of 1
+  for (std::size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(a[i], b[i], 1e-7f) << i;  // one-hot within an ulp of 1
   EXPECT_THROW(ones.set_class_weights({1.0f, 2.0f}), InvalidArgument);
 }
 

@@ -28,10 +28,12 @@ TEST_F(FakeGpuTrainer, EagerGpuPathEqualsTheCpuTrainer) {
   EXPECT_EQ(fake.parameters, cpu.parameters);
   ASSERT_EQ(fake.result.log.epochs.size(), 2u);
   for (std::size_t e = 0; e < 2; ++e) {
-    EXPECT_EQ(fake.result.log.epochs[e].train_loss, cpu.result.log.epochs[e].train_loss) << "epoch " << e + 1;
+    EXPECT_EQ(fake.result.log.epochs[e].train_loss, cpu.result.log.epochs[e].train_loss)
+        << "epoch " << e + 1;
     // Validation goes through the device slots too.
     EXPECT_TRUE(fake.result.log.epochs[e].validated);
-    EXPECT_EQ(fake.result.log.epochs[e].val_loss, cpu.result.log.epochs[e].val_loss) << "epoch " << e + 1;
+    EXPECT_EQ(fake.result.log.epochs[e].val_loss, cpu.result.log.epochs[e].val_loss)
+        << "epoch " << e + 1;
     EXPECT_EQ(fake.result.log.epochs[e].val_accuracy, cpu.result.log.epochs[e].val_accuracy);
     EXPECT_EQ(fake.result.log.epochs[e].images, static_cast<std::uint64_t>(kCount));
   }
@@ -83,7 +85,8 @@ TEST_F(FakeGpuTrainer, RecordedGraphsFreezeHostValuesLikeCudaGraphs) {
   value = 2.0f;
   graphed.run([&] { gpu.fill(x, value); });  // replayed: still 1
   EXPECT_EQ(x.to_vector()[0], 1.0f);
-  graphed.run([&] { gpu.fill(x, value); }, std::bit_cast<std::uint32_t>(value));  // new key: re-captured
+  graphed.run([&] { gpu.fill(x, value); },
+              std::bit_cast<std::uint32_t>(value));  // new key: re-captured
   EXPECT_EQ(x.to_vector()[0], 2.0f);
   EXPECT_EQ(graphed.captures(), 2);
 }
@@ -136,8 +139,10 @@ TEST_F(FakeGpuTrainer, DropoutAndGradientAccumulationRunEagerlyAndSayWhy) {
     const Run run = fit(gpu, Toggle::kOn);
     const Run cpu = fit(cpu_backend(), Toggle::kOff);
     EXPECT_EQ(run.result.graph_steps, 0);
-    EXPECT_NE(run.result.graph_note.find("batch multiplier"), std::string::npos) << run.result.graph_note;
-    EXPECT_EQ(run.parameters, cpu.parameters) << "accumulation on the GPU path equals the CPU trainer";
+    EXPECT_NE(run.result.graph_note.find("batch multiplier"), std::string::npos)
+        << run.result.graph_note;
+    EXPECT_EQ(run.parameters, cpu.parameters)
+        << "accumulation on the GPU path equals the CPU trainer";
   }
 }
 
@@ -151,7 +156,8 @@ TEST_F(FakeGpuTrainer, Uint8UploadTrainsLikeFloatBatches) {
   const Run as_u8 = fit(u8_gpu, Toggle::kOn);
   EXPECT_EQ(as_u8.result.graph_steps, as_float.result.graph_steps);
   for (std::size_t e = 0; e < 2; ++e)
-    EXPECT_NEAR(as_u8.result.log.epochs[e].train_loss, as_float.result.log.epochs[e].train_loss, 1e-4);
+    EXPECT_NEAR(as_u8.result.log.epochs[e].train_loss, as_float.result.log.epochs[e].train_loss,
+                1e-4);
   EXPECT_LT(max_difference(as_u8.parameters, as_float.parameters), 1e-4);
   // A quarter of the image bytes went through the prefetcher.
   EXPECT_EQ(as_u8.result.log.epochs.back().images, static_cast<std::uint64_t>(kCount));

@@ -40,11 +40,13 @@ class RareDefects : public testing::TinyDataset {
       const bool is_defect = (i % (count / defect)) == 0 && i / (count / defect) < defect;
       labels[static_cast<std::size_t>(i)] = is_defect ? 1 : 0;
       unsigned char* img = &pixels[static_cast<std::size_t>(i) * kSide * kSide];
-      for (int p = 0; p < kSide * kSide; ++p) img[p] = static_cast<unsigned char>(90 + (next() >> 26));
+      for (int p = 0; p < kSide * kSide; ++p)
+        img[p] = static_cast<unsigned char>(90 + (next() >> 26));
       if (!is_defect) continue;
       const int sx = 1 + static_cast<int>(next() >> 29), sy = 1 + static_cast<int>(next() >> 29);
       for (int y = sy; y < sy + 3; ++y)
-        for (int x = sx; x < sx + 3; ++x) img[y * kSide + x] = static_cast<unsigned char>(img[y * kSide + x] + 40);
+        for (int x = sx; x < sx + 3; ++x)
+          img[y * kSide + x] = static_cast<unsigned char>(img[y * kSide + x] + 40);
     }
     write_idx(dir_ / (name + "_images.idx"), pixels, {count, kSide, kSide});
     write_idx(dir_ / (name + "_labels.idx"), labels, {count});
@@ -61,7 +63,8 @@ class RareDefects : public testing::TinyDataset {
     Loader loader(test_, lo);
     std::vector<float> images(test_.size() * loader.sample_bytes() / sizeof(float));
     std::vector<std::int32_t> labels(test_.size());
-    const auto n = static_cast<std::int64_t>(loader.fill_batch(0, 0, std::as_writable_bytes(std::span(images)), labels));
+    const auto n = static_cast<std::int64_t>(
+        loader.fill_batch(0, 0, std::as_writable_bytes(std::span(images)), labels));
     Tensor x(m->backend(), m->input_shape(n));
     x.copy_from_host(images.data());
     const std::vector<float> logits = m->forward(x, false).to_vector();
@@ -69,7 +72,9 @@ class RareDefects : public testing::TinyDataset {
     for (std::int64_t i = 0; i < n; ++i) {
       if (labels[static_cast<std::size_t>(i)] != 1) continue;
       ++defects;
-      found += logits[static_cast<std::size_t>(2 * i + 1)] > logits[static_cast<std::size_t>(2 * i)] ? 1 : 0;
+      found += logits[static_cast<std::size_t>(2 * i + 1)] > logits[static_cast<std::size_t>(2 * i)]
+                   ? 1
+                   : 0;
     }
     return static_cast<double>(found) / defects;
   }
@@ -112,7 +117,8 @@ TEST(AdvisorImbalance, StrongImbalanceNamesTheSettings) {
   AdvisorInput in;
   in.class_counts = {400, 20};
   auto advice = advise(in);
-  const auto it = std::find_if(advice.begin(), advice.end(), [](const Advice& a) { return a.rule == "class-imbalance"; });
+  const auto it = std::find_if(advice.begin(), advice.end(),
+                               [](const Advice& a) { return a.rule == "class-imbalance"; });
   ASSERT_NE(it, advice.end()) << format_advice(advice);
   EXPECT_NE(it->diagnosis.find("20.0x"), std::string::npos) << it->diagnosis;
   const std::string text = format_advice(advice);
@@ -120,11 +126,13 @@ TEST(AdvisorImbalance, StrongImbalanceNamesTheSettings) {
   EXPECT_NE(text.find("balanced_sampler"), std::string::npos) << text;
   in.class_counts = {400, 100};  // 4x: below the rule's threshold
   advice = advise(in);
-  EXPECT_TRUE(std::none_of(advice.begin(), advice.end(), [](const Advice& a) { return a.rule == "class-imbalance"; }));
+  EXPECT_TRUE(std::none_of(advice.begin(), advice.end(),
+                           [](const Advice& a) { return a.rule == "class-imbalance"; }));
   in.class_counts = {400, 20};
   in.balanced_sampler = true;  // already remedied
   advice = advise(in);
-  EXPECT_TRUE(std::none_of(advice.begin(), advice.end(), [](const Advice& a) { return a.rule == "class-imbalance"; }));
+  EXPECT_TRUE(std::none_of(advice.begin(), advice.end(),
+                           [](const Advice& a) { return a.rule == "class-imbalance"; }));
 }
 
 }  // namespace
@@ -165,7 +173,8 @@ TEST_F(RareDefects, BalancedClassWeightsRaiseDefectRecallAtEqualSteps) {
   TrainerOptions weighted = options_;
   weighted.balanced_class_weights = true;
   const double recall = defect_recall(weighted);
-  std::printf("defect recall at equal steps: plain %.2f, balanced class weights %.2f\n", plain, recall);
+  std::printf("defect recall at equal steps: plain %.2f, balanced class weights %.2f\n", plain,
+              recall);
   EXPECT_GT(recall, plain + 0.2);
 }
 

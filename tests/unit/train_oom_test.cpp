@@ -52,8 +52,8 @@ TEST_F(TrainOutOfMemory, AutoBatchHalvesKeepsTheEffectiveBatchAndLeaksNothing) {
   auto backend = make_cpu_backend(cap);
   auto m = nn::build_model(*backend, spec_, 7);
   TrainerOptions o = options_;
-  o.batch_size = 0;              // auto
-  o.max_memory = 1ull << 40;     // the plan says "anything fits": the cap decides
+  o.batch_size = 0;           // auto
+  o.max_memory = 1ull << 40;  // the plan says "anything fits": the cap decides
   o.epochs = 2;
   Trainer trainer(*m, o);
   const auto result = trainer.fit(data_, nullptr, loader_);

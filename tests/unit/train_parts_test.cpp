@@ -45,7 +45,8 @@ TEST_F(TinyDataset, TrainStepInPartsEqualsTheWholeStep) {
   nn::TrainStep a(*whole, opt_whole), b(*parts, opt_parts);
   Tensor x(cpu_backend(), whole->input_shape(4)), y(cpu_backend(), {4}, DType::kInt32);
   std::vector<float> pixels(static_cast<std::size_t>(x.numel()));
-  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>(i % 13) / 13.0f - 0.5f;
+  for (std::size_t i = 0; i < pixels.size(); ++i)
+    pixels[i] = static_cast<float>(i % 13) / 13.0f - 0.5f;
   const std::int32_t labels[4] = {0, 1, 1, 0};
   x.copy_from_host(pixels.data());
   y.copy_from_host(labels);

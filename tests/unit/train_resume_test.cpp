@@ -59,7 +59,8 @@ class TrainResume : public TinyDataset {
     const Outcome first = run(7, stop_at);
     ASSERT_EQ(first.result.reason, StopReason::kRequested);
     ASSERT_TRUE(fs::exists(options_.stop_checkpoint));
-    EXPECT_FALSE(same_bits(first.parameters, straight.parameters)) << "the stop came too late to test anything";
+    EXPECT_FALSE(same_bits(first.parameters, straight.parameters))
+        << "the stop came too late to test anything";
     const Outcome resumed = run(99, 0, options_.stop_checkpoint.string());
     EXPECT_EQ(resumed.result.reason, StopReason::kCompleted);
     EXPECT_TRUE(same_bits(resumed.parameters, straight.parameters));
@@ -74,7 +75,9 @@ class TrainResume : public TinyDataset {
     EXPECT_EQ(a.train_loss, b.train_loss);
     EXPECT_EQ(a.val_accuracy, b.val_accuracy);
     EXPECT_EQ(resumed.result.log.epochs.front().train_loss,
-              straight.result.log.epochs[static_cast<std::size_t>(resumed.result.log.epochs.front().epoch)].train_loss);
+              straight.result.log
+                  .epochs[static_cast<std::size_t>(resumed.result.log.epochs.front().epoch)]
+                  .train_loss);
   }
 };
 

@@ -1,3 +1,5 @@
+#include "stoke/train.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -8,7 +10,6 @@
 #include "stoke/backend.hpp"
 #include "stoke/error.hpp"
 #include "stoke/nn/checkpoint.hpp"
-#include "stoke/train.hpp"
 #include "train/async_logger.hpp"
 #include "unit/tiny_dataset.hpp"
 
@@ -49,7 +50,8 @@ TEST_F(TinyDataset, EpochProfilesCarryTheMemoryFigures) {
   EXPECT_GE(memory.pool_in_use, m->parameters().bytes());
   EXPECT_EQ(memory.pool_cap, 0u);
   EXPECT_FALSE(memory.pinned_fallback) << "the CPU backend copies nothing: nothing to pin";
-  EXPECT_NE(format_profile(result.log.epochs.back().profile).find("memory: pool cap none"), std::string::npos);
+  EXPECT_NE(format_profile(result.log.epochs.back().profile).find("memory: pool cap none"),
+            std::string::npos);
 }
 
 // Validation (through a prefetch ring) reports exactly what evaluating the
@@ -71,7 +73,8 @@ TEST_F(TinyDataset, ValidationEqualsEvaluatingEveryBatch) {
   double loss = 0, correct = 0;
   std::size_t seen = 0;
   for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b) {
-    const std::size_t n = loader.fill_batch(0, b, std::as_writable_bytes(std::span(images)), labels);
+    const std::size_t n =
+        loader.fill_batch(0, b, std::as_writable_bytes(std::span(images)), labels);
     const auto count = static_cast<std::int64_t>(n);
     Tensor x(m->backend(), m->input_shape(count)), y(m->backend(), {count}, DType::kInt32);
     x.copy_from_host(images.data());

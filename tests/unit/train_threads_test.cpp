@@ -42,7 +42,9 @@ class TrainThreads : public testing::TinyDataset {
   int threads_before_ = thread_count();
 };
 
-TEST_F(TrainThreads, PlainCnnTrainsTheSameWeightsOnOneTwoAndThreeThreads) { expect_thread_independent(); }
+TEST_F(TrainThreads, PlainCnnTrainsTheSameWeightsOnOneTwoAndThreeThreads) {
+  expect_thread_independent();
+}
 
 TEST_F(TrainThreads, ResNetWithAccumulationTrainsTheSameWeightsOnAnyThreadCount) {
   spec_.architecture = nn::Architecture::kResNet;

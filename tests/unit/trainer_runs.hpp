@@ -38,7 +38,7 @@ class TrainerRuns : public TinyDataset {
     return worst;
   }
   static constexpr std::int64_t kSteps = kCount / 16;  // per epoch at batch 16
-  const Dataset* val_ = nullptr;  // validated after each epoch when set
+  const Dataset* val_ = nullptr;                       // validated after each epoch when set
 };
 
 }  // namespace stoke::testing

@@ -1,13 +1,13 @@
 // Shared helpers of the stoke subcommands.
 #include "args.hpp"
 
-#include "core/text.hpp"
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <unistd.h>
 #include <string_view>
 
+#include "core/text.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke_cli {
@@ -56,7 +56,8 @@ int Args::get_int(const std::string& name, int fallback) const {
   const std::string v = get(name);
   char* end = nullptr;
   const long n = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || n < 0 || n > 1000000000) throw UsageError("--" + name + " '" + v + "' is not a count");
+  if (v.empty() || *end != '\0' || n < 0 || n > 1000000000)
+    throw UsageError("--" + name + " '" + v + "' is not a count");
   return static_cast<int>(n);
 }
 
@@ -77,7 +78,8 @@ std::vector<std::filesystem::path> list_images(const std::filesystem::path& root
   if (!fs::is_directory(root, ec)) throw stoke::IoError("'" + root.string() + "' is not a folder");
   for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
     std::string ext = it->path().extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::transform(ext.begin(), ext.end(), ext.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
     if (it->is_regular_file(ec) && kExt.count(ext)) out.push_back(it->path());
   }
   if (ec) throw stoke::IoError("cannot list '" + root.string() + "': " + ec.message());
@@ -86,11 +88,16 @@ std::vector<std::filesystem::path> list_images(const std::filesystem::path& root
 }
 
 // The library's one JSON string escaper (core/text.hpp).
-std::string json_string(const std::string& s) { return stoke::detail::json_quote(s); }
+std::string json_string(const std::string& s) {
+  return stoke::detail::json_quote(s);
+}
 
 Progress::Progress(std::string what, std::size_t total, std::string unit)
-    : what_(std::move(what)), unit_(std::move(unit)), total_(total),
-      start_(std::chrono::steady_clock::now()), last_(start_) {}
+    : what_(std::move(what)),
+      unit_(std::move(unit)),
+      total_(total),
+      start_(std::chrono::steady_clock::now()),
+      last_(start_) {}
 
 void Progress::update(std::size_t done, const std::string& detail) {
   const auto now = std::chrono::steady_clock::now();
@@ -102,17 +109,20 @@ void Progress::update(std::size_t done, const std::string& detail) {
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double rate = elapsed > 0 ? double(done) / elapsed : 0.0;
   const double eta = rate > 0 && total_ > done ? double(total_ - done) / rate : 0.0;
-  std::fprintf(stderr, "%s %zu/%zu (%.0f %%) %.1f %s/s ETA %d:%02d%s%s\n", what_.c_str(), done, total_,
-               total_ ? 100.0 * double(done) / double(total_) : 100.0, rate, unit_.c_str(), int(eta) / 60,
-               int(eta) % 60, detail.empty() ? "" : "  ", detail.c_str());
+  std::fprintf(stderr, "%s %zu/%zu (%.0f %%) %.1f %s/s ETA %d:%02d%s%s\n", what_.c_str(), done,
+               total_, total_ ? 100.0 * double(done) / double(total_) : 100.0, rate, unit_.c_str(),
+               int(eta) / 60, int(eta) % 60, detail.empty() ? "" : "  ", detail.c_str());
 }
 
 void Progress::finish(const std::string& detail) {
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  std::fprintf(stderr, "%s done in %.1f s%s%s\n", what_.c_str(), elapsed, detail.empty() ? "" : "  ", detail.c_str());
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  std::fprintf(stderr, "%s done in %.1f s%s%s\n", what_.c_str(), elapsed,
+               detail.empty() ? "" : "  ", detail.c_str());
 }
 
-int run_guarded(const char* command, const char* usage, int (*body)(int, char**), int argc, char** argv) {
+int run_guarded(const char* command, const char* usage, int (*body)(int, char**), int argc,
+                char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
       std::fputs(usage, stdout);

@@ -60,6 +60,7 @@ class Progress {
 
 // Runs body(); prints stoke errors as "stoke <cmd>: message" (status 1) and
 // usage errors with `usage` (status 2).
-int run_guarded(const char* command, const char* usage, int (*body)(int, char**), int argc, char** argv);
+int run_guarded(const char* command, const char* usage, int (*body)(int, char**), int argc,
+                char** argv);
 
 }  // namespace stoke_cli

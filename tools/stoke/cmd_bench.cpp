@@ -4,4 +4,6 @@
 
 int stoke_bench_main(int argc, char** argv);
 
-int cmd_bench(int argc, char** argv) { return stoke_bench_main(argc, argv); }
+int cmd_bench(int argc, char** argv) {
+  return stoke_bench_main(argc, argv);
+}

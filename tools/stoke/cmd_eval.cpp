@@ -10,14 +10,17 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: stoke eval --model MODEL --data DIR [--good CLASS [--escape-rate R]] [--report DIR] [--json]\n"
-    "  DIR holds one subfolder per class (the model's classes). With --good, the defect-vs-good ROC,\n"
-    "  AUC, and the threshold passing at most R of the defects (default 0.01) with its false-reject\n"
+    "usage: stoke eval --model MODEL --data DIR [--good CLASS [--escape-rate R]] [--report DIR] "
+    "[--json]\n"
+    "  DIR holds one subfolder per class (the model's classes). With --good, the defect-vs-good "
+    "ROC,\n"
+    "  AUC, and the threshold passing at most R of the defects (default 0.01) with its "
+    "false-reject\n"
     "  rate. --report DIR writes DIR/report.json and DIR/report.html.\n";
 
 void summary(const stoke::Evaluation& e) {
-  std::printf("%llu images, accuracy %.4f, macro F1 %.4f\n", static_cast<unsigned long long>(e.samples), e.accuracy,
-              e.macro_f1);
+  std::printf("%llu images, accuracy %.4f, macro F1 %.4f\n",
+              static_cast<unsigned long long>(e.samples), e.accuracy, e.macro_f1);
   std::printf("%-14s %8s %9s %7s %7s\n", "class", "support", "precision", "recall", "F1");
   for (std::size_t c = 0; c < e.class_names.size(); ++c) {
     const auto& m = e.per_class[c];
@@ -25,11 +28,12 @@ void summary(const stoke::Evaluation& e) {
                 static_cast<unsigned long long>(m.support), m.precision, m.recall, m.f1);
   }
   if (e.good_label >= 0) {
-    std::printf("defect vs %s: AUC %.4f; threshold %s meets the target escape rate %.4f: escape rate %.4f, "
-                "false-reject rate %.4f\n",
-                e.class_names[static_cast<std::size_t>(e.good_label)].c_str(), e.auc,
-                std::isfinite(e.threshold) ? std::to_string(e.threshold).c_str() : "none", e.target_escape_rate,
-                e.escape_rate, e.false_reject_rate);
+    std::printf(
+        "defect vs %s: AUC %.4f; threshold %s meets the target escape rate %.4f: escape rate %.4f, "
+        "false-reject rate %.4f\n",
+        e.class_names[static_cast<std::size_t>(e.good_label)].c_str(), e.auc,
+        std::isfinite(e.threshold) ? std::to_string(e.threshold).c_str() : "none",
+        e.target_escape_rate, e.escape_rate, e.false_reject_rate);
   }
   std::printf("%zu misclassified\n", e.misclassified.size());
 }
@@ -40,13 +44,15 @@ int run(int argc, char** argv) {
   stoke::EvaluationOptions o;
   o.good_class = args.get("good");
   o.escape_rate = args.get_double("escape-rate", 0.01);
-  if (args.has("escape-rate") && o.good_class.empty()) throw stoke_cli::UsageError("--escape-rate needs --good");
+  if (args.has("escape-rate") && o.good_class.empty())
+    throw stoke_cli::UsageError("--escape-rate needs --good");
   stoke::init();
   stoke::Predictor predictor(model);
   std::fprintf(stderr, "%s\n", predictor.self_check().message.c_str());
   const auto dataset = stoke::Dataset::from_folder(data);
   stoke_cli::Progress progress("eval", dataset.size(), "images");
-  const auto e = stoke::evaluate(predictor, dataset, o, [&](std::size_t done, std::size_t) { progress.update(done); });
+  const auto e = stoke::evaluate(predictor, dataset, o,
+                                 [&](std::size_t done, std::size_t) { progress.update(done); });
   if (args.has("report")) {
     stoke::write_evaluation_report(args.get("report"), e, predictor.info());
     std::fprintf(stderr, "report: %s/report.html\n", args.get("report").c_str());
@@ -61,4 +67,6 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int cmd_eval(int argc, char** argv) { return stoke_cli::run_guarded("eval", kUsage, run, argc, argv); }
+int cmd_eval(int argc, char** argv) {
+  return stoke_cli::run_guarded("eval", kUsage, run, argc, argv);
+}

@@ -37,17 +37,21 @@ int run(int argc, char** argv) {
   try {
     o.class_names = stoke::read_model_info(model_path).class_names;
   } catch (const stoke::CorruptFile&) {
-    std::fprintf(stderr, "stoke export: %s is not a model file; exporting without class names\n", model_path.c_str());
+    std::fprintf(stderr, "stoke export: %s is not a model file; exporting without class names\n",
+                 model_path.c_str());
   }
   o.metadata.emplace_back("stoke.source", model_path);
   stoke::interchange::export_onnx(*model, out, o);
-  std::printf("wrote %s (%s, %d classes, input %dx%dx%d, dynamic batch, opset %d%s%s)\n", out.c_str(),
-              stoke::nn::architecture_name(model->spec().architecture), model->spec().classes,
-              model->spec().in_channels, model->spec().height, model->spec().width, o.opset,
-              o.fold_batch_norm ? ", batch norm folded" : "", o.softmax ? ", softmax output" : "");
+  std::printf("wrote %s (%s, %d classes, input %dx%dx%d, dynamic batch, opset %d%s%s)\n",
+              out.c_str(), stoke::nn::architecture_name(model->spec().architecture),
+              model->spec().classes, model->spec().in_channels, model->spec().height,
+              model->spec().width, o.opset, o.fold_batch_norm ? ", batch norm folded" : "",
+              o.softmax ? ", softmax output" : "");
   return 0;
 }
 
 }  // namespace
 
-int cmd_export(int argc, char** argv) { return stoke_cli::run_guarded("export", kUsage, run, argc, argv); }
+int cmd_export(int argc, char** argv) {
+  return stoke_cli::run_guarded("export", kUsage, run, argc, argv);
+}

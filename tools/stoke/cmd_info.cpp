@@ -4,4 +4,6 @@
 
 int stoke_info_main(int argc, char** argv);
 
-int cmd_info(int argc, char** argv) { return stoke_info_main(argc, argv); }
+int cmd_info(int argc, char** argv) {
+  return stoke_info_main(argc, argv);
+}

@@ -11,7 +11,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: stoke predict --model MODEL (FILE... | --data DIR) [--json | --csv] [--no-self-check]\n"
     "  prints file, class and confidence per image (--json: one JSON object per line with every\n"
-    "  class probability). The model's self-check runs first and must pass unless --no-self-check.\n"
+    "  class probability). The model's self-check runs first and must pass unless "
+    "--no-self-check.\n"
     "  An image that cannot be read is reported (stderr, and an error row) and the others are\n"
     "  classified; the exit status is then 1.\n";
 
@@ -27,21 +28,23 @@ void print(const std::string& mode, const std::filesystem::path& file, const sto
            const stoke::ModelInfo& info) {
   if (mode == "json") {
     std::printf("{\"file\": %s, \"class\": %s, \"confidence\": %.6f, \"probabilities\": {",
-                stoke_cli::json_string(file.string()).c_str(), stoke_cli::json_string(p.class_name).c_str(),
-                p.confidence);
+                stoke_cli::json_string(file.string()).c_str(),
+                stoke_cli::json_string(p.class_name).c_str(), p.confidence);
     for (std::size_t c = 0; c < p.probabilities.size(); ++c) {
       std::printf("%s%s: %.6f", c ? ", " : "", stoke_cli::json_string(info.class_names[c]).c_str(),
                   p.probabilities[c]);
     }
     std::printf("}}\n");
   } else if (mode == "csv") {
-    std::printf("%s,%s,%.6f,\n", csv(file.string()).c_str(), csv(p.class_name).c_str(), p.confidence);
+    std::printf("%s,%s,%.6f,\n", csv(file.string()).c_str(), csv(p.class_name).c_str(),
+                p.confidence);
   } else {
     std::printf("%-48s %-12s %6.2f %%\n", file.c_str(), p.class_name.c_str(), 100.0 * p.confidence);
   }
 }
 
-void print_error(const std::string& mode, const std::filesystem::path& file, const std::string& what) {
+void print_error(const std::string& mode, const std::filesystem::path& file,
+                 const std::string& what) {
   std::fprintf(stderr, "stoke predict: %s\n", what.c_str());
   if (mode == "json") {
     std::printf("{\"file\": %s, \"error\": %s}\n", stoke_cli::json_string(file.string()).c_str(),
@@ -55,7 +58,8 @@ void print_error(const std::string& mode, const std::filesystem::path& file, con
 
 int run(int argc, char** argv) {
   stoke_cli::Args args(argc, argv, {"model", "data"}, {"json", "csv", "no-self-check"});
-  if (args.has("json") && args.has("csv")) throw stoke_cli::UsageError("--json and --csv exclude each other");
+  if (args.has("json") && args.has("csv"))
+    throw stoke_cli::UsageError("--json and --csv exclude each other");
   std::vector<std::filesystem::path> files;
   for (const auto& p : args.positional()) files.emplace_back(p);
   if (args.has("data")) {
@@ -77,7 +81,8 @@ int run(int argc, char** argv) {
     const auto chunk = std::span(files).subspan(first, std::min(kChunk, files.size() - first));
     try {
       const auto preds = predictor.predict_files(chunk);
-      for (std::size_t i = 0; i < chunk.size(); ++i) print(mode, chunk[i], preds[i], predictor.info());
+      for (std::size_t i = 0; i < chunk.size(); ++i)
+        print(mode, chunk[i], preds[i], predictor.info());
     } catch (const stoke::Error&) {
       // One bad file: classify the chunk one by one and report the bad ones.
       for (const auto& file : chunk) {
@@ -91,10 +96,14 @@ int run(int argc, char** argv) {
     }
     if (files.size() > kChunk) progress.update(first + chunk.size());
   }
-  if (failed) std::fprintf(stderr, "stoke predict: %zu of %zu images could not be classified\n", failed, files.size());
+  if (failed)
+    std::fprintf(stderr, "stoke predict: %zu of %zu images could not be classified\n", failed,
+                 files.size());
   return failed ? 1 : 0;
 }
 
 }  // namespace
 
-int cmd_predict(int argc, char** argv) { return stoke_cli::run_guarded("predict", kUsage, run, argc, argv); }
+int cmd_predict(int argc, char** argv) {
+  return stoke_cli::run_guarded("predict", kUsage, run, argc, argv);
+}

@@ -14,19 +14,30 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: stoke train --data DIR --out MODEL [--val DIR | --split 80,20] [--size N] [--channels 1|3]\n"
-    "                   [--epochs N] [--batch N|auto] [--lr X (0.002)] [--optimizer sgd|adam(default)|adamw]\n"
-    "                   [--normalize minmax|imagenet|mean=a:b:c,std=a:b:c] [--augment hflip,vflip,crop,\n"
-    "                   brightness=X,contrast=X] [--arch resnet|plain] [--seed N] [--report DIR] [--json]\n"
-    "                   [--resume CHECKPOINT] [--class-weights balanced|w0,w1,...] [--balanced-sampler]\n"
-    "                   [--nproc N] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult M]\n"
+    "usage: stoke train --data DIR --out MODEL [--val DIR | --split 80,20] [--size N] [--channels "
+    "1|3]\n"
+    "                   [--epochs N] [--batch N|auto] [--lr X (0.002)] [--optimizer "
+    "sgd|adam(default)|adamw]\n"
+    "                   [--normalize minmax|imagenet|mean=a:b:c,std=a:b:c] [--augment "
+    "hflip,vflip,crop,\n"
+    "                   brightness=X,contrast=X] [--arch resnet|plain] [--seed N] [--report DIR] "
+    "[--json]\n"
+    "                   [--resume CHECKPOINT] [--class-weights balanced|w0,w1,...] "
+    "[--balanced-sampler]\n"
+    "                   [--nproc N] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult "
+    "M]\n"
     "                   [--freeze K]]\n"
-    "  Writes the best model (by validation accuracy) to MODEL, or the final one without validation;\n"
+    "  Writes the best model (by validation accuracy) to MODEL, or the final one without "
+    "validation;\n"
     "  Ctrl-C writes MODEL.stop and exits. --report DIR evaluates MODEL on the validation set.\n"
-    "  --resume continues a MODEL.stop (or best) checkpoint exactly; --nproc N trains data-parallel with\n"
-    "  N processes on this machine (one per device of STOKE_GPU_DEVICE's list, or CPU ranks sharing the\n"
-    "  cores; see docs/distributed.md). --init starts from pretrained weights (a .safetensors with\n"
-    "  torchvision names or an .onnx export, docs/interchange.md) with a new head for the folder's\n"
+    "  --resume continues a MODEL.stop (or best) checkpoint exactly; --nproc N trains "
+    "data-parallel with\n"
+    "  N processes on this machine (one per device of STOKE_GPU_DEVICE's list, or CPU ranks "
+    "sharing the\n"
+    "  cores; see docs/distributed.md). --init starts from pretrained weights (a .safetensors "
+    "with\n"
+    "  torchvision names or an .onnx export, docs/interchange.md) with a new head for the "
+    "folder's\n"
     "  classes; --freeze K keeps the stem and the first K stages fixed.\n";
 
 stoke::Trainer* g_trainer = nullptr;  // for the signal handler only
@@ -40,7 +51,8 @@ std::vector<float> floats(const std::string& text, const std::string& what) {
   for (std::string item; std::getline(ss, item, ':');) {
     char* end = nullptr;
     out.push_back(std::strtof(item.c_str(), &end));
-    if (item.empty() || *end) throw stoke_cli::UsageError(what + ": '" + item + "' is not a number");
+    if (item.empty() || *end)
+      throw stoke_cli::UsageError(what + ": '" + item + "' is not a number");
   }
   return out;
 }
@@ -73,7 +85,8 @@ void augment(const std::string& text, stoke::LoaderOptions& l) {
       l.augment.hflip_probability = 0.5f;
     } else if (name == "vflip") {
       l.augment.vflip_probability = 0.5f;
-    } else if (name == "crop") {  // random crop of a 1/8 larger resize (centre crop when validating)
+    } else if (name ==
+               "crop") {  // random crop of a 1/8 larger resize (centre crop when validating)
       l.augment.random_crop = true;
       l.preprocess.resize_width = l.preprocess.width + std::max(1, l.preprocess.width / 8);
       l.preprocess.resize_height = l.preprocess.height + std::max(1, l.preprocess.height / 8);
@@ -82,7 +95,8 @@ void augment(const std::string& text, stoke::LoaderOptions& l) {
     } else if (name == "contrast") {
       l.augment.contrast = eq == std::string::npos ? 0.1f : value;
     } else if (!name.empty() && name != "none") {
-      throw stoke_cli::UsageError("--augment: unknown '" + name + "' (hflip, vflip, crop, brightness=X, contrast=X)");
+      throw stoke_cli::UsageError("--augment: unknown '" + name +
+                                  "' (hflip, vflip, crop, brightness=X, contrast=X)");
     }
   }
 }
@@ -101,7 +115,8 @@ stoke::nn::ModelSpec model_spec(const stoke_cli::Args& args, int channels, int s
     spec.widths = {16, 32, 64};
     spec.blocks_per_stage = 1;
   } else if (arch == "resnet18" || arch == "resnet34" || arch == "resnet50") {
-    spec.architecture = stoke::nn::architecture_from_name(arch);  // torchvision's topology and names
+    spec.architecture =
+        stoke::nn::architecture_from_name(arch);  // torchvision's topology and names
     spec.width_multiplier = static_cast<float>(args.get_double("width-mult", 1.0));
   } else {
     throw stoke_cli::UsageError("--arch is resnet, plain, resnet18, resnet34 or resnet50");
@@ -109,7 +124,8 @@ stoke::nn::ModelSpec model_spec(const stoke_cli::Args& args, int channels, int s
   return spec;
 }
 
-stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t seed, bool validate) {
+stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t seed,
+                                      bool validate) {
   stoke::TrainerOptions o;
   o.epochs = args.get_int("epochs", 10);
   o.batch_size = args.get("batch", "32") == "auto" ? 0 : args.get_int("batch", 32);
@@ -119,9 +135,11 @@ stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t
   // inspection set in a few epochs (SGD at 0.05 stayed at the majority class).
   o.schedule.base_lr = static_cast<float>(args.get_double("lr", 0.002));
   const std::string opt = args.get("optimizer", "adam");
-  if (opt != "sgd" && opt != "adam" && opt != "adamw") throw stoke_cli::UsageError("--optimizer is sgd, adam or adamw");
-  o.optimizer = opt == "sgd" ? stoke::OptimizerKind::kSgd
-                : opt == "adam" ? stoke::OptimizerKind::kAdam : stoke::OptimizerKind::kAdamW;
+  if (opt != "sgd" && opt != "adam" && opt != "adamw")
+    throw stoke_cli::UsageError("--optimizer is sgd, adam or adamw");
+  o.optimizer = opt == "sgd"    ? stoke::OptimizerKind::kSgd
+                : opt == "adam" ? stoke::OptimizerKind::kAdam
+                                : stoke::OptimizerKind::kAdamW;
   o.log_every_steps = 0;
   const std::string out = args.get("out");
   if (validate) o.best_checkpoint = out;  // the best model by validation accuracy
@@ -137,7 +155,8 @@ stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t
     for (std::string item; std::getline(ss, item, ',');) {
       char* end = nullptr;
       o.class_weights.push_back(std::strtof(item.c_str(), &end));
-      if (item.empty() || *end) throw stoke_cli::UsageError("--class-weights: '" + item + "' is not a number");
+      if (item.empty() || *end)
+        throw stoke_cli::UsageError("--class-weights: '" + item + "' is not a number");
     }
   }
   return o;
@@ -155,7 +174,8 @@ Sets datasets(const stoke_cli::Args& args, std::uint64_t seed) {
   }
   std::vector<double> pct;
   std::stringstream ss(args.get("split", "80,20"));
-  for (std::string item; std::getline(ss, item, ',');) pct.push_back(std::strtod(item.c_str(), nullptr));
+  for (std::string item; std::getline(ss, item, ',');)
+    pct.push_back(std::strtod(item.c_str(), nullptr));
   const auto split = stoke::stratified_split(data, pct, seed);
   return {data.subset(split.train), data.subset(split.val)};
 }
@@ -165,21 +185,26 @@ void report(const stoke_cli::Args& args, const stoke::Dataset& val) {
   stoke::Predictor predictor(args.get("out"));
   const auto evaluation = stoke::evaluate(predictor, val);
   stoke::write_evaluation_report(args.get("report"), evaluation, predictor.info());
-  std::fprintf(stderr, "report: %s/report.html (validation accuracy %.4f)\n", args.get("report").c_str(),
-               evaluation.accuracy);
+  std::fprintf(stderr, "report: %s/report.html (validation accuracy %.4f)\n",
+               args.get("report").c_str(), evaluation.accuracy);
 }
 
-void print_result(const stoke_cli::Args& args, const stoke::FitResult& result, const Sets& sets, bool stopped) {
+void print_result(const stoke_cli::Args& args, const stoke::FitResult& result, const Sets& sets,
+                  bool stopped) {
   const std::string out = args.get("out");
   if (args.has("json")) {
-    std::printf("{\"model\": %s, \"stop_checkpoint\": %s, \"reason\": %s, \"epochs\": %zu, \"batch_size\": %d, "
-                "\"best_val_accuracy\": %.6f, \"train_samples\": %zu, \"val_samples\": %zu}\n",
-                stoke_cli::json_string(out).c_str(), stoke_cli::json_string(stopped ? out + ".stop" : "").c_str(),
-                stoke_cli::json_string(stoke::to_string(result.reason)).c_str(), result.log.epochs.size(),
-                result.batch_size, result.best_val_accuracy, sets.train.size(), sets.val.size());
+    std::printf(
+        "{\"model\": %s, \"stop_checkpoint\": %s, \"reason\": %s, \"epochs\": %zu, \"batch_size\": "
+        "%d, "
+        "\"best_val_accuracy\": %.6f, \"train_samples\": %zu, \"val_samples\": %zu}\n",
+        stoke_cli::json_string(out).c_str(),
+        stoke_cli::json_string(stopped ? out + ".stop" : "").c_str(),
+        stoke_cli::json_string(stoke::to_string(result.reason)).c_str(), result.log.epochs.size(),
+        result.batch_size, result.best_val_accuracy, sets.train.size(), sets.val.size());
   } else {
-    std::printf("%s: %s (best validation accuracy %.4f)\n", stopped ? "stopped; checkpoint" : "model",
-                (stopped ? out + ".stop" : out).c_str(), result.best_val_accuracy);
+    std::printf("%s: %s (best validation accuracy %.4f)\n",
+                stopped ? "stopped; checkpoint" : "model", (stopped ? out + ".stop" : out).c_str(),
+                result.best_val_accuracy);
   }
 }
 
@@ -189,9 +214,10 @@ void initialize_from(const std::string& file, stoke::nn::Model& model) {
   stoke::interchange::ImportOptions o;
   o.load_classifier = false;
   const bool onnx = file.size() >= 5 && file.compare(file.size() - 5, 5, ".onnx") == 0;
-  const auto r = onnx ? stoke::interchange::import_onnx(model, file, o) : stoke::interchange::load_safetensors(model, file, o);
-  std::fprintf(stderr, "init: %zu tensors from %s, new classifier head%s\n", r.loaded.size(), file.c_str(),
-               r.stem_summed ? ", RGB stem summed to gray" : "");
+  const auto r = onnx ? stoke::interchange::import_onnx(model, file, o)
+                      : stoke::interchange::load_safetensors(model, file, o);
+  std::fprintf(stderr, "init: %zu tensors from %s, new classifier head%s\n", r.loaded.size(),
+               file.c_str(), r.stem_summed ? ", RGB stem summed to gray" : "");
 }
 
 // --nproc N from the command line: the launcher starts N ranks of this same
@@ -211,11 +237,12 @@ int launch(int argc, char** argv, int nproc) {
 }
 
 int run(int argc, char** argv) {
-  stoke_cli::Args args(argc, argv,
-                       {"data", "val", "split", "out", "size", "channels", "epochs", "batch", "lr", "optimizer",
-                        "normalize", "augment", "arch", "seed", "report", "resume", "class-weights", "nproc", "init",
-                        "freeze", "width-mult"},
-                       {"json", "balanced-sampler"});
+  stoke_cli::Args args(
+      argc, argv,
+      {"data",   "val",    "split",         "out",       "size",    "channels", "epochs",
+       "batch",  "lr",     "optimizer",     "normalize", "augment", "arch",     "seed",
+       "report", "resume", "class-weights", "nproc",     "init",    "freeze",   "width-mult"},
+      {"json", "balanced-sampler"});
   const std::string out = args.required("out");
   const int nproc = args.get_int("nproc", 1);
   if (nproc < 1) throw stoke_cli::UsageError("--nproc must be at least 1");
@@ -242,17 +269,23 @@ int run(int argc, char** argv) {
   o.context = runtime.context;
   o.communicator = comm.get();
 
-  const auto spec = model_spec(args, channels, size, static_cast<int>(sets.train.class_names().size()));
+  const auto spec =
+      model_spec(args, channels, size, static_cast<int>(sets.train.class_names().size()));
   auto model = stoke::nn::build_model(stoke::default_backend(), spec, seed);
   if (args.has("init")) initialize_from(args.get("init"), *model);
-  const std::size_t batch = o.batch_size ? static_cast<std::size_t>(o.batch_size) : 32;  // auto: an estimate
+  const std::size_t batch =
+      o.batch_size ? static_cast<std::size_t>(o.batch_size) : 32;  // auto: an estimate
   const std::size_t steps_per_epoch = (sets.train.size() + batch - 1) / batch;
-  stoke_cli::Progress progress("train", steps_per_epoch * static_cast<std::size_t>(o.epochs), "steps");
+  stoke_cli::Progress progress("train", steps_per_epoch * static_cast<std::size_t>(o.epochs),
+                               "steps");
   stoke::Callbacks cb;
-  cb.on_step = [&](const stoke::StepInfo& s) { progress.update(s.step, "epoch " + std::to_string(s.epoch + 1)); };
+  cb.on_step = [&](const stoke::StepInfo& s) {
+    progress.update(s.step, "epoch " + std::to_string(s.epoch + 1));
+  };
   cb.on_epoch = [&](const stoke::EpochRecord& r) {
-    std::fprintf(stderr, "epoch %d/%d: loss %.4f acc %.4f%s (%.1f images/s)\n", r.epoch + 1, o.epochs, r.train_loss,
-                 r.train_accuracy, r.validated ? (", val acc " + std::to_string(r.val_accuracy)).c_str() : "",
+    std::fprintf(stderr, "epoch %d/%d: loss %.4f acc %.4f%s (%.1f images/s)\n", r.epoch + 1,
+                 o.epochs, r.train_loss, r.train_accuracy,
+                 r.validated ? (", val acc " + std::to_string(r.val_accuracy)).c_str() : "",
                  r.images_per_second);
   };
   stoke::Trainer trainer(*model, o, cb);
@@ -261,13 +294,15 @@ int run(int argc, char** argv) {
   const auto result = trainer.fit(sets.train, validate ? &sets.val : nullptr, loader);
   g_trainer = nullptr;
   std::signal(SIGINT, SIG_DFL);
-  if (!rank0) return result.reason == stoke::StopReason::kRequested ? 130 : 0;  // rank 0 writes and reports
+  if (!rank0)
+    return result.reason == stoke::StopReason::kRequested ? 130 : 0;  // rank 0 writes and reports
   if (!validate && result.reason == stoke::StopReason::kCompleted) {
     stoke::ModelInfo info = stoke::describe_training(sets.train, nullptr, loader, o);
     for (const auto& r : result.log.epochs) stoke::record_epoch(info, r);
     stoke::save_model(out, *model, info);
   }
-  const bool stopped = result.reason == stoke::StopReason::kRequested || result.reason == stoke::StopReason::kOutOfMemory;
+  const bool stopped = result.reason == stoke::StopReason::kRequested ||
+                       result.reason == stoke::StopReason::kOutOfMemory;
   progress.finish(std::string("stopped: ") + stoke::to_string(result.reason));
   if (!stopped) report(args, sets.val);
   print_result(args, result, sets, stopped);
@@ -276,4 +311,6 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int cmd_train(int argc, char** argv) { return stoke_cli::run_guarded("train", kUsage, run, argc, argv); }
+int cmd_train(int argc, char** argv) {
+  return stoke_cli::run_guarded("train", kUsage, run, argc, argv);
+}

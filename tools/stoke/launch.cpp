@@ -20,7 +20,9 @@ namespace stoke_cli {
 namespace {
 
 volatile sig_atomic_t g_signal = 0;
-extern "C" void remember_signal(int sig) { g_signal = sig; }
+extern "C" void remember_signal(int sig) {
+  g_signal = sig;
+}
 
 std::vector<std::string> split_devices(const char* list) {
   std::vector<std::string> out;
@@ -36,9 +38,11 @@ std::vector<std::string> split_devices(const char* list) {
 std::vector<std::string> rank_environment(int rank, int nproc, const std::string& store) {
   const std::vector<std::string> devices = split_devices(std::getenv("STOKE_GPU_DEVICE"));
   const bool device_list = devices.size() > 1;
-  std::vector<std::string> env = {"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(nproc),
-                                  "LOCAL_RANK=" + std::to_string(rank), "STOKE_DIST_STORE=file:" + store};
-  if (device_list) env.push_back("STOKE_GPU_DEVICE=" + devices[static_cast<std::size_t>(rank) % devices.size()]);
+  std::vector<std::string> env = {
+      "RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(nproc),
+      "LOCAL_RANK=" + std::to_string(rank), "STOKE_DIST_STORE=file:" + store};
+  if (device_list)
+    env.push_back("STOKE_GPU_DEVICE=" + devices[static_cast<std::size_t>(rank) % devices.size()]);
   if (!std::getenv("STOKE_CPU_THREADS")) {
     const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
     env.push_back("STOKE_CPU_THREADS=" + std::to_string(std::max(1L, cores / nproc)));
@@ -46,8 +50,8 @@ std::vector<std::string> rank_environment(int rank, int nproc, const std::string
   for (char** e = environ; *e; ++e) {
     const std::string var = *e;
     const std::string name = var.substr(0, var.find('='));
-    if (name == "RANK" || name == "WORLD_SIZE" || name == "LOCAL_RANK" || name == "STOKE_DIST_STORE" ||
-        (name == "STOKE_GPU_DEVICE" && device_list)) {
+    if (name == "RANK" || name == "WORLD_SIZE" || name == "LOCAL_RANK" ||
+        name == "STOKE_DIST_STORE" || (name == "STOKE_GPU_DEVICE" && device_list)) {
       continue;
     }
     env.push_back(var);
@@ -65,15 +69,20 @@ pid_t spawn_rank(const std::vector<std::string>& args, std::vector<std::string> 
   envp.push_back(nullptr);
   pid_t pid = 0;
   const int rc = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), envp.data());
-  if (rc != 0) throw std::runtime_error(std::string("starting a rank failed: ") + std::strerror(rc));
+  if (rc != 0)
+    throw std::runtime_error(std::string("starting a rank failed: ") + std::strerror(rc));
   return pid;
 }
 
-int status_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+int status_code(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
 
 }  // namespace
 
-bool launched_as_rank() { return std::getenv("RANK") != nullptr; }
+bool launched_as_rank() {
+  return std::getenv("RANK") != nullptr;
+}
 
 int launch_ranks(int nproc, const std::vector<std::string>& args, double grace_seconds) {
   const auto store = std::filesystem::temp_directory_path() /
@@ -85,7 +94,8 @@ int launch_ranks(int nproc, const std::vector<std::string>& args, double grace_s
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
   std::vector<pid_t> pids;
-  for (int r = 0; r < nproc; ++r) pids.push_back(spawn_rank(args, rank_environment(r, nproc, store.string())));
+  for (int r = 0; r < nproc; ++r)
+    pids.push_back(spawn_rank(args, rank_environment(r, nproc, store.string())));
   std::fprintf(stderr, "stoke: started %d ranks (store %s)\n", nproc, store.c_str());
 
   const char* timeout_text = std::getenv("STOKE_DIST_TIMEOUT");
@@ -110,7 +120,8 @@ int launch_ranks(int nproc, const std::vector<std::string>& args, double grace_s
         const int code = status_code(status);
         if (code != 0 && first_failure == 0) {
           first_failure = code;
-          std::fprintf(stderr, "stoke: rank %zu exited with status %d; waiting for the others\n", r, code);
+          std::fprintf(stderr, "stoke: rank %zu exited with status %d; waiting for the others\n", r,
+                       code);
           kill_at = std::chrono::steady_clock::now() +
                     std::chrono::milliseconds(static_cast<long>((timeout + grace_seconds) * 1000));
         }
@@ -120,7 +131,8 @@ int launch_ranks(int nproc, const std::vector<std::string>& args, double grace_s
     if (kill_at && std::chrono::steady_clock::now() > *kill_at) {
       for (pid_t& pid : pids) {
         if (!pid) continue;
-        std::fprintf(stderr, "stoke: killing rank process %d, still running after a rank failed\n", pid);
+        std::fprintf(stderr, "stoke: killing rank process %d, still running after a rank failed\n",
+                     pid);
         kill(pid, SIGKILL);
         waitpid(pid, nullptr, 0);
         pid = 0;

@@ -29,8 +29,9 @@ constexpr Command kCommands[] = {
 };
 
 int usage(std::FILE* out) {
-  std::fprintf(out, "stoke %s\nusage: stoke <command> [options]   (stoke <command> --help)\n\ncommands:\n",
-               stoke::version());
+  std::fprintf(
+      out, "stoke %s\nusage: stoke <command> [options]   (stoke <command> --help)\n\ncommands:\n",
+      stoke::version());
   for (const auto& c : kCommands) std::fprintf(out, "  %-9s %s\n", c.name, c.summary);
   return out == stdout ? 0 : 2;
 }

@@ -35,7 +35,8 @@ struct CheckpointInfo {
 };
 
 // optimizer may be null (weights only).
-STOKE_API void save_checkpoint(const std::string& path, const Model& model, const Optimizer* optimizer,
+STOKE_API void save_checkpoint(const std::string& path, const Model& model,
+                               const Optimizer* optimizer,
                                const std::map<std::string, std::string>& metadata = {});
 
 // Validates the whole file and returns its header information.
@@ -43,7 +44,8 @@ STOKE_API CheckpointInfo read_checkpoint_info(const std::string& path);
 
 // Loads weights and buffers into model (and state into optimizer when given
 // and saved). CorruptFile when the spec, a tensor name or a shape differs.
-STOKE_API CheckpointInfo load_checkpoint(const std::string& path, Model& model, Optimizer* optimizer = nullptr);
+STOKE_API CheckpointInfo load_checkpoint(const std::string& path, Model& model,
+                                         Optimizer* optimizer = nullptr);
 
 // Builds the model the checkpoint describes on backend and loads its weights.
 STOKE_API std::unique_ptr<Model> load_model(const std::string& path, Backend& backend,

@@ -55,8 +55,8 @@ class STOKE_API Classifier {
   // be the model's input size (InvalidArgument otherwise; resize upstream).
   Prediction classify(const std::uint8_t* pixels, int height, int width, int channels);
   // count images of that size back to back.
-  std::vector<Prediction> classify_batch(const std::uint8_t* pixels, int count, int height, int width,
-                                         int channels);
+  std::vector<Prediction> classify_batch(const std::uint8_t* pixels, int count, int height,
+                                         int width, int channels);
 
  private:
   std::mutex mutex_;

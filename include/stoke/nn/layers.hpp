@@ -292,7 +292,9 @@ class STOKE_API Residual : public Layer {
   std::size_t workspace_bytes(const Shape& in) const override;
   void describe(std::string& out, int depth, const Shape& in) const override;
   const Sequential& main() const noexcept { return *main_; }
-  const Sequential& main_path() const noexcept { return *main_; }  // the name lib/nn/fused_inference.cpp uses
+  const Sequential& main_path() const noexcept {
+    return *main_;
+  }  // the name lib/nn/fused_inference.cpp uses
   const Sequential* shortcut() const noexcept { return shortcut_.get(); }  // null: identity
 
  private:

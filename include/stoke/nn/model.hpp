@@ -37,7 +37,7 @@ struct STOKE_API ModelSpec {
   int height = 28;
   int width = 28;
   int classes = 10;
-  int stem_width = 32;                    // ResNet stem output channels
+  int stem_width = 32;                      // ResNet stem output channels
   std::vector<int> widths = {32, 64, 128};  // one per stage (ResNet) or conv (plain)
   std::vector<int> strides = {1, 2, 2};     // first block of each stage (ResNet)
   int blocks_per_stage = 2;
@@ -60,11 +60,11 @@ inline constexpr std::int64_t kOptimizerStepValues = 4;
 // counting allocator measures the same figures (see nn_model_test).
 struct MemoryPlan {
   std::int64_t batch = 0;
-  std::size_t parameters = 0;       // weights and buffers (running statistics)
+  std::size_t parameters = 0;  // weights and buffers (running statistics)
   std::size_t gradients = 0;
   std::size_t optimizer_state = 0;  // optimizer_slots x the parameter block + the step values
-  std::size_t activations = 0;      // layer outputs, saved statistics, input gradients, loss buffers
-  std::size_t workspace = 0;        // the largest op workspace
+  std::size_t activations = 0;  // layer outputs, saved statistics, input gradients, loss buffers
+  std::size_t workspace = 0;    // the largest op workspace
   std::size_t total() const noexcept {
     return parameters + gradients + optimizer_state + activations + workspace;
   }
@@ -157,6 +157,7 @@ class STOKE_API Model {
 };
 
 // Builds the network a spec describes on `backend`, initialized with `seed`.
-STOKE_API std::unique_ptr<Model> build_model(Backend& backend, const ModelSpec& spec, std::uint64_t seed);
+STOKE_API std::unique_ptr<Model> build_model(Backend& backend, const ModelSpec& spec,
+                                             std::uint64_t seed);
 
 }  // namespace stoke::nn

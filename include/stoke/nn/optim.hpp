@@ -120,7 +120,7 @@ struct STOKE_API LrSchedule {
   ScheduleKind kind = ScheduleKind::kConstant;
   float base_lr = 0.1f;
   std::int64_t warmup_steps = 0;
-  std::int64_t total_steps = 1;   // cosine: decays to min_lr at total_steps
+  std::int64_t total_steps = 1;  // cosine: decays to min_lr at total_steps
   float min_lr = 0.0f;
   std::int64_t step_size = 1000;  // step: lr *= gamma every step_size steps
   float gamma = 0.1f;

@@ -29,9 +29,9 @@ float plane_sum(const float* p, std::size_t n) {
 }  // namespace
 
 void CpuBackend::do_batch_norm_forward_training(const Tensor& x, const Tensor& gamma,
-                                             const Tensor& beta, Tensor& y, Tensor& running_mean,
-                                             Tensor& running_var, Tensor& save_mean,
-                                             Tensor& save_invstd, const BatchNormParams& prm) {
+                                                const Tensor& beta, Tensor& y, Tensor& running_mean,
+                                                Tensor& running_var, Tensor& save_mean,
+                                                Tensor& save_invstd, const BatchNormParams& prm) {
   const Dims d = dims(x);
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
@@ -53,7 +53,8 @@ void CpuBackend::do_batch_norm_forward_training(const Tensor& x, const Tensor& g
       const double var = sq / m;
       const double invstd = 1.0 / std::sqrt(var + prm.epsilon);
       const float scale = static_cast<float>(invstd * gamma.data<float>()[c]);
-      const float shift = static_cast<float>(beta.data<float>()[c] - mean * invstd * gamma.data<float>()[c]);
+      const float shift =
+          static_cast<float>(beta.data<float>()[c] - mean * invstd * gamma.data<float>()[c]);
       for (std::size_t n = 0; n < d.n; ++n) {
         k.scale_shift(xp + (n * d.c + c) * d.hw, yp + (n * d.c + c) * d.hw, d.hw, scale, shift);
       }
@@ -69,9 +70,9 @@ void CpuBackend::do_batch_norm_forward_training(const Tensor& x, const Tensor& g
 }
 
 void CpuBackend::do_batch_norm_forward_inference(const Tensor& x, const Tensor& gamma,
-                                              const Tensor& beta, const Tensor& running_mean,
-                                              const Tensor& running_var, Tensor& y,
-                                              const BatchNormParams& prm) {
+                                                 const Tensor& beta, const Tensor& running_mean,
+                                                 const Tensor& running_var, Tensor& y,
+                                                 const BatchNormParams& prm) {
   const Dims d = dims(x);
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
@@ -79,17 +80,19 @@ void CpuBackend::do_batch_norm_forward_inference(const Tensor& x, const Tensor& 
   for_chunks(*this, d.n * d.c, chunks(), [&](int, std::size_t begin, std::size_t end) {
     for (std::size_t plane = begin; plane < end; ++plane) {
       const std::size_t c = plane % d.c;
-      const double invstd = 1.0 / std::sqrt(static_cast<double>(running_var.data<float>()[c]) + prm.epsilon);
+      const double invstd =
+          1.0 / std::sqrt(static_cast<double>(running_var.data<float>()[c]) + prm.epsilon);
       const double g = gamma.data<float>()[c];
-      k.scale_shift(xp + plane * d.hw, yp + plane * d.hw, d.hw, static_cast<float>(invstd * g),
-                    static_cast<float>(beta.data<float>()[c] - running_mean.data<float>()[c] * invstd * g));
+      k.scale_shift(
+          xp + plane * d.hw, yp + plane * d.hw, d.hw, static_cast<float>(invstd * g),
+          static_cast<float>(beta.data<float>()[c] - running_mean.data<float>()[c] * invstd * g));
     }
   });
 }
 
 void CpuBackend::do_batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
-                                     const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
-                                     Tensor& dgamma, Tensor& dbeta) {
+                                        const Tensor& save_mean, const Tensor& save_invstd,
+                                        Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   const Dims d = dims(x);
   const float* xp = x.data<float>();
   const float* dyp = dy.data<float>();

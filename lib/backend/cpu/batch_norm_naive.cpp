@@ -9,14 +9,16 @@
 namespace stoke::cpu::naive {
 
 namespace {
-double at(const float* p, std::int64_t n, std::int64_t c, std::int64_t i, std::int64_t C, std::int64_t HW) {
+double at(const float* p, std::int64_t n, std::int64_t c, std::int64_t i, std::int64_t C,
+          std::int64_t HW) {
   return p[(n * C + c) * HW + i];
 }
 }  // namespace
 
-void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
-                                 Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
-                                 Tensor& save_invstd, const BatchNormParams& prm) {
+void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                 Tensor& y, Tensor& running_mean, Tensor& running_var,
+                                 Tensor& save_mean, Tensor& save_invstd,
+                                 const BatchNormParams& prm) {
   const std::int64_t N = x.dim(0), C = x.dim(1), HW = x.dim(2) * x.dim(3), M = N * HW;
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
@@ -31,8 +33,9 @@ void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Ten
     const double invstd = 1.0 / std::sqrt(var + prm.epsilon);
     for (std::int64_t n = 0; n < N; ++n)
       for (std::int64_t i = 0; i < HW; ++i)
-        yp[(n * C + c) * HW + i] = static_cast<float>((at(xp, n, c, i, C, HW) - mean) * invstd *
-                                                          gamma.data<float>()[c] + beta.data<float>()[c]);
+        yp[(n * C + c) * HW + i] =
+            static_cast<float>((at(xp, n, c, i, C, HW) - mean) * invstd * gamma.data<float>()[c] +
+                               beta.data<float>()[c]);
     const double unbiased = M > 1 ? var * static_cast<double>(M) / static_cast<double>(M - 1) : var;
     float& rm = running_mean.data<float>()[c];
     float& rv = running_var.data<float>()[c];
@@ -51,16 +54,19 @@ void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Te
   float* yp = y.data<float>();
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t c = 0; c < C; ++c) {
-      const double invstd = 1.0 / std::sqrt(static_cast<double>(running_var.data<float>()[c]) + prm.epsilon);
+      const double invstd =
+          1.0 / std::sqrt(static_cast<double>(running_var.data<float>()[c]) + prm.epsilon);
       for (std::int64_t i = 0; i < HW; ++i)
-        yp[(n * C + c) * HW + i] = static_cast<float>(
-            (at(xp, n, c, i, C, HW) - running_mean.data<float>()[c]) * invstd * gamma.data<float>()[c] +
-            beta.data<float>()[c]);
+        yp[(n * C + c) * HW + i] =
+            static_cast<float>((at(xp, n, c, i, C, HW) - running_mean.data<float>()[c]) * invstd *
+                                   gamma.data<float>()[c] +
+                               beta.data<float>()[c]);
     }
 }
 
-void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
-                         const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                         const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                         Tensor& dgamma, Tensor& dbeta) {
   const std::int64_t N = x.dim(0), C = x.dim(1), HW = x.dim(2) * x.dim(3);
   const double M = static_cast<double>(N * HW);
   const float* xp = x.data<float>();

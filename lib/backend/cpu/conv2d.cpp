@@ -30,11 +30,18 @@ struct Geometry {
 Geometry geometry(const Shape& x, const Shape& w, const Conv2dParams& prm) {
   const Shape y = conv2d_output_shape(x, w, prm);
   Geometry g{};
-  g.n = static_cast<int>(x[0]); g.c = static_cast<int>(x[1]);
-  g.h = static_cast<int>(x[2]); g.w = static_cast<int>(x[3]);
-  g.k = static_cast<int>(w[0]); g.r = static_cast<int>(w[2]); g.s = static_cast<int>(w[3]);
-  g.p = static_cast<int>(y[2]); g.q = static_cast<int>(y[3]);
-  g.groups = prm.groups; g.cg = g.c / g.groups; g.kg = g.k / g.groups;
+  g.n = static_cast<int>(x[0]);
+  g.c = static_cast<int>(x[1]);
+  g.h = static_cast<int>(x[2]);
+  g.w = static_cast<int>(x[3]);
+  g.k = static_cast<int>(w[0]);
+  g.r = static_cast<int>(w[2]);
+  g.s = static_cast<int>(w[3]);
+  g.p = static_cast<int>(y[2]);
+  g.q = static_cast<int>(y[3]);
+  g.groups = prm.groups;
+  g.cg = g.c / g.groups;
+  g.kg = g.k / g.groups;
   g.direct = g.r == 1 && g.s == 1 && prm.stride_h == 1 && prm.stride_w == 1 && prm.pad_h == 0 &&
              prm.pad_w == 0;
   return g;
@@ -43,7 +50,8 @@ Geometry geometry(const Shape& x, const Shape& w, const Conv2dParams& prm) {
 constexpr int kMinGemmCols = 512;
 
 // x (cg, h, w) of one image and group -> col (rows, cols) with row stride ld.
-void im2col(const float* x, float* col, std::size_t ld, const Geometry& g, const Conv2dParams& prm) {
+void im2col(const float* x, float* col, std::size_t ld, const Geometry& g,
+            const Conv2dParams& prm) {
   for (int c = 0; c < g.cg; ++c)
     for (int r = 0; r < g.r; ++r)
       for (int s = 0; s < g.s; ++s) {
@@ -63,7 +71,8 @@ void im2col(const float* x, float* col, std::size_t ld, const Geometry& g, const
           const float* row = x + (static_cast<std::size_t>(c) * g.h + ih) * g.w;
           std::fill(out, out + q_lo, 0.0f);
           if (prm.stride_w == 1) {
-            std::memcpy(out + q_lo, row + q_lo + ow, sizeof(float) * static_cast<std::size_t>(q_hi - q_lo));
+            std::memcpy(out + q_lo, row + q_lo + ow,
+                        sizeof(float) * static_cast<std::size_t>(q_hi - q_lo));
           } else {
             for (int q = q_lo; q < q_hi; ++q) out[q] = row[q * prm.stride_w + ow];
           }
@@ -73,7 +82,8 @@ void im2col(const float* x, float* col, std::size_t ld, const Geometry& g, const
 }
 
 // col (rows, cols) with row stride ld -> dx (cg, h, w) of one image and group, accumulating.
-void col2im(const float* col, std::size_t ld, float* dx, const Geometry& g, const Conv2dParams& prm) {
+void col2im(const float* col, std::size_t ld, float* dx, const Geometry& g,
+            const Conv2dParams& prm) {
   for (int c = 0; c < g.cg; ++c)
     for (int r = 0; r < g.r; ++r)
       for (int s = 0; s < g.s; ++s) {
@@ -106,7 +116,9 @@ int images_per_gemm(const Geometry& g, int chunk_images) {
   return std::max(1, std::min(want, chunk_images));
 }
 
-int max_chunk_images(const Geometry& g, int chunk_count) { return (g.n + chunk_count - 1) / chunk_count; }
+int max_chunk_images(const Geometry& g, int chunk_count) {
+  return (g.n + chunk_count - 1) / chunk_count;
+}
 
 struct Layout {
   int batch;               // images per column matrix
@@ -133,7 +145,9 @@ std::size_t backward_floats_per_chunk(const Geometry& g, const Layout& l) {
 // weights a function of the thread count. The arena runs the chunks on
 // however many threads it has.
 constexpr int kChunks = 8;
-int chunk_count_for(const CpuBackend&, const Geometry& g) { return std::max(1, std::min(kChunks, g.n)); }
+int chunk_count_for(const CpuBackend&, const Geometry& g) {
+  return std::max(1, std::min(kChunks, g.n));
+}
 
 }  // namespace
 
@@ -143,12 +157,12 @@ std::size_t CpuBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
   const Geometry g = geometry(x, w, params);
   const int chunk_count = chunk_count_for(*this, g);
   const Layout l = layout(g, chunk_count);
-  return static_cast<std::size_t>(chunk_count) * std::max(l.forward(), backward_floats_per_chunk(g, l)) *
-         sizeof(float);
+  return static_cast<std::size_t>(chunk_count) *
+         std::max(l.forward(), backward_floats_per_chunk(g, l)) * sizeof(float);
 }
 
 void CpuBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
-                                const Conv2dParams& prm) {
+                                   const Conv2dParams& prm) {
   const Geometry g = geometry(x.shape(), w.shape(), prm);
   if (dnnl_conv::enabled()) return dnnl_conv::forward(*this, x, w, bias, y, prm, {});
   const int chunk_count = chunk_count_for(*this, g);
@@ -161,46 +175,47 @@ void CpuBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tenso
   const std::size_t x_image = static_cast<std::size_t>(g.c) * g.h * g.w;
   const std::size_t x_group = static_cast<std::size_t>(g.cg) * g.h * g.w;
   const std::size_t cols = static_cast<std::size_t>(g.cols());
-  for_chunks(*this, static_cast<std::size_t>(g.n), chunk_count,
-             [&](int chunk, std::size_t begin, std::size_t end) {
-               float* col = ws + l.forward() * static_cast<std::size_t>(chunk);
-               float* stage = col + l.col;
-               for (std::size_t n0 = begin; n0 < end; n0 += static_cast<std::size_t>(l.batch)) {
-                 const std::size_t nb = std::min<std::size_t>(static_cast<std::size_t>(l.batch), end - n0);
-                 const std::size_t wide = nb * cols;
-                 for (int grp = 0; grp < g.groups; ++grp) {
-                   const std::size_t k0 = static_cast<std::size_t>(grp) * g.kg;
-                   const float* src = xp + n0 * x_image + grp * x_group;  // direct path: x itself
-                   if (!g.direct) {
-                     for (std::size_t b = 0; b < nb; ++b) {
-                       im2col(xp + (n0 + b) * x_image + grp * x_group, col + b * cols, wide, g, prm);
-                     }
-                     src = col;
-                   }
-                   float* out = nb == 1 ? yp + (n0 * g.k + k0) * cols : stage;
-                   sgemm(false, false, g.kg, static_cast<int>(wide), g.rows(), 1.0f, wp + k0 * g.rows(),
-                         g.rows(), src, static_cast<int>(wide), 0.0f, out, static_cast<int>(wide));
-                   if (nb > 1) {
-                     for (std::size_t b = 0; b < nb; ++b)
-                       for (int k = 0; k < g.kg; ++k) {
-                         std::memcpy(yp + ((n0 + b) * g.k + k0 + k) * cols, stage + k * wide + b * cols,
-                                     cols * sizeof(float));
-                       }
-                   }
-                 }
-                 if (bp) {
-                   for (std::size_t n = n0; n < n0 + nb; ++n)
-                     for (int k = 0; k < g.k; ++k) {
-                       float* plane = yp + (n * g.k + k) * cols;
-                       for (std::size_t i = 0; i < cols; ++i) plane[i] += bp[k];
-                     }
-                 }
-               }
-             });
+  for_chunks(
+      *this, static_cast<std::size_t>(g.n), chunk_count,
+      [&](int chunk, std::size_t begin, std::size_t end) {
+        float* col = ws + l.forward() * static_cast<std::size_t>(chunk);
+        float* stage = col + l.col;
+        for (std::size_t n0 = begin; n0 < end; n0 += static_cast<std::size_t>(l.batch)) {
+          const std::size_t nb = std::min<std::size_t>(static_cast<std::size_t>(l.batch), end - n0);
+          const std::size_t wide = nb * cols;
+          for (int grp = 0; grp < g.groups; ++grp) {
+            const std::size_t k0 = static_cast<std::size_t>(grp) * g.kg;
+            const float* src = xp + n0 * x_image + grp * x_group;  // direct path: x itself
+            if (!g.direct) {
+              for (std::size_t b = 0; b < nb; ++b) {
+                im2col(xp + (n0 + b) * x_image + grp * x_group, col + b * cols, wide, g, prm);
+              }
+              src = col;
+            }
+            float* out = nb == 1 ? yp + (n0 * g.k + k0) * cols : stage;
+            sgemm(false, false, g.kg, static_cast<int>(wide), g.rows(), 1.0f, wp + k0 * g.rows(),
+                  g.rows(), src, static_cast<int>(wide), 0.0f, out, static_cast<int>(wide));
+            if (nb > 1) {
+              for (std::size_t b = 0; b < nb; ++b)
+                for (int k = 0; k < g.kg; ++k) {
+                  std::memcpy(yp + ((n0 + b) * g.k + k0 + k) * cols, stage + k * wide + b * cols,
+                              cols * sizeof(float));
+                }
+            }
+          }
+          if (bp) {
+            for (std::size_t n = n0; n < n0 + nb; ++n)
+              for (int k = 0; k < g.k; ++k) {
+                float* plane = yp + (n * g.k + k) * cols;
+                for (std::size_t i = 0; i < cols; ++i) plane[i] += bp[k];
+              }
+          }
+        }
+      });
 }
 
 void CpuBackend::do_conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
-                                 Tensor& dw, Tensor& db, const Conv2dParams& prm) {
+                                    Tensor& dw, Tensor& db, const Conv2dParams& prm) {
   const Geometry g = geometry(x.shape(), w.shape(), prm);
   if (dnnl_conv::enabled()) return dnnl_conv::backward(*this, x, w, dy, dx, dw, db, prm);
   const int chunk_count = chunk_count_for(*this, g);
@@ -223,7 +238,8 @@ void CpuBackend::do_conv2d_backward(const Tensor& x, const Tensor& w, const Tens
                float* db_part = dw_part + w_floats;
                std::fill(dw_part, dw_part + w_floats + g.k, 0.0f);
                for (std::size_t n0 = begin; n0 < end; n0 += static_cast<std::size_t>(l.batch)) {
-                 const std::size_t nb = std::min<std::size_t>(static_cast<std::size_t>(l.batch), end - n0);
+                 const std::size_t nb =
+                     std::min<std::size_t>(static_cast<std::size_t>(l.batch), end - n0);
                  const int wide = static_cast<int>(nb * cols);
                  for (int grp = 0; grp < g.groups; ++grp) {
                    const std::size_t k0 = static_cast<std::size_t>(grp) * g.kg;
@@ -231,7 +247,8 @@ void CpuBackend::do_conv2d_backward(const Tensor& x, const Tensor& w, const Tens
                    const float* src = xp + n0 * x_image + grp * x_group;
                    if (!g.direct) {
                      for (std::size_t b = 0; b < nb; ++b) {
-                       im2col(xp + (n0 + b) * x_image + grp * x_group, col + b * cols, static_cast<std::size_t>(wide), g, prm);
+                       im2col(xp + (n0 + b) * x_image + grp * x_group, col + b * cols,
+                              static_cast<std::size_t>(wide), g, prm);
                      }
                      src = col;
                    }
@@ -254,7 +271,8 @@ void CpuBackend::do_conv2d_backward(const Tensor& x, const Tensor& w, const Tens
                        sgemm(true, false, g.rows(), wide, g.kg, 1.0f, wg, g.rows(), dyg, wide, 0.0f,
                              dxp + n0 * x_image + grp * x_group, wide);
                      } else {
-                       sgemm(true, false, g.rows(), wide, g.kg, 1.0f, wg, g.rows(), dyg, wide, 0.0f, col, wide);
+                       sgemm(true, false, g.rows(), wide, g.kg, 1.0f, wg, g.rows(), dyg, wide, 0.0f,
+                             col, wide);
                        for (std::size_t b = 0; b < nb; ++b) {
                          float* dxg = dxp + (n0 + b) * x_image + grp * x_group;
                          std::fill(dxg, dxg + x_group, 0.0f);

@@ -10,9 +10,8 @@
 #include "stoke/error.hpp"
 
 #if STOKE_HAVE_DNNL
-#include <dnnl.hpp>
-
 #include <array>
+#include <dnnl.hpp>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,8 +26,12 @@ namespace stoke::cpu::dnnl_conv {
 
 #if !STOKE_HAVE_DNNL
 
-bool enabled() noexcept { return false; }
-std::size_t workspace_bytes(const CpuBackend&, const Shape&, const Shape&, const Conv2dParams&) { return 0; }
+bool enabled() noexcept {
+  return false;
+}
+std::size_t workspace_bytes(const CpuBackend&, const Shape&, const Shape&, const Conv2dParams&) {
+  return 0;
+}
 void forward(CpuBackend&, const Tensor&, const Tensor&, const Tensor&, Tensor&, const Conv2dParams&,
              const Epilogue&) {
   throw Error(ErrorCode::kInternal, "conv2d: stoke was built without oneDNN");
@@ -46,7 +49,9 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 
 // Scratch and slices start on 64-byte boundaries.
-std::size_t align16(std::size_t floats) { return (floats + 15) / 16 * 16; }
+std::size_t align16(std::size_t floats) {
+  return (floats + 15) / 16 * 16;
+}
 
 // Runs with one OpenMP thread on this thread, restoring the caller's setting.
 class OneOmpThread {
@@ -82,12 +87,20 @@ struct Problem {
 
 Problem problem(const Shape& x, const Shape& w, const Conv2dParams& prm) {
   Problem pb;
-  pb.n = static_cast<int>(x[0]); pb.c = static_cast<int>(x[1]);
-  pb.h = static_cast<int>(x[2]); pb.w = static_cast<int>(x[3]);
-  pb.k = static_cast<int>(w[0]); pb.r = static_cast<int>(w[2]); pb.s = static_cast<int>(w[3]);
+  pb.n = static_cast<int>(x[0]);
+  pb.c = static_cast<int>(x[1]);
+  pb.h = static_cast<int>(x[2]);
+  pb.w = static_cast<int>(x[3]);
+  pb.k = static_cast<int>(w[0]);
+  pb.r = static_cast<int>(w[2]);
+  pb.s = static_cast<int>(w[3]);
   pb.groups = prm.groups;
-  pb.sh = prm.stride_h; pb.sw = prm.stride_w; pb.ph = prm.pad_h; pb.pw = prm.pad_w;
-  pb.dh = prm.dilation_h; pb.dw = prm.dilation_w;
+  pb.sh = prm.stride_h;
+  pb.sw = prm.stride_w;
+  pb.ph = prm.pad_h;
+  pb.pw = prm.pad_w;
+  pb.dh = prm.dilation_h;
+  pb.dw = prm.dilation_w;
   pb.ph_bottom = pb.ph;
   return pb;
 }
@@ -115,12 +128,14 @@ Descs descs(const Problem& pb) {
   d.dst = memory::desc({pb.n, pb.k, pb.p(), pb.q()}, f32, Tag::nchw);
   d.weights = pb.groups == 1
                   ? memory::desc({pb.k, pb.c, pb.r, pb.s}, f32, Tag::oihw)
-                  : memory::desc({pb.groups, pb.k / pb.groups, pb.c / pb.groups, pb.r, pb.s}, f32, Tag::goihw);
+                  : memory::desc({pb.groups, pb.k / pb.groups, pb.c / pb.groups, pb.r, pb.s}, f32,
+                                 Tag::goihw);
   d.bias = memory::desc({pb.k}, f32, Tag::x);
   d.strides = {pb.sh, pb.sw};
   d.dilates = {pb.dh - 1, pb.dw - 1};  // oneDNN counts the gaps
   d.pad = {pb.ph, pb.pw};
-  d.pad_r = {pb.ph_bottom, pb.pw};  // symmetric but for bands: stoke's output size is then consistent
+  d.pad_r = {pb.ph_bottom,
+             pb.pw};  // symmetric but for bands: stoke's output size is then consistent
   return d;
 }
 
@@ -128,10 +143,11 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Problem& pb, dnnl::pr
                                                      const dnnl::primitive_attr& attr) {
   const Descs d = descs(pb);
   const auto alg = dnnl::algorithm::convolution_direct;
-  const auto desc = pb.bias ? dnnl::convolution_forward::desc(prop, alg, d.src, d.weights, d.bias, d.dst, d.strides,
-                                                              d.dilates, d.pad, d.pad_r)
-                            : dnnl::convolution_forward::desc(prop, alg, d.src, d.weights, d.dst, d.strides,
-                                                              d.dilates, d.pad, d.pad_r);
+  const auto desc =
+      pb.bias ? dnnl::convolution_forward::desc(prop, alg, d.src, d.weights, d.bias, d.dst,
+                                                d.strides, d.dilates, d.pad, d.pad_r)
+              : dnnl::convolution_forward::desc(prop, alg, d.src, d.weights, d.dst, d.strides,
+                                                d.dilates, d.pad, d.pad_r);
   return {desc, attr, engine()};
 }
 
@@ -156,16 +172,17 @@ std::unique_ptr<Prim> create(const Problem& pb) {
     const Descs d = descs(pb);
     const auto alg = dnnl::algorithm::convolution_direct;
     if (pb.kind == kBackwardData) {
-      const dnnl::convolution_backward_data::desc desc(alg, d.src, d.weights, d.dst, d.strides, d.dilates, d.pad,
-                                                       d.pad_r);
+      const dnnl::convolution_backward_data::desc desc(alg, d.src, d.weights, d.dst, d.strides,
+                                                       d.dilates, d.pad, d.pad_r);
       const dnnl::convolution_backward_data::primitive_desc pd(desc, attr, engine(), hint);
       out->primitive = dnnl::convolution_backward_data(pd);
       out->scratch = pd.scratchpad_desc();
     } else {
-      const auto desc = pb.bias ? dnnl::convolution_backward_weights::desc(alg, d.src, d.weights, d.bias, d.dst,
-                                                                           d.strides, d.dilates, d.pad, d.pad_r)
-                                : dnnl::convolution_backward_weights::desc(alg, d.src, d.weights, d.dst, d.strides,
-                                                                           d.dilates, d.pad, d.pad_r);
+      const auto desc =
+          pb.bias ? dnnl::convolution_backward_weights::desc(alg, d.src, d.weights, d.bias, d.dst,
+                                                             d.strides, d.dilates, d.pad, d.pad_r)
+                  : dnnl::convolution_backward_weights::desc(alg, d.src, d.weights, d.dst,
+                                                             d.strides, d.dilates, d.pad, d.pad_r);
       const dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, engine(), hint);
       out->primitive = dnnl::convolution_backward_weights(pd);
       out->scratch = pd.scratchpad_desc();
@@ -179,7 +196,7 @@ std::unique_ptr<Prim> create(const Problem& pb) {
 // primitives may run on several threads at once.
 const Prim& primitive(const Problem& pb) {
   static std::mutex mutex;
-  static std::map<std::array<int, 17>, std::unique_ptr<Prim>> cache;
+  static std::map<std::array<int, 17>, std::unique_ptr<Prim> > cache;
   std::lock_guard lock(mutex);
   auto& slot = cache[pb.key()];
   if (!slot) {
@@ -188,7 +205,8 @@ const Prim& primitive(const Problem& pb) {
       slot = create(pb);
     } catch (const dnnl::error& e) {
       cache.erase(pb.key());
-      throw Error(ErrorCode::kInternal, std::string("conv2d: oneDNN has no convolution for this shape: ") + e.what());
+      throw Error(ErrorCode::kInternal,
+                  std::string("conv2d: oneDNN has no convolution for this shape: ") + e.what());
     }
   }
   return *slot;
@@ -207,7 +225,9 @@ void run(const Prim& prim, Args& args, float* scratch) {
   }
 }
 
-memory wrap(const memory::desc& d, const float* p) { return memory(d, engine(), const_cast<float*>(p)); }
+memory wrap(const memory::desc& d, const float* p) {
+  return memory(d, engine(), const_cast<float*>(p));
+}
 
 // A single image splits over channels (every arena thread on one image);
 // a batch splits over images.
@@ -216,8 +236,12 @@ memory wrap(const memory::desc& d, const float* p) { return memory(d, engine(), 
 // thread-count-dependent split would make results (and trained weights) a
 // function of the thread count. The arena runs the parts on the threads it has.
 constexpr int kParts = 8;
-bool split_channels(const CpuBackend&, const Problem& g) { return g.n == 1 && g.groups == 1; }
-int parts(const CpuBackend&, int total) { return std::max(1, std::min(kParts, total)); }
+bool split_channels(const CpuBackend&, const Problem& g) {
+  return g.n == 1 && g.groups == 1;
+}
+int parts(const CpuBackend&, int total) {
+  return std::max(1, std::min(kParts, total));
+}
 
 // Sub-problem for items [b, e) of `total` split over images or channels.
 Problem sub(Problem pb, int kind, bool channels_k, bool channels_c, std::size_t b, std::size_t e) {
@@ -234,7 +258,8 @@ Problem sub(Problem pb, int kind, bool channels_k, bool channels_c, std::size_t 
 }
 
 // Largest scratch over the (at most two) sub-problem sizes of an even split.
-std::size_t most_scratch(Problem pb, int kind, bool channels_k, bool channels_c, int total, int count) {
+std::size_t most_scratch(Problem pb, int kind, bool channels_k, bool channels_c, int total,
+                         int count) {
   const std::size_t lo = static_cast<std::size_t>(total / count), hi = lo + (total % count ? 1 : 0);
   return std::max(primitive(sub(pb, kind, channels_k, channels_c, 0, lo)).scratch_floats,
                   primitive(sub(pb, kind, channels_k, channels_c, 0, hi)).scratch_floats);
@@ -243,9 +268,9 @@ std::size_t most_scratch(Problem pb, int kind, bool channels_k, bool channels_c,
 // Forward of one image split into bands of output rows (every arena thread
 // on one image, no work done twice); a batch splits over images.
 struct Band {
-  int p0, p1;        // output rows
-  int row0, rows;    // input rows read
-  Problem problem;   // the band as a convolution of its own (n = 1)
+  int p0, p1;       // output rows
+  int row0, rows;   // input rows read
+  Problem problem;  // the band as a convolution of its own (n = 1)
 };
 
 Band band(const Problem& g, std::size_t b, std::size_t e) {
@@ -266,7 +291,7 @@ Band band(const Problem& g, std::size_t b, std::size_t e) {
 struct ForwardPlan {
   bool bands;
   int count;
-  std::size_t scratch;    // floats per chunk, then the band's x and y copies
+  std::size_t scratch;  // floats per chunk, then the band's x and y copies
   std::size_t x_band, y_band;
   std::size_t per_chunk() const { return scratch + x_band + y_band; }
 };
@@ -293,11 +318,13 @@ ForwardPlan forward_plan(const CpuBackend& be, const Problem& g) {
 
 struct BackwardPlan {
   bool channels;
-  int count_k, count_c;   // channel split: output / input channel parts; else count_k images
-  std::size_t scratch;    // floats per chunk
-  std::size_t slice;      // per chunk: input-channel slice of w (channel split) or dw+db partials
+  int count_k, count_c;  // channel split: output / input channel parts; else count_k images
+  std::size_t scratch;   // floats per chunk
+  std::size_t slice;     // per chunk: input-channel slice of w (channel split) or dw+db partials
   std::size_t per_chunk() const { return scratch + slice; }
-  std::size_t floats() const { return per_chunk() * static_cast<std::size_t>(std::max(count_k, count_c)); }
+  std::size_t floats() const {
+    return per_chunk() * static_cast<std::size_t>(std::max(count_k, count_c));
+  }
 };
 
 std::size_t weight_floats(const Problem& g) {
@@ -327,9 +354,12 @@ BackwardPlan backward_plan(const CpuBackend& be, const Problem& g, bool bias) {
 
 }  // namespace
 
-bool enabled() noexcept { return true; }
+bool enabled() noexcept {
+  return true;
+}
 
-std::size_t workspace_bytes(const CpuBackend& be, const Shape& x, const Shape& w, const Conv2dParams& prm) {
+std::size_t workspace_bytes(const CpuBackend& be, const Shape& x, const Shape& w,
+                            const Conv2dParams& prm) {
   const Problem g = problem(x, w, prm);
   const ForwardPlan fp = forward_plan(be, g);
   const BackwardPlan bp = backward_plan(be, g, true);
@@ -349,8 +379,8 @@ struct Output {
   bool relu;
 };
 
-void output_pass(const float* from, std::size_t from_height, float* to, std::size_t to_height, int channels,
-                 std::size_t rows, std::size_t width, const Output& out) {
+void output_pass(const float* from, std::size_t from_height, float* to, std::size_t to_height,
+                 int channels, std::size_t rows, std::size_t width, const Output& out) {
   const std::size_t n = rows * width;
   for (int c = 0; c < channels; ++c) {
     const float* src = from + c * from_height * width;
@@ -369,8 +399,8 @@ void output_pass(const float* from, std::size_t from_height, float* to, std::siz
   }
 }
 
-void forward_band(const Problem& g, const ForwardPlan& fp, float* scratch, std::size_t b, std::size_t e,
-                  const float* xp, const float* wp, float* yp, const Output& out) {
+void forward_band(const Problem& g, const ForwardPlan& fp, float* scratch, std::size_t b,
+                  std::size_t e, const float* xp, const float* wp, float* yp, const Output& out) {
   const Band bd = band(g, b, e);
   const Descs d = descs(bd.problem);
   const std::size_t q = static_cast<std::size_t>(g.q()), rows_out = e - b;
@@ -379,14 +409,17 @@ void forward_band(const Problem& g, const ForwardPlan& fp, float* scratch, std::
   const std::size_t w = static_cast<std::size_t>(g.w), rows_in = static_cast<std::size_t>(bd.rows);
   const float* x_rows = xp + static_cast<std::size_t>(bd.row0) * w;
   for (int c = 0; c < g.c; ++c) {
-    std::memcpy(x_band + c * rows_in * w, x_rows + c * static_cast<std::size_t>(g.h) * w, rows_in * w * sizeof(float));
+    std::memcpy(x_band + c * rows_in * w, x_rows + c * static_cast<std::size_t>(g.h) * w,
+                rows_in * w * sizeof(float));
   }
-  Args args{{DNNL_ARG_SRC, wrap(d.src, x_band)}, {DNNL_ARG_WEIGHTS, wrap(d.weights, wp)},
+  Args args{{DNNL_ARG_SRC, wrap(d.src, x_band)},
+            {DNNL_ARG_WEIGHTS, wrap(d.weights, wp)},
             {DNNL_ARG_DST, wrap(d.dst, y_band)}};
   run(primitive(bd.problem), args, scratch);
   Output band_out = out;
   if (out.residual) band_out.residual = out.residual + b * q;
-  output_pass(y_band, rows_out, yp + b * q, static_cast<std::size_t>(g.p()), g.k, rows_out, q, band_out);
+  output_pass(y_band, rows_out, yp + b * q, static_cast<std::size_t>(g.p()), g.k, rows_out, q,
+              band_out);
 }
 
 }  // namespace
@@ -418,7 +451,8 @@ void forward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& bia
                for (std::size_t n = b; n < e; ++n) {
                  Output image_out = out;
                  if (out.residual) image_out.residual = out.residual + n * y_image;
-                 output_pass(yp + n * y_image, 1, yp + n * y_image, 1, g.k, 1, pq, image_out);  // planes of pq
+                 output_pass(yp + n * y_image, 1, yp + n * y_image, 1, g.k, 1, pq,
+                             image_out);  // planes of pq
                }
              });
 }
@@ -427,65 +461,72 @@ namespace {
 
 // One image: weight gradient over output channels, input gradient over input
 // channels (each with its own copy of that slice of w).
-void backward_channels(CpuBackend& be, const BackwardPlan& bp, const Problem& g, float* ws, const float* xp,
-                       const float* wp, const float* dyp, float* dxp, float* dwp, float* dbp) {
-  const std::size_t pq = static_cast<std::size_t>(g.p()) * g.q(), rs = static_cast<std::size_t>(g.r) * g.s;
+void backward_channels(CpuBackend& be, const BackwardPlan& bp, const Problem& g, float* ws,
+                       const float* xp, const float* wp, const float* dyp, float* dxp, float* dwp,
+                       float* dbp) {
+  const std::size_t pq = static_cast<std::size_t>(g.p()) * g.q(),
+                    rs = static_cast<std::size_t>(g.r) * g.s;
   Problem gw = g;
   gw.bias = dbp != nullptr;
-  for_chunks(be, static_cast<std::size_t>(g.k), bp.count_k, [&](int chunk, std::size_t b, std::size_t e) {
-    const Problem pb = sub(gw, kBackwardWeights, true, false, b, e);
-    const Descs d = descs(pb);
-    Args args{{DNNL_ARG_SRC, wrap(d.src, xp)},
-              {DNNL_ARG_DIFF_DST, wrap(d.dst, dyp + b * pq)},
-              {DNNL_ARG_DIFF_WEIGHTS, wrap(d.weights, dwp + b * g.c * rs)}};
-    if (dbp) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(d.bias, dbp + b));
-    run(primitive(pb), args, ws + bp.per_chunk() * static_cast<std::size_t>(chunk));
-  });
+  for_chunks(be, static_cast<std::size_t>(g.k), bp.count_k,
+             [&](int chunk, std::size_t b, std::size_t e) {
+               const Problem pb = sub(gw, kBackwardWeights, true, false, b, e);
+               const Descs d = descs(pb);
+               Args args{{DNNL_ARG_SRC, wrap(d.src, xp)},
+                         {DNNL_ARG_DIFF_DST, wrap(d.dst, dyp + b * pq)},
+                         {DNNL_ARG_DIFF_WEIGHTS, wrap(d.weights, dwp + b * g.c * rs)}};
+               if (dbp) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(d.bias, dbp + b));
+               run(primitive(pb), args, ws + bp.per_chunk() * static_cast<std::size_t>(chunk));
+             });
   if (!dxp) return;
-  for_chunks(be, static_cast<std::size_t>(g.c), bp.count_c, [&](int chunk, std::size_t b, std::size_t e) {
-    const Problem pb = sub(g, kBackwardData, false, true, b, e);
-    const Descs d = descs(pb);
-    float* scratch = ws + bp.per_chunk() * static_cast<std::size_t>(chunk);
-    float* w_slice = scratch + bp.scratch;
-    const std::size_t cc = e - b;
-    for (int k = 0; k < g.k; ++k) {
-      std::memcpy(w_slice + k * cc * rs, wp + (k * static_cast<std::size_t>(g.c) + b) * rs, cc * rs * sizeof(float));
-    }
-    Args args{{DNNL_ARG_DIFF_DST, wrap(d.dst, dyp)},
-              {DNNL_ARG_WEIGHTS, wrap(d.weights, w_slice)},
-              {DNNL_ARG_DIFF_SRC, wrap(d.src, dxp + b * g.h * g.w)}};
-    run(primitive(pb), args, scratch);
-  });
+  for_chunks(
+      be, static_cast<std::size_t>(g.c), bp.count_c, [&](int chunk, std::size_t b, std::size_t e) {
+        const Problem pb = sub(g, kBackwardData, false, true, b, e);
+        const Descs d = descs(pb);
+        float* scratch = ws + bp.per_chunk() * static_cast<std::size_t>(chunk);
+        float* w_slice = scratch + bp.scratch;
+        const std::size_t cc = e - b;
+        for (int k = 0; k < g.k; ++k) {
+          std::memcpy(w_slice + k * cc * rs, wp + (k * static_cast<std::size_t>(g.c) + b) * rs,
+                      cc * rs * sizeof(float));
+        }
+        Args args{{DNNL_ARG_DIFF_DST, wrap(d.dst, dyp)},
+                  {DNNL_ARG_WEIGHTS, wrap(d.weights, w_slice)},
+                  {DNNL_ARG_DIFF_SRC, wrap(d.src, dxp + b * g.h * g.w)}};
+        run(primitive(pb), args, scratch);
+      });
 }
 
 // A batch: images split over chunks, each chunk's weight gradient a partial
 // sum reduced in chunk order afterwards (deterministic).
-void backward_images(CpuBackend& be, const BackwardPlan& bp, const Problem& g, float* ws, const float* xp,
-                     const float* wp, const float* dyp, float* dxp, float* dwp, float* dbp) {
+void backward_images(CpuBackend& be, const BackwardPlan& bp, const Problem& g, float* ws,
+                     const float* xp, const float* wp, const float* dyp, float* dxp, float* dwp,
+                     float* dbp) {
   const std::size_t x_image = static_cast<std::size_t>(g.c) * g.h * g.w;
   const std::size_t y_image = static_cast<std::size_t>(g.k) * g.p() * g.q();
   const std::size_t w_floats = weight_floats(g);
   const bool partials = bp.count_k > 1;
   Problem gw = g;
   gw.bias = dbp != nullptr;
-  for_chunks(be, static_cast<std::size_t>(g.n), bp.count_k, [&](int chunk, std::size_t b, std::size_t e) {
-    float* scratch = ws + bp.per_chunk() * static_cast<std::size_t>(chunk);
-    float* dw_part = partials ? scratch + bp.scratch : dwp;
-    float* db_part = partials ? dw_part + w_floats : dbp;
-    const Problem pw = sub(gw, kBackwardWeights, false, false, b, e);
-    const Descs d = descs(pw);
-    Args args{{DNNL_ARG_SRC, wrap(d.src, xp + b * x_image)},
-              {DNNL_ARG_DIFF_DST, wrap(d.dst, dyp + b * y_image)},
-              {DNNL_ARG_DIFF_WEIGHTS, wrap(d.weights, dw_part)}};
-    if (dbp) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(d.bias, db_part));
-    run(primitive(pw), args, scratch);
-    if (!dxp) return;
-    const Problem pd = sub(g, kBackwardData, false, false, b, e);
-    Args data{{DNNL_ARG_DIFF_DST, wrap(d.dst, dyp + b * y_image)},
-              {DNNL_ARG_WEIGHTS, wrap(d.weights, wp)},
-              {DNNL_ARG_DIFF_SRC, wrap(d.src, dxp + b * x_image)}};
-    run(primitive(pd), data, scratch);
-  });
+  for_chunks(be, static_cast<std::size_t>(g.n), bp.count_k,
+             [&](int chunk, std::size_t b, std::size_t e) {
+               float* scratch = ws + bp.per_chunk() * static_cast<std::size_t>(chunk);
+               float* dw_part = partials ? scratch + bp.scratch : dwp;
+               float* db_part = partials ? dw_part + w_floats : dbp;
+               const Problem pw = sub(gw, kBackwardWeights, false, false, b, e);
+               const Descs d = descs(pw);
+               Args args{{DNNL_ARG_SRC, wrap(d.src, xp + b * x_image)},
+                         {DNNL_ARG_DIFF_DST, wrap(d.dst, dyp + b * y_image)},
+                         {DNNL_ARG_DIFF_WEIGHTS, wrap(d.weights, dw_part)}};
+               if (dbp) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(d.bias, db_part));
+               run(primitive(pw), args, scratch);
+               if (!dxp) return;
+               const Problem pd = sub(g, kBackwardData, false, false, b, e);
+               Args data{{DNNL_ARG_DIFF_DST, wrap(d.dst, dyp + b * y_image)},
+                         {DNNL_ARG_WEIGHTS, wrap(d.weights, wp)},
+                         {DNNL_ARG_DIFF_SRC, wrap(d.src, dxp + b * x_image)}};
+               run(primitive(pd), data, scratch);
+             });
   if (!partials) return;
   for_chunks(be, w_floats + g.k, be.chunks(), [&](int, std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) {
@@ -502,17 +543,19 @@ void backward_images(CpuBackend& be, const BackwardPlan& bp, const Problem& g, f
 
 }  // namespace
 
-void backward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
-              Tensor& db, const Conv2dParams& prm) {
+void backward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+              Tensor& dw, Tensor& db, const Conv2dParams& prm) {
   const Problem g = problem(x.shape(), w.shape(), prm);
   const BackwardPlan bp = backward_plan(be, g, db.defined());
   float* ws = be.workspace(std::max<std::size_t>(1, bp.floats()));
   float* dxp = dx.defined() ? dx.data<float>() : nullptr;
   float* dbp = db.defined() ? db.data<float>() : nullptr;
   if (bp.channels) {
-    backward_channels(be, bp, g, ws, x.data<float>(), w.data<float>(), dy.data<float>(), dxp, dw.data<float>(), dbp);
+    backward_channels(be, bp, g, ws, x.data<float>(), w.data<float>(), dy.data<float>(), dxp,
+                      dw.data<float>(), dbp);
   } else {
-    backward_images(be, bp, g, ws, x.data<float>(), w.data<float>(), dy.data<float>(), dxp, dw.data<float>(), dbp);
+    backward_images(be, bp, g, ws, x.data<float>(), w.data<float>(), dy.data<float>(), dxp,
+                    dw.data<float>(), dbp);
   }
 }
 

@@ -29,12 +29,13 @@ struct Epilogue {
 bool enabled() noexcept;
 
 // Bytes of CpuBackend workspace a forward or backward with these shapes needs.
-std::size_t workspace_bytes(const CpuBackend& be, const Shape& x, const Shape& w, const Conv2dParams& p);
+std::size_t workspace_bytes(const CpuBackend& be, const Shape& x, const Shape& w,
+                            const Conv2dParams& p);
 
 // Shapes are checked by the caller.
 void forward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
              const Conv2dParams& p, const Epilogue& epilogue);
-void backward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
-              Tensor& db, const Conv2dParams& p);
+void backward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+              Tensor& dw, Tensor& db, const Conv2dParams& p);
 
 }  // namespace stoke::cpu::dnnl_conv

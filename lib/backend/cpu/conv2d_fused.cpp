@@ -8,8 +8,8 @@
 
 namespace stoke::cpu {
 
-bool conv2d_fused(Backend& backend, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor* residual,
-                  Tensor& y, const Conv2dParams& params, bool relu) {
+bool conv2d_fused(Backend& backend, const Tensor& x, const Tensor& w, const Tensor& bias,
+                  const Tensor* residual, Tensor& y, const Conv2dParams& params, bool relu) {
   auto* cpu = dynamic_cast<CpuBackend*>(&backend);
   if (!cpu || !dnnl_conv::enabled()) return false;
   // The checks of the conv2d_forward front door, plus the residual's.
@@ -20,7 +20,8 @@ bool conv2d_fused(Backend& backend, const Tensor& x, const Tensor& w, const Tens
   check.input("x", x, x.shape()).input("w", w, w.shape()).optional_input("bias", bias, {w.dim(0)});
   if (residual) check.input("residual", *residual, ys);
   check.output("y", y, ys).done();
-  dnnl_conv::forward(*cpu, x, w, bias, y, params, {residual ? residual->data<float>() : nullptr, relu});
+  dnnl_conv::forward(*cpu, x, w, bias, y, params,
+                     {residual ? residual->data<float>() : nullptr, relu});
   return true;
 }
 

@@ -16,8 +16,17 @@ struct Geometry {
 };
 Geometry geometry(const Tensor& x, const Tensor& w, const Conv2dParams& params) {
   const Shape y = conv2d_output_shape(x.shape(), w.shape(), params);
-  return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), w.dim(0), w.dim(2), w.dim(3),
-          y[2],     y[3],     w.dim(1), w.dim(0) / params.groups};
+  return {x.dim(0),
+          x.dim(1),
+          x.dim(2),
+          x.dim(3),
+          w.dim(0),
+          w.dim(2),
+          w.dim(3),
+          y[2],
+          y[3],
+          w.dim(1),
+          w.dim(0) / params.groups};
 }
 }  // namespace
 
@@ -39,8 +48,9 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor
                 const std::int64_t ih = p * params.stride_h - params.pad_h + r * params.dilation_h;
                 const std::int64_t iw = q * params.stride_w - params.pad_w + s * params.dilation_w;
                 if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
-                sum += static_cast<double>(xp[((n * g.c + group * g.cg + c) * g.h + ih) * g.w + iw]) *
-                       wp[((k * g.cg + c) * g.r + r) * g.s + s];
+                sum +=
+                    static_cast<double>(xp[((n * g.c + group * g.cg + c) * g.h + ih) * g.w + iw]) *
+                    wp[((k * g.cg + c) * g.r + r) * g.s + s];
               }
           yp[((n * g.k + k) * g.p + p) * g.q + q] = static_cast<float>(sum);
         }

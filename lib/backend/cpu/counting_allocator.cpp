@@ -17,9 +17,10 @@ void* CountingAllocator::allocate(std::size_t bytes) {
     const std::uint64_t before = in_use_.fetch_add(bytes);
     in_use_.fetch_sub(bytes);
     if (before + bytes > cap_) {
-      throw OutOfMemory("cpu backend: cannot allocate " + std::to_string(bytes) + " bytes: " +
-                            std::to_string(before) + " of the " + std::to_string(cap_) +
-                            "-byte host memory cap are in use (peak " + std::to_string(peak_.load()) +
+      throw OutOfMemory("cpu backend: cannot allocate " + std::to_string(bytes) +
+                            " bytes: " + std::to_string(before) + " of the " +
+                            std::to_string(cap_) + "-byte host memory cap are in use (peak " +
+                            std::to_string(peak_.load()) +
                             "); use a smaller batch size (or batch size auto) or raise the cap",
                         bytes, cap_, before);
     }
@@ -51,6 +52,8 @@ MemoryStats CountingAllocator::stats() const noexcept {
   return MemoryStats{in_use_.load(), peak_.load(), live_.load()};
 }
 
-void CountingAllocator::reset_peak() noexcept { peak_.store(in_use_.load()); }
+void CountingAllocator::reset_peak() noexcept {
+  peak_.store(in_use_.load());
+}
 
 }  // namespace stoke::cpu

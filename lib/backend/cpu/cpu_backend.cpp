@@ -13,7 +13,9 @@ namespace stoke::cpu {
 CpuBackend::CpuBackend(std::uint64_t memory_cap, const Context& context)
     : allocator_(memory_cap), context_(context), simd_(&cpu::simd_kernels(context.simd())) {}
 
-CpuBackend::~CpuBackend() { release_workspace(); }
+CpuBackend::~CpuBackend() {
+  release_workspace();
+}
 
 void CpuBackend::release_workspace() {
   if (workspace_) allocator_.free(workspace_, workspace_floats_ * sizeof(float));
@@ -30,7 +32,9 @@ float* CpuBackend::workspace(std::size_t floats) {
   return workspace_;
 }
 
-int CpuBackend::chunks() const noexcept { return std::max(1, context_.cpu_threads()); }
+int CpuBackend::chunks() const noexcept {
+  return std::max(1, context_.cpu_threads());
+}
 
 void CpuBackend::copy(void* dst, const void* src, std::size_t bytes, CopyKind /*kind*/) {
   if (bytes == 0) return;

@@ -14,8 +14,8 @@
 
 #include "backend/cpu/counting_allocator.hpp"
 #include "backend/cpu/simd.hpp"
-#include "stoke/context.hpp"
 #include "stoke/backend.hpp"
+#include "stoke/context.hpp"
 #include "stoke/threads.hpp"
 
 namespace stoke::cpu {

@@ -14,8 +14,10 @@ namespace {
 
 constexpr std::size_t kMinChunk = 1 << 15;  // elements; below this one task is cheaper
 
-void sweep(const CpuBackend& be, std::size_t n, const std::function<void(std::size_t, std::size_t)>& fn) {
-  const int c = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(be.chunks()), n / kMinChunk + 1));
+void sweep(const CpuBackend& be, std::size_t n,
+           const std::function<void(std::size_t, std::size_t)>& fn) {
+  const int c = static_cast<int>(
+      std::min<std::size_t>(static_cast<std::size_t>(be.chunks()), n / kMinChunk + 1));
   for_chunks(be, n, c, [&](int, std::size_t b, std::size_t e) { fn(b, e); });
 }
 
@@ -25,7 +27,8 @@ void CpuBackend::do_relu_forward(const Tensor& x, Tensor& y) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const SimdKernels& k = simd_kernels();
-  sweep(*this, static_cast<std::size_t>(x.numel()), [&](std::size_t b, std::size_t e) { k.relu(xp + b, yp + b, e - b); });
+  sweep(*this, static_cast<std::size_t>(x.numel()),
+        [&](std::size_t b, std::size_t e) { k.relu(xp + b, yp + b, e - b); });
 }
 
 void CpuBackend::do_relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
@@ -61,7 +64,8 @@ void CpuBackend::do_scale(Tensor& x, float alpha) {
   });
 }
 
-void CpuBackend::do_dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, std::uint64_t seed) {
+void CpuBackend::do_dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p,
+                                    std::uint64_t seed) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   float* mp = mask.data<float>();

@@ -16,7 +16,8 @@ float dropout_uniform(std::uint64_t seed, std::uint64_t index) noexcept {
 namespace naive {
 
 void relu_forward(const Tensor& x, Tensor& y) {
-  for (std::int64_t i = 0; i < x.numel(); ++i) y.data<float>()[i] = std::max(x.data<float>()[i], 0.0f);
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    y.data<float>()[i] = std::max(x.data<float>()[i], 0.0f);
 }
 
 void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
@@ -25,7 +26,8 @@ void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& y) {
-  for (std::int64_t i = 0; i < a.numel(); ++i) y.data<float>()[i] = a.data<float>()[i] + b.data<float>()[i];
+  for (std::int64_t i = 0; i < a.numel(); ++i)
+    y.data<float>()[i] = a.data<float>()[i] + b.data<float>()[i];
 }
 
 void accumulate(Tensor& dx, const Tensor& dy) {
@@ -45,7 +47,8 @@ void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, std::uin
 }
 
 void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) {
-  for (std::int64_t i = 0; i < dy.numel(); ++i) dx.data<float>()[i] = dy.data<float>()[i] * mask.data<float>()[i];
+  for (std::int64_t i = 0; i < dy.numel(); ++i)
+    dx.data<float>()[i] = dy.data<float>()[i] * mask.data<float>()[i];
 }
 
 }  // namespace naive

@@ -15,8 +15,10 @@ constexpr int kChunks = 8;
 
 }  // namespace
 
-void CpuBackend::do_linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
-  const int n = static_cast<int>(x.dim(0)), k = static_cast<int>(x.dim(1)), m = static_cast<int>(w.dim(0));
+void CpuBackend::do_linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
+                                   Tensor& y) {
+  const int n = static_cast<int>(x.dim(0)), k = static_cast<int>(x.dim(1)),
+            m = static_cast<int>(w.dim(0));
   const float* xp = x.data<float>();
   const float* wp = w.data<float>();
   const float* bp = bias.defined() ? bias.data<float>() : nullptr;
@@ -30,9 +32,10 @@ void CpuBackend::do_linear_forward(const Tensor& x, const Tensor& w, const Tenso
   });
 }
 
-void CpuBackend::do_linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
-                                 Tensor& db) {
-  const int n = static_cast<int>(x.dim(0)), k = static_cast<int>(x.dim(1)), m = static_cast<int>(w.dim(0));
+void CpuBackend::do_linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+                                    Tensor& dw, Tensor& db) {
+  const int n = static_cast<int>(x.dim(0)), k = static_cast<int>(x.dim(1)),
+            m = static_cast<int>(w.dim(0));
   const float* xp = x.data<float>();
   const float* wp = w.data<float>();
   const float* dyp = dy.data<float>();
@@ -41,12 +44,14 @@ void CpuBackend::do_linear_backward(const Tensor& x, const Tensor& w, const Tens
   if (dx.defined()) {
     float* dxp = dx.data<float>();
     for_chunks(*this, static_cast<std::size_t>(n), kChunks, [&](int, std::size_t b, std::size_t e) {
-      sgemm(false, false, static_cast<int>(e - b), k, m, 1.0f, dyp + b * m, m, wp, k, 0.0f, dxp + b * k, k);
+      sgemm(false, false, static_cast<int>(e - b), k, m, 1.0f, dyp + b * m, m, wp, k, 0.0f,
+            dxp + b * k, k);
     });
   }
   // dw[j, :] = sum_r dy[r, j] x[r, :] for the chunk's output features j.
   for_chunks(*this, static_cast<std::size_t>(m), kChunks, [&](int, std::size_t b, std::size_t e) {
-    sgemm(true, false, static_cast<int>(e - b), k, n, 1.0f, dyp + b, m, xp, k, 0.0f, dwp + b * k, k);
+    sgemm(true, false, static_cast<int>(e - b), k, n, 1.0f, dyp + b, m, xp, k, 0.0f, dwp + b * k,
+          k);
     if (dbp)
       for (std::size_t j = b; j < e; ++j) {
         float sum = 0.0f;

@@ -17,18 +17,21 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor
     }
 }
 
-void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) {
+void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                     Tensor& db) {
   const std::int64_t n = x.dim(0), k = x.dim(1), m = w.dim(0);
   for (std::int64_t r = 0; r < n && dx.defined(); ++r)
     for (std::int64_t i = 0; i < k; ++i) {
       double sum = 0;
-      for (std::int64_t j = 0; j < m; ++j) sum += static_cast<double>(dy.data<float>()[r * m + j]) * w.data<float>()[j * k + i];
+      for (std::int64_t j = 0; j < m; ++j)
+        sum += static_cast<double>(dy.data<float>()[r * m + j]) * w.data<float>()[j * k + i];
       dx.data<float>()[r * k + i] = static_cast<float>(sum);
     }
   for (std::int64_t j = 0; j < m; ++j) {
     for (std::int64_t i = 0; i < k; ++i) {
       double sum = 0;
-      for (std::int64_t r = 0; r < n; ++r) sum += static_cast<double>(dy.data<float>()[r * m + j]) * x.data<float>()[r * k + i];
+      for (std::int64_t r = 0; r < n; ++r)
+        sum += static_cast<double>(dy.data<float>()[r * m + j]) * x.data<float>()[r * k + i];
       dw.data<float>()[j * k + i] = static_cast<float>(sum);
     }
     if (db.defined()) {

@@ -14,15 +14,15 @@ namespace {
 std::int32_t checked_label(const std::int32_t* labels, std::size_t r, std::int64_t classes) {
   const std::int32_t l = labels[r];
   if (l < 0 || l >= classes) {
-    throw InvalidArgument("softmax_cross_entropy: label " + std::to_string(l) + " of row " + std::to_string(r) +
-                          " is outside [0, " + std::to_string(classes) + ")");
+    throw InvalidArgument("softmax_cross_entropy: label " + std::to_string(l) + " of row " +
+                          std::to_string(r) + " is outside [0, " + std::to_string(classes) + ")");
   }
   return l;
 }
 }  // namespace
 
-void CpuBackend::do_softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs,
-                                               Tensor& loss, Tensor& correct) {
+void CpuBackend::do_softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels,
+                                                  Tensor& probs, Tensor& loss, Tensor& correct) {
   const std::size_t n = static_cast<std::size_t>(logits.dim(0));
   const std::int64_t c = logits.dim(1);
   const float* lp = logits.data<float>();
@@ -63,7 +63,8 @@ void CpuBackend::do_softmax_cross_entropy_forward(const Tensor& logits, const Te
   correct.data<float>()[0] = static_cast<float>(right);
 }
 
-void CpuBackend::do_softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, Tensor& dlogits) {
+void CpuBackend::do_softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,
+                                                   Tensor& dlogits) {
   const std::size_t n = static_cast<std::size_t>(probs.dim(0));
   const std::int64_t c = probs.dim(1);
   const float* pp = probs.data<float>();
@@ -73,7 +74,8 @@ void CpuBackend::do_softmax_cross_entropy_backward(const Tensor& probs, const Te
   for_chunks(*this, n, chunks(), [&](int, std::size_t b, std::size_t e) {
     for (std::size_t r = b; r < e; ++r) {
       const std::int32_t label = checked_label(lab, r, c);
-      for (std::int64_t j = 0; j < c; ++j) dp[r * c + j] = (pp[r * c + j] - (j == label ? 1.0f : 0.0f)) * inv_n;
+      for (std::int64_t j = 0; j < c; ++j)
+        dp[r * c + j] = (pp[r * c + j] - (j == label ? 1.0f : 0.0f)) * inv_n;
     }
   });
 }

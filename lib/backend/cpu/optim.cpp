@@ -12,11 +12,13 @@ namespace stoke::cpu {
 namespace {
 constexpr std::size_t kMinChunk = 1 << 15;
 int sweep_chunks(const CpuBackend& be, std::size_t n) {
-  return static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(be.chunks()), n / kMinChunk + 1));
+  return static_cast<int>(
+      std::min<std::size_t>(static_cast<std::size_t>(be.chunks()), n / kMinChunk + 1));
 }
 }  // namespace
 
-void CpuBackend::do_sgd_update(Tensor& params, const Tensor& grads, Tensor& velocity, const SgdParams& requested) {
+void CpuBackend::do_sgd_update(Tensor& params, const Tensor& grads, Tensor& velocity,
+                               const SgdParams& requested) {
   const SgdParams p = resolve_on_host(requested);
   float* w = params.data<float>();
   const float* g = grads.data<float>();
@@ -28,7 +30,8 @@ void CpuBackend::do_sgd_update(Tensor& params, const Tensor& grads, Tensor& velo
   });
 }
 
-void CpuBackend::do_adam_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const AdamParams& requested) {
+void CpuBackend::do_adam_update(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
+                                const AdamParams& requested) {
   const ResolvedAdam resolved = resolve_on_host(requested);
   const AdamParams& p = resolved.params;
   const float bc1 = resolved.bias1, bc2 = resolved.bias2;

@@ -10,9 +10,11 @@ void sgd_update(Tensor& params, const Tensor& grads, Tensor& velocity, const Sgd
   for (std::int64_t i = 0; i < params.numel(); ++i) {
     float& w = params.data<float>()[i];
     float& v = velocity.data<float>()[i];
-    const double g = static_cast<double>(grads.data<float>()[i]) + static_cast<double>(p.weight_decay) * w;
+    const double g =
+        static_cast<double>(grads.data<float>()[i]) + static_cast<double>(p.weight_decay) * w;
     v = static_cast<float>(p.momentum * static_cast<double>(v) + g);
-    w = static_cast<float>(w - p.lr * (p.nesterov ? g + p.momentum * static_cast<double>(v) : static_cast<double>(v)));
+    w = static_cast<float>(
+        w - p.lr * (p.nesterov ? g + p.momentum * static_cast<double>(v) : static_cast<double>(v)));
   }
 }
 

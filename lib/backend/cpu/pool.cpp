@@ -21,8 +21,8 @@ struct Window {
 };
 
 // [lo, hi) of input rows (or columns) covered by output index o.
-inline void clip(std::int64_t o, int stride, int pad, int kernel, std::int64_t size, std::int64_t& lo,
-                 std::int64_t& hi) {
+inline void clip(std::int64_t o, int stride, int pad, int kernel, std::int64_t size,
+                 std::int64_t& lo, std::int64_t& hi) {
   lo = o * stride - pad;
   hi = std::min(lo + kernel, size);
   lo = std::max<std::int64_t>(lo, 0);
@@ -30,9 +30,10 @@ inline void clip(std::int64_t o, int stride, int pad, int kernel, std::int64_t s
 
 template <class Body>
 void over_planes(const CpuBackend& be, const Shape& ys, Body&& body) {
-  for_chunks(be, static_cast<std::size_t>(ys[0] * ys[1]), be.chunks(), [&](int, std::size_t b, std::size_t e) {
-    for (std::size_t pl = b; pl < e; ++pl) body(static_cast<std::int64_t>(pl));
-  });
+  for_chunks(be, static_cast<std::size_t>(ys[0] * ys[1]), be.chunks(),
+             [&](int, std::size_t b, std::size_t e) {
+               for (std::size_t pl = b; pl < e; ++pl) body(static_cast<std::int64_t>(pl));
+             });
 }
 
 // The scaffolding the four windowed ops share: planes (n, c) split over
@@ -40,8 +41,8 @@ void over_planes(const CpuBackend& be, const Shape& ys, Body&& body) {
 // output element (o = p * Q + q, within the plane), with its window clipped
 // to the input once per output row and column.
 template <class Begin, class Body>
-void for_each_window(const CpuBackend& be, const Shape& ys, const Plane& g, const Pool2dParams& prm, Begin&& begin,
-                     Body&& body) {
+void for_each_window(const CpuBackend& be, const Shape& ys, const Plane& g, const Pool2dParams& prm,
+                     Begin&& begin, Body&& body) {
   over_planes(be, ys, [&](std::int64_t pl) {
     begin(pl);
     for (std::int64_t p = 0; p < g.p; ++p) {
@@ -64,36 +65,41 @@ void CpuBackend::do_max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dP
   const Plane g{x.dim(2), x.dim(3), ys[2], ys[3]};
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
-  for_each_window(*this, ys, g, prm, kNoPlaneSetup, [&](std::int64_t pl, std::int64_t o, const Window& win) {
-    const float* in = xp + pl * g.h * g.w;
-    float best = -std::numeric_limits<float>::infinity();
-    for (std::int64_t ih = win.h0; ih < win.h1; ++ih)
-      for (std::int64_t iw = win.w0; iw < win.w1; ++iw) best = std::max(best, in[ih * g.w + iw]);
-    yp[pl * g.p * g.q + o] = best;
-  });
+  for_each_window(*this, ys, g, prm, kNoPlaneSetup,
+                  [&](std::int64_t pl, std::int64_t o, const Window& win) {
+                    const float* in = xp + pl * g.h * g.w;
+                    float best = -std::numeric_limits<float>::infinity();
+                    for (std::int64_t ih = win.h0; ih < win.h1; ++ih)
+                      for (std::int64_t iw = win.w0; iw < win.w1; ++iw)
+                        best = std::max(best, in[ih * g.w + iw]);
+                    yp[pl * g.p * g.q + o] = best;
+                  });
 }
 
-void CpuBackend::do_max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
-                                     const Pool2dParams& prm) {
+void CpuBackend::do_max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                        Tensor& dx, const Pool2dParams& prm) {
   const Shape& ys = dy.shape();
   const Plane g{x.dim(2), x.dim(3), ys[2], ys[3]};
   const float* xp = x.data<float>();
   const float* yp = y.data<float>();
   const float* dyp = dy.data<float>();
   float* dxp = dx.data<float>();
-  const auto zero_plane = [&](std::int64_t pl) { std::fill(dxp + pl * g.h * g.w, dxp + (pl + 1) * g.h * g.w, 0.0f); };
-  for_each_window(*this, ys, g, prm, zero_plane, [&](std::int64_t pl, std::int64_t o, const Window& win) {
-    const float* in = xp + pl * g.h * g.w;
-    float* din = dxp + pl * g.h * g.w;
-    const std::int64_t out = pl * g.p * g.q + o;
-    // The gradient goes to the first maximum only.
-    for (std::int64_t ih = win.h0; ih < win.h1; ++ih)
-      for (std::int64_t iw = win.w0; iw < win.w1; ++iw)
-        if (in[ih * g.w + iw] == yp[out]) {
-          din[ih * g.w + iw] += dyp[out];
-          return;
-        }
-  });
+  const auto zero_plane = [&](std::int64_t pl) {
+    std::fill(dxp + pl * g.h * g.w, dxp + (pl + 1) * g.h * g.w, 0.0f);
+  };
+  for_each_window(*this, ys, g, prm, zero_plane,
+                  [&](std::int64_t pl, std::int64_t o, const Window& win) {
+                    const float* in = xp + pl * g.h * g.w;
+                    float* din = dxp + pl * g.h * g.w;
+                    const std::int64_t out = pl * g.p * g.q + o;
+                    // The gradient goes to the first maximum only.
+                    for (std::int64_t ih = win.h0; ih < win.h1; ++ih)
+                      for (std::int64_t iw = win.w0; iw < win.w1; ++iw)
+                        if (in[ih * g.w + iw] == yp[out]) {
+                          din[ih * g.w + iw] += dyp[out];
+                          return;
+                        }
+                  });
 }
 
 void CpuBackend::do_avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
@@ -102,13 +108,14 @@ void CpuBackend::do_avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dP
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const float inv = 1.0f / static_cast<float>(prm.kernel_h * prm.kernel_w);
-  for_each_window(*this, ys, g, prm, kNoPlaneSetup, [&](std::int64_t pl, std::int64_t o, const Window& win) {
-    const float* in = xp + pl * g.h * g.w;
-    float sum = 0.0f;
-    for (std::int64_t ih = win.h0; ih < win.h1; ++ih)
-      for (std::int64_t iw = win.w0; iw < win.w1; ++iw) sum += in[ih * g.w + iw];
-    yp[pl * g.p * g.q + o] = sum * inv;
-  });
+  for_each_window(*this, ys, g, prm, kNoPlaneSetup,
+                  [&](std::int64_t pl, std::int64_t o, const Window& win) {
+                    const float* in = xp + pl * g.h * g.w;
+                    float sum = 0.0f;
+                    for (std::int64_t ih = win.h0; ih < win.h1; ++ih)
+                      for (std::int64_t iw = win.w0; iw < win.w1; ++iw) sum += in[ih * g.w + iw];
+                    yp[pl * g.p * g.q + o] = sum * inv;
+                  });
 }
 
 void CpuBackend::do_avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& prm) {
@@ -117,13 +124,16 @@ void CpuBackend::do_avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool
   const float* dyp = dy.data<float>();
   float* dxp = dx.data<float>();
   const float inv = 1.0f / static_cast<float>(prm.kernel_h * prm.kernel_w);
-  const auto zero_plane = [&](std::int64_t pl) { std::fill(dxp + pl * g.h * g.w, dxp + (pl + 1) * g.h * g.w, 0.0f); };
-  for_each_window(*this, ys, g, prm, zero_plane, [&](std::int64_t pl, std::int64_t o, const Window& win) {
-    float* din = dxp + pl * g.h * g.w;
-    const float d = dyp[pl * g.p * g.q + o] * inv;
-    for (std::int64_t ih = win.h0; ih < win.h1; ++ih)
-      for (std::int64_t iw = win.w0; iw < win.w1; ++iw) din[ih * g.w + iw] += d;
-  });
+  const auto zero_plane = [&](std::int64_t pl) {
+    std::fill(dxp + pl * g.h * g.w, dxp + (pl + 1) * g.h * g.w, 0.0f);
+  };
+  for_each_window(*this, ys, g, prm, zero_plane,
+                  [&](std::int64_t pl, std::int64_t o, const Window& win) {
+                    float* din = dxp + pl * g.h * g.w;
+                    const float d = dyp[pl * g.p * g.q + o] * inv;
+                    for (std::int64_t ih = win.h0; ih < win.h1; ++ih)
+                      for (std::int64_t iw = win.w0; iw < win.w1; ++iw) din[ih * g.w + iw] += d;
+                  });
 }
 
 void CpuBackend::do_global_avg_pool_forward(const Tensor& x, Tensor& y) {

@@ -14,10 +14,12 @@ namespace naive {
 namespace {
 // Visits the in-bounds input offsets (within one plane) of output (p, q).
 template <class F>
-void window(const Pool2dParams& prm, std::int64_t h, std::int64_t w, std::int64_t p, std::int64_t q, F&& f) {
+void window(const Pool2dParams& prm, std::int64_t h, std::int64_t w, std::int64_t p, std::int64_t q,
+            F&& f) {
   for (int r = 0; r < prm.kernel_h; ++r)
     for (int s = 0; s < prm.kernel_w; ++s) {
-      const std::int64_t ih = p * prm.stride_h - prm.pad_h + r, iw = q * prm.stride_w - prm.pad_w + s;
+      const std::int64_t ih = p * prm.stride_h - prm.pad_h + r,
+                         iw = q * prm.stride_w - prm.pad_w + s;
       if (ih >= 0 && ih < h && iw >= 0 && iw < w) f(ih * w + iw);
     }
 }
@@ -30,12 +32,14 @@ void max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
     for (std::int64_t p = 0; p < ys[2]; ++p)
       for (std::int64_t q = 0; q < ys[3]; ++q) {
         float best = -std::numeric_limits<float>::infinity();
-        window(prm, h, w, p, q, [&](std::int64_t i) { best = std::max(best, x.data<float>()[pl * h * w + i]); });
+        window(prm, h, w, p, q,
+               [&](std::int64_t i) { best = std::max(best, x.data<float>()[pl * h * w + i]); });
         y.data<float>()[(pl * ys[2] + p) * ys[3] + q] = best;
       }
 }
 
-void max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx, const Pool2dParams& prm) {
+void max_pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx,
+                         const Pool2dParams& prm) {
   const Shape& ys = dy.shape();
   const std::int64_t planes = ys[0] * ys[1], h = x.dim(2), w = x.dim(3);
   for (std::int64_t i = 0; i < dx.numel(); ++i) dx.data<float>()[i] = 0.0f;
@@ -61,7 +65,8 @@ void avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
       for (std::int64_t q = 0; q < ys[3]; ++q) {
         double sum = 0;
         window(prm, h, w, p, q, [&](std::int64_t i) { sum += x.data<float>()[pl * h * w + i]; });
-        y.data<float>()[(pl * ys[2] + p) * ys[3] + q] = static_cast<float>(sum / (prm.kernel_h * prm.kernel_w));
+        y.data<float>()[(pl * ys[2] + p) * ys[3] + q] =
+            static_cast<float>(sum / (prm.kernel_h * prm.kernel_w));
       }
 }
 
@@ -72,7 +77,8 @@ void avg_pool2d_backward(const Tensor& dy, Tensor& dx, const Pool2dParams& prm) 
   for (std::int64_t pl = 0; pl < planes; ++pl)
     for (std::int64_t p = 0; p < ys[2]; ++p)
       for (std::int64_t q = 0; q < ys[3]; ++q) {
-        const float g = dy.data<float>()[(pl * ys[2] + p) * ys[3] + q] / static_cast<float>(prm.kernel_h * prm.kernel_w);
+        const float g = dy.data<float>()[(pl * ys[2] + p) * ys[3] + q] /
+                        static_cast<float>(prm.kernel_h * prm.kernel_w);
         window(prm, h, w, p, q, [&](std::int64_t i) { dx.data<float>()[pl * h * w + i] += g; });
       }
 }
@@ -89,7 +95,8 @@ void global_avg_pool_forward(const Tensor& x, Tensor& y) {
 void global_avg_pool_backward(const Tensor& dy, Tensor& dx) {
   const std::int64_t hw = dx.dim(2) * dx.dim(3);
   for (std::int64_t pl = 0; pl < dx.dim(0) * dx.dim(1); ++pl)
-    for (std::int64_t i = 0; i < hw; ++i) dx.data<float>()[pl * hw + i] = dy.data<float>()[pl] / static_cast<float>(hw);
+    for (std::int64_t i = 0; i < hw; ++i)
+      dx.data<float>()[pl * hw + i] = dy.data<float>()[pl] / static_cast<float>(hw);
 }
 
 }  // namespace naive

@@ -23,8 +23,8 @@ struct SimdKernels {
   void (*sgd)(float* w, const float* g, float* v, std::size_t n, float lr, float momentum,
               float weight_decay, bool nesterov);
   // bias_correction1/2 = 1 - beta^step
-  void (*adam)(float* w, const float* g, float* m, float* v, std::size_t n, float lr,
-               float beta1, float beta2, float epsilon, float weight_decay, bool decoupled,
+  void (*adam)(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float beta1,
+               float beta2, float epsilon, float weight_decay, bool decoupled,
                float bias_correction1, float bias_correction2);
 };
 

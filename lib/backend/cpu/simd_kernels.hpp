@@ -17,7 +17,8 @@ struct Kernels {
   static void relu(const float* x, float* y, std::size_t n) {
     std::size_t i = 0;
     const B zero(0.0f);
-    for (; i + kLanes <= n; i += kLanes) xsimd::max(B::load_unaligned(x + i), zero).store_unaligned(y + i);
+    for (; i + kLanes <= n; i += kLanes)
+      xsimd::max(B::load_unaligned(x + i), zero).store_unaligned(y + i);
     for (; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
   }
   static void relu_backward(const float* y, const float* dy, float* dx, std::size_t n) {
@@ -45,7 +46,8 @@ struct Kernels {
   static void scale_shift(const float* x, float* y, std::size_t n, float scale, float shift) {
     std::size_t i = 0;
     const B s(scale), t(shift);
-    for (; i + kLanes <= n; i += kLanes) xsimd::fma(B::load_unaligned(x + i), s, t).store_unaligned(y + i);
+    for (; i + kLanes <= n; i += kLanes)
+      xsimd::fma(B::load_unaligned(x + i), s, t).store_unaligned(y + i);
     for (; i < n; ++i) y[i] = x[i] * scale + shift;
   }
   static void sgd(float* w, const float* g, float* v, std::size_t n, float lr, float momentum,
@@ -97,7 +99,8 @@ struct Kernels {
   }
 
   static const SimdKernels& table(const char* name) {
-    static const SimdKernels k{name, relu, relu_backward, add, accumulate, mul, scale_shift, sgd, adam};
+    static const SimdKernels k{name, relu,        relu_backward, add, accumulate,
+                               mul,  scale_shift, sgd,           adam};
     return k;
   }
 };

@@ -16,9 +16,10 @@ constexpr double kBackwardEpsilon = 1e-5;
 }  // namespace
 
 void CudaBackend::do_batch_norm_forward_training(const Tensor& x, const Tensor& gamma,
-                                              const Tensor& beta, Tensor& y, Tensor& running_mean,
-                                              Tensor& running_var, Tensor& save_mean,
-                                              Tensor& save_invstd, const BatchNormParams& params) {
+                                                 const Tensor& beta, Tensor& y,
+                                                 Tensor& running_mean, Tensor& running_var,
+                                                 Tensor& save_mean, Tensor& save_invstd,
+                                                 const BatchNormParams& params) {
   check_cudnn_elements("batch_norm_forward_training", "x", x.shape());
   const TensorDesc xd(x.shape()), bn(1, static_cast<int>(x.dim(1)), 1, 1);
   const float one = 1.0f, zero = 0.0f;
@@ -30,9 +31,9 @@ void CudaBackend::do_batch_norm_forward_training(const Tensor& x, const Tensor& 
 }
 
 void CudaBackend::do_batch_norm_forward_inference(const Tensor& x, const Tensor& gamma,
-                                               const Tensor& beta, const Tensor& running_mean,
-                                               const Tensor& running_var, Tensor& y,
-                                               const BatchNormParams& params) {
+                                                  const Tensor& beta, const Tensor& running_mean,
+                                                  const Tensor& running_var, Tensor& y,
+                                                  const BatchNormParams& params) {
   check_cudnn_elements("batch_norm_forward_inference", "x", x.shape());
   const TensorDesc xd(x.shape()), bn(1, static_cast<int>(x.dim(1)), 1, 1);
   const float one = 1.0f, zero = 0.0f;
@@ -43,8 +44,8 @@ void CudaBackend::do_batch_norm_forward_inference(const Tensor& x, const Tensor&
 }
 
 void CudaBackend::do_batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
-                                      const Tensor& save_mean, const Tensor& save_invstd,
-                                      Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+                                         const Tensor& save_mean, const Tensor& save_invstd,
+                                         Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   check_cudnn_elements("batch_norm_backward", "x", x.shape());
   const TensorDesc xd(x.shape()), bn(1, static_cast<int>(x.dim(1)), 1, 1);
   const float one = 1.0f, zero = 0.0f;

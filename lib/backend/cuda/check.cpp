@@ -15,19 +15,20 @@ const char* hint_for(const StatusInfo& info) {
         return "no usable CUDA driver/device: run with STOKE_GPU_DEVICE=cpu";
       case cudaErrorInvalidDevice:
         return "check STOKE_GPU_DEVICE against `stoke-info` and CUDA_VISIBLE_DEVICES";
-      default: break;
+      default:
+        break;
     }
   }
   if (info.code == ErrorCode::kCudnn && info.status == CUDNN_STATUS_NOT_INITIALIZED) {
-    return "cuDNN could not initialize: check the driver and that libcudnn matches the CUDA runtime";
+    return "cuDNN could not initialize: check the driver and that libcudnn matches the CUDA "
+           "runtime";
   }
   return nullptr;
 }
 
 }  // namespace
 
-std::string describe_failure(const StatusInfo& info, const char* call, const char* file,
-                             int line) {
+std::string describe_failure(const StatusInfo& info, const char* call, const char* file, int line) {
   int device = -1;
   const bool have_device = cudaGetDevice(&device) == cudaSuccess;
   std::string message = std::string(info.library) + " call " + call + " failed at " + file + ":" +

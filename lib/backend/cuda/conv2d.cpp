@@ -28,7 +28,8 @@ ConvSetup::ConvSetup(const char* op, const Shape& x, const Shape& w, const Conv2
          std::to_string(p.pad_w) + " d" + std::to_string(p.dilation_h) + "," +
          std::to_string(p.dilation_w) + " g" + std::to_string(p.groups) +
          (strict ? " fp32" : " tf32");
-  for (int pass = 0; pass < 3; ++pass) pass_keys_[pass] = std::string(kConvPassNames[pass]) + " " + key_;
+  for (int pass = 0; pass < 3; ++pass)
+    pass_keys_[pass] = std::string(kConvPassNames[pass]) + " " + key_;
   x_ = std::make_unique<TensorDesc>(x);
   y_ = std::make_unique<TensorDesc>(y_shape_);
   STOKE_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_));
@@ -96,7 +97,7 @@ std::size_t CudaBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
 }
 
 void CudaBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
-                                 const Conv2dParams& params) {
+                                    const Conv2dParams& params) {
   const ConvSetup& s = conv_setup("conv2d_forward", x.shape(), w.shape(), params);
   const ConvAlgoChoice c = choose_conv_algo(kConvForward, ConvCall{s, x.raw(), w.raw(), y.raw()});
   s.set_math(c.math_type);
@@ -113,7 +114,7 @@ void CudaBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tens
 }
 
 void CudaBackend::do_conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
-                                  Tensor& dw, Tensor& db, const Conv2dParams& params) {
+                                     Tensor& dw, Tensor& db, const Conv2dParams& params) {
   const ConvSetup& s = conv_setup("conv2d_backward", x.shape(), w.shape(), params);
   const float one = 1.0f, zero = 0.0f;
   if (db.defined()) {

@@ -118,7 +118,9 @@ MemoryStats CudaBackend::memory_stats() const {
   return {s.in_use, s.peak_in_use, s.live_allocations};
 }
 
-PoolStats CudaBackend::pool_stats() const { return pool_->stats(); }
+PoolStats CudaBackend::pool_stats() const {
+  return pool_->stats();
+}
 
 std::uint64_t CudaBackend::device_memory_bytes() const {
   make_current();

@@ -98,7 +98,7 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   ConvAlgoChoice choose_conv_algo(int pass, const ConvCall& call) const;
   // The descriptors of a convolution shape, built once per backend (conv.cpp).
   const ConvSetup& conv_setup(const char* op, const Shape& x, const Shape& w,
-                                    const Conv2dParams& params);
+                              const Conv2dParams& params);
 
  private:
   friend class CudaCapturedStep;

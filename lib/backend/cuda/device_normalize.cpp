@@ -1,6 +1,6 @@
 #include "backend/cuda/device_normalize.hpp"
-#include <algorithm>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -29,14 +29,17 @@ void NormalizeKernel::load() {
       const auto it = std::find_if(sources.begin(), sources.end(),
                                    [](const KernelSource& k) { return k.name == "normalize_u8"; });
       if (it == sources.end()) throw Unsupported("the normalize_u8 kernel source is not embedded");
-      const auto cubin = JitCache(JitCache::default_directory()).get_or_compile(*it, prop.major * 10 + prop.minor);
-      STOKE_CUDA_CHECK(cudaLibraryLoadData(&library_, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+      const auto cubin =
+          JitCache(JitCache::default_directory()).get_or_compile(*it, prop.major * 10 + prop.minor);
+      STOKE_CUDA_CHECK(
+          cudaLibraryLoadData(&library_, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
       cudaKernel_t kernel = nullptr;
       STOKE_CUDA_CHECK(cudaLibraryGetKernel(&kernel, library_, kNormalizeKernelName));
       function_ = reinterpret_cast<const void*>(kernel);
       return;
     } catch (const Error& e) {
-      log_warn(std::string("device normalize: JIT failed, using the precompiled kernel: ") + e.what());
+      log_warn(std::string("device normalize: JIT failed, using the precompiled kernel: ") +
+               e.what());
     }
   }
   for (const auto& k : precompiled_kernels()) {
@@ -61,11 +64,12 @@ void NormalizeKernel::launch(const void* src, float* dst, int samples, int heigh
   long long pixels = static_cast<long long>(height) * width;
   const long long total = pixels * samples;
   const unsigned int threads = 256;
-  const auto blocks = static_cast<unsigned int>(
-      std::min<long long>(blocks_, (total + threads - 1) / threads));
+  const auto blocks =
+      static_cast<unsigned int>(std::min<long long>(blocks_, (total + threads - 1) / threads));
   const unsigned char* in = static_cast<const unsigned char*>(src);
   void* args[] = {&in, &dst, &pixels, &samples, &channels, &params};
-  cuda::launch(function_, dim3(blocks ? blocks : 1), dim3(threads), args, stream, kNormalizeKernelName);
+  cuda::launch(function_, dim3(blocks ? blocks : 1), dim3(threads), args, stream,
+               kNormalizeKernelName);
 }
 
 }  // namespace stoke::cuda

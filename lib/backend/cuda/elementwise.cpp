@@ -44,7 +44,7 @@ void CudaBackend::do_scale(Tensor& x, float alpha) {
 }
 
 void CudaBackend::do_dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p,
-                                  std::uint64_t seed) {
+                                     std::uint64_t seed) {
   const float keep_scale = 1.0f / (1.0f - p);
   const unsigned long long s = seed;
   const float* xp = x.data<float>();

@@ -1,6 +1,7 @@
 #include "backend/cuda/jit.hpp"
 
 #include <nvrtc.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -8,7 +9,6 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
-#include <unistd.h>
 
 #include "backend/cuda/check.hpp"
 #include "stoke/error.hpp"
@@ -67,8 +67,8 @@ std::uint64_t fnv1a(const void* data, std::size_t size, std::uint64_t seed) {
 std::vector<char> compile_to_cubin(const KernelSource& source, int arch) {
   std::unique_ptr<nvrtcProgram, ProgramDeleter> program(new nvrtcProgram(nullptr));
   const std::string file = source.name + ".cu";
-  STOKE_NVRTC_CHECK(nvrtcCreateProgram(program.get(), source.text.c_str(), file.c_str(), 0, nullptr,
-                                       nullptr));
+  STOKE_NVRTC_CHECK(
+      nvrtcCreateProgram(program.get(), source.text.c_str(), file.c_str(), 0, nullptr, nullptr));
   const auto options = jit_options(arch);
   std::vector<const char*> argv;
   for (const auto& o : options) argv.push_back(o.c_str());
@@ -167,7 +167,8 @@ bool JitCache::store(std::uint64_t key, const std::vector<char>& cubin) const {
   return true;
 }
 
-std::vector<char> JitCache::get_or_compile(const KernelSource& source, int arch, bool* compiled) const {
+std::vector<char> JitCache::get_or_compile(const KernelSource& source, int arch,
+                                           bool* compiled) const {
   const auto k = key(source, arch);
   if (auto cached = load(k)) {
     if (compiled) *compiled = false;

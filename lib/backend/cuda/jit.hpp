@@ -45,7 +45,8 @@ class STOKE_INTERNAL JitCache {
   bool store(std::uint64_t key, const std::vector<char>& cubin) const;
 
   // Loads from the cache or compiles and stores. `compiled` says which happened.
-  std::vector<char> get_or_compile(const KernelSource& source, int arch, bool* compiled = nullptr) const;
+  std::vector<char> get_or_compile(const KernelSource& source, int arch,
+                                   bool* compiled = nullptr) const;
 
   const std::filesystem::path& directory() const { return directory_; }
 

@@ -22,7 +22,8 @@ Dims linear_dims(const Tensor& x, const Tensor& w) {
 
 }  // namespace
 
-void CudaBackend::do_linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
+void CudaBackend::do_linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
+                                    Tensor& y) {
   const Dims d = linear_dims(x, w);
   const float one = 1.0f, zero = 0.0f;
   STOKE_CUBLAS_CHECK(cublasSgemm(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, d.m, d.n, d.k, &one,
@@ -38,7 +39,7 @@ void CudaBackend::do_linear_forward(const Tensor& x, const Tensor& w, const Tens
 }
 
 void CudaBackend::do_linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
-                                  Tensor& dw, Tensor& db) {
+                                     Tensor& dw, Tensor& db) {
   const Dims d = linear_dims(x, w);
   const float one = 1.0f, zero = 0.0f;
   cublasHandle_t h = cublas();

@@ -5,7 +5,7 @@
 namespace stoke::cuda {
 
 void CudaBackend::do_softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels,
-                                                Tensor& probs, Tensor& loss, Tensor& correct) {
+                                                   Tensor& probs, Tensor& loss, Tensor& correct) {
   const int n = static_cast<int>(logits.dim(0)), c = static_cast<int>(logits.dim(1));
   // Per-row loss and hit in the (stream-ordered) workspace: ops run in order
   // on the one stream, so no convolution is using it now.
@@ -29,7 +29,7 @@ void CudaBackend::do_softmax_cross_entropy_forward(const Tensor& logits, const T
 }
 
 void CudaBackend::do_softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,
-                                                 Tensor& dlogits) {
+                                                    Tensor& dlogits) {
   const int n = static_cast<int>(probs.dim(0)), c = static_cast<int>(probs.dim(1));
   const float* pp = probs.data<float>();
   const std::int32_t* lab = labels.data<std::int32_t>();

@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "backend/cuda/jit.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/device_runtime.hpp"
+#include "backend/cuda/jit.hpp"
 #include "gpu/cuda_plugin_api.hpp"
 
 namespace stoke::cuda {
@@ -68,7 +68,9 @@ class Plugin final : public detail::CudaPlugin {
     return cuda::open_device(index);
   }
 
-  void set_jit_cache(const std::string& directory) override { JitCache::set_default_directory(directory); }
+  void set_jit_cache(const std::string& directory) override {
+    JitCache::set_default_directory(directory);
+  }
 
   std::unique_ptr<GpuBackend> create_backend(int index, std::shared_ptr<MemoryPool> pool,
                                              const CudaBackendOptions& options) override {

@@ -29,8 +29,8 @@ PoolGeom geometry(const Shape& x, const Shape& y, const Pool2dParams& p) {
 
 // Both forward passes: checks x (N, C, H, W) and y for pooling `op` and
 // launches `kernel` (x, y, geometry, count) over y's elements.
-void pool_forward(CudaBackend& backend, const char* op, const char* kernel, const Tensor& x, Tensor& y,
-                  const Pool2dParams& params) {
+void pool_forward(CudaBackend& backend, const char* op, const char* kernel, const Tensor& x,
+                  Tensor& y, const Pool2dParams& params) {
   (void)op;
   const Shape& ys = y.shape();
   PoolGeom g = geometry(x.shape(), ys, params);
@@ -47,7 +47,7 @@ void CudaBackend::do_max_pool2d_forward(const Tensor& x, Tensor& y, const Pool2d
 }
 
 void CudaBackend::do_max_pool2d_backward(const Tensor& x, const Tensor& /*y*/, const Tensor& dy,
-                                      Tensor& dx, const Pool2dParams& params) {
+                                         Tensor& dx, const Pool2dParams& params) {
   const Shape& ys = dy.shape();
   // The kernel recomputes each window's first maximum from x, which is what
   // y holds; y is validated for the contract but not read.

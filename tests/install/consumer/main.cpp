@@ -1,12 +1,11 @@
 // A downstream program built against the installed package.
 #include <cstdio>
-
 #include <stoke/stoke.hpp>
 
 int main() {
   stoke::ConfigLoadOptions options;
-  options.environment = std::vector<std::pair<std::string, std::string>>{
-      {"STOKE_GPU_MEM_PERCENT", "70"}};
+  options.environment =
+      std::vector<std::pair<std::string, std::string>>{{"STOKE_GPU_MEM_PERCENT", "70"}};
   const auto config = stoke::Config::load(options);
   if (config.settings().gpu_mem_percent != 70.0) return 1;
   try {

@@ -25,8 +25,7 @@ extern "C" __global__ void stoke_sgd_update(float* w, const float* grad, float* 
 extern "C" __global__ void stoke_adam_update(float* w, const float* grad, float* m, float* v,
                                              const float* scalars, float lr, float beta1,
                                              float beta2, float eps, float weight_decay,
-                                             int decoupled, float bias1, float bias2,
-                                             long long n) {
+                                             int decoupled, float bias1, float bias2, long long n) {
   if (scalars) {
     lr = scalars[0];
     bias1 = scalars[1];

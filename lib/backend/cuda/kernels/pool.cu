@@ -4,18 +4,18 @@
 // padded positions are skipped. Backward kernels gather per input element
 // (no atomics), so results are deterministic. Self-contained for NVRTC.
 
-#define STOKE_GRID_STRIDE(i, n)                                                   \
+#define STOKE_GRID_STRIDE(i, n)                                                 \
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); \
        i += (long long)gridDim.x * blockDim.x)
 
 struct StokePoolGeom {
-  int h, w, p, q;     // input and output plane sizes
+  int h, w, p, q;  // input and output plane sizes
   int kh, kw, sh, sw, ph, pw;
 };
 
 // Offset (within the plane) of the first maximum of output (op, oq)'s window.
-__device__ __forceinline__ int stoke_pool_argmax(const float* plane, const StokePoolGeom& g,
-                                                 int op, int oq) {
+__device__ __forceinline__ int stoke_pool_argmax(const float* plane, const StokePoolGeom& g, int op,
+                                                 int oq) {
   float best = -__int_as_float(0x7f800000);
   int arg = -1;
   for (int r = 0; r < g.kh; ++r) {
@@ -127,5 +127,7 @@ extern "C" __global__ void stoke_global_avg_pool_forward(const float* x, float* 
 
 extern "C" __global__ void stoke_global_avg_pool_backward(const float* dy, float* dx,
                                                           long long total, int hw) {
-  STOKE_GRID_STRIDE(i, total) { dx[i] = dy[i / hw] / (float)hw; }
+  STOKE_GRID_STRIDE(i, total) {
+    dx[i] = dy[i / hw] / (float)hw;
+  }
 }
