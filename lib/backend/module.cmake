@@ -37,8 +37,11 @@ find_library(STOKE_GOMP_LIB NAMES gomp libgomp.so.1)
 if(STOKE_WITH_DNNL AND STOKE_DNNL_LIB AND STOKE_DNNL_INC AND STOKE_GOMP_LIB)
   target_link_libraries(stoke PRIVATE ${STOKE_DNNL_LIB} ${STOKE_GOMP_LIB})
   target_include_directories(stoke_backend SYSTEM PRIVATE ${STOKE_DNNL_INC})
-  set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_dnnl.cpp APPEND PROPERTY COMPILE_DEFINITIONS
-               STOKE_HAVE_DNNL=1)
+  set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_dnnl.cpp
+                      ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_dnnl_backward.cpp
+                      ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_dnnl_primitive.cpp
+                      ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_blocked.cpp
+               APPEND PROPERTY COMPILE_DEFINITIONS STOKE_HAVE_DNNL=1)
   message(STATUS "stoke: CPU convolutions through oneDNN (${STOKE_DNNL_LIB})")
 else()
   message(STATUS "stoke: oneDNN not found or STOKE_WITH_DNNL=OFF; CPU convolutions use im2col + OpenBLAS")
