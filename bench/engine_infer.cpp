@@ -2,14 +2,17 @@
 // bench/pytorch_resnet.py (stoke's default ResNet spec, 10 classes), timed as
 //   plain   Model::forward(x, false): every op a pass of its own
 //   fused   nn::FusedInference (what nn::Classifier runs): batch norm folded,
-//           bias + residual + ReLU in the convolution's output pass
+//           bias + residual + ReLU in the convolution's output pass, the
+//           activations in oneDNN's blocked layout between convolutions
+//   nchw    the same with Layout::kPlain (NCHW between layers: the path
+//           before the blocked layout)
 // each at 1 thread and at `threads` threads, all interleaved round by round
 // (medians), so the load of a shared machine hits every column alike.
 //   bench_engine_infer [--channels 3] [--size 224] [--batch 1] [--rounds 5] [--threads 2]
 //   [--fused-only] [--json]
 // --fused-only: only the fused forward at `threads` (the plain forward keeps
 // every activation: ~8 GB at batch 32, 224x224).
-// --json prints one line {"plain_ms":..,"fused_ms":..,"fused_1t_ms":..} for
+// --json prints one line {"plain_ms":..,"fused_ms":..,"fused_1t_ms":..,"nchw_ms":..} for
 // bench/engine_reference.py.
 #include <algorithm>
 #include <chrono>
@@ -85,26 +88,30 @@ int main(int argc, char** argv) {
   spec.height = spec.width = o.size;
   auto model = stoke::nn::build_model(be, spec, 1);
   stoke::nn::FusedInference fused(model->network());
+  stoke::nn::FusedInference nchw(model->network(), stoke::nn::FusedInference::Layout::kPlain);
   std::mt19937 rng(2);
   std::normal_distribution<float> dist;
   std::vector<float> xh(static_cast<std::size_t>(stoke::shape_numel(model->input_shape(o.batch))));
   for (float& v : xh) v = dist(rng);
   stoke::Tensor x(be, model->input_shape(o.batch));
   x.copy_from_host(xh.data());
-  std::vector<double> plain, fused_n, fused_1;
+  std::vector<double> plain, fused_n, fused_1, nchw_n;
   for (int r = -1; r < o.rounds;
        ++r) {  // round -1 warms up (first-call allocations, primitive creation)
     stoke::set_thread_count(o.threads);
     const double p = o.fused_only ? 0.0 : time_ms([&] { model->forward(x, false); });
     const double f = time_ms([&] { fused.forward(x); });
+    const double fp = o.fused_only ? 0.0 : time_ms([&] { nchw.forward(x); });
     stoke::set_thread_count(1);
     const double f1 = o.fused_only ? 0.0 : time_ms([&] { fused.forward(x); });
     if (r < 0) continue;
-    plain.push_back(p), fused_n.push_back(f), fused_1.push_back(f1);
+    plain.push_back(p), fused_n.push_back(f), fused_1.push_back(f1), nchw_n.push_back(fp);
   }
-  const double p = median(plain), f = median(fused_n), f1 = median(fused_1);
+  const double p = median(plain), f = median(fused_n), f1 = median(fused_1), fp = median(nchw_n);
   if (o.json) {
-    std::printf("{\"plain_ms\": %.3f, \"fused_ms\": %.3f, \"fused_1t_ms\": %.3f}\n", p, f, f1);
+    std::printf(
+        "{\"plain_ms\": %.3f, \"fused_ms\": %.3f, \"fused_1t_ms\": %.3f, \"nchw_ms\": %.3f}\n", p,
+        f, f1, fp);
     return 0;
   }
   std::printf("# %dx%dx%d batch %d, median of %d interleaved rounds, %d threads\n", o.channels,
@@ -113,5 +120,8 @@ int main(int argc, char** argv) {
   std::printf("fused forward        %9.1f ms   (fused / plain %.2f)\n", f, f / p);
   std::printf("fused forward, 1 thr %9.1f ms   (%d threads speed-up %.2fx)\n", f1, o.threads,
               f1 / f);
+  std::printf("fused, NCHW layout   %9.1f ms   (blocked / NCHW %.2f)\n", fp, f / fp);
+  std::printf("# blocked layout: %s; kernels: %s\n", fused.blocked() ? "yes" : "no",
+              fused.implementations().c_str());
   return 0;
 }

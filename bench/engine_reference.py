@@ -122,11 +122,12 @@ def inference_rows(args):
     for batch in args.batches:
         x = np.random.default_rng(2).standard_normal((batch, 3, 224, 224)).astype(np.float32)
         sess.run(None, {"input": x})  # warm-up
-        st, ref, st1 = [], [], []
+        st, ref, st1, nchw = [], [], [], []
         for _ in range(args.rounds):  # interleaved
             s = stoke_infer_ms(args.build, 224, batch, args.threads)
             st.append(s["fused_ms"])
             st1.append(s["fused_1t_ms"])
+            nchw.append(s.get("nchw_ms", 0.0))
             t0 = time.perf_counter()
             sess.run(None, {"input": x})
             ref.append((time.perf_counter() - t0) * 1e3)
@@ -135,6 +136,8 @@ def inference_rows(args):
         if batch == 1:
             rows.append((f"  (stoke 1 thread; {args.threads}-thread speed-up {median(st1) / median(st):.2f}x)",
                          median(st1), "", None))
+            rows.append(("  (stoke, NCHW between layers: before)", median(nchw), "onnxruntime " + ort.__version__,
+                         median(ref)))
     return rows
 
 
