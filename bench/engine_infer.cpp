@@ -9,11 +9,13 @@
 // each at 1 thread and at `threads` threads, all interleaved round by round
 // (medians), so the load of a shared machine hits every column alike.
 //   bench_engine_infer [--channels 3] [--size 224] [--batch 1] [--rounds 5] [--threads 2]
-//   [--fused-only] [--json]
+//   [--fused-only] [--json] [--profile]
 // --fused-only: only the fused forward at `threads` (the plain forward keeps
 // every activation: ~8 GB at batch 32, 224x224).
 // --json prints one line {"plain_ms":..,"fused_ms":..,"fused_1t_ms":..,"nchw_ms":..} for
 // bench/engine_reference.py.
+// --profile: then one more forward of each fused path at `threads`, timed step
+// by step (FusedInference::step_times), printed side by side.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,7 +33,7 @@ namespace {
 
 struct Options {
   int channels = 3, size = 224, batch = 1, rounds = 5, threads = 2;
-  bool json = false, fused_only = false;
+  bool json = false, fused_only = false, profile = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -53,6 +55,8 @@ Options parse(int argc, char** argv) {
       o.json = true;
     else if (a == "--fused-only")
       o.fused_only = true;
+    else if (a == "--profile")
+      o.profile = true;
     else {
       std::fprintf(stderr, "bench_engine_infer: unknown argument '%s'\n", a.c_str());
       std::exit(2);
@@ -76,6 +80,24 @@ double time_ms(F&& f) {
   const auto t0 = std::chrono::steady_clock::now();
   f();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One forward of each path, step by step, at the current thread count.
+void print_profile(stoke::nn::FusedInference& blocked, stoke::nn::FusedInference& nchw,
+                   const stoke::Tensor& x) {
+  blocked.record_step_times(true), nchw.record_step_times(true);
+  blocked.forward(x), nchw.forward(x);
+  const auto& b = blocked.step_times();
+  const auto& n = nchw.step_times();
+  double sum_b = 0, sum_n = 0;
+  std::printf("# profile, one forward: step (first layer)       blocked ms   NCHW ms\n");
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const double nm = i < n.size() && n[i].first == b[i].first ? n[i].second : 0.0;
+    std::printf("#   %-38s %9.2f %9.2f\n", b[i].first.c_str(), b[i].second, nm);
+    sum_b += b[i].second, sum_n += nm;
+  }
+  std::printf("#   %-38s %9.2f %9.2f\n", "total", sum_b, sum_n);
+  blocked.record_step_times(false), nchw.record_step_times(false);
 }
 
 }  // namespace
@@ -123,5 +145,9 @@ int main(int argc, char** argv) {
   std::printf("fused, NCHW layout   %9.1f ms   (blocked / NCHW %.2f)\n", fp, f / fp);
   std::printf("# blocked layout: %s; kernels: %s\n", fused.blocked() ? "yes" : "no",
               fused.implementations().c_str());
+  if (o.profile) {
+    stoke::set_thread_count(o.threads);
+    print_profile(fused, nchw, x);
+  }
   return 0;
 }

@@ -219,7 +219,10 @@ const Tensor& FusedInference::forward(const Tensor& x) {
   if (blocked_) return forward_blocked(x);
   const Tensor* t = &x;
   int slot = -1;
-  for (auto& step : steps_) t = &step->run(*backend_, *t, slots_, slot);
+  step_times_.clear();
+  for (auto& step : steps_) {
+    timed(record_, step_times_, step->name(), [&] { t = &step->run(*backend_, *t, slots_, slot); });
+  }
   return *t;
 }
 

@@ -16,6 +16,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stoke/nn/layers.hpp"
@@ -43,6 +44,13 @@ class STOKE_INTERNAL FusedInference {
   bool blocked() const noexcept { return blocked_; }
   // oneDNN's names for the convolution kernels the blocked path runs (the bench).
   std::string implementations() const;
+  // The bench's profile: once enabled, each forward records every step's wall
+  // time (ms) under its first layer's name (a layer after blocked
+  // convolutions includes the reorder back to NCHW).
+  void record_step_times(bool on) noexcept { record_ = on; }
+  const std::vector<std::pair<std::string, double>>& step_times() const noexcept {
+    return step_times_;
+  }
 
   struct Step;
 
@@ -55,6 +63,8 @@ class STOKE_INTERNAL FusedInference {
   Shape planned_for_;
   bool blocked_ = false;
   Tensor output_;  // blocked path: a network ending in a convolution, made plain
+  bool record_ = false;
+  std::vector<std::pair<std::string, double>> step_times_;
 };
 
 }  // namespace stoke::nn

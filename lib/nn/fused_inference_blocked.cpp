@@ -83,10 +83,14 @@ void FusedInference::Step::run_blocked(Backend& be, Activation& act, Slots& slot
 
 const Tensor& FusedInference::forward_blocked(const Tensor& x) {
   Activation act{&x, -1, x.shape()};
-  for (auto& step : steps_) step->run_blocked(*backend_, act, slots_);
+  step_times_.clear();
+  for (auto& step : steps_) {
+    timed(record_, step_times_, step->name(), [&] { step->run_blocked(*backend_, act, slots_); });
+  }
   if (act.slot < 0) return *act.plain;
   ensure_shape(*backend_, output_, act.shape);
-  blk::to_plain(*backend_, slot_data(slots_, act.slot), output_);
+  timed(record_, step_times_, "output to NCHW",
+        [&] { blk::to_plain(*backend_, slot_data(slots_, act.slot), output_); });
   return output_;
 }
 

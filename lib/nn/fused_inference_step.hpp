@@ -4,7 +4,10 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/conv2d_blocked.hpp"
@@ -48,6 +51,18 @@ struct Activation {
   Shape shape;
 };
 
+// Runs f(), adding its wall time under `name` to `out` when `on`.
+template <class F>
+void timed(bool on, std::vector<std::pair<std::string, double>>& out, const std::string& name,
+           F&& f) {
+  if (!on) return f();
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  out.emplace_back(
+      name,
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+}
+
 struct FusedInference::Step {
   enum class Kind { kConvs, kBlock, kLayer } kind = Kind::kLayer;
   // kConvs: one folded convolution; kBlock: the body's chain, the last one
@@ -57,6 +72,7 @@ struct FusedInference::Step {
   Layer* layer = nullptr;  // kLayer
   Tensor plain_input;      // blocked path, kLayer: its input made plain
 
+  const std::string& name() const { return layer ? layer->name() : chain.front().conv->name(); }
   Shape output_shape(const Shape& in) const;
   // Largest convolution output of this step for input `in`, in elements
   // (blocked: in the blocked layout, the input counted too).
