@@ -165,6 +165,31 @@ TEST(FusedInferenceBlocked, PlainCnnWithWideInputMatchesPlainPath) {
   expect_blocked_matches(spec, 41);
 }
 
+TEST(FusedInferenceBlocked, OneConvolutionBlockReadingItsOwnResidual) {
+  if (!cpu::blocked::available(cpu_backend())) GTEST_SKIP() << "stoke built without oneDNN";
+  Backend& be = cpu_backend();
+  auto net = std::make_unique<Sequential>(be, "net");
+  net->add(std::make_unique<Conv2d>(be, "stem", 3, 16, 3, Conv2dParams{1, 1, 1, 1, 1, 1, 1}));
+  net->add(std::make_unique<BatchNorm2d>(be, "stem.bn", 16));
+  net->add(std::make_unique<Relu>(be, "stem.relu"));
+  auto body = std::make_unique<Sequential>(be, "block");
+  body->add(
+      std::make_unique<Conv2d>(be, "block.conv", 16, 16, 3, Conv2dParams{1, 1, 1, 1, 1, 1, 1}));
+  body->add(std::make_unique<BatchNorm2d>(be, "block.bn", 16));
+  net->add(std::make_unique<Residual>(be, "block", std::move(body), nullptr));  // identity
+  net->add(std::make_unique<GlobalAvgPool>(be, "gap"));
+  net->add(std::make_unique<Linear>(be, "fc", 16, 4));
+  ModelSpec spec = small_resnet();
+  spec.height = spec.width = 9;
+  spec.classes = 4;
+  Model model(spec, std::move(net), 61);
+  randomize_statistics(model, 62);
+  FusedInference fused(model.network());
+  ASSERT_TRUE(fused.blocked());
+  EXPECT_EQ(fused.fused_convolutions(), 2);
+  for (std::int64_t batch : {1, 3}) expect_matches(model, fused, batch);
+}
+
 TEST(FusedInferenceBlocked, SameBitsForAnyThreadCount) {
   if (!cpu::blocked::available(cpu_backend())) GTEST_SKIP() << "stoke built without oneDNN";
   ModelSpec spec = small_resnet();
