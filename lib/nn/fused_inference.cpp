@@ -89,7 +89,12 @@ Shape FusedInference::Step::output_shape(const Shape& in) const {
 }
 
 std::int64_t FusedInference::Step::largest_output(const Shape& in, bool blocked) const {
-  if (kind == Kind::kLayer) return 0;
+  if (kind == Kind::kLayer) {  // a blocked max pool's output
+    const auto* pool = dynamic_cast<const Pool2d*>(layer);
+    return blocked && pool && pool->kind() == PoolKind::kMax
+               ? cpu::blocked::blocked_floats(layer->output_shape(in))
+               : 0;
+  }
   auto size = [&](const Shape& s) {
     return blocked ? cpu::blocked::blocked_floats(s) : shape_numel(s);
   };

@@ -1,8 +1,8 @@
 // FusedInference's blocked-layout path (fused_inference.hpp): activations
 // stay in oneDNN's blocked layout (backend/cpu/conv2d_blocked.hpp) from the
-// first convolution to the next layer that is not one (pooling, linear, ...),
-// which gets them back in NCHW. A basic block's last convolution adds the
-// residual with oneDNN's sum post-op, in place on the residual's slot (the
+// first convolution to the next layer that is neither a convolution nor a max
+// pool (global average pool, linear, ...), which gets them back in NCHW. A basic block's last
+// convolution adds the residual with oneDNN's sum post-op, in place on the residual's slot (the
 // shortcut's output, or the block's input, which nothing reads afterwards).
 #include <cstring>
 
@@ -37,6 +37,15 @@ void make_blocked(Backend& be, Activation& act, Slots& slots) {
 
 void FusedInference::Step::run_blocked(Backend& be, Activation& act, Slots& slots) {
   if (kind == Kind::kLayer) {
+    const auto* pool = dynamic_cast<const Pool2d*>(layer);
+    if (act.slot >= 0 && pool && pool->kind() == PoolKind::kMax) {  // stays blocked
+      const int out = free_slot(1 << act.slot);
+      const Shape shape = layer->output_shape(act.shape);
+      blk::max_pool(be, act.shape, slot_data(slots, act.slot), slot_data(slots, out),
+                    pool->params());
+      act = {nullptr, out, shape};
+      return;
+    }
     if (act.slot >= 0) {
       ensure_shape(be, plain_input, act.shape);
       blk::to_plain(be, slot_data(slots, act.slot), plain_input);

@@ -33,6 +33,11 @@ STOKE_INTERNAL void to_blocked(Backend& backend, const Tensor& x, float* to);
 // Blocked at `from` -> y (N, C, H, W) plain.
 STOKE_INTERNAL void to_plain(Backend& backend, const float* from, Tensor& y);
 
+// Max pooling (padding never wins, as Pool2d) from blocked x (`x_shape`) at
+// `from` to blocked y at `to` (pool_blocked.cpp); split as a convolution's forward.
+STOKE_INTERNAL void max_pool(Backend& backend, const Shape& x_shape, const float* from, float* to,
+                             const Pool2dParams& params);
+
 // One convolution (groups 1) of eval-mode inference:
 // y = relu?(conv(x, w) + bias + y_before?).
 class STOKE_INTERNAL Conv {
