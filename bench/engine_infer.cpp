@@ -9,7 +9,8 @@
 // each at 1 thread and at `threads` threads, all interleaved round by round
 // (medians), so the load of a shared machine hits every column alike.
 //   bench_engine_infer [--channels 3] [--size 224] [--batch 1] [--rounds 5] [--threads 2]
-//   [--fused-only] [--json] [--profile]
+//   [--fused-only] [--json] [--profile] [--arch resnet|resnet18]
+// --arch resnet18: torchvision's ResNet-18 (1000 classes) instead of the default net.
 // --fused-only: only the fused forward at `threads` (the plain forward keeps
 // every activation: ~8 GB at batch 32, 224x224).
 // --json prints one line {"plain_ms":..,"fused_ms":..,"fused_1t_ms":..,"nchw_ms":..} for
@@ -34,6 +35,7 @@ namespace {
 struct Options {
   int channels = 3, size = 224, batch = 1, rounds = 5, threads = 2;
   bool json = false, fused_only = false, profile = false;
+  bool resnet18 = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -57,6 +59,9 @@ Options parse(int argc, char** argv) {
       o.fused_only = true;
     else if (a == "--profile")
       o.profile = true;
+    else if (a == "--arch" && i + 1 < argc &&
+             (std::strcmp(argv[i + 1], "resnet") == 0 || std::strcmp(argv[i + 1], "resnet18") == 0))
+      o.resnet18 = std::strcmp(argv[++i], "resnet18") == 0;
     else {
       std::fprintf(stderr, "bench_engine_infer: unknown argument '%s'\n", a.c_str());
       std::exit(2);
@@ -108,6 +113,10 @@ int main(int argc, char** argv) {
   stoke::nn::ModelSpec spec;
   spec.in_channels = o.channels;
   spec.height = spec.width = o.size;
+  if (o.resnet18) {
+    spec.architecture = stoke::nn::Architecture::kResNet18;
+    spec.classes = 1000;
+  }
   auto model = stoke::nn::build_model(be, spec, 1);
   stoke::nn::FusedInference fused(model->network());
   stoke::nn::FusedInference nchw(model->network(), stoke::nn::FusedInference::Layout::kPlain);
