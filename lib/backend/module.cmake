@@ -27,9 +27,10 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/simd_avx2.cpp
 
 # Convolution engine: Debian's oneDNN (libdnnl-dev) where installed, else the
 # im2col + OpenBLAS kernels (lib/backend/cpu/conv2d.cpp). Its OpenMP runtime
-# (libgomp) is linked directly: conv2d_dnnl.cpp runs every primitive with one
-# OpenMP thread inside the oneTBB chunks. Decision: bench/RESULTS.md,
-# "Convolution engine".
+# (libgomp) is linked directly: conv2d_dnnl*.cpp (and the blocked-layout
+# inference kernels, conv2d_blocked.cpp and pool_blocked.cpp) run every
+# primitive with one OpenMP thread inside the oneTBB chunks. Decision:
+# bench/RESULTS.md, "Convolution engine".
 option(STOKE_WITH_DNNL "CPU convolutions through oneDNN where it is installed" ON)
 find_library(STOKE_DNNL_LIB dnnl)
 find_path(STOKE_DNNL_INC dnnl.hpp)
