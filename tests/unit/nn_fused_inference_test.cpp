@@ -190,6 +190,25 @@ TEST(FusedInferenceBlocked, OneConvolutionBlockReadingItsOwnResidual) {
   for (std::int64_t batch : {1, 3}) expect_matches(model, fused, batch);
 }
 
+TEST(FusedInferenceBlocked, GroupedConvolutionKeepsTheNchwPath) {
+  Backend& be = cpu_backend();
+  auto net = std::make_unique<Sequential>(be, "net");
+  net->add(std::make_unique<Conv2d>(be, "stem", 4, 8, 3, Conv2dParams{1, 1, 1, 1, 1, 1, 2}));
+  net->add(std::make_unique<BatchNorm2d>(be, "stem.bn", 8));
+  net->add(std::make_unique<Relu>(be, "stem.relu"));
+  net->add(std::make_unique<GlobalAvgPool>(be, "gap"));
+  net->add(std::make_unique<Linear>(be, "fc", 8, 3));
+  ModelSpec spec = small_resnet();
+  spec.in_channels = 4;
+  spec.height = spec.width = 7;
+  spec.classes = 3;
+  Model model(spec, std::move(net), 71);
+  randomize_statistics(model, 72);
+  FusedInference fused(model.network());
+  EXPECT_FALSE(fused.blocked());  // the blocked kernels take groups 1 only
+  expect_matches(model, fused, 2);
+}
+
 TEST(FusedInferenceBlocked, SameBitsForAnyThreadCount) {
   if (!cpu::blocked::available(cpu_backend())) GTEST_SKIP() << "stoke built without oneDNN";
   ModelSpec spec = small_resnet();
