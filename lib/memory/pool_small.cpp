@@ -71,6 +71,13 @@ void MemoryPool::deallocate(void* ptr, StreamHandle stream) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   if (small_) {
     if (const int cls = small_->class_at(address)) {
+      // The common case inline: a live block, no stream, room in this thread's cache.
+      detail::ThreadCache* cache = t_recent;
+      if (cls > 0 && !stream && !detail::SmallBlocks::marked_free(address) && cache &&
+          cache->shared.get() == shared_.get() && !cache->full(cls)) {
+        cache->push(cls, address);
+        return;
+      }
       deallocate_small(address, cls, stream);
       return;
     }
@@ -115,7 +122,9 @@ void* MemoryPool::allocate_small_slow(int cls) {
   return reinterpret_cast<void*>(cache->pop(cls));
 }
 
-void MemoryPool::deallocate_small(std::uintptr_t address, int cls, StreamHandle stream) {
+// Everything but the common case: bad frees, streams, no cache yet, a full cache.
+[[gnu::noinline]] void MemoryPool::deallocate_small(std::uintptr_t address, int cls,
+                                                    StreamHandle stream) {
   if (cls < 0 || detail::SmallBlocks::marked_free(address)) {
     throw InvalidArgument("memory pool " + provider_->name() + ": free of " + hex(address) +
                           ", which is not a live allocation of this pool (double free or "

@@ -16,6 +16,7 @@
 // store, no locked instruction) and that stats() reads under the pool's lock.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -141,16 +142,24 @@ class STOKE_INTERNAL SmallBlocks {
   std::uint64_t out_count_ = 0;
 };
 
+// [cls]: how many blocks of class `cls` a thread cache parks at most: 8 KiB
+// worth, at least 2 and at most 32 (a table: the free path must not divide).
+inline constexpr auto kThreadCacheLimits = [] {
+  std::array<int, SmallBlocks::kClasses + 1> limits{};
+  for (int cls = 1; cls <= SmallBlocks::kClasses; ++cls) {
+    const auto n = static_cast<int>((std::size_t{8} << 10) / SmallBlocks::class_size(cls));
+    limits[cls] = std::clamp(n, 2, 32);
+  }
+  return limits;
+}();
+
 // One thread's cache of small blocks for one pool.
 class STOKE_INTERNAL ThreadCache {
  public:
   static constexpr int kMaxSlots = 32;
   // Per class at most 8 KiB (and 2..32 blocks): a thread parks at most
   // max_cached_bytes() per pool.
-  static constexpr int limit(int cls) noexcept {
-    const auto n = static_cast<int>((std::size_t{8} << 10) / SmallBlocks::class_size(cls));
-    return n < 2 ? 2 : (n > kMaxSlots ? kMaxSlots : n);
-  }
+  static constexpr int limit(int cls) noexcept { return kThreadCacheLimits[cls]; }
   static constexpr std::size_t max_cached_bytes() noexcept {
     std::size_t total = 0;
     for (int c = 1; c <= SmallBlocks::kClasses; ++c) total += limit(c) * SmallBlocks::class_size(c);
