@@ -136,8 +136,8 @@ std::uint64_t MemoryPool::release_free_chunks_locked() {
   if (small_ && small_->has_region() && small_->out_count() == 0) {
     provider_->free_chunk(reinterpret_cast<void*>(small_->detach()), small_->region_bytes());
     released += small_->region_bytes();
-    region_refused_ = false;
   }
+  if (released > 0) region_refused_ = false;  // the provider may have room for it again
   return released;
 }
 

@@ -179,6 +179,36 @@ TEST(MemoryPoolThreadCache, PoolsWithoutTheOptionKeepEveryBlockInTheGeneralPath)
   EXPECT_EQ(s.free_blocks, 1u) << "the block merged back (after the quick cache's flush)";
 }
 
+TEST(MemoryPoolThreadCache, WhenTheProviderRefusesTheRegionSmallBlocksComeFromChunks) {
+  // Host memory, but never a chunk of the region's size.
+  class NoRegion final : public ChunkProvider {
+   public:
+    void* allocate_chunk(std::size_t bytes) override {
+      if (bytes == 4 * kMiB) return nullptr;
+      return ::operator new (bytes, std::align_val_t{kPoolAlignment}, std::nothrow);
+    }
+    void free_chunk(void* base, std::size_t) noexcept override {
+      ::operator delete (base, std::align_val_t{kPoolAlignment});
+    }
+    std::string name() const override { return "no region"; }
+  };
+  PoolOptions options;
+  options.cap = 64 * kMiB;  // region: 4 MiB, chunks: 32 MiB
+  options.thread_cache = true;
+  MemoryPool pool(std::make_unique<NoRegion>(), options);
+  auto* p = static_cast<unsigned char*>(pool.allocate(300));
+  std::memset(p, 7, 300);
+  PoolStats s = pool.stats();
+  EXPECT_EQ(s.small_region, 0u);
+  EXPECT_EQ(s.in_use, 512u);
+  EXPECT_EQ(s.chunks, 1u);
+  pool.deallocate(p);
+  EXPECT_THROW(pool.deallocate(p), InvalidArgument);
+  s = pool.stats();
+  EXPECT_EQ(s.in_use, 0u);
+  EXPECT_EQ(s.total_allocations, 1u);
+}
+
 // Threads allocate tagged blocks (mostly small, some large), free some of
 // their own and hand others to the next thread through a locked mailbox.
 TEST(MemoryPoolThreadCache, ManyThreadsWithCrossThreadFreesEndFullyAccounted) {
