@@ -309,6 +309,10 @@ std::string format_pool_stats(const std::string& name, const PoolStats& s) {
       << "  fragmentation       " << fragmentation << "\n"
       << "  allocations         " << s.total_allocations << " served, " << s.failed_allocations
       << " out of memory\n";
+  if (s.small_region > 0) {
+    out << "  small blocks        " << format_bytes(s.small_region) << " region, "
+        << format_bytes(s.thread_cached) << " parked in thread caches\n";
+  }
   return out.str();
 }
 

@@ -44,6 +44,7 @@ TEST(MemoryPoolThreadCache, SamePairReusesTheBlockAndStatsAreExact) {
   EXPECT_GT(s.thread_cached, 0u) << "a refill parks more than the block handed out";
   EXPECT_LE(s.thread_cached, ThreadCache::max_cached_bytes());
   EXPECT_EQ(s.reserved, s.in_use + s.free + s.pending_free);
+  EXPECT_NE(format_pool_stats(arena->name(), s).find("parked in thread caches"), std::string::npos);
   arena->deallocate(b);
   arena->deallocate(c);
   EXPECT_EQ(arena->stats().in_use, 0u);
