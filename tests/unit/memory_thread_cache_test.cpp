@@ -155,6 +155,53 @@ TEST(MemoryPoolThreadCache, AThreadOutlivingItsPoolLeavesNothingBehind) {
   worker.join();  // ASan/TSan: the worker's exit must not touch the first pool
 }
 
+TEST(MemoryPoolThreadCache, ResetPeakRestartsFromWhatIsInUse) {
+  auto arena = MemoryPool::host_arena(64 * kMiB);
+  void* keep = arena->allocate(1024);
+  void* a = arena->allocate(256);
+  void* b = arena->allocate(256);
+  arena->deallocate(a);
+  arena->deallocate(b);
+  EXPECT_EQ(arena->stats().peak_in_use, 1024u + 512u);
+  arena->reset_peak();
+  EXPECT_EQ(arena->stats().peak_in_use, 1024u);
+  void* c = arena->allocate(256);  // from the cache, no lock
+  EXPECT_EQ(arena->stats().peak_in_use, 1024u + 256u);
+  arena->deallocate(c);
+  arena->deallocate(keep);
+}
+
+TEST(MemoryPoolThreadCache, BlocksParkedByALiveThreadKeepTheRegionUntilItExits) {
+  auto arena = MemoryPool::host_arena(64 * kMiB);
+  std::mutex m;
+  std::condition_variable cv;
+  int phase = 0;
+  std::thread worker([&] {
+    arena->deallocate(arena->allocate(256));
+    std::unique_lock lock(m);
+    phase = 1;
+    cv.notify_all();
+    cv.wait(lock, [&] { return phase == 2; });
+  });
+  {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return phase == 1; });
+  }
+  EXPECT_EQ(arena->trim(), 0u) << "the worker's parked blocks hold the region";
+  PoolStats s = arena->stats();
+  EXPECT_EQ(s.in_use, 0u);
+  EXPECT_EQ(s.small_region, 4 * kMiB);
+  EXPECT_GT(s.thread_cached, 0u);
+  {
+    std::lock_guard lock(m);
+    phase = 2;
+  }
+  cv.notify_all();
+  worker.join();
+  EXPECT_EQ(arena->stats().thread_cached, 0u);
+  EXPECT_EQ(arena->trim(), 4 * kMiB);
+}
+
 TEST(MemoryPoolThreadCache, PoolsWithoutTheOptionKeepEveryBlockInTheGeneralPath) {
   PoolOptions options;
   options.cap = 64 * kMiB;
