@@ -168,14 +168,14 @@ def stoke_step_ms(build, key, threads):
     return json.loads(out.stdout)["benchmarks"][0]["real_time"]
 
 
-def torch_steps(key):
-    """PyTorch's three variants of the step for one shape, warmed up (torch.compile compiles here)."""
-    from pytorch_step import MODES, make_step
+def torch_steps(key, modes):
+    """PyTorch's variants of the step for one shape, warmed up (torch.compile compiles here)."""
+    from pytorch_step import make_step
     arch = "resnet18" if key.startswith("resnet18/") else "resnet"
     shape, batch = key.split("/")[-2:]
     c, h, _ = (int(v) for v in shape.split("x"))
     steps = {}
-    for mode in MODES:
+    for mode in modes:
         try:
             t0 = time.perf_counter()
             fn = make_step(arch, c, h, int(batch[1:]), mode)
@@ -206,7 +206,7 @@ def train_table(args):
     print("| train step | stoke ms | eager ms | channels-last ms | compile ms | stoke/best | stoke GFLOP/s (% peak) |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for key in args.shapes:
-        arch, c, h, n, steps = torch_steps(key)
+        arch, c, h, n, steps = torch_steps(key, args.modes)
         st, ref = [], {m: [] for m in steps}
         for _ in range(args.rounds):
             st.append(stoke_step_ms(args.build, key, args.threads))
@@ -218,7 +218,7 @@ def train_table(args):
         gflop = step_gflop(arch, c, h, n)
         peak = max(peaks)
         rate = gflop / (median(st) / 1e3)
-        cols = [fmt_range(ref[m]) if m in ref else "failed" for m in MODES]
+        cols = [fmt_range(ref[m]) if m in ref else ("failed" if m in args.modes else "not run") for m in MODES]
         ratio = f"{median(st) / best:.2f}" if best else "—"
         print(f"| {key} | {fmt_range(st)} | {' | '.join(cols)} | {ratio} | {rate:.0f} ({100 * rate / peak:.0f} %) |",
               flush=True)
@@ -236,6 +236,7 @@ def main():
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-infer", action="store_true")
     ap.add_argument("--shapes", default=",".join(TRAIN_SHAPES), help="train-step shapes (needs --torch)")
+    ap.add_argument("--modes", default="eager,channels_last,compile", help="PyTorch variants of the train step")
     ap.add_argument("--batches", default="1,32", help="inference batch sizes at 224x224")
     ap.add_argument("--arch", default="resnet", choices=sorted(ONNX_NETS), help="inference net")
     args = ap.parse_args()
@@ -243,6 +244,7 @@ def main():
     args.build = os.path.abspath(args.build)
     args.batches = [int(b) for b in args.batches.split(",")]
     args.shapes = args.shapes.split(",")
+    args.modes = args.modes.split(",")
     if args.torch and not args.skip_train:
         train_table(args)
     if args.skip_infer:
