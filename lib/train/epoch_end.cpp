@@ -10,12 +10,13 @@
 
 namespace stoke::detail {
 
-void validate(nn::Model& model, Loader& loader, const Settings& settings, EpochRecord& record) {
+void validate(nn::Model& model, Loader& loader, const Settings& settings, EpochRecord& record,
+              PrefetchRings* rings) {
   Backend& be = model.backend();
   const auto shape = loader.output_shape();
   const PrefetchOptions po = prefetch_options(settings, loader, 0, 0, be.gpu());
   std::optional<Prefetcher> ring;
-  open_prefetcher(ring, po, loader, be);
+  open_prefetcher(ring, po, loader, be, 0, rings);
   Tensor x, y;
   double loss_sum = 0, correct_sum = 0;
   std::uint64_t seen = 0;

@@ -17,10 +17,14 @@
 
 namespace stoke::detail {
 
+class PrefetchRings;  // lib/prefetch/ring.hpp
+
 // Evaluates `model` on every batch of `loader` through a prefetch ring (the
 // next batches are prepared, and on a GPU uploaded, while the model evaluates
-// the current one) into record's validation fields.
-void validate(nn::Model& model, Loader& loader, const Settings& settings, EpochRecord& record);
+// the current one) into record's validation fields. With `rings` the ring's
+// slots are borrowed from there (the fit's, kept across epochs).
+void validate(nn::Model& model, Loader& loader, const Settings& settings, EpochRecord& record,
+              PrefetchRings* rings = nullptr);
 
 // Whether epoch `epoch` (0-based) of `epochs` validates.
 bool validation_due(int validate_every_epochs, int epoch, int epochs);

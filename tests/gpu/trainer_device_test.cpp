@@ -63,18 +63,42 @@ TEST_F(TrainerOnGpu, EagerGpuTrainingMatchesTheCpuReference) {
   EXPECT_EQ(gpu.result.graph_note, "STOKE_GPU_GRAPH is off");
 }
 
-// With graphs on, each slot warms up eagerly once per epoch, then captures
-// and replays; the result equals eager GPU execution.
+// With graphs on, each slot warms up eagerly once, then captures and
+// replays for the whole fit (the ring's slots and the step's buffers stay
+// where they were across epochs); the result equals eager GPU execution.
 TEST_F(TrainerOnGpu, GraphReplayedTrainingEqualsEagerTraining) {
   options_.epochs = 2;
   const Run eager = fit(*gpu_, Toggle::kOff);
   const Run graphed = fit(*gpu_, Toggle::kOn);
-  EXPECT_EQ(graphed.result.graph_steps, 2 * (kSteps - 2)) << graphed.result.graph_note;
+  EXPECT_EQ(graphed.result.graph_steps, 2 * kSteps - 2) << graphed.result.graph_note;
   EXPECT_EQ(graphed.result.graph_note, "");
   EXPECT_LT(max_difference(graphed.parameters, eager.parameters), 1e-5);
   for (std::size_t e = 0; e < 2; ++e)
     EXPECT_NEAR(graphed.result.log.epochs[e].train_loss, eager.result.log.epochs[e].train_loss,
                 1e-5);
+}
+
+// Three validated epochs: the fit's ring serves every epoch and every
+// validation, and the graphs captured in epoch 1 replay to the end. With a
+// short last validation batch (100 = 6 x 16 + 4) the activations move after
+// each validation: graphs are captured anew (a stale one would write into
+// freed device memory), and training still equals eager GPU execution.
+TEST_F(TrainerOnGpu, GraphsLiveAcrossValidatedEpochsUnlessBuffersMove) {
+  options_.epochs = 3;
+  val_ = &data_;
+  const Run eager = fit(*gpu_, Toggle::kOff);
+  const Run graphed = fit(*gpu_, Toggle::kOn);
+  EXPECT_EQ(graphed.result.graph_steps, 3 * kSteps - 2) << graphed.result.graph_note;
+  EXPECT_LT(max_difference(graphed.parameters, eager.parameters), 1e-5);
+  options_.validation_subset = 100;
+  const Run eager_moved = fit(*gpu_, Toggle::kOff);
+  const Run graphed_moved = fit(*gpu_, Toggle::kOn);
+  EXPECT_EQ(graphed_moved.result.graph_steps, 3 * (kSteps - 2)) << graphed_moved.result.graph_note;
+  EXPECT_LT(max_difference(graphed_moved.parameters, eager_moved.parameters), 1e-5);
+  for (std::size_t e = 0; e < 3; ++e) {
+    EXPECT_NEAR(graphed_moved.result.log.epochs[e].val_loss,
+                eager_moved.result.log.epochs[e].val_loss, 1e-4);
+  }
 }
 
 // Dropout's mask comes from a host-side seed per step, which a replay would

@@ -1,0 +1,118 @@
+// The prefetch ring and the CUDA graphs live for the whole fit (FakeGpuBackend,
+// no GPU): built at the first epoch, reused by every later epoch and every
+// validation pass, rebuilt only when the batch shrinks after an out-of-memory
+// error or when what a graph captured moved, released when fit() ends. The
+// fake device counts what the ring creates: one pinned staging buffer per
+// slot, and with the slots' device buffers three events per slot and one
+// copy stream.
+#include <gtest/gtest.h>
+
+#include "stoke/cuda.hpp"
+#include "stoke/train.hpp"
+#include "unit/fake_gpu_backend.hpp"
+#include "unit/trainer_runs.hpp"
+
+namespace stoke::testing {
+namespace {
+
+// What one fit made the fake device create (the backend's own compute
+// stream, made before, is not counted).
+struct Created {
+  int pinned = 0, streams = 0, events = 0;
+};
+
+class FitRing : public TrainerRuns {
+ protected:
+  // fit() on `gpu`, and what it created there.
+  Run fit_counted(FakeGpuBackend& gpu, Toggle graphs, Created& made) {
+    const AsyncFakeCudaDevice& d = gpu.fake_device();
+    const Created before{d.pinned_allocs, d.streams_created, d.events_created};
+    Run run = fit(gpu, graphs);
+    made = {d.pinned_allocs - before.pinned, d.streams_created - before.streams,
+            d.events_created - before.events};
+    return run;
+  }
+};
+
+// Three epochs, each validated, at depth 2: one ring (training and
+// validation share it: same batch and sample), two graphs (one per slot,
+// captured in epoch 1 and replayed to the end), and the weights of eager
+// training. Before the ring lived for the fit this was 6 rings and 6 captures.
+TEST_F(FitRing, ThreeValidatedEpochsBuildTheRingAndTheGraphsOnce) {
+  options_.epochs = 3;
+  val_ = &data_;
+  FakeGpuBackend eager_gpu, graph_gpu;
+  const Run eager = fit(eager_gpu, Toggle::kOff);
+  Created made;
+  const Run graphed = fit_counted(graph_gpu, Toggle::kOn, made);
+  EXPECT_EQ(made.pinned, 2) << "one staging buffer per slot for 3 epochs and 3 validations";
+  EXPECT_EQ(made.streams, 1) << "one copy stream";
+  EXPECT_EQ(made.events, 3 * 2) << "start, uploaded, consumed per slot";
+  EXPECT_EQ(graph_gpu.captures(), 2) << "one graph per slot for the whole fit";
+  EXPECT_EQ(graphed.result.graph_steps, 3 * kSteps - 2) << "only the two warm-up steps eager";
+  EXPECT_EQ(graphed.result.graph_note, "");
+  EXPECT_EQ(graphed.parameters, eager.parameters);
+  ASSERT_EQ(graphed.result.log.epochs.size(), 3u);
+  for (std::size_t e = 0; e < 3; ++e) {
+    EXPECT_EQ(graphed.result.log.epochs[e].train_loss, eager.result.log.epochs[e].train_loss);
+    EXPECT_TRUE(graphed.result.log.epochs[e].validated);
+    EXPECT_EQ(graphed.result.log.epochs[e].val_loss, eager.result.log.epochs[e].val_loss);
+  }
+  EXPECT_EQ(graph_gpu.fake_device().pinned_live, 0) << "fit() released the ring at its end";
+  // The eager GPU path is the CPU trainer's result (EagerGpuPathEqualsTheCpuTrainer).
+  EXPECT_EQ(eager.parameters, fit(cpu_backend(), Toggle::kOff).parameters);
+}
+
+// Validation with a short last batch (100 = 6 x 16 + 4) reallocates the
+// layers' activations between two epochs: the graphs point into the old
+// buffers, so each epoch captures anew (and only then), and replays still
+// give the eager result.
+TEST_F(FitRing, BuffersMovedBetweenEpochsAreCapturedAnew) {
+  options_.epochs = 3;
+  options_.validation_subset = 100;
+  val_ = &data_;
+  FakeGpuBackend eager_gpu, graph_gpu;
+  const Run eager = fit(eager_gpu, Toggle::kOff);
+  Created made;
+  const Run graphed = fit_counted(graph_gpu, Toggle::kOn, made);
+  EXPECT_EQ(made.pinned, 2) << "the ring stays all the same";
+  EXPECT_EQ(graph_gpu.captures(), 3 * 2) << "two per epoch: the buffers moved each time";
+  EXPECT_EQ(graphed.result.graph_steps, 3 * (kSteps - 2));
+  EXPECT_EQ(graphed.parameters, eager.parameters);
+  EXPECT_EQ(graphed.result.log.epochs.back().val_images, 100u);
+}
+
+// An out-of-memory error at the planned batch (32) halves it once; the ring
+// built for 32 goes and one ring for 16 serves the rest of the fit.
+TEST_F(FitRing, AnOutOfMemoryShrinkRebuildsTheRingOnce) {
+  options_.epochs = 3;
+  val_ = &data_;
+  std::uint64_t peak16 = 0;
+  {
+    FakeGpuBackend probe;
+    const TrainerOptions three_epochs = options_;
+    options_.epochs = 1;
+    fit(probe, Toggle::kOff);
+    options_ = three_epochs;
+    peak16 = probe.memory_stats().peak_bytes;
+  }
+  const auto planned = nn::build_model(cpu_backend(), spec_, 7);
+  options_.batch_size = 0;  // auto: the plan picks 32, the cap allows 16
+  options_.max_memory = planned->memory_plan(32, 1).total();
+  ASSERT_GT(planned->memory_plan(64, 1).total(), options_.max_memory);
+  FakeGpuBackend gpu(1, peak16 + peak16 / 10);
+  Created made;
+  const Run run = fit_counted(gpu, Toggle::kOn, made);
+  ASSERT_EQ(run.result.reason, StopReason::kCompleted) << run.result.message;
+  EXPECT_EQ(run.result.out_of_memory_retries, 1);
+  EXPECT_EQ(run.result.batch_size, 16);
+  EXPECT_EQ(made.pinned, 2 * 2) << "the ring at 32, then one ring at 16 for all 3 epochs";
+  EXPECT_EQ(made.streams, 2);
+  EXPECT_EQ(made.events, 2 * 3 * 2);
+  EXPECT_EQ(gpu.fake_device().pinned_live, 0);
+  ASSERT_EQ(run.result.log.epochs.size(), 3u);
+  EXPECT_EQ(run.result.log.epochs.back().images, static_cast<std::uint64_t>(kCount));
+}
+
+}  // namespace
+}  // namespace stoke::testing
