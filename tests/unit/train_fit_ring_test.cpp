@@ -7,6 +7,8 @@
 // copy stream.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "stoke/cuda.hpp"
 #include "stoke/train.hpp"
 #include "unit/fake_gpu_backend.hpp"
@@ -23,15 +25,24 @@ struct Created {
 
 class FitRing : public TrainerRuns {
  protected:
-  // fit() on `gpu`, and what it created there.
+  // fit() on `gpu`, what it created there, and after each step how many
+  // replays `gpu` had run so far (replays_).
   Run fit_counted(FakeGpuBackend& gpu, Toggle graphs, Created& made) {
     const AsyncFakeCudaDevice& d = gpu.fake_device();
     const Created before{d.pinned_allocs, d.streams_created, d.events_created};
+    replays_.clear();
+    callbacks_.on_step = [&](const StepInfo&) { replays_.push_back(gpu.replays()); };
     Run run = fit(gpu, graphs);
+    callbacks_.on_step = nullptr;
     made = {d.pinned_allocs - before.pinned, d.streams_created - before.streams,
             d.events_created - before.events};
     return run;
   }
+  // Whether step `step` (0-based over the fit) was a replay.
+  bool replayed(std::size_t step) const {
+    return step == 0 ? replays_.at(0) > 0 : replays_.at(step) > replays_.at(step - 1);
+  }
+  std::vector<int> replays_;
 };
 
 // Three epochs, each validated, at depth 2: one ring (training and
@@ -49,6 +60,9 @@ TEST_F(FitRing, ThreeValidatedEpochsBuildTheRingAndTheGraphsOnce) {
   EXPECT_EQ(made.streams, 1) << "one copy stream";
   EXPECT_EQ(made.events, 3 * 2) << "start, uploaded, consumed per slot";
   EXPECT_EQ(graph_gpu.captures(), 2) << "one graph per slot for the whole fit";
+  ASSERT_EQ(replays_.size(), static_cast<std::size_t>(3 * kSteps));
+  EXPECT_TRUE(replayed(kSteps)) << "epoch 2 starts with a replay of epoch 1's graph";
+  EXPECT_TRUE(replayed(2 * kSteps));
   EXPECT_EQ(graphed.result.graph_steps, 3 * kSteps - 2) << "only the two warm-up steps eager";
   EXPECT_EQ(graphed.result.graph_note, "");
   EXPECT_EQ(graphed.parameters, eager.parameters);
@@ -77,6 +91,13 @@ TEST_F(FitRing, BuffersMovedBetweenEpochsAreCapturedAnew) {
   const Run graphed = fit_counted(graph_gpu, Toggle::kOn, made);
   EXPECT_EQ(made.pinned, 2) << "the ring stays all the same";
   EXPECT_EQ(graph_gpu.captures(), 3 * 2) << "two per epoch: the buffers moved each time";
+  ASSERT_EQ(replays_.size(), static_cast<std::size_t>(3 * kSteps));
+  for (const std::size_t first : {std::size_t{kSteps}, std::size_t{2 * kSteps}}) {
+    // A replay here would write into the activations validation replaced
+    // (freed memory on a GPU; the fake's recording keeps them alive).
+    EXPECT_FALSE(replayed(first)) << "step " << first << " replayed a stale graph";
+    EXPECT_FALSE(replayed(first + 1)) << "the other slot warms up anew too";
+  }
   EXPECT_EQ(graphed.result.graph_steps, 3 * (kSteps - 2));
   EXPECT_EQ(graphed.parameters, eager.parameters);
   EXPECT_EQ(graphed.result.log.epochs.back().val_images, 100u);
