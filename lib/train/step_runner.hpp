@@ -73,6 +73,9 @@ class StepRunner {
   // Device batches accumulated toward the next update; discard_pending()
   // drops them (an epoch that ends between updates).
   virtual int pending() const noexcept { return 0; }
+  // Whether the runner keeps graphs that captured the model's activations
+  // (validation then keeps the training batch shape: detail::validate's pad_to).
+  virtual bool keeps_graphs() const noexcept { return false; }
   virtual void discard_pending() noexcept {}
 
   // The last batch's loss (batch mean) and correct count, on the device.
@@ -129,6 +132,7 @@ class GraphedStepRunner final : public StepRunner {
   GraphedStepRunner(StepEnv env, Toggle mode);
   void begin_epoch(std::size_t full_batch, std::array<std::int64_t, 3> sample) override;
   bool run(Batch& batch, DeviceBusySpan& busy, float lr) override;
+  bool keeps_graphs() const noexcept override { return true; }
 
  private:
   using SlotKey = std::pair<const void*, const void*>;  // a slot's device images, labels

@@ -233,7 +233,10 @@ std::optional<EpochRecord> Trainer::run_epoch_with_retries(int epoch, Loaders& l
                                                                     epoch, options_.epochs);
       if (due && !stop_requested_.load()) {
         auto span = profiler_.span(Stage::kValidation);
-        detail::validate(model_, *loaders.val_loader, st.settings, record, &st.rings);
+        // With graphs, a short last batch is padded to the training batch:
+        // the activations the graphs captured stay where they are.
+        const std::int64_t pad_to = st.runner && st.runner->keeps_graphs() ? st.batch : 0;
+        detail::validate(model_, *loaders.val_loader, st.settings, record, &st.rings, pad_to);
       }
       st.epoch_finished =
           st.epoch_finished && (!due || record.validated || loaders.val_data->empty());

@@ -77,14 +77,16 @@ TEST_F(FitRing, ThreeValidatedEpochsBuildTheRingAndTheGraphsOnce) {
   EXPECT_EQ(eager.parameters, fit(cpu_backend(), Toggle::kOff).parameters);
 }
 
-// Validation with a short last batch (100 = 6 x 16 + 4) reallocates the
-// layers' activations between two epochs: the graphs point into the old
-// buffers, so each epoch captures anew (and only then), and replays still
-// give the eager result.
+// Eager work between epochs that moves the activations (here a callback's
+// forward of 3 samples) makes the graphs stale: each epoch after it captures
+// anew, and not one step replays a stale graph.
 TEST_F(FitRing, BuffersMovedBetweenEpochsAreCapturedAnew) {
   options_.epochs = 3;
-  options_.validation_subset = 100;
-  val_ = &data_;
+  callbacks_.on_epoch = [this](const EpochRecord&) {
+    Tensor three(fitting_->backend(), fitting_->input_shape(3));
+    fitting_->backend().fill(three, 0.5f);
+    fitting_->forward(three, false);
+  };
   FakeGpuBackend eager_gpu, graph_gpu;
   const Run eager = fit(eager_gpu, Toggle::kOff);
   Created made;
@@ -93,14 +95,36 @@ TEST_F(FitRing, BuffersMovedBetweenEpochsAreCapturedAnew) {
   EXPECT_EQ(graph_gpu.captures(), 3 * 2) << "two per epoch: the buffers moved each time";
   ASSERT_EQ(replays_.size(), static_cast<std::size_t>(3 * kSteps));
   for (const std::size_t first : {std::size_t{kSteps}, std::size_t{2 * kSteps}}) {
-    // A replay here would write into the activations validation replaced
+    // A replay here would write into the activations the forward replaced
     // (freed memory on a GPU; the fake's recording keeps them alive).
     EXPECT_FALSE(replayed(first)) << "step " << first << " replayed a stale graph";
     EXPECT_FALSE(replayed(first + 1)) << "the other slot warms up anew too";
   }
   EXPECT_EQ(graphed.result.graph_steps, 3 * (kSteps - 2));
   EXPECT_EQ(graphed.parameters, eager.parameters);
-  EXPECT_EQ(graphed.result.log.epochs.back().val_images, 100u);
+}
+
+// While graphs replay, a short last validation batch (100 = 6 x 16 + 4) is
+// evaluated in the first rows of a training-size batch: the activations keep
+// their shape, the graphs replay across the validations, and the validation
+// figures are those of the unpadded evaluation.
+TEST_F(FitRing, AShortValidationBatchIsPaddedAndTheGraphsStay) {
+  options_.epochs = 3;
+  options_.validation_subset = 100;
+  val_ = &data_;
+  FakeGpuBackend eager_gpu, graph_gpu;
+  const Run eager = fit(eager_gpu, Toggle::kOff);
+  Created made;
+  const Run graphed = fit_counted(graph_gpu, Toggle::kOn, made);
+  EXPECT_EQ(graph_gpu.captures(), 2);
+  EXPECT_EQ(graphed.result.graph_steps, 3 * kSteps - 2);
+  EXPECT_EQ(graphed.parameters, eager.parameters);
+  for (std::size_t e = 0; e < 3; ++e) {
+    const EpochRecord &g = graphed.result.log.epochs[e], &r = eager.result.log.epochs[e];
+    EXPECT_EQ(g.val_images, 100u);
+    EXPECT_NEAR(g.val_loss, r.val_loss, 1e-6) << "epoch " << e + 1;
+    EXPECT_EQ(g.val_accuracy, r.val_accuracy) << "epoch " << e + 1;
+  }
 }
 
 // An out-of-memory error at the planned batch (32) halves it once; the ring
