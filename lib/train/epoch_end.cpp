@@ -11,27 +11,6 @@
 
 namespace stoke::detail {
 
-namespace {
-
-// nn::evaluate of the first `count` rows of x (N, C, H, W): the loss (mean)
-// and accuracy of those rows only; the other rows run through the network
-// (per sample in inference: they change nothing) and are not counted.
-nn::StepStats evaluate_rows(nn::Model& model, const Tensor& x, const Tensor& labels,
-                            std::int64_t count) {
-  if (count == x.dim(0)) return nn::evaluate(model, x, labels);
-  Backend& be = model.backend();
-  const Tensor& all = model.forward(x, false);
-  const Tensor logits = all.view(0, {count, all.dim(1)});
-  Tensor probs(be, logits.shape()), loss(be, {1}), correct(be, {1});
-  be.softmax_cross_entropy_forward(logits, labels.view(0, {count}), probs, loss, correct);
-  float l = 0.0f, c = 0.0f;
-  loss.copy_to_host(&l);
-  correct.copy_to_host(&c);
-  return {l, c / static_cast<float>(count)};
-}
-
-}  // namespace
-
 void validate(nn::Model& model, Loader& loader, const Settings& settings, EpochRecord& record,
               PrefetchRings* rings, std::int64_t pad_to) {
   Backend& be = model.backend();
@@ -54,7 +33,7 @@ void validate(nn::Model& model, Loader& loader, const Settings& settings, EpochR
     Tensor xs = x.view(0, {count, x.dim(1), x.dim(2), x.dim(3)}), ys = y.view(0, {count});
     copy_batch_in(be, *batch, xs, ys);
     batch->release();
-    const auto stats = evaluate_rows(model, x, y, count);
+    const auto stats = nn::evaluate(model, x, y, count);
     loss_sum += static_cast<double>(stats.loss) * count;
     correct_sum += static_cast<double>(stats.accuracy) * count;
     seen += static_cast<std::uint64_t>(count);
