@@ -30,8 +30,8 @@ TEST(PluginHost, ProgramExportsWhatThePluginCallsInItsHost) {
   using Log = void (*)(stoke::LogLevel, std::string_view);
   expect_global_definition_is_here(reinterpret_cast<void*>(static_cast<Log>(&stoke::log)),
                                    "stoke::log");
-  expect_global_definition_is_here(reinterpret_cast<void*>(&stoke::check_update_scalars),
-                                   "stoke::check_update_scalars (STOKE_PLUGIN_HOST)");
+  expect_global_definition_is_here(reinterpret_cast<void*>(&stoke::check_write_values),
+                                   "stoke::check_write_values (STOKE_PLUGIN_HOST)");
   // The typeinfo the plugin's throws and catches use.
   expect_global_definition_is_here(
       const_cast<void*>(static_cast<const void*>(&typeid(stoke::InvalidArgument))),
