@@ -3,7 +3,8 @@
 # PyTorch for the comparison in bench/RESULTS.md (section "CPU engine").
 add_executable(bench_engine ${CMAKE_CURRENT_LIST_DIR}/engine_step.cpp ${CMAKE_CURRENT_LIST_DIR}/engine_ops.cpp)
 target_include_directories(bench_engine PRIVATE ${PROJECT_SOURCE_DIR}/lib)
-target_link_libraries(bench_engine PRIVATE stoke benchmark::benchmark_main stoke_warnings)
+target_link_libraries(bench_engine PRIVATE benchmark::benchmark_main stoke_warnings)
+stoke_link_internals(bench_engine)  # the naive reference (lib/backend/cpu/naive.hpp)
 set_target_properties(bench_engine PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
 
 # The convolution engine decision (issue 16): stoke's conv against Debian's
@@ -20,5 +21,6 @@ endif()
 # Eval-mode inference of the net: plain forward vs fused (issue 16).
 add_executable(bench_engine_infer ${CMAKE_CURRENT_LIST_DIR}/engine_infer.cpp)
 target_include_directories(bench_engine_infer PRIVATE ${PROJECT_SOURCE_DIR}/lib)
-target_link_libraries(bench_engine_infer PRIVATE stoke stoke_warnings)
+target_link_libraries(bench_engine_infer PRIVATE stoke_warnings)
+stoke_link_internals(bench_engine_infer)  # nn::FusedInference (lib/nn/)
 set_target_properties(bench_engine_infer PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)

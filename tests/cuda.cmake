@@ -6,6 +6,7 @@ if(STOKE_HAVE_CUDA)
   add_executable(stoke_cuda_tests ${stoke_cuda_test_sources})
   target_include_directories(stoke_cuda_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_link_libraries(stoke_cuda_tests PRIVATE stoke_cuda_core GTest::gtest_main stoke_warnings)
+  stoke_link_internals(stoke_cuda_tests)
   gtest_discover_tests(stoke_cuda_tests DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
                        TEST_FILTER "-Gpu*")
   gtest_discover_tests(stoke_cuda_tests DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60

@@ -7,7 +7,8 @@ foreach(name IN LISTS STOKE_FUZZ_TARGETS)
   add_executable(stoke_fuzz_replay_${name} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_${name}.cpp
                                            ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/replay_main.cpp)
   target_include_directories(stoke_fuzz_replay_${name} PRIVATE ${PROJECT_SOURCE_DIR}/lib)
-  target_link_libraries(stoke_fuzz_replay_${name} PRIVATE stoke ZLIB::ZLIB stoke_warnings)
+  target_link_libraries(stoke_fuzz_replay_${name} PRIVATE ZLIB::ZLIB stoke_warnings)
+  stoke_fuzz_link_library(stoke_fuzz_replay_${name} ${name})
   add_test(NAME Fuzz.Replay.${name}
            COMMAND stoke_fuzz_replay_${name} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/${name}
                    ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/crashes/${name})

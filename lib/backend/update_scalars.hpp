@@ -14,8 +14,8 @@ inline constexpr std::int64_t kSgdScalars = 1;
 inline constexpr std::int64_t kAdamScalars = 3;
 
 // Backend::write_values' argument checks (defined float32 tensor, at most 4
-// values, no more than it holds).
-STOKE_INTERNAL void check_write_values(const Tensor& tensor, std::span<const float> values);
+// values, no more than it holds). The CUDA backend calls it in its host.
+STOKE_PLUGIN_HOST void check_write_values(const Tensor& tensor, std::span<const float> values);
 
 // InvalidArgument naming the op unless `scalars` is null or a float32 tensor
 // of `backend` with at least `count` elements.

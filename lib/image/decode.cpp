@@ -155,7 +155,8 @@ ImageFormat sniff_format(std::span<const std::uint8_t> bytes) noexcept {
   return ImageFormat::kUnknown;
 }
 
-struct Decoder::Impl {
+// Hidden explicitly: a class nested in a STOKE_API class is exported otherwise.
+struct __attribute__((visibility("hidden"))) Decoder::Impl {
   TjHandle tj;
   std::vector<std::uint8_t> file_bytes;
   std::vector<std::uint8_t*> row_pointers;
