@@ -8,6 +8,7 @@
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/cuda_backend.hpp"
+#include "cuda_device.hpp"
 #include "stoke/config.hpp"
 
 namespace stoke::cuda {
@@ -16,13 +17,7 @@ namespace {
 class GpuGraphMemory : public ::testing::Test {
  protected:
   void SetUp() override {
-    int count = 0;
-    const cudaError_t status = cudaGetDeviceCount(&count);
-    if (status != cudaSuccess || count == 0) {
-      cudaGetLastError();
-      GTEST_SKIP() << "no CUDA device: "
-                   << (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices");
-    }
+    if (const std::string why = missing_cuda_device(); !why.empty()) GTEST_SKIP() << why;
     be_ = std::make_unique<CudaBackend>(0, MemoryPool::device(Settings{}, 0), CudaBackendOptions{});
   }
   std::unique_ptr<CapturedStep> capture_memset(void* p, std::size_t bytes) {

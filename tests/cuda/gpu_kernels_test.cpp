@@ -9,6 +9,7 @@
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/kernels.hpp"
 #include "backend/cuda/normalize_kernel.hpp"
+#include "cuda_device.hpp"
 
 namespace stoke::cuda {
 namespace {
@@ -16,13 +17,7 @@ namespace {
 class GpuKernels : public ::testing::TestWithParam<bool /*jit*/> {
  protected:
   void SetUp() override {
-    int count = 0;
-    const cudaError_t status = cudaGetDeviceCount(&count);
-    if (status != cudaSuccess || count == 0) {
-      cudaGetLastError();
-      GTEST_SKIP() << "no CUDA device: "
-                   << (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices");
-    }
+    if (const std::string why = missing_cuda_device(); !why.empty()) GTEST_SKIP() << why;
     cache_dir_ = std::filesystem::temp_directory_path() / "stoke_gpu_kernels_test_cache";
     kernels_ = std::make_unique<KernelSet>(0, GetParam(), JitCache(cache_dir_));
     ASSERT_EQ(kernels_->origin(), GetParam() ? KernelOrigin::kJit : KernelOrigin::kPrecompiled);

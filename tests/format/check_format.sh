@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every C++/CUDA source of the tree is as the committed .clang-format writes it.
 #   tests/format/check_format.sh <source root> [clang-format binary]
-# Prints each file that differs (and the first lines of the difference); exits 1 if any does.
+# Prints where files differ (file:line and the line); exits 1 if any does.
 # The formatter is pinned to one major version (Debian 12's clang-format-14): another
 # version formats some constructs differently, which is not a style violation.
 set -euo pipefail
@@ -12,13 +12,14 @@ cd "$root"
 mapfile -t files < <(find include lib tools tests bench examples \
   \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -type f | sort)
 [ ${#files[@]} -gt 0 ] || { echo "check_format: no sources under $root"; exit 1; }
-bad=0
-for f in "${files[@]}"; do
-  if ! "$tool" --style=file "$f" | cmp -s - "$f"; then
-    echo "not formatted: $f"
-    "$tool" --style=file "$f" | diff -u "$f" - | head -12 || true
-    bad=$((bad + 1))
-  fi
-done
+# One process for the whole tree; each difference is reported with its file and line.
+if "$tool" --style=file --dry-run --Werror "${files[@]}" 2>"${TMPDIR:-/tmp}/check_format.$$"; then
+  rm -f "${TMPDIR:-/tmp}/check_format.$$"
+  echo "check_format: ${#files[@]} files, all formatted"
+  exit 0
+fi
+head -40 "${TMPDIR:-/tmp}/check_format.$$"
+bad=$( (grep -oE '^[^:]+:[0-9]+:[0-9]+: error' "${TMPDIR:-/tmp}/check_format.$$" || true) | cut -d: -f1 | sort -u | wc -l)
+rm -f "${TMPDIR:-/tmp}/check_format.$$"
 echo "check_format: ${#files[@]} files, $bad not formatted (fix: $tool -i <file>)"
-[ "$bad" -eq 0 ]
+exit 1

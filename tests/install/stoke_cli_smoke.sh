@@ -60,6 +60,24 @@ if "$stoke" info --json 2>/dev/null | grep -q '"distributed": true'; then
     --json >"$work/dp.json" 2>"$work/dp.err" || { echo "FAIL: train --nproc 2"; cat "$work/dp.err"; exit 1; }
   grep -q 'started 2 ranks' "$work/dp.err" || { echo "FAIL: --nproc 2 started no ranks"; cat "$work/dp.err"; exit 1; }
   test "$(grep -c '"reason"' "$work/dp.json")" -eq 1 || { echo "FAIL: rank 0 alone reports"; cat "$work/dp.json"; exit 1; }
+  test "$(grep -c '^epoch 1/1' "$work/dp.err")" -eq 1 || { echo "FAIL: rank 0 alone logs epochs"; cat "$work/dp.err"; exit 1; }
+  # A device list without --nproc trains data-parallel, one rank per listed device
+  # (instead of being refused). Where fewer GPUs exist than listed, the rank
+  # without its device fails naming it, and the run fails.
+  set +e
+  STOKE_GPU_DEVICE=0,1 STOKE_DIST_TIMEOUT=20 "$stoke" train --data "$work/data" --out "$work/list.stoke" --size 16 \
+    --epochs 1 --batch 4 --arch plain >/dev/null 2>"$work/list.err"
+  status=$?
+  set -e
+  grep -q 'lists 2 devices: training data-parallel' "$work/list.err" && grep -q 'started 2 ranks' "$work/list.err" \
+    || { echo "FAIL: a device list did not launch one rank per device"; cat "$work/list.err"; exit 1; }
+  gpus=$("$stoke" info --json 2>/dev/null | python3 -c 'import json, sys; print(len(json.load(sys.stdin)["system"]["cuda"]["gpus"]))')
+  if [ "${gpus:-0}" -lt 2 ]; then
+    test $status -ne 0 && grep -q 'STOKE_GPU_DEVICE' "$work/list.err" \
+      || { echo "FAIL: a listed device that does not exist: status $status"; cat "$work/list.err"; exit 1; }
+  else
+    test $status -eq 0 || { echo "FAIL: training on two listed GPUs: status $status"; cat "$work/list.err"; exit 1; }
+  fi
   "$stoke" predict --model "$work/dp.stoke" "$one" --json 2>/dev/null | grep -q '"probabilities"' \
     || { echo "FAIL: the data-parallel model does not predict"; exit 1; }
 fi

@@ -232,6 +232,17 @@ inline double weighted_sum(const Tensor& y, const std::vector<float>& weights) {
   return weighted_sum(y.to_vector(), weights);
 }
 
+// (loss(x + h) - loss(x - h)) / 2h, with x restored afterwards.
+inline double central_difference(float& x, const std::function<double()>& loss, float h) {
+  const float saved = x;
+  x = saved + h;
+  const double up = loss();
+  x = saved - h;
+  const double down = loss();
+  x = saved;
+  return (up - down) / (2.0 * static_cast<double>(h));
+}
+
 // Compares `analytic` (the gradient of loss() wrt `input`) with central
 // differences at up to max_points evenly spread elements. `input` is the
 // host copy loss() reads (it uploads it where it needs to).
@@ -242,13 +253,7 @@ inline void expect_gradient(std::vector<float>& input, const std::vector<float>&
   const std::size_t n = input.size();
   const std::size_t step = std::max<std::size_t>(1, n / static_cast<std::size_t>(max_points));
   for (std::size_t i = 0; i < n; i += step) {
-    const float saved = input[i];
-    input[i] = saved + h;
-    const double up = loss();
-    input[i] = saved - h;
-    const double down = loss();
-    input[i] = saved;
-    const double fd = (up - down) / (2.0 * h);
+    const double fd = central_difference(input[i], loss, h);
     const double bound = kFiniteDifference.abs + kFiniteDifference.rel * std::fabs(fd);
     EXPECT_NEAR(analytic[i], fd, bound)
         << what << " element " << i << " (" << kFiniteDifference.reason << ")";

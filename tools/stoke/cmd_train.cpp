@@ -14,31 +14,25 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: stoke train --data DIR --out MODEL [--val DIR | --split 80,20] [--size N] [--channels "
-    "1|3]\n"
-    "                   [--epochs N] [--batch N|auto] [--lr X (0.002)] [--optimizer "
-    "sgd|adam(default)|adamw]\n"
-    "                   [--normalize minmax|imagenet|mean=a:b:c,std=a:b:c] [--augment "
-    "hflip,vflip,crop,\n"
-    "                   brightness=X,contrast=X] [--arch resnet|plain] [--seed N] [--report DIR] "
-    "[--json]\n"
-    "                   [--resume CHECKPOINT] [--class-weights balanced|w0,w1,...] "
-    "[--balanced-sampler]\n"
-    "                   [--nproc N] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult "
-    "M]\n"
-    "                   [--freeze K]]\n"
-    "  Writes the best model (by validation accuracy) to MODEL, or the final one without "
-    "validation;\n"
-    "  Ctrl-C writes MODEL.stop and exits. --report DIR evaluates MODEL on the validation set.\n"
-    "  --resume continues a MODEL.stop (or best) checkpoint exactly; --nproc N trains "
-    "data-parallel with\n"
-    "  N processes on this machine (one per device of STOKE_GPU_DEVICE's list, or CPU ranks "
-    "sharing the\n"
-    "  cores; see docs/distributed.md). --init starts from pretrained weights (a .safetensors "
-    "with\n"
-    "  torchvision names or an .onnx export, docs/interchange.md) with a new head for the "
-    "folder's\n"
-    "  classes; --freeze K keeps the stem and the first K stages fixed.\n";
+    R"(usage: stoke train --data DIR --out MODEL [--val DIR | --split 80,20] [--size N]
+                   [--channels 1|3] [--epochs N] [--batch N|auto] [--lr X (0.002)]
+                   [--optimizer sgd|adam(default)|adamw]
+                   [--normalize minmax|imagenet|mean=a:b:c,std=a:b:c]
+                   [--augment hflip,vflip,crop,brightness=X,contrast=X] [--arch resnet|plain]
+                   [--seed N] [--report DIR] [--json] [--log FILE.json|FILE.csv]
+                   [--resume CHECKPOINT] [--class-weights balanced|w0,w1,...] [--balanced-sampler]
+                   [--nproc N] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult M]
+                   [--freeze K]]
+  Writes the best model (by validation accuracy) to MODEL, or the final one without validation;
+  Ctrl-C writes MODEL.stop and exits. --report DIR evaluates MODEL on the validation set.
+  --log writes the per-epoch train log (loss, accuracy, images/s, each profiler stage's time).
+  --resume continues a MODEL.stop (or best) checkpoint exactly. --nproc N trains data-parallel
+  with N processes on this machine (CPU ranks sharing the cores, or one per device of a
+  STOKE_GPU_DEVICE list; a list without --nproc starts one rank per listed device; see
+  docs/distributed.md). --init starts from pretrained weights (a .safetensors with torchvision
+  names or an .onnx export, docs/interchange.md) with a new head for the folder's classes;
+  --freeze K keeps the stem and the first K stages fixed.
+)";
 
 stoke::Trainer* g_trainer = nullptr;  // for the signal handler only
 extern "C" void on_interrupt(int) {
@@ -221,8 +215,9 @@ void initialize_from(const std::string& file, stoke::nn::Model& model) {
 }
 
 // --nproc N from the command line: the launcher starts N ranks of this same
-// command (without --nproc) and waits for them.
-int launch(int argc, char** argv, int nproc) {
+// command (without --nproc) and waits for them; rank r gets device r of a
+// STOKE_GPU_DEVICE list.
+int launch(int argc, char** argv, int nproc, const std::vector<int>& devices) {
   std::vector<std::string> rank_args = {"train"};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -233,20 +228,41 @@ int launch(int argc, char** argv, int nproc) {
     if (a.rfind("--nproc=", 0) == 0) continue;
     rank_args.push_back(a);
   }
-  return stoke_cli::launch_ranks(nproc, rank_args);
+  return stoke_cli::launch_ranks(nproc, rank_args, devices);
+}
+
+// How many processes to train with: --nproc, else one per device of a
+// STOKE_GPU_DEVICE list (environment or config file), else one.
+int process_count(const stoke_cli::Args& args, const std::vector<int>& devices) {
+  if (args.has("nproc")) {
+    const int nproc = args.get_int("nproc", 1);
+    if (nproc < 1) throw stoke_cli::UsageError("--nproc must be at least 1");
+    return nproc;
+  }
+  if (devices.size() > 1) {
+    std::fprintf(stderr,
+                 "stoke train: STOKE_GPU_DEVICE lists %zu devices: training data-parallel, one "
+                 "rank per device (as --nproc %zu)\n",
+                 devices.size(), devices.size());
+  }
+  return std::max<int>(1, static_cast<int>(devices.size()));
 }
 
 int run(int argc, char** argv) {
-  stoke_cli::Args args(
-      argc, argv,
-      {"data",   "val",    "split",         "out",       "size",    "channels", "epochs",
-       "batch",  "lr",     "optimizer",     "normalize", "augment", "arch",     "seed",
-       "report", "resume", "class-weights", "nproc",     "init",    "freeze",   "width-mult"},
-      {"json", "balanced-sampler"});
+  stoke_cli::Args args(argc, argv,
+                       {"data",   "val",    "split",      "out",       "size",          "channels",
+                        "epochs", "batch",  "lr",         "optimizer", "normalize",     "augment",
+                        "arch",   "seed",   "report",     "resume",    "class-weights", "nproc",
+                        "init",   "freeze", "width-mult", "log"},
+                       {"json", "balanced-sampler"});
   const std::string out = args.required("out");
-  const int nproc = args.get_int("nproc", 1);
-  if (nproc < 1) throw stoke_cli::UsageError("--nproc must be at least 1");
-  if (nproc > 1 && !stoke_cli::launched_as_rank()) return launch(argc, argv, nproc);
+  if (!stoke_cli::launched_as_rank()) {
+    const auto request = stoke::Config::load().settings().gpu_device;
+    const std::vector<int> devices =
+        request.kind == stoke::DeviceRequest::Kind::kList ? request.indices : std::vector<int>{};
+    const int nproc = process_count(args, devices);
+    if (nproc > 1) return launch(argc, argv, nproc, devices);
+  }
   const auto runtime = stoke::init();
   // A rank started by a launcher (ours or torchrun/mpirun): its communicator.
   const auto dist = stoke::DistributedOptions::from_environment();
@@ -280,9 +296,11 @@ int run(int argc, char** argv) {
                                "steps");
   stoke::Callbacks cb;
   cb.on_step = [&](const stoke::StepInfo& s) {
+    if (!rank0) return;  // rank 0 alone reports
     progress.update(s.step, "epoch " + std::to_string(s.epoch + 1));
   };
   cb.on_epoch = [&](const stoke::EpochRecord& r) {
+    if (!rank0) return;
     std::fprintf(stderr, "epoch %d/%d: loss %.4f acc %.4f%s (%.1f images/s)\n", r.epoch + 1,
                  o.epochs, r.train_loss, r.train_accuracy,
                  r.validated ? (", val acc " + std::to_string(r.val_accuracy)).c_str() : "",
@@ -296,6 +314,7 @@ int run(int argc, char** argv) {
   std::signal(SIGINT, SIG_DFL);
   if (!rank0)
     return result.reason == stoke::StopReason::kRequested ? 130 : 0;  // rank 0 writes and reports
+  if (args.has("log")) result.log.save(args.get("log"));
   if (!validate && result.reason == stoke::StopReason::kCompleted) {
     stoke::ModelInfo info = stoke::describe_training(sets.train, nullptr, loader, o);
     for (const auto& r : result.log.epochs) stoke::record_epoch(info, r);

@@ -24,25 +24,16 @@ extern "C" void remember_signal(int sig) {
   g_signal = sig;
 }
 
-std::vector<std::string> split_devices(const char* list) {
-  std::vector<std::string> out;
-  if (!list) return out;
-  std::stringstream ss(list);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 // The parent's environment with the rank's variables replacing any of the same name.
-std::vector<std::string> rank_environment(int rank, int nproc, const std::string& store) {
-  const std::vector<std::string> devices = split_devices(std::getenv("STOKE_GPU_DEVICE"));
+std::vector<std::string> rank_environment(int rank, int nproc, const std::string& store,
+                                          const std::vector<int>& devices) {
   const bool device_list = devices.size() > 1;
   std::vector<std::string> env = {
       "RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(nproc),
       "LOCAL_RANK=" + std::to_string(rank), "STOKE_DIST_STORE=file:" + store};
   if (device_list)
-    env.push_back("STOKE_GPU_DEVICE=" + devices[static_cast<std::size_t>(rank) % devices.size()]);
+    env.push_back("STOKE_GPU_DEVICE=" +
+                  std::to_string(devices[static_cast<std::size_t>(rank) % devices.size()]));
   if (!std::getenv("STOKE_CPU_THREADS")) {
     const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
     env.push_back("STOKE_CPU_THREADS=" + std::to_string(std::max(1L, cores / nproc)));
@@ -84,7 +75,8 @@ bool launched_as_rank() {
   return std::getenv("RANK") != nullptr;
 }
 
-int launch_ranks(int nproc, const std::vector<std::string>& args, double grace_seconds) {
+int launch_ranks(int nproc, const std::vector<std::string>& args, const std::vector<int>& devices,
+                 double grace_seconds) {
   const auto store = std::filesystem::temp_directory_path() /
                      ("stoke-launch-" + std::to_string(getpid()) + "-" +
                       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
@@ -95,7 +87,7 @@ int launch_ranks(int nproc, const std::vector<std::string>& args, double grace_s
   sigaction(SIGTERM, &action, nullptr);
   std::vector<pid_t> pids;
   for (int r = 0; r < nproc; ++r)
-    pids.push_back(spawn_rank(args, rank_environment(r, nproc, store.string())));
+    pids.push_back(spawn_rank(args, rank_environment(r, nproc, store.string(), devices)));
   std::fprintf(stderr, "stoke: started %d ranks (store %s)\n", nproc, store.c_str());
 
   const char* timeout_text = std::getenv("STOKE_DIST_TIMEOUT");

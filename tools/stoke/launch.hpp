@@ -1,8 +1,8 @@
 // `stoke train --nproc N`: one process per rank on this machine, started and
 // watched by the launcher (the torchrun role). Each rank is this program
 // again with the same arguments and RANK, WORLD_SIZE, LOCAL_RANK and a fresh
-// STOKE_DIST_STORE in its environment; with a device list in
-// STOKE_GPU_DEVICE, rank r gets the list's r-th device.
+// STOKE_DIST_STORE in its environment; with a device list (STOKE_GPU_DEVICE,
+// from the environment or the config file), rank r gets the list's r-th device.
 #pragma once
 
 #include <string>
@@ -17,7 +17,9 @@ bool launched_as_rank();
 // --nproc), forwards SIGINT/SIGTERM to them, and waits. When one rank fails,
 // the others end on their own within STOKE_DIST_TIMEOUT (their collectives
 // fail); any still running `grace_seconds` after that are killed. Returns 0
-// when every rank succeeded, else the first failing rank's status.
-int launch_ranks(int nproc, const std::vector<std::string>& args, double grace_seconds = 30);
+// when every rank succeeded, else the first failing rank's status. With more
+// than one entry in `devices`, rank r runs with STOKE_GPU_DEVICE=devices[r % size].
+int launch_ranks(int nproc, const std::vector<std::string>& args, const std::vector<int>& devices,
+                 double grace_seconds = 30);
 
 }  // namespace stoke_cli
