@@ -261,7 +261,8 @@ class STOKE_API Resampler {
   // write planar CHW of `dtype` to dst (channels * height * width elements,
   // bytes in dst as float / IEEE half / bfloat16, round to nearest even).
   // Reads the source once. A 16-bit source is resized in float from its full
-  // precision (scalar code on every SimdLevel) and normalized as pixel / 65535.
+  // precision (plain C++ at the library's baseline ISA on every SimdLevel, no per-level kernels)
+  // and normalized as pixel / 65535.
   void resize_normalize_chw(ImageView src, int width, int height, ResizeFilter filter,
                             const Normalization& norm, OutputDtype dtype, void* dst);
 
@@ -283,7 +284,7 @@ STOKE_API void flip_vertical(MutableImageView image) noexcept;
 
 // In place: v' = clamp(round(contrast * v + brightness * 255 + (1 - contrast) * 128), 0, 255)
 // (round to nearest even), i.e. brightness shifts by a fraction of full scale and
-// contrast stretches about mid-gray. 16-bit (scalar): the same with 65535 and
+// contrast stretches about mid-gray. 16-bit (plain C++): the same with 65535 and
 // 32896 (128 * 257), clamped to [0, 65535].
 STOKE_API void adjust_brightness_contrast(MutableImageView image, float brightness, float contrast,
                                           SimdLevel level);

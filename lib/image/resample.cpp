@@ -3,8 +3,8 @@
 // on the much shorter row, then a store that rounds to uint8 or normalizes and
 // writes one CHW plane row. Coefficients are tabulated once per
 // (size, size, filter) and kept; row scratch is kept, so steady state
-// allocates nothing. 16-bit sources take a scalar float path with the same
-// coefficient tables (resample_row16).
+// allocates nothing. 16-bit sources take a float path in plain C++ (no per-ISA kernels) with the
+// same coefficient tables (resample_row16).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -163,7 +163,7 @@ struct Resampler::Impl {
     }
   }
 
-  // 16-bit sources, in float from the full-precision samples (scalar, the
+  // 16-bit sources, in float from the full-precision samples (plain C++, the
   // same taps and weights as the 8-bit passes without fixed point): the
   // vertical pass for output row `out_y` into wide, then the horizontal pass
   // into row (interleaved, x.dst * channels values in 16-bit units).

@@ -202,7 +202,7 @@ void flip_vertical(MutableImageView image) noexcept {
 
 void adjust_brightness_contrast(MutableImageView image, float brightness, float contrast,
                                 SimdLevel level) {
-  if (image.bit_depth == 16) {  // scalar: the same form at full scale 65535, mid-gray 128 * 257
+  if (image.bit_depth == 16) {  // plain C++: the same form at full scale 65535, mid-gray 128 * 257
     const float beta16 = brightness * 65535.f + (1.f - contrast) * 32896.f;
     const std::size_t n = static_cast<std::size_t>(image.width) * image.channels;
     for (int y = 0; y < image.height; ++y) {
