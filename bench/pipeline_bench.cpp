@@ -98,7 +98,7 @@ void fused_stoke(benchmark::State& state, SimdLevel level, ResizeFilter filter, 
   set_images(state);
 }
 
-// The same image widened to 16 bits (v = u * 257): the float path (no per-ISA kernels).
+// The same image widened to 16 bits (v = u * 257): the float path.
 void fused_stoke16(benchmark::State& state, ResizeFilter filter) {
   static const Image src = [] {
     Image wide;
@@ -363,8 +363,8 @@ int main(int argc, char** argv) {
           "BM_JpegToTensor/stoke/f32/2448x2048q90->3x512x512" + sx,
           "BM_JpegDecode/turbojpeg/u8/2448x2048q90@1/4" + sx, 0.9);
   }
-  for (const char* f : {"linear", "area"}) {  // no target: 16-bit samples take a plain float path
-    ratio(reporter, (std::string("fused 16-bit (plain C++) vs 8-bit ") + f + "/threads:1").c_str(),
+  for (const char* f : {"linear", "area"}) {  // no target: 16-bit samples take the float path
+    ratio(reporter, (std::string("fused 16-bit vs 8-bit ") + f + "/threads:1").c_str(),
           "BM_ResizeNormalize/stoke-16bit" + shape + "/" + f + suffix(1), s + "/" + f + suffix(1),
           0.0);
   }

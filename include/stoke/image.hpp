@@ -261,8 +261,8 @@ class STOKE_API Resampler {
   // write planar CHW of `dtype` to dst (channels * height * width elements,
   // bytes in dst as float / IEEE half / bfloat16, round to nearest even).
   // Reads the source once. A 16-bit source is resized in float from its full
-  // precision (plain C++ at the library's baseline ISA on every SimdLevel, no per-level kernels)
-  // and normalized as pixel / 65535.
+  // precision (the vertical pass in the level's SIMD table, the horizontal
+  // pass in plain C++) and normalized as pixel / 65535.
   void resize_normalize_chw(ImageView src, int width, int height, ResizeFilter filter,
                             const Normalization& norm, OutputDtype dtype, void* dst);
 

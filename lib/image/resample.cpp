@@ -3,8 +3,9 @@
 // on the much shorter row, then a store that rounds to uint8 or normalizes and
 // writes one CHW plane row. Coefficients are tabulated once per
 // (size, size, filter) and kept; row scratch is kept, so steady state
-// allocates nothing. 16-bit sources take a float path in plain C++ (no per-ISA kernels) with the
-// same coefficient tables (resample_row16).
+// allocates nothing. 16-bit sources take a float path with the same
+// coefficient tables (resample_row16): the vertical pass in the level's table
+// (vertical_u16), the horizontal pass in plain C++.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -138,7 +139,9 @@ struct Resampler::Impl {
   std::vector<float> planes;  // RGB to half/bfloat16: normalized-free planes before the store
   std::vector<const std::uint8_t*> rows;
   std::vector<std::int16_t> row_weights;
-  std::vector<float> wide;   // 16-bit sources: the vertical pass's float row
+  std::vector<const std::uint16_t*> rows16;  // 16-bit sources: the vertical pass's rows,
+  std::vector<float> float_weights;          // their weights
+  std::vector<float> wide;                   // 16-bit sources: the vertical pass's float row
   std::vector<float> plane;  // 16-bit sources: one channel's row / 257 before the store
 
   void prepare(ImageView src, int width, int height, ResizeFilter filter) {
@@ -159,24 +162,23 @@ struct Resampler::Impl {
     row_weights.resize(y.taps);
     if (src.bit_depth == 16) {
       wide.resize(static_cast<std::size_t>(src.width) * c);
+      rows16.resize(y.taps);
+      float_weights.resize(y.taps);
       plane.resize(static_cast<std::size_t>(width));
     }
   }
 
-  // 16-bit sources, in float from the full-precision samples (plain C++, the
+  // 16-bit sources, in float from the full-precision samples (the
   // same taps and weights as the 8-bit passes without fixed point): the
   // vertical pass for output row `out_y` into wide, then the horizontal pass
   // into row (interleaved, x.dst * channels values in 16-bit units).
   void resample_row16(ImageView src, int out_y) {
     const std::size_t n = static_cast<std::size_t>(src.width) * src.channels;
-    const std::uint16_t* first = src.row16(y.start[out_y]);
-    const float w0 = y.weights[out_y];
-    for (std::size_t i = 0; i < n; ++i) wide[i] = w0 * static_cast<float>(first[i]);
-    for (int k = 1; k < y.taps; ++k) {
-      const std::uint16_t* r = src.row16(y.start[out_y] + k);
-      const float wk = y.weights[static_cast<std::size_t>(k) * y.dst + out_y];
-      for (std::size_t i = 0; i < n; ++i) wide[i] += wk * static_cast<float>(r[i]);
+    for (int k = 0; k < y.taps; ++k) {
+      rows16[k] = src.row16(y.start[out_y] + k);
+      float_weights[k] = y.weights[static_cast<std::size_t>(k) * y.dst + out_y];
     }
+    kernels->vertical_u16(rows16.data(), float_weights.data(), y.taps, n, wide.data());
     const int c = src.channels;
     for (int ox = 0; ox < x.dst; ++ox) {
       const float* tap = wide.data() + static_cast<std::size_t>(x.start[ox]) * c;
