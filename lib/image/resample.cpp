@@ -142,7 +142,6 @@ struct Resampler::Impl {
   std::vector<const std::uint16_t*> rows16;  // 16-bit sources: the vertical pass's rows,
   std::vector<float> float_weights;          // their weights
   std::vector<float> wide;                   // 16-bit sources: the vertical pass's float row
-  std::vector<float> plane;  // 16-bit sources: one channel's row / 257 before the store
 
   void prepare(ImageView src, int width, int height, ResizeFilter filter) {
     const bool x_changed = build_axis(x, src.width, width, filter);
@@ -164,7 +163,6 @@ struct Resampler::Impl {
       wide.resize(static_cast<std::size_t>(src.width) * c);
       rows16.resize(y.taps);
       float_weights.resize(y.taps);
-      plane.resize(static_cast<std::size_t>(width));
     }
   }
 
@@ -199,20 +197,34 @@ struct Resampler::Impl {
     const int c = src.channels;
     const std::size_t w = static_cast<std::size_t>(width);
     const std::size_t plane_size = w * height;
+    const std::size_t n = w * c;
+    const float ones[3] = {1.f, 1.f, 1.f}, zeros[3] = {0.f, 0.f, 0.f};
     for (int oy = 0; oy < height; ++oy) {
       resample_row16(src, oy);
-      for (int ch = 0; ch < c; ++ch) {
-        for (std::size_t i = 0; i < w; ++i) plane[i] = row[i * c + ch] / 257.f;
-        const std::size_t offset = ch * plane_size + oy * w;
+      float* r = row.data();
+      for (std::size_t i = 0; i < n; ++i) r[i] = r[i] / 257.f;  // contiguous: vectorized
+      const std::size_t offset = oy * w;
+      const float* source = r;  // channel ch's row at source + ch * w (one channel, or planes)
+      if (c == 3) {             // as the 8-bit path: the table's split into planes
         if (dtype == OutputDtype::kFloat32) {
-          kernels->store_f32(plane.data(), w, scale[ch], bias[ch],
-                             static_cast<float*>(dst) + offset);
+          float* out = static_cast<float*>(dst);
+          kernels->store_planes_rgb(r, w, scale, bias, out + offset, out + plane_size + offset,
+                                    out + 2 * plane_size + offset);
+          continue;
+        }
+        float* p = planes.data();
+        kernels->store_planes_rgb(r, w, ones, zeros, p, p + w, p + 2 * w);
+        source = p;
+      }
+      for (int ch = 0; ch < c; ++ch) {
+        const std::size_t at = ch * plane_size + offset;
+        const float* in = source + ch * w;
+        if (dtype == OutputDtype::kFloat32) {
+          kernels->store_f32(in, w, scale[ch], bias[ch], static_cast<float*>(dst) + at);
         } else if (dtype == OutputDtype::kFloat16) {
-          kernels->store_f16(plane.data(), w, scale[ch], bias[ch],
-                             static_cast<std::uint16_t*>(dst) + offset);
+          kernels->store_f16(in, w, scale[ch], bias[ch], static_cast<std::uint16_t*>(dst) + at);
         } else {
-          kernels->store_bf16(plane.data(), w, scale[ch], bias[ch],
-                              static_cast<std::uint16_t*>(dst) + offset);
+          kernels->store_bf16(in, w, scale[ch], bias[ch], static_cast<std::uint16_t*>(dst) + at);
         }
       }
     }
