@@ -42,7 +42,8 @@ def ensure_venv(args):
     os.execve(py, [py] + sys.argv, dict(os.environ, STOKE_BENCH_IN_VENV="1"))
 
 
-def resnet_onnx(channels, classes=10, stem=32, widths=(32, 64, 128), strides=(1, 2, 2), blocks=2, seed=1):
+def resnet_onnx(channels, classes=10, stem=32, widths=(32, 64, 128), strides=(1, 2, 2), blocks=2, seed=1,
+                stem_kernel=3, stem_stride=1, maxpool=False):
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(seed)
@@ -74,7 +75,10 @@ def resnet_onnx(channels, classes=10, stem=32, widths=(32, 64, 128), strides=(1,
         nodes.append(helper.make_node("Relu", [b], [r]))
         return r
 
-    x = conv_bn("input", channels, stem, 3, 1, True)
+    x = conv_bn("input", channels, stem, stem_kernel, stem_stride, True)
+    if maxpool:  # torchvision's stem: 3x3 max pool, stride 2, pad 1
+        nodes.append(helper.make_node("MaxPool", [x], ["pool"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4))
+        x = "pool"
     c = stem
     for w, s in zip(widths, strides):
         for i in range(blocks):
@@ -102,8 +106,17 @@ def median(v):
     return v[len(v) // 2]
 
 
-def stoke_infer_ms(build, size, batch, threads):
+# --arch: the net of bench/pytorch_resnet.py, or torchvision's ResNet-18 (1000 classes).
+ONNX_NETS = {
+    "resnet": {},
+    "resnet18": dict(classes=1000, stem=64, widths=(64, 128, 256, 512), strides=(1, 2, 2, 2),
+                     stem_kernel=7, stem_stride=2, maxpool=True),
+}
+
+
+def stoke_infer_ms(build, size, batch, threads, arch="resnet"):
     extra = ["--fused-only"] if batch > 1 else []  # batch 1 also times 1 thread
+    extra += ["--arch", arch]
     out = subprocess.run([os.path.join(build, "bin", "bench_engine_infer"), "--size", str(size), "--batch",
                           str(batch), "--rounds", "1", "--threads", str(threads), "--json"] + extra,
                          capture_output=True, text=True, check=True)
@@ -117,24 +130,27 @@ def inference_rows(args):
     opts.intra_op_num_threads = args.threads
     opts.inter_op_num_threads = 1
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(resnet_onnx(3), opts, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(resnet_onnx(3, **ONNX_NETS[args.arch]), opts, providers=["CPUExecutionProvider"])
     rows = []
     for batch in args.batches:
         x = np.random.default_rng(2).standard_normal((batch, 3, 224, 224)).astype(np.float32)
         sess.run(None, {"input": x})  # warm-up
-        st, ref, st1 = [], [], []
+        st, ref, st1, nchw = [], [], [], []
         for _ in range(args.rounds):  # interleaved
-            s = stoke_infer_ms(args.build, 224, batch, args.threads)
+            s = stoke_infer_ms(args.build, 224, batch, args.threads, args.arch)
             st.append(s["fused_ms"])
             st1.append(s["fused_1t_ms"])
+            nchw.append(s.get("nchw_ms", 0.0))
             t0 = time.perf_counter()
             sess.run(None, {"input": x})
             ref.append((time.perf_counter() - t0) * 1e3)
-        rows.append((f"inference 3x224x224, batch {batch}", median(st), "onnxruntime " + ort.__version__,
+        rows.append((f"{args.arch} inference 3x224x224, batch {batch}", median(st), "onnxruntime " + ort.__version__,
                      median(ref)))
         if batch == 1:
             rows.append((f"  (stoke 1 thread; {args.threads}-thread speed-up {median(st1) / median(st):.2f}x)",
                          median(st1), "", None))
+            rows.append(("  (stoke, NCHW between layers: before)", median(nchw), "onnxruntime " + ort.__version__,
+                         median(ref)))
     return rows
 
 
@@ -167,6 +183,7 @@ def main():
     ap.add_argument("--torch", action="store_true", help="also install torch and time PyTorch's train step")
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--batches", default="1,32", help="inference batch sizes at 224x224")
+    ap.add_argument("--arch", default="resnet", choices=sorted(ONNX_NETS), help="inference net")
     args = ap.parse_args()
     ensure_venv(args)
     args.build = os.path.abspath(args.build)

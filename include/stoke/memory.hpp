@@ -23,6 +23,10 @@ namespace stoke {
 namespace detail {
 class BlockAllocator;
 class CudaDevice;
+class SmallBlocks;
+class ThreadCache;
+struct PoolShared;
+struct ThreadCacheSet;
 }  // namespace detail
 
 // An opaque stream (a cudaStream_t on CUDA). nullptr: no stream, i.e. memory
@@ -64,6 +68,11 @@ struct PoolOptions {
   // What to do about an out-of-memory error, e.g. "use a smaller batch or
   // input size, or raise STOKE_GPU_MEM_PERCENT / STOKE_GPU_MEM_MAX".
   std::string remedy;
+  // Serve blocks of up to 4 KiB from a region of the pool (min(4 MiB, cap / 8),
+  // reserved on the first small request) through a cache per thread, without
+  // the pool's lock. Requires memory the host may write (the host arena sets
+  // it; device pools must not).
+  bool thread_cache = false;
 };
 
 struct PoolStats {
@@ -79,8 +88,11 @@ struct PoolStats {
   std::uint64_t failed_allocations = 0;  // out-of-memory errors thrown
   std::uint64_t chunks = 0;
   std::uint64_t free_blocks = 0;
-  // 1 - largest_free_block / free: 0 when the free memory is one block.
+  // 1 - largest_free_block / free, over the free memory outside the small-block
+  // region: 0 when that is one block.
   double fragmentation = 0.0;
+  std::uint64_t small_region = 0;   // bytes of reserved holding small blocks (thread_cache)
+  std::uint64_t thread_cached = 0;  // free small blocks parked in thread caches (in free)
 };
 
 // A table of the statistics, for reports.
@@ -97,8 +109,12 @@ STOKE_API PoolCap resolve_device_pool_cap(const Settings& settings, std::uint64_
 class PoolAllocation;
 
 // A thread-safe best-fit pool with coalescing, 256-byte alignment, lazy growth
-// up to a cap and stream-ordered reuse. allocate/deallocate are O(log n) in the
-// number of blocks.
+// up to a cap and stream-ordered reuse. allocate/deallocate are O(1) (TLSF).
+// With PoolOptions::thread_cache, blocks of up to 4 KiB come from a cache per
+// thread without the lock (docs/memory_thread_cache.md). Statistics are exact
+// whenever no other thread is allocating; peak_in_use is exact while one
+// thread at a time uses the pool's small blocks (otherwise each thread's view
+// of the others' caches dates from its last locked operation).
 class STOKE_API MemoryPool {
  public:
   MemoryPool(std::unique_ptr<ChunkProvider> provider, PoolOptions options);
@@ -136,7 +152,9 @@ class STOKE_API MemoryPool {
   PoolAllocation allocate_scoped(std::size_t bytes, StreamHandle stream = nullptr);
 
   // Gives every entirely free chunk back to the provider (after collecting
-  // passed fences); returns the bytes given back.
+  // passed fences, and returning the calling thread's cached small blocks);
+  // returns the bytes given back. The small-block region goes back once no
+  // block of it is live or parked in another thread's cache.
   std::uint64_t trim();
 
   // Blocks until every pending free's fence has passed and makes those blocks free.
@@ -148,6 +166,20 @@ class STOKE_API MemoryPool {
   std::string name() const;
 
  private:
+  friend struct detail::ThreadCacheSet;
+
+  void* allocate_general(std::size_t bytes);
+  void deallocate_general(std::uintptr_t address, StreamHandle stream);
+  void* allocate_small_slow(int cls);
+  void deallocate_small(std::uintptr_t address, int cls, StreamHandle stream);
+  detail::ThreadCache* this_thread_cache(bool create);
+  void return_cached_locked(detail::ThreadCache& cache, int cls, int keep);
+  void return_own_cache_locked();
+  void retire_cache_locked(detail::ThreadCache& cache);
+  void ensure_region_locked();
+  void note_change_locked();
+  std::uint64_t reserved_locked() const;
+  std::uint64_t in_use_locked() const;
   void* try_allocate_locked(std::size_t bytes);
   bool grow_locked(std::size_t bytes);
   void collect_locked(bool wait);
@@ -156,8 +188,13 @@ class STOKE_API MemoryPool {
 
   std::unique_ptr<ChunkProvider> provider_;
   PoolOptions options_;
-  mutable std::mutex mutex_;
+  // The lock and the list of thread caches, shared with caches that outlive the pool.
+  std::shared_ptr<detail::PoolShared> shared_;
   std::unique_ptr<detail::BlockAllocator> blocks_;
+  std::unique_ptr<detail::SmallBlocks> small_;  // null without thread_cache
+  bool region_refused_ = false;                 // the provider refused the region
+  std::uint64_t peak_ = 0;                      // peak in use seen under the lock (with small_)
+  std::uint64_t retired_hits_ = 0;              // cache hits of caches already retired
   std::uint64_t failed_ = 0;
 };
 

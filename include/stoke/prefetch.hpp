@@ -95,7 +95,8 @@ STOKE_API std::string format_prefetch_stats(const PrefetchStats& stats);
 
 namespace detail {
 class PrefetchState;
-}
+class PrefetchRing;
+}  // namespace detail
 
 // A batch handed out by next(); the slot returns to the ring when the Batch
 // is released or destroyed. Move-only. It keeps the ring's memory alive, so it
@@ -150,6 +151,11 @@ class STOKE_API Prefetcher {
   // Internal (tests, backends): on an already opened device handle instead of
   // options.device; null runs the CPU path.
   Prefetcher(PrefetchOptions options, FillBatch fill, std::shared_ptr<detail::CudaDevice> device);
+  // Internal (the trainer): on a ring built earlier (lib/prefetch/ring.hpp)
+  // instead of a new one, so that its staging, device slots and events serve
+  // pass after pass. InvalidArgument when the ring was built for another
+  // layout or is still lent to a prefetcher whose batches are held.
+  Prefetcher(PrefetchOptions options, FillBatch fill, std::shared_ptr<detail::PrefetchRing> ring);
   // Stops the producer (after the fill_batch call in progress, if any) and
   // joins it; batches still held stay valid until released.
   ~Prefetcher();

@@ -233,6 +233,7 @@ class STOKE_API Trainer {
   // Validation, callbacks, checkpoints, early stopping; true = stop now.
   bool end_epoch(int epoch, EpochRecord& record, FitResult& result);
   void release_step_memory();
+  void release_fit_resources() noexcept;
   TrainState train_state(int epoch) const;
   void save_stop_checkpoint(int epoch, const char* why);
   // Step count, record, on_step callback and the periodic log line.

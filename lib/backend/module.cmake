@@ -27,9 +27,10 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cpu/simd_avx2.cpp
 
 # Convolution engine: Debian's oneDNN (libdnnl-dev) where installed, else the
 # im2col + OpenBLAS kernels (lib/backend/cpu/conv2d.cpp). Its OpenMP runtime
-# (libgomp) is linked directly: conv2d_dnnl.cpp runs every primitive with one
-# OpenMP thread inside the oneTBB chunks. Decision: bench/RESULTS.md,
-# "Convolution engine".
+# (libgomp) is linked directly: conv2d_dnnl*.cpp (and the blocked-layout
+# inference kernels, conv2d_blocked.cpp and pool_blocked.cpp) run every
+# primitive with one OpenMP thread inside the oneTBB chunks. Decision:
+# bench/RESULTS.md, "Convolution engine".
 option(STOKE_WITH_DNNL "CPU convolutions through oneDNN where it is installed" ON)
 find_library(STOKE_DNNL_LIB dnnl)
 find_path(STOKE_DNNL_INC dnnl.hpp)
@@ -37,8 +38,12 @@ find_library(STOKE_GOMP_LIB NAMES gomp libgomp.so.1)
 if(STOKE_WITH_DNNL AND STOKE_DNNL_LIB AND STOKE_DNNL_INC AND STOKE_GOMP_LIB)
   target_link_libraries(stoke PRIVATE ${STOKE_DNNL_LIB} ${STOKE_GOMP_LIB})
   target_include_directories(stoke_backend SYSTEM PRIVATE ${STOKE_DNNL_INC})
-  set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_dnnl.cpp APPEND PROPERTY COMPILE_DEFINITIONS
-               STOKE_HAVE_DNNL=1)
+  set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_dnnl.cpp
+                      ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_dnnl_backward.cpp
+                      ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_dnnl_primitive.cpp
+                      ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_blocked.cpp
+                      ${CMAKE_CURRENT_LIST_DIR}/cpu/pool_blocked.cpp
+               APPEND PROPERTY COMPILE_DEFINITIONS STOKE_HAVE_DNNL=1)
   message(STATUS "stoke: CPU convolutions through oneDNN (${STOKE_DNNL_LIB})")
 else()
   message(STATUS "stoke: oneDNN not found or STOKE_WITH_DNNL=OFF; CPU convolutions use im2col + OpenBLAS")

@@ -82,6 +82,7 @@ std::unique_ptr<MemoryPool> MemoryPool::host_arena(std::uint64_t cap, std::size_
   options.chunk_granularity = 64u << 10;
   options.cap_source = "the host arena's cap";
   options.remedy = "use a smaller batch or raise the host arena's cap";
+  options.thread_cache = true;  // host memory: small blocks through per-thread caches
   return std::make_unique<MemoryPool>(std::make_unique<HostChunks>(), std::move(options));
 }
 

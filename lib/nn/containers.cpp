@@ -35,6 +35,12 @@ void Sequential::release_activations() {
   last_ = nullptr;
 }
 
+std::uint64_t Sequential::activation_allocations() const noexcept {
+  std::uint64_t total = allocations_;
+  for (const auto& l : layers_) total += l->activation_allocations();
+  return total;
+}
+
 void Sequential::parameters(std::vector<ParamSlot>& out) {
   for (auto& l : layers_) l->parameters(out);
 }

@@ -8,30 +8,11 @@
 #include <cmath>
 
 #include "backend/cpu/conv2d_fused.hpp"
+#include "nn/fused_inference_step.hpp"
 
 namespace stoke::nn {
 
-namespace {
-
-void ensure_shape(Backend& be, Tensor& t, const Shape& shape) {
-  if (!t.defined() || t.shape() != shape) t = Tensor(be, shape);
-}
-
-// One convolution with what follows it folded in or fused.
-struct FoldedConv {
-  const Conv2d* conv = nullptr;
-  const BatchNorm2d* bn = nullptr;  // folded into w, b
-  bool relu = false;
-  Tensor w, b;  // folded weights and bias
-  Tensor y,
-      scratch;  // output (a view of one of the shared slots); the plain-ops path's intermediate
-
-  void fold(Backend& be);
-  // y must be set to a view of the output's shape first.
-  const Tensor& run(Backend& be, const Tensor& x, const Tensor* residual);
-};
-
-void FoldedConv::fold(Backend& be) {
+void FoldedConv::fold(Backend& be, bool blocked_layout) {
   const Shape shape = conv->weight().shape();
   const auto k = static_cast<std::size_t>(shape[0]);
   std::vector<float> wv = conv->weight().to_vector();
@@ -52,6 +33,7 @@ void FoldedConv::fold(Backend& be) {
   ensure_shape(be, b, {shape[0]});
   w.copy_from_host(wv.data());
   b.copy_from_host(bv.data());
+  if (blocked_layout) blocked.set_weights(w, b, conv->params(), relu);
 }
 
 const Tensor& FoldedConv::run(Backend& be, const Tensor& x, const Tensor* residual) {
@@ -72,6 +54,8 @@ const Tensor& FoldedConv::run(Backend& be, const Tensor& x, const Tensor* residu
   be.relu_forward(y, scratch);
   return scratch;
 }
+
+namespace {
 
 template <class T>
 const T* as(const std::unique_ptr<Layer>& layer) {
@@ -97,75 +81,69 @@ FoldedConv take_conv(const std::vector<std::unique_ptr<Layer>>& layers, std::siz
 
 }  // namespace
 
-// Convolution outputs live in kSlots shared buffers: a step reads its input
-// from one slot and writes to others (a block holds at most its input, its
-// shortcut, the previous and the current convolution's output at once), so
-// memory is four activations, not one per convolution. Other layers keep
-// their own outputs.
-constexpr int kSlots = 4;
+Shape FusedInference::Step::output_shape(const Shape& in) const {
+  if (kind == Kind::kLayer) return layer->output_shape(in);
+  Shape s = in;
+  for (const auto& fc : chain) s = fc.conv->output_shape(s);
+  return s;
+}
 
-struct FusedInference::Step {
-  enum class Kind { kConvs, kBlock, kLayer } kind = Kind::kLayer;
-  // kConvs: one folded convolution; kBlock: the body's chain, the last one
-  // taking the residual (shortcut.conv null: identity) and the block's relu.
-  std::vector<FoldedConv> chain;
-  FoldedConv shortcut;
-  Layer* layer = nullptr;  // kLayer
+std::int64_t FusedInference::Step::largest_output(const Shape& in, bool blocked) const {
+  if (kind == Kind::kLayer) {  // a blocked max pool's output
+    const auto* pool = dynamic_cast<const Pool2d*>(layer);
+    return blocked && pool && pool->kind() == PoolKind::kMax
+               ? cpu::blocked::blocked_floats(layer->output_shape(in))
+               : 0;
+  }
+  auto size = [&](const Shape& s) {
+    return blocked ? cpu::blocked::blocked_floats(s) : shape_numel(s);
+  };
+  std::int64_t most = shortcut.conv ? size(shortcut.conv->output_shape(in)) : 0;
+  if (blocked) most = std::max(most, size(in));  // a plain input made blocked
+  Shape s = in;
+  for (const auto& fc : chain) {
+    s = fc.conv->output_shape(s);
+    most = std::max(most, size(s));
+  }
+  return most;
+}
 
-  Shape output_shape(const Shape& in) const {
-    if (kind == Kind::kLayer) return layer->output_shape(in);
-    Shape s = in;
-    for (const auto& fc : chain) s = fc.conv->output_shape(s);
+void FusedInference::Step::fold(Backend& be, bool blocked) {
+  for (auto& fc : chain) fc.fold(be, blocked);
+  if (shortcut.conv) shortcut.fold(be, blocked);
+}
+
+const Tensor& FusedInference::Step::run(Backend& be, const Tensor& x, Slots& slots, int& slot) {
+  if (kind == Kind::kLayer) {
+    slot = -1;
+    return layer->forward(x, false);
+  }
+  const int in = slot < 0 ? 0 : 1 << slot;
+  int keep = in;  // slots that must survive: the input and the shortcut's output
+  auto place = [&](FoldedConv& fc, const Shape& shape, int busy) {
+    int s = 0;
+    while (busy & (1 << s)) ++s;
+    fc.y = slots[static_cast<std::size_t>(s)].view(0, shape);
     return s;
-  }
-  // Largest convolution output of this step for input `in`, in elements.
-  std::int64_t largest_output(const Shape& in) const {
-    std::int64_t most = shortcut.conv ? shape_numel(shortcut.conv->output_shape(in)) : 0;
-    Shape s = in;
-    for (const auto& fc : chain) {
-      s = fc.conv->output_shape(s);
-      most = std::max(most, shape_numel(s));
+  };
+  const Tensor* skip = nullptr;
+  if (kind == Kind::kBlock) {
+    skip = &x;
+    if (shortcut.conv) {
+      keep |= 1 << place(shortcut, shortcut.conv->output_shape(x.shape()), keep);
+      skip = &shortcut.run(be, x, nullptr);
     }
-    return most;
   }
-
-  void fold(Backend& be) {
-    for (auto& fc : chain) fc.fold(be);
-    if (shortcut.conv) shortcut.fold(be);
+  const Tensor* t = &x;
+  int prev = 0;  // the slot of the previous convolution's output (bit)
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    const int s = place(chain[i], chain[i].conv->output_shape(t->shape()), keep | prev);
+    t = &chain[i].run(be, *t, i + 1 == chain.size() ? skip : nullptr);
+    prev = 1 << s;
+    slot = s;
   }
-  // `slot`: the slot x lives in (-1: not a slot); set to the output's.
-  const Tensor& run(Backend& be, const Tensor& x, std::array<Tensor, kSlots>& slots, int& slot) {
-    if (kind == Kind::kLayer) {
-      slot = -1;
-      return layer->forward(x, false);
-    }
-    const int in = slot < 0 ? 0 : 1 << slot;
-    int keep = in;  // slots that must survive: the input and the shortcut's output
-    auto place = [&](FoldedConv& fc, const Shape& shape, int busy) {
-      int s = 0;
-      while (busy & (1 << s)) ++s;
-      fc.y = slots[static_cast<std::size_t>(s)].view(0, shape);
-      return s;
-    };
-    const Tensor* skip = nullptr;
-    if (kind == Kind::kBlock) {
-      skip = &x;
-      if (shortcut.conv) {
-        keep |= 1 << place(shortcut, shortcut.conv->output_shape(x.shape()), keep);
-        skip = &shortcut.run(be, x, nullptr);
-      }
-    }
-    const Tensor* t = &x;
-    int prev = 0;  // the slot of the previous convolution's output (bit)
-    for (std::size_t i = 0; i < chain.size(); ++i) {
-      const int s = place(chain[i], chain[i].conv->output_shape(t->shape()), keep | prev);
-      t = &chain[i].run(be, *t, i + 1 == chain.size() ? skip : nullptr);
-      prev = 1 << s;
-      slot = s;
-    }
-    return *t;
-  }
-};
+  return *t;
+}
 
 namespace {
 
@@ -214,15 +192,20 @@ void build(const Sequential& seq, std::vector<std::unique_ptr<FusedInference::St
 
 }  // namespace
 
-FusedInference::FusedInference(Sequential& net) : backend_(&net.backend()) {
+FusedInference::FusedInference(Sequential& net, Layout layout) : backend_(&net.backend()) {
   build(net, steps_);
+  blocked_ = layout == Layout::kAuto && cpu::blocked::available(*backend_);
+  for (const auto& step : steps_) {
+    for (const auto& fc : step->chain) blocked_ = blocked_ && fc.conv->params().groups == 1;
+    if (step->shortcut.conv) blocked_ = blocked_ && step->shortcut.conv->params().groups == 1;
+  }
   refold();
 }
 
 FusedInference::~FusedInference() = default;
 
 void FusedInference::refold() {
-  for (auto& step : steps_) step->fold(*backend_);
+  for (auto& step : steps_) step->fold(*backend_, blocked_);
 }
 
 const Tensor& FusedInference::forward(const Tensor& x) {
@@ -230,7 +213,7 @@ const Tensor& FusedInference::forward(const Tensor& x) {
     std::int64_t most = 1;
     Shape s = x.shape();
     for (const auto& step : steps_) {
-      most = std::max(most, step->largest_output(s));
+      most = std::max(most, step->largest_output(s, blocked_));
       s = step->output_shape(s);
     }
     for (Tensor& slot : slots_) {
@@ -238,9 +221,13 @@ const Tensor& FusedInference::forward(const Tensor& x) {
     }
     planned_for_ = x.shape();
   }
+  if (blocked_) return forward_blocked(x);
   const Tensor* t = &x;
   int slot = -1;
-  for (auto& step : steps_) t = &step->run(*backend_, *t, slots_, slot);
+  step_times_.clear();
+  for (auto& step : steps_) {
+    timed(record_, step_times_, step->name(), [&] { t = &step->run(*backend_, *t, slots_, slot); });
+  }
   return *t;
 }
 

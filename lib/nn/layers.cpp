@@ -29,7 +29,9 @@ const Tensor& Layer::none_tensor() {
 }
 
 void Layer::ensure(Tensor& t, const Shape& shape) const {
-  if (!t.defined() || t.shape() != shape) t = Tensor(*backend_, shape);
+  if (t.defined() && t.shape() == shape) return;
+  t = Tensor(*backend_, shape);
+  ++allocations_;
 }
 
 // --- Conv2d -------------------------------------------------------------------

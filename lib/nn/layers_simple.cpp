@@ -136,6 +136,7 @@ const Tensor& Dropout::forward(const Tensor& x, bool training) {
   if (!mask_.defined() || mask_.shape() != x.shape()) {
     y_ = Tensor(*backend_, x.shape());
     mask_ = Tensor(*backend_, x.shape());
+    allocations_ += 2;
   }
   backend_->dropout_forward(x, y_, mask_, p_, seed_ + 0x9E3779B97F4A7C15ull * ++calls_);
   return y_;

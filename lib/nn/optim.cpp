@@ -223,15 +223,23 @@ StepStats TrainStep::stats() const {
   return {loss, batch_ ? correct / static_cast<float>(batch_) : 0.0f};
 }
 
-StepStats evaluate(Model& model, const Tensor& x, const Tensor& labels) {
+StepStats evaluate(Model& model, const Tensor& x, const Tensor& labels, std::int64_t rows) {
+  const std::int64_t n = x.dim(0);
+  if (rows < 0 || rows > n) {
+    throw InvalidArgument("nn::evaluate: rows " + std::to_string(rows) + " outside [0, " +
+                          std::to_string(n) + "] (the batch)");
+  }
+  if (rows == 0) rows = n;
   Backend& be = model.backend();
-  const Tensor& logits = model.forward(x, false);
+  const Tensor& all = model.forward(x, false);
+  const Tensor logits = rows == n ? all : all.view(0, {rows, all.dim(1)});
+  const Tensor counted = rows == n ? labels : labels.view(0, {rows});
   Tensor probs(be, logits.shape()), loss(be, {1}), correct(be, {1});
-  be.softmax_cross_entropy_forward(logits, labels, probs, loss, correct);
+  be.softmax_cross_entropy_forward(logits, counted, probs, loss, correct);
   float l = 0.0f, c = 0.0f;
   loss.copy_to_host(&l);
   correct.copy_to_host(&c);
-  return {l, c / static_cast<float>(x.dim(0))};
+  return {l, c / static_cast<float>(rows)};
 }
 
 }  // namespace stoke::nn

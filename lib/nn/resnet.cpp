@@ -146,6 +146,11 @@ void Residual::release_activations() {
   sum_ = y_ = dsum_ = dx_ = Tensor();
 }
 
+std::uint64_t Residual::activation_allocations() const noexcept {
+  return allocations_ + main_->activation_allocations() +
+         (shortcut_ ? shortcut_->activation_allocations() : 0);
+}
+
 void Residual::parameters(std::vector<ParamSlot>& out) {
   main_->parameters(out);
   if (shortcut_) shortcut_->parameters(out);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpu/cuda_device.hpp"
+#include "prefetch/ring.hpp"
 #include "prefetch/transport.hpp"
 #include "stoke/error.hpp"
 #include "stoke/prefetch.hpp"
@@ -28,47 +29,34 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::size_t round_up(std::size_t bytes, std::size_t multiple) {
-  return (bytes + multiple - 1) / multiple * multiple;
-}
-
 }  // namespace
 
 class PrefetchState {
  public:
   enum class SlotState { kFree, kFilling, kReady, kHeld };
   struct Slot {
-    StagingBuffer staging;  // images, then labels at label_offset
     SlotState state = SlotState::kFree;
     std::uint64_t epoch = 0;
     std::uint64_t index = 0;
     std::size_t count = 0;
   };
 
-  PrefetchState(const PrefetchOptions& options, FillBatch fill, std::shared_ptr<CudaDevice> device)
-      : options_(options), fill_(std::move(fill)) {
-    image_capacity_ = options.sample_bytes * options.batch_size;
-    label_offset_ = round_up(image_capacity_, kPoolAlignment);
-    Settings staging_settings;
-    // Pinning only serves uploads: without a device it is not a fallback.
-    staging_settings.host_pinned = options.host_pinned && device != nullptr;
-    staging_settings.host_pinned_max = options.host_pinned_max;
-    staging_ = std::make_unique<HostStaging>(staging_settings, device);
-    slots_.resize(static_cast<std::size_t>(options.depth));
-    for (auto& slot : slots_) {
-      slot.staging = staging_->allocate(label_offset_ + options.batch_size * sizeof(std::int32_t));
-    }
-    transport_ =
-        device ? make_cuda_transport(device, options.depth, image_capacity_, options.batch_size,
-                                     options.gpu_streams, options.compute_stream,
-                                     options.device_normalize, options.device_memory)
-               : std::make_unique<SlotTransport>();
+  // On `ring`, lent for this state's life (new slots states, the same memory).
+  PrefetchState(const PrefetchOptions& options, FillBatch fill, std::shared_ptr<PrefetchRing> ring)
+      : options_(options), fill_(std::move(fill)), ring_(std::move(ring)) {
+    ring_->lend();
+    image_capacity_ = ring_->image_capacity();
+    label_offset_ = ring_->label_offset();
+    transport_ = &ring_->transport();
+    slots_.resize(static_cast<std::size_t>(ring_->depth()));
+    // A borrowed ring's transport counts every pass; this one reports its own.
+    copy_seconds_before_ = transport_->copy_seconds();
+    bytes_copied_before_ = transport_->bytes_copied();
   }
 
   ~PrefetchState() {
-    // Destroyed when the Prefetcher and every Batch are gone: the transport
-    // waits for the device before the staging buffers go.
-    transport_.reset();
+    // Gone when the Prefetcher and every Batch are: the next pass may have the ring.
+    ring_->give_back();
   }
 
   void start() {
@@ -127,9 +115,9 @@ class PrefetchState {
     batch.epoch_ = slot.epoch;
     batch.index_ = slot.index;
     batch.count_ = slot.count;
-    batch.images_ = {slot.staging.data(), slot.count * options_.sample_bytes};
-    batch.labels_ = {reinterpret_cast<std::int32_t*>(slot.staging.data() + label_offset_),
-                     slot.count};
+    std::byte* staging = ring_->staging(index);
+    batch.images_ = {staging, slot.count * options_.sample_bytes};
+    batch.labels_ = {reinterpret_cast<std::int32_t*>(staging + label_offset_), slot.count};
     batch.device_images_ = transport_->device_images(index);
     batch.device_labels_ = transport_->device_labels(index);
     return batch;
@@ -147,12 +135,12 @@ class PrefetchState {
   PrefetchStats stats() const {
     std::lock_guard lock(mutex_);
     PrefetchStats s = stats_;
-    s.copy_seconds = transport_->copy_seconds();
-    s.bytes_copied = transport_->bytes_copied();
+    s.copy_seconds = transport_->copy_seconds() - copy_seconds_before_;
+    s.bytes_copied = transport_->bytes_copied() - bytes_copied_before_;
     s.depth = static_cast<int>(slots_.size());
     s.on_device = transport_->device_images(0) != nullptr;
     s.gpu_streams = s.on_device && options_.gpu_streams;
-    s.staging = staging_->report();
+    s.staging = ring_->staging_report();
     return s;
   }
 
@@ -170,10 +158,10 @@ class PrefetchState {
     std::size_t count = 0;
     try {
       transport_->before_fill(index);
-      auto* labels = reinterpret_cast<std::int32_t*>(slot.staging.data() + label_offset_);
+      std::byte* staging = ring_->staging(index);
+      auto* labels = reinterpret_cast<std::int32_t*>(staging + label_offset_);
       const auto start = Clock::now();
-      count = fill_(epoch, batch, {slot.staging.data(), image_capacity_},
-                    {labels, options_.batch_size});
+      count = fill_(epoch, batch, {staging, image_capacity_}, {labels, options_.batch_size});
       const double filled = seconds_since(start);
       if (count > options_.batch_size) {
         throw InvalidArgument("fill_batch for epoch " + std::to_string(epoch) + ", batch " +
@@ -182,8 +170,7 @@ class PrefetchState {
                               std::to_string(options_.batch_size));
       }
       if (count > 0) {
-        transport_->after_fill(index, slot.staging.data(), count * options_.sample_bytes, labels,
-                               count);
+        transport_->after_fill(index, staging, count * options_.sample_bytes, labels, count);
       }
       lock.lock();
       stats_.fill_seconds += filled;
@@ -235,11 +222,13 @@ class PrefetchState {
 
   PrefetchOptions options_;
   FillBatch fill_;
+  std::shared_ptr<PrefetchRing> ring_;
   std::size_t image_capacity_ = 0;
   std::size_t label_offset_ = 0;
-  std::unique_ptr<HostStaging> staging_;
   std::vector<Slot> slots_;
-  std::unique_ptr<SlotTransport> transport_;
+  SlotTransport* transport_ = nullptr;  // the ring's
+  double copy_seconds_before_ = 0.0;
+  std::uint64_t bytes_copied_before_ = 0;
 
   mutable std::mutex mutex_;
   std::condition_variable producer_cv_;  // a slot was freed, or stop
@@ -310,7 +299,21 @@ Prefetcher::Prefetcher(PrefetchOptions options, FillBatch fill,
     : options_(std::move(options)) {
   validate(options_);
   if (!fill) throw InvalidArgument("Prefetcher: no fill_batch function");
-  state_ = std::make_shared<detail::PrefetchState>(options_, std::move(fill), std::move(device));
+  auto ring = std::make_shared<detail::PrefetchRing>(options_, std::move(device));
+  state_ = std::make_shared<detail::PrefetchState>(options_, std::move(fill), std::move(ring));
+  state_->start();
+}
+
+Prefetcher::Prefetcher(PrefetchOptions options, FillBatch fill,
+                       std::shared_ptr<detail::PrefetchRing> ring)
+    : options_(std::move(options)) {
+  validate(options_);
+  if (!fill) throw InvalidArgument("Prefetcher: no fill_batch function");
+  if (!ring) throw InvalidArgument("Prefetcher: no ring to borrow");
+  // The ring keeps its own device handle; options_.device names the same device.
+  const std::string why = ring->mismatch(options_);
+  if (!why.empty()) throw InvalidArgument("Prefetcher: the borrowed ring does not fit: " + why);
+  state_ = std::make_shared<detail::PrefetchState>(options_, std::move(fill), std::move(ring));
   state_->start();
 }
 

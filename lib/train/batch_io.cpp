@@ -4,7 +4,9 @@
 #include <string>
 #include <utility>
 
+#include "gpu/cuda_device.hpp"
 #include "gpu/prefetch_device.hpp"
+#include "prefetch/ring.hpp"
 #include "stoke/log.hpp"
 
 namespace stoke::detail {
@@ -50,14 +52,18 @@ PrefetchOptions prefetch_options(const Settings& settings, const Loader& loader,
 }
 
 void open_prefetcher(std::optional<Prefetcher>& ring, const PrefetchOptions& po, Loader& loader,
-                     const Backend& backend, std::uint64_t first_batch) {
+                     const Backend& backend, std::uint64_t first_batch, PrefetchRings* rings) {
   FillBatch fill = [&loader, first_batch](std::uint64_t e, std::uint64_t b,
                                           std::span<std::byte> images,
                                           std::span<std::int32_t> labels) {
     return loader.fill_batch(e, first_batch + b, images, labels);
   };
   const auto* source = dynamic_cast<const PrefetchDeviceSource*>(&backend);
-  if (po.device >= 0 && source) {
+  if (rings) {
+    std::shared_ptr<CudaDevice> device;
+    if (po.device >= 0) device = source ? source->prefetch_device() : open_cuda_device(po.device);
+    ring.emplace(po, std::move(fill), rings->acquire(po, std::move(device)));
+  } else if (po.device >= 0 && source) {
     ring.emplace(po, std::move(fill), source->prefetch_device());
   } else {
     ring.emplace(po, std::move(fill));

@@ -15,6 +15,8 @@
 
 namespace stoke::detail {
 
+class PrefetchRings;  // lib/prefetch/ring.hpp
+
 // One epoch of `loader` from batch `first_batch` (a resumed epoch) up to
 // `max_batches` (0 = the whole epoch): on a GPU backend into its device slots,
 // handed over on the backend's compute stream (uint8 batches normalized on the
@@ -23,11 +25,14 @@ PrefetchOptions prefetch_options(const Settings& settings, const Loader& loader,
                                  std::uint64_t epoch, std::uint64_t max_batches, GpuBackend* gpu,
                                  std::uint64_t first_batch = 0);
 
-// Starts the ring in `ring`; the ring's batch b is the loader's batch
+// Starts the prefetcher in `ring`; its batch b is the loader's batch
 // first_batch + b. A backend may bring the prefetcher's device handle (test
-// doubles); otherwise the prefetcher opens po.device itself.
+// doubles); otherwise po.device is opened. With `rings` the slots (staging,
+// device buffers, events) are borrowed from there, built on first use and
+// kept for the next pass; without, the prefetcher builds its own.
 void open_prefetcher(std::optional<Prefetcher>& ring, const PrefetchOptions& po, Loader& loader,
-                     const Backend& backend, std::uint64_t first_batch = 0);
+                     const Backend& backend, std::uint64_t first_batch = 0,
+                     PrefetchRings* rings = nullptr);
 
 // The batch into x and labels: a device-to-device copy from the slot on a
 // GPU, an upload from the host slot otherwise.

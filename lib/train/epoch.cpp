@@ -91,8 +91,8 @@ void Trainer::run_batches(int epoch, Loader& loader, EpochRecord& record) {
   st.runner->begin_epoch(po.batch_size,
                          {static_cast<std::int64_t>(shape[1]), static_cast<std::int64_t>(shape[2]),
                           static_cast<std::int64_t>(shape[3])});
-  std::optional<Prefetcher> ring;
-  detail::open_prefetcher(ring, po, loader, be, st.applied);
+  std::optional<Prefetcher> ring;  // this epoch's producer, on the fit's slots
+  detail::open_prefetcher(ring, po, loader, be, st.applied, &st.rings);
   // A stop request ends the epoch at an optimizer step, never between the
   // device batches of one (the stop checkpoint then resumes exactly).
   while (!(stop_requested_.load() && st.runner->pending() == 0)) {

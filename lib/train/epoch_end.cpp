@@ -1,5 +1,6 @@
 #include "train/epoch_end.hpp"
 
+#include <algorithm>
 #include <optional>
 
 #include "stoke/error.hpp"
@@ -10,25 +11,29 @@
 
 namespace stoke::detail {
 
-void validate(nn::Model& model, Loader& loader, const Settings& settings, EpochRecord& record) {
+void validate(nn::Model& model, Loader& loader, const Settings& settings, EpochRecord& record,
+              PrefetchRings* rings, std::int64_t pad_to) {
   Backend& be = model.backend();
   const auto shape = loader.output_shape();
   const PrefetchOptions po = prefetch_options(settings, loader, 0, 0, be.gpu());
   std::optional<Prefetcher> ring;
-  open_prefetcher(ring, po, loader, be);
+  open_prefetcher(ring, po, loader, be, 0, rings);
   Tensor x, y;
   double loss_sum = 0, correct_sum = 0;
   std::uint64_t seen = 0;
   while (std::optional<Batch> batch = ring->next()) {
     const auto count = static_cast<std::int64_t>(batch->count());
-    if (!x.defined() || x.dim(0) != count) {
-      x = Tensor(be, {count, static_cast<std::int64_t>(shape[1]),
+    const std::int64_t rows = std::max(count, pad_to);
+    if (!x.defined() || x.dim(0) != rows) {
+      x = Tensor(be, {rows, static_cast<std::int64_t>(shape[1]),
                       static_cast<std::int64_t>(shape[2]), static_cast<std::int64_t>(shape[3])});
-      y = Tensor(be, {count}, DType::kInt32);
+      y = Tensor(be, {rows}, DType::kInt32);
+      if (rows > count) be.fill(x, 0.0f);  // padding rows: finite values
     }
-    copy_batch_in(be, *batch, x, y);
+    Tensor xs = x.view(0, {count, x.dim(1), x.dim(2), x.dim(3)}), ys = y.view(0, {count});
+    copy_batch_in(be, *batch, xs, ys);
     batch->release();
-    const auto stats = nn::evaluate(model, x, y);
+    const auto stats = nn::evaluate(model, x, y, count);
     loss_sum += static_cast<double>(stats.loss) * count;
     correct_sum += static_cast<double>(stats.accuracy) * count;
     seen += static_cast<std::uint64_t>(count);

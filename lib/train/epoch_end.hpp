@@ -17,10 +17,18 @@
 
 namespace stoke::detail {
 
+class PrefetchRings;  // lib/prefetch/ring.hpp
+
 // Evaluates `model` on every batch of `loader` through a prefetch ring (the
 // next batches are prepared, and on a GPU uploaded, while the model evaluates
-// the current one) into record's validation fields.
-void validate(nn::Model& model, Loader& loader, const Settings& settings, EpochRecord& record);
+// the current one) into record's validation fields. With `rings` the ring's
+// slots are borrowed from there (the fit's, kept across epochs). pad_to > 0
+// (the training batch, while the step replays CUDA graphs): a shorter batch
+// is evaluated in the first rows of a pad_to batch (evaluation is per sample;
+// the loss and accuracy count only those rows), so the layers' activations
+// keep the training shape and the graphs that captured them stay valid.
+void validate(nn::Model& model, Loader& loader, const Settings& settings, EpochRecord& record,
+              PrefetchRings* rings = nullptr, std::int64_t pad_to = 0);
 
 // Whether epoch `epoch` (0-based) of `epochs` validates.
 bool validation_due(int validate_every_epochs, int epoch, int epochs);

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "prefetch/ring.hpp"
 #include "stoke/deploy.hpp"
 #include "stoke/train.hpp"
 #include "train/async_logger.hpp"
@@ -18,6 +19,11 @@ namespace stoke {
 
 // Per-fit state: the plan (batch, schedule), the step runner, the epoch sums
 // on the device, the position in the epoch, the epoch-end policies.
+//
+// The prefetch rings and the step runner (with its CUDA graphs) live for the
+// whole fit: built at the first epoch, reused by every later epoch and every
+// validation pass, released when the device batch changes (the out-of-memory
+// policy halves it: release_step_memory) and when fit() ends.
 struct Trainer::State {
   explicit State(const TrainerOptions& o)
       : schedule(o.schedule), oom(o.batch_size == 0), stopping(o.early_stopping_patience) {}
@@ -28,7 +34,10 @@ struct Trainer::State {
   nn::LrSchedule schedule;
   detail::OutOfMemoryPolicy oom;
   detail::EarlyStopping stopping;
-  std::unique_ptr<detail::StepRunner> runner;
+  std::unique_ptr<detail::StepRunner> runner;  // its graphs replay across epochs
+  // The rings' slots (pinned staging, device buffers at fixed addresses,
+  // events): the graphs captured those addresses, so the rings stay as long.
+  detail::PrefetchRings rings;
   detail::GraphStats graphs;
   Tensor loss_sum, correct_sum;  // (1) each: the epoch's sums
   std::string chrome_trace;

@@ -1,5 +1,6 @@
 #include "train/step_runner.hpp"
 
+#include <map>
 #include <utility>
 
 namespace stoke::detail {
@@ -20,6 +21,7 @@ void StepRunner::reshape(std::int64_t n) {
   x_ = Tensor(be_, {n, sample_[0], sample_[1], sample_[2]});
   labels_ = Tensor(be_, {n}, DType::kInt32);
   n_ = n;
+  input_allocations_ += 2;
 }
 
 void StepRunner::forward() {
@@ -106,11 +108,18 @@ bool AccumulatingStepRunner::run(Batch& batch, DeviceBusySpan& busy, float lr) {
 GraphedStepRunner::GraphedStepRunner(StepEnv env, Toggle mode)
     : StepRunner(std::move(env)), mode_(mode) {}
 
+// The graphs outlive the epoch: the ring's slots are the fit's, and an
+// epoch boundary moves none of the other buffers. Another batch or sample
+// shape means new input tensors and activations: then they go.
 void GraphedStepRunner::begin_epoch(std::size_t full_batch, std::array<std::int64_t, 3> sample) {
+  if (static_cast<std::int64_t>(full_batch) != full_batch_ || sample != sample_) graphs_.clear();
   StepRunner::begin_epoch(full_batch, sample);
-  graphs_.clear();
   ended_ = false;
   full_batch_ = static_cast<std::int64_t>(full_batch);
+}
+
+std::uint64_t GraphedStepRunner::buffers_generation() const noexcept {
+  return env_.model.activation_allocations() + input_allocations_;
 }
 
 // A batch of another size reallocates the input and activations, so it drops
@@ -122,15 +131,33 @@ bool GraphedStepRunner::run(Batch& batch, DeviceBusySpan& busy, float lr) {
     ended_ = true;
   }
   if (ended_ || !batch.device_images()) return StepRunner::run(batch, busy, lr);
+  // Work since this runner's last step (validation's short last batch, a
+  // callback's forward of another shape) reallocated what the graphs point
+  // into: they would replay into freed memory, so they go.
+  if (buffers_generation() != generation_) graphs_.clear();
   reshape(n);
   // prepare() writes this step's rate outside the graph; the replay reads
   // it. The whole step replays at once: it is reported as forward.
   step_.prepare(lr);
-  auto& g = graphs_[batch.slot()];
-  if (!g) g = std::make_unique<GraphedStep>(be_, mode_);
+  const SlotKey key{batch.device_images(), batch.device_labels()};
+  auto& graph = graphs_[key];
+  replay_or_capture(batch, graph);
+  // This step's own warm-up allocated (the first step, or the first after a
+  // change): graphs of the other slots captured the old buffers.
+  const std::uint64_t after = buffers_generation();
+  if (after != generation_) std::erase_if(graphs_, [&](const auto& g) { return g.first != key; });
+  generation_ = after;
+  busy.end();
+  batch.release();
+  env_.profiler.step_done(static_cast<std::uint64_t>(n));
+  return true;
+}
+
+void GraphedStepRunner::replay_or_capture(Batch& batch, std::unique_ptr<GraphedStep>& graph) {
+  if (!graph) graph = std::make_unique<GraphedStep>(be_, mode_);
   try {
     auto span = env_.profiler.span(Stage::kForward);
-    g->run([&] {
+    graph->run([&] {
       copy_batch_in(be_, batch, x_, labels_);
       forward();
       step_.backward();
@@ -141,15 +168,11 @@ bool GraphedStepRunner::run(Batch& batch, DeviceBusySpan& busy, float lr) {
     env_.optimizer.set_steps(env_.optimizer.steps() - 1);  // the step did not happen
     throw;
   }
-  busy.end();
-  batch.release();
-  if (g->replaying()) {
+  if (graph->replaying()) {
     ++env_.graphs.steps;
-  } else if (!g->eager_reason().empty()) {
-    env_.graphs.note = g->eager_reason();
+  } else if (!graph->eager_reason().empty()) {
+    env_.graphs.note = graph->eager_reason();
   }
-  env_.profiler.step_done(static_cast<std::uint64_t>(n));
-  return true;
 }
 
 // CUDA graphs: one per slot, for full-size batches of one optimizer step

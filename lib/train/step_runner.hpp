@@ -5,7 +5,9 @@
 //   AccumulatingStepRunner  gradient accumulation: `multiplier` batches, their
 //                           mean gradient, one update
 //   GraphedStepRunner       a GPU backend's CUDA graph per ring slot, replayed
-//                           for full-size device batches (eager otherwise)
+//                           for full-size device batches (eager otherwise),
+//                           kept from epoch to epoch while what it captured
+//                           stays where it was
 //
 // Between backward and the update every runner calls the gradient hook
 // (Callbacks::on_gradients) with the gradients the update will apply: the
@@ -19,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stoke/cuda.hpp"
@@ -61,7 +64,7 @@ class StepRunner {
   StepRunner& operator=(const StepRunner&) = delete;
 
   // Before an epoch's first batch: the ring's full batch size and a sample's
-  // (C, H, W). A new ring has new slots: graphs are captured anew.
+  // (C, H, W).
   virtual void begin_epoch(std::size_t full_batch, std::array<std::int64_t, 3> sample);
   // One device batch (its slot is released once copied in); true when it
   // completed an optimizer step with learning rate lr. busy ends right after
@@ -70,6 +73,9 @@ class StepRunner {
   // Device batches accumulated toward the next update; discard_pending()
   // drops them (an epoch that ends between updates).
   virtual int pending() const noexcept { return 0; }
+  // Whether the runner keeps graphs that captured the model's activations
+  // (validation then keeps the training batch shape: detail::validate's pad_to).
+  virtual bool keeps_graphs() const noexcept { return false; }
   virtual void discard_pending() noexcept {}
 
   // The last batch's loss (batch mean) and correct count, on the device.
@@ -78,7 +84,8 @@ class StepRunner {
   std::int64_t batch() const noexcept { return n_; }  // the last batch's samples
 
  protected:
-  // Sizes the input tensors for a batch of n samples.
+  // Sizes the input tensors for a batch of n samples (new tensors, counted in
+  // input_allocations_, when n changes).
   void reshape(std::int64_t n);
   // Forward, loss, and the epoch sums.
   void forward();
@@ -94,6 +101,7 @@ class StepRunner {
   std::array<std::int64_t, 3> sample_{};
   Tensor x_, labels_, scaled_loss_;
   std::int64_t n_ = 0;
+  std::uint64_t input_allocations_ = 0;
 };
 
 class AccumulatingStepRunner final : public StepRunner {
@@ -110,17 +118,33 @@ class AccumulatingStepRunner final : public StepRunner {
   Tensor grad_acc_;
 };
 
+// A captured step reads and writes by address: the ring slot's device
+// buffers, the input tensors, the model's parameters, gradients and
+// activations, the optimizer's state. The slots are the fit's (kept across
+// epochs, lib/prefetch/ring.hpp) and key the graphs by address; the rest
+// stays where it was as long as nothing reallocates it, which
+// buffers_generation() tells. So a graph replays for as long as the fit
+// runs, and is captured anew only when the batch shape changes or a buffer
+// moved (a short batch, validation of a short last batch, a user's eager
+// forward of another shape between steps).
 class GraphedStepRunner final : public StepRunner {
  public:
   GraphedStepRunner(StepEnv env, Toggle mode);
   void begin_epoch(std::size_t full_batch, std::array<std::int64_t, 3> sample) override;
   bool run(Batch& batch, DeviceBusySpan& busy, float lr) override;
+  bool keeps_graphs() const noexcept override { return true; }
 
  private:
+  using SlotKey = std::pair<const void*, const void*>;  // a slot's device images, labels
+  // Changes whenever an input tensor or a layer's activation is reallocated.
+  std::uint64_t buffers_generation() const noexcept;
+  void replay_or_capture(Batch& batch, std::unique_ptr<GraphedStep>& graph);
+
   Toggle mode_;
-  std::map<int, std::unique_ptr<GraphedStep>> graphs_;  // one per ring slot (fixed address)
+  std::map<SlotKey, std::unique_ptr<GraphedStep>> graphs_;  // one per ring slot
   bool ended_ = false;  // a batch of another size ended graphs for this epoch
   std::int64_t full_batch_ = 0;
+  std::uint64_t generation_ = 0;  // buffers_generation() after this runner's last graphed step
 };
 
 // The runner for this model, backend and settings; on a GPU where steps

@@ -155,9 +155,11 @@ FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val,
     }
     record_corrupt_samples(loaders, result);
   } catch (const std::exception& e) {
+    release_fit_resources();
     if (st.dp) st.dp->report(e);  // the other ranks' next collective fails naming it
     throw;
   }
+  release_fit_resources();
   st.logger->flush();
   result.batch_size = st.batch;
   result.batch_multiplier = st.multiplier;
@@ -231,7 +233,10 @@ std::optional<EpochRecord> Trainer::run_epoch_with_retries(int epoch, Loaders& l
                                                                     epoch, options_.epochs);
       if (due && !stop_requested_.load()) {
         auto span = profiler_.span(Stage::kValidation);
-        detail::validate(model_, *loaders.val_loader, st.settings, record);
+        // With graphs, a short last batch is padded to the training batch:
+        // the activations the graphs captured stay where they are.
+        const std::int64_t pad_to = st.runner && st.runner->keeps_graphs() ? st.batch : 0;
+        detail::validate(model_, *loaders.val_loader, st.settings, record, &st.rings, pad_to);
       }
       st.epoch_finished =
           st.epoch_finished && (!due || record.validated || loaders.val_data->empty());
@@ -326,11 +331,23 @@ bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
   return false;
 }
 
+// After an out-of-memory error, before the batch shrinks: the step's
+// buffers, the graphs that point into them, and the rings sized for the old
+// batch all go (the next epoch builds them anew, once).
 void Trainer::release_step_memory() {
   State& st = *state_;
   st.runner.reset();
+  st.rings.clear();
   model_.release_activations();
   model_.backend().release_workspace();
+}
+
+// The end of fit(): the graphs and the rings kept across its epochs (pinned
+// staging, device slots) go; the epoch sums stay for train_state().
+void Trainer::release_fit_resources() noexcept {
+  State& st = *state_;
+  st.runner.reset();
+  st.rings.clear();
 }
 
 // A mid-epoch position is a position in each rank's shard: it continues only

@@ -9,6 +9,7 @@
 // would on a GPU, so the prefetcher's CUDA ordering is testable without one.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -50,10 +51,24 @@ class AsyncFakeCudaDevice final : public detail::CudaDevice {
   void device_free(void* ptr) noexcept override {
     if (ptr) ::operator delete (ptr, std::align_val_t{256});
   }
-  void* pinned_alloc(std::size_t bytes) override { return device_alloc(bytes); }
-  void pinned_free(void* ptr) noexcept override { device_free(ptr); }
+  // What the code above created, for tests that count rebuilds.
+  std::atomic<int> pinned_allocs{0};
+  std::atomic<int> pinned_live{0};
+  std::atomic<int> streams_created{0};
+  std::atomic<int> events_created{0};
+
+  void* pinned_alloc(std::size_t bytes) override {
+    ++pinned_allocs;
+    ++pinned_live;
+    return device_alloc(bytes);
+  }
+  void pinned_free(void* ptr) noexcept override {
+    if (ptr) --pinned_live;
+    device_free(ptr);
+  }
 
   detail::GpuStream create_stream() override {
+    ++streams_created;
     std::lock_guard lock(mutex_);
     streams_.push_back(std::make_unique<Stream>());
     return streams_.back().get();
@@ -66,6 +81,7 @@ class AsyncFakeCudaDevice final : public detail::CudaDevice {
   }
 
   detail::GpuEvent create_event(bool) override {
+    ++events_created;
     std::lock_guard lock(mutex_);
     events_.push_back(std::make_unique<Event>());
     return events_.back().get();

@@ -33,13 +33,18 @@ namespace stoke::testing {
 
 class FakeGpuBackend final : public GpuBackend, public detail::PrefetchDeviceSource {
  public:
-  explicit FakeGpuBackend(std::uint64_t seed = 1)
-      : device_(std::make_shared<AsyncFakeCudaDevice>(seed)), stream_(device_->create_stream()) {}
+  // memory_cap > 0: allocations beyond it throw OutOfMemory, as a capped pool does.
+  explicit FakeGpuBackend(std::uint64_t seed = 1, std::uint64_t memory_cap = 0)
+      : inner_(memory_cap),
+        device_(std::make_shared<AsyncFakeCudaDevice>(seed)),
+        stream_(device_->create_stream()) {}
   ~FakeGpuBackend() override { device_->synchronize(stream_); }
 
   // --- the fake's own figures --------------------------------------------
   int captures() const noexcept { return captures_; }
   int replays() const noexcept { return replays_; }
+  // The device the prefetcher's staging, slots' events and copy stream come from.
+  const AsyncFakeCudaDevice& fake_device() const noexcept { return *device_; }
 
   std::shared_ptr<detail::CudaDevice> prefetch_device() const override { return device_; }
 

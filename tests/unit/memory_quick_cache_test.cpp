@@ -97,14 +97,15 @@ TEST(BlockAllocatorQuickCache, RandomWorkloadNeverOverlapsAndEndsMerged) {
 }
 
 TEST(MemoryPoolQuickCache, StatsAreExactWhileBlocksAreParked) {
+  // Above SmallBlocks::kMaxSize: these come from the bins, not the thread caches.
   auto arena = MemoryPool::host_arena(8u << 20, 4u << 20);
-  void* a = arena->allocate(256);
-  void* b = arena->allocate(4096);
+  void* a = arena->allocate(8192);
+  void* b = arena->allocate(16384);
   arena->deallocate(b);  // parked; merged, it joins the free tail of the chunk
   const PoolStats s = arena->stats();
-  EXPECT_EQ(s.in_use, 256u);
+  EXPECT_EQ(s.in_use, 8192u);
   EXPECT_EQ(s.live_allocations, 1u);
-  EXPECT_EQ(s.peak_in_use, 256u + 4096u);
+  EXPECT_EQ(s.peak_in_use, 8192u + 16384u);
   EXPECT_EQ(s.reserved, s.in_use + s.free + s.pending_free);
   EXPECT_EQ(s.free_blocks, 1u);
   EXPECT_EQ(s.fragmentation, 0.0) << "stats() merges parked blocks first";

@@ -1,14 +1,18 @@
 // FusedInference (batch norm folded, bias + residual + ReLU fused) against the
-// model's own eval-mode forward, on ResNet and plain-CNN specs, batch 1 and 3.
+// model's own eval-mode forward, on ResNet and plain-CNN specs, batch 1 and 3;
+// its blocked-layout path (oneDNN's nChw16c / nChw8c kept between layers)
+// against its plain path and the eval forward, odd sizes, batch 1 and > 1.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
 
+#include "backend/cpu/conv2d_blocked.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "nn/fused_inference.hpp"
 #include "stoke/nn/model.hpp"
+#include "stoke/threads.hpp"
 
 namespace stoke::nn {
 namespace {
@@ -42,19 +46,23 @@ Tensor random_input(Backend& be, const Shape& s, std::uint32_t seed) {
   return t;
 }
 
+void expect_near(const std::vector<float>& got, const std::vector<float>& want,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  float scale = 0.0f;
+  for (float v : want) scale = std::max(scale, std::abs(v));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    // Folding reorders the roundings of conv and batch norm: float32, ~15 layers.
+    EXPECT_NEAR(got[i], want[i], 2e-5 * (1.0f + scale)) << "logit " << i << " " << what;
+  }
+}
+
 void expect_matches(Model& model, FusedInference& fused, std::int64_t batch) {
   Backend& be = model.backend();
   const Tensor x =
       random_input(be, model.input_shape(batch), 7 + static_cast<std::uint32_t>(batch));
   const auto want = model.forward(x, false).to_vector();
-  const auto got = fused.forward(x).to_vector();
-  ASSERT_EQ(got.size(), want.size());
-  float scale = 0.0f;
-  for (float v : want) scale = std::max(scale, std::abs(v));
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    // Folding reorders the roundings of conv and batch norm: float32, ~15 layers.
-    EXPECT_NEAR(got[i], want[i], 2e-5 * (1.0f + scale)) << "logit " << i << " batch " << batch;
-  }
+  expect_near(fused.forward(x).to_vector(), want, "batch " + std::to_string(batch));
 }
 
 ModelSpec small_resnet() {
@@ -108,6 +116,118 @@ TEST(FusedInference, AllocatesNothingAfterTheFirstCall) {
   EXPECT_EQ(be.memory_stats().allocations, after_first.allocations);
   EXPECT_EQ(be.memory_stats().peak_bytes, after_first.peak_bytes);
   EXPECT_EQ(first, second);
+}
+
+// The blocked path against the plain fused path and the eval forward.
+void expect_blocked_matches(const ModelSpec& spec, std::uint32_t seed) {
+  if (!cpu::blocked::available(cpu_backend())) GTEST_SKIP() << "stoke built without oneDNN";
+  auto model = build_model(cpu_backend(), spec, seed);
+  randomize_statistics(*model, seed + 1);
+  FusedInference blocked(model->network());
+  FusedInference plain(model->network(), FusedInference::Layout::kPlain);
+  ASSERT_TRUE(blocked.blocked());
+  ASSERT_FALSE(plain.blocked());
+  for (std::int64_t batch : {1, 2, 5}) {
+    const Tensor x = random_input(cpu_backend(), model->input_shape(batch), seed + 2);
+    const std::string what = "batch " + std::to_string(batch);
+    const auto want = model->forward(x, false).to_vector();
+    const auto got = blocked.forward(x).to_vector();
+    expect_near(got, plain.forward(x).to_vector(), what + " vs plain fused");
+    expect_near(got, want, what + " vs eval forward");
+  }
+}
+
+TEST(FusedInferenceBlocked, ResNetOddSizeMatchesPlainPath) {
+  ModelSpec spec = small_resnet();
+  spec.height = 13;
+  spec.width = 11;
+  spec.widths = {8, 24};  // 24: a partly filled channel block
+  expect_blocked_matches(spec, 21);
+}
+
+TEST(FusedInferenceBlocked, ResNet18LikeMatchesPlainPath) {
+  ModelSpec spec;
+  spec.architecture = Architecture::kResNet18;
+  spec.width_multiplier = 0.25f;  // 16, 32, 64, 128 channels
+  spec.in_channels = 3;
+  spec.height = 37;
+  spec.width = 35;
+  spec.classes = 5;
+  expect_blocked_matches(spec, 31);
+}
+
+TEST(FusedInferenceBlocked, PlainCnnWithWideInputMatchesPlainPath) {
+  ModelSpec spec = small_resnet();
+  spec.architecture = Architecture::kPlainCnn;
+  spec.in_channels = 20;  // not read plain: reordered into the blocked layout first
+  spec.height = 15;
+  spec.width = 17;
+  expect_blocked_matches(spec, 41);
+}
+
+TEST(FusedInferenceBlocked, OneConvolutionBlockReadingItsOwnResidual) {
+  if (!cpu::blocked::available(cpu_backend())) GTEST_SKIP() << "stoke built without oneDNN";
+  Backend& be = cpu_backend();
+  auto net = std::make_unique<Sequential>(be, "net");
+  net->add(std::make_unique<Conv2d>(be, "stem", 3, 16, 3, Conv2dParams{1, 1, 1, 1, 1, 1, 1}));
+  net->add(std::make_unique<BatchNorm2d>(be, "stem.bn", 16));
+  net->add(std::make_unique<Relu>(be, "stem.relu"));
+  auto body = std::make_unique<Sequential>(be, "block");
+  body->add(
+      std::make_unique<Conv2d>(be, "block.conv", 16, 16, 3, Conv2dParams{1, 1, 1, 1, 1, 1, 1}));
+  body->add(std::make_unique<BatchNorm2d>(be, "block.bn", 16));
+  net->add(std::make_unique<Residual>(be, "block", std::move(body), nullptr));  // identity
+  net->add(std::make_unique<GlobalAvgPool>(be, "gap"));
+  net->add(std::make_unique<Linear>(be, "fc", 16, 4));
+  ModelSpec spec = small_resnet();
+  spec.height = spec.width = 9;
+  spec.classes = 4;
+  Model model(spec, std::move(net), 61);
+  randomize_statistics(model, 62);
+  FusedInference fused(model.network());
+  ASSERT_TRUE(fused.blocked());
+  EXPECT_EQ(fused.fused_convolutions(), 2);
+  for (std::int64_t batch : {1, 3}) expect_matches(model, fused, batch);
+}
+
+TEST(FusedInferenceBlocked, GroupedConvolutionKeepsTheNchwPath) {
+  Backend& be = cpu_backend();
+  auto net = std::make_unique<Sequential>(be, "net");
+  net->add(std::make_unique<Conv2d>(be, "stem", 4, 8, 3, Conv2dParams{1, 1, 1, 1, 1, 1, 2}));
+  net->add(std::make_unique<BatchNorm2d>(be, "stem.bn", 8));
+  net->add(std::make_unique<Relu>(be, "stem.relu"));
+  net->add(std::make_unique<GlobalAvgPool>(be, "gap"));
+  net->add(std::make_unique<Linear>(be, "fc", 8, 3));
+  ModelSpec spec = small_resnet();
+  spec.in_channels = 4;
+  spec.height = spec.width = 7;
+  spec.classes = 3;
+  Model model(spec, std::move(net), 71);
+  randomize_statistics(model, 72);
+  FusedInference fused(model.network());
+  EXPECT_FALSE(fused.blocked());  // the blocked kernels take groups 1 only
+  expect_matches(model, fused, 2);
+}
+
+TEST(FusedInferenceBlocked, SameBitsForAnyThreadCount) {
+  if (!cpu::blocked::available(cpu_backend())) GTEST_SKIP() << "stoke built without oneDNN";
+  ModelSpec spec = small_resnet();
+  spec.widths = {32, 48};  // several channel blocks: a one-image forward splits over them
+  auto model = build_model(cpu_backend(), spec, 51);
+  randomize_statistics(*model, 52);
+  FusedInference fused(model->network());
+  const int saved = thread_count();
+  for (std::int64_t batch : {1, 3}) {
+    const Tensor x = random_input(cpu_backend(), model->input_shape(batch), 53);
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
+      set_thread_count(threads);
+      const auto got = fused.forward(x).to_vector();
+      if (threads == 1) first = got;
+      EXPECT_EQ(got, first) << threads << " threads, batch " << batch;
+    }
+  }
+  set_thread_count(saved);
 }
 
 }  // namespace

@@ -7,10 +7,12 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <vector>
 
+#include "prefetch/ring.hpp"
 #include "stoke/error.hpp"
 #include "stoke/prefetch.hpp"
 #include "unit/fake_cuda_device.hpp"
@@ -332,6 +334,70 @@ TEST(Prefetcher, DeviceNormalizeRejectsAShapeThatIsNotTheSampleSize) {
   EXPECT_THROW(Prefetcher(o, pattern_fill(8, 4)), InvalidArgument);
   o.device_normalize = {true, 4, 4, 3, {}, {1, 0, 1, 1}};  // std 0
   EXPECT_THROW(Prefetcher(o, pattern_fill(8, 4)), InvalidArgument);
+}
+
+// The fit's rings (lib/prefetch/ring.hpp): pass after pass (an epoch, a
+// validation) borrows the same slots, so staging is pinned and device slots
+// allocated once, and every pass sees its own batches through the same
+// device addresses (what a captured graph relies on).
+TEST(PrefetchRings, PassesBorrowOneRingWithFixedSlots) {
+  auto device = std::make_shared<FakeCudaDevice>();
+  detail::PrefetchRings rings;
+  std::set<void*> addresses;
+  for (std::uint64_t pass = 0; pass < 3; ++pass) {
+    PrefetchOptions o = ring(2, 8, 5, 1);
+    o.first_epoch = pass;
+    o.device = 0;
+    Prefetcher prefetcher(o, pattern_fill(37, 8), rings.acquire(o, device));
+    std::uint64_t batches = 0;
+    while (auto batch = prefetcher.next()) {
+      ASSERT_EQ(batch->epoch(), pass);
+      ASSERT_EQ(batch->index(), batches++);
+      addresses.insert(batch->device_images());
+      expect_batch_content(*batch, static_cast<const std::byte*>(batch->device_images()),
+                           batch->device_labels());
+    }
+    EXPECT_EQ(batches, 5u);
+    EXPECT_EQ(prefetcher.stats().bytes_copied, 37 * (kSampleBytes + sizeof(std::int32_t)))
+        << "a pass reports its own copies, not the ring's";
+  }
+  EXPECT_EQ(rings.built(), 1u);
+  EXPECT_EQ(device->pinned_allocs, 2) << "one staging buffer per slot, for all three passes";
+  EXPECT_EQ(addresses.size(), 2u) << "the same two device slots every pass";
+  EXPECT_GT(device->device_live, 0u) << "the rings keep their slots between passes";
+  rings.clear();
+  EXPECT_EQ(device->device_live, 0u);
+  EXPECT_EQ(device->events_live, 0);
+  EXPECT_EQ(device->streams_live, 0);
+  EXPECT_EQ(device->pinned_live, 0u);
+}
+
+// Another layout gets a ring of its own (and keeps it); a ring whose batch
+// is still held is not lent again; a ring never runs a layout it was not
+// built for.
+TEST(PrefetchRings, AnotherLayoutOrAHeldRingGetsItsOwnRing) {
+  auto device = std::make_shared<FakeCudaDevice>();
+  detail::PrefetchRings rings;
+  PrefetchOptions train = ring(2, 8, 3, 1), val = ring(2, 4, 3, 1);
+  train.device = val.device = 0;
+  const auto train_ring = rings.acquire(train, device);
+  EXPECT_NE(rings.acquire(val, device), train_ring);
+  EXPECT_EQ(rings.acquire(val, device), rings.acquire(val, device));
+  EXPECT_EQ(rings.built(), 2u);
+  EXPECT_THROW(Prefetcher(val, pattern_fill(12, 4), train_ring), InvalidArgument);
+  std::optional<Batch> held;
+  {
+    Prefetcher first(train, pattern_fill(24, 8), rings.acquire(train, device));
+    held = first.next();
+  }
+  ASSERT_TRUE(train_ring->lent()) << "the held batch keeps the pass alive";
+  EXPECT_THROW(Prefetcher(train, pattern_fill(24, 8), train_ring), InvalidArgument);
+  EXPECT_NE(rings.acquire(train, device), train_ring);
+  EXPECT_EQ(rings.built(), 3u);
+  held.reset();
+  EXPECT_FALSE(train_ring->lent());
+  Prefetcher again(train, pattern_fill(24, 8), train_ring);
+  EXPECT_TRUE(again.next().has_value());
 }
 
 INSTANTIATE_TEST_SUITE_P(Streams, PrefetcherOnFakeDevice, ::testing::Bool(),

@@ -20,7 +20,7 @@ TEST_F(FakeGpuTrainerParts, ClassWeightedStepsReplayLikeEagerAndTheCpu) {
   FakeGpuBackend eager_gpu, graph_gpu;
   const Run eager = fit(eager_gpu, Toggle::kOff);
   const Run graphed = fit(graph_gpu, Toggle::kOn);
-  EXPECT_EQ(graphed.result.graph_steps, 2 * (kSteps - 2)) << graphed.result.graph_note;
+  EXPECT_EQ(graphed.result.graph_steps, 2 * kSteps - 2) << graphed.result.graph_note;
   EXPECT_EQ(graphed.parameters, eager.parameters);
   EXPECT_EQ(eager.parameters, cpu.parameters);
   options_.class_weights.clear();

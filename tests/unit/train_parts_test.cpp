@@ -1,11 +1,13 @@
 // The trainer's parts: the step runners call the gradient hook between
 // backward and update (where a data-parallel allreduce goes), once per
-// optimizer step; nn::TrainStep in parts equals the whole step.
+// optimizer step; nn::TrainStep in parts equals the whole step; nn::evaluate
+// of a padded batch's first rows.
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "stoke/backend.hpp"
+#include "stoke/error.hpp"
 #include "stoke/nn/optim.hpp"
 #include "unit/tiny_dataset.hpp"
 
@@ -59,6 +61,30 @@ TEST_F(TinyDataset, TrainStepInPartsEqualsTheWholeStep) {
   }
   EXPECT_EQ(a.stats().loss, b.stats().loss);
   EXPECT_EQ(whole->parameters().to_vector(), parts->parameters().to_vector());
+}
+
+// A short batch evaluated in the first rows of a larger one (what validation
+// does while graphs replay) gives the short batch's own loss and accuracy,
+// whatever the other rows hold; rows outside the batch are refused.
+TEST_F(TinyDataset, EvaluatingTheFirstRowsEqualsEvaluatingTheShortBatch) {
+  auto m = model();
+  Tensor x(cpu_backend(), m->input_shape(8)), y(cpu_backend(), {8}, DType::kInt32);
+  std::vector<float> pixels(static_cast<std::size_t>(x.numel()));
+  for (std::size_t i = 0; i < pixels.size(); ++i)
+    pixels[i] = static_cast<float>(i % 11) / 11.0f - 0.5f;
+  const std::int32_t labels[8] = {0, 1, 1, 0, 1, 1, 1, 1};
+  x.copy_from_host(pixels.data());
+  y.copy_from_host(labels);
+  Tensor short_x(cpu_backend(), m->input_shape(3)), short_y(cpu_backend(), {3}, DType::kInt32);
+  short_x.copy_from_host(pixels.data());
+  short_y.copy_from_host(labels);
+  const nn::StepStats alone = nn::evaluate(*m, short_x, short_y);
+  const nn::StepStats padded = nn::evaluate(*m, x, y, 3);
+  EXPECT_NEAR(padded.loss, alone.loss, 1e-6f);
+  EXPECT_EQ(padded.accuracy, alone.accuracy);
+  EXPECT_NE(nn::evaluate(*m, x, y).loss, alone.loss) << "the other rows must differ to test this";
+  EXPECT_THROW(nn::evaluate(*m, x, y, 9), InvalidArgument);
+  EXPECT_THROW(nn::evaluate(*m, x, y, -1), InvalidArgument);
 }
 
 }  // namespace

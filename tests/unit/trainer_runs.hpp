@@ -26,8 +26,10 @@ class TrainerRuns : public TinyDataset {
     config.set("STOKE_GPU_GRAPH", graphs == Toggle::kOn ? "on" : "off");
     options_.settings = config.settings();
     auto m = nn::build_model(backend, spec_, 7);
-    Trainer trainer(*m, options_);
+    Trainer trainer(*m, options_, callbacks_);
+    fitting_ = m.get();
     Run run{trainer.fit(data_, val_, loader_), {}};
+    fitting_ = nullptr;
     run.parameters = m->parameters().to_vector();
     return run;
   }
@@ -39,6 +41,8 @@ class TrainerRuns : public TinyDataset {
   }
   static constexpr std::int64_t kSteps = kCount / 16;  // per epoch at batch 16
   const Dataset* val_ = nullptr;                       // validated after each epoch when set
+  Callbacks callbacks_;                                // given to every fit
+  nn::Model* fitting_ = nullptr;                       // the model fit() trains, while it runs
 };
 
 }  // namespace stoke::testing

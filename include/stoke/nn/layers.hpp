@@ -70,9 +70,13 @@ class STOKE_API Layer {
   // After a failed step (out of memory) the trainer calls it so that the
   // failed step's activations do not stay allocated.
   virtual void release_activations() = 0;
+  // Activation tensors allocated so far by this layer and the layers inside
+  // it. Whoever keeps raw pointers to them (a captured CUDA graph) compares
+  // it before reuse: a change means some buffer moved.
+  virtual std::uint64_t activation_allocations() const noexcept { return allocations_; }
 
  protected:
-  // (Re)allocates t on the layer's backend when its shape differs.
+  // (Re)allocates t on the layer's backend when its shape differs (counted).
   void ensure(Tensor& t, const Shape& shape) const;
   // The undefined tensor returned as "no input gradient".
   static const Tensor& none_tensor();
@@ -80,6 +84,7 @@ class STOKE_API Layer {
   Backend* backend_;
   std::string name_;
   bool input_grad_ = true;
+  mutable std::uint64_t allocations_ = 0;  // see activation_allocations()
 };
 
 class STOKE_API Conv2d final : public Layer {
@@ -262,6 +267,7 @@ class STOKE_API Sequential : public Layer {
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
   void release_activations() override;
+  std::uint64_t activation_allocations() const noexcept override;
   void parameters(std::vector<ParamSlot>& out) override;
   void buffers(std::vector<BufferSlot>& out) override;
   std::size_t activation_bytes(const Shape& in) const override;
@@ -286,6 +292,7 @@ class STOKE_API Residual : public Layer {
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
   void release_activations() override;
+  std::uint64_t activation_allocations() const noexcept override;
   void parameters(std::vector<ParamSlot>& out) override;
   void buffers(std::vector<BufferSlot>& out) override;
   std::size_t activation_bytes(const Shape& in) const override;

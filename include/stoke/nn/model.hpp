@@ -101,6 +101,10 @@ class STOKE_API Model {
   void backward(const Tensor& dlogits);
   // Frees every layer's activations (see Layer::release_activations).
   void release_activations();
+  // Activation tensors the layers allocated so far: unchanged means every
+  // layer output, saved statistic and input gradient is where it was (what a
+  // captured CUDA graph needs before it replays).
+  std::uint64_t activation_allocations() const noexcept { return net_->activation_allocations(); }
 
   // The flat blocks: parameter i is a view at an offset aligned to 64 bytes.
   Tensor& parameters() noexcept { return params_; }

@@ -185,7 +185,11 @@ class STOKE_API TrainStep {
   std::int64_t batch_ = 0;
 };
 
-// Loss and accuracy of the model on (x, labels) in inference mode.
-STOKE_API StepStats evaluate(Model& model, const Tensor& x, const Tensor& labels);
+// Loss and accuracy of the model on (x, labels) in inference mode. rows in
+// [1, N]: only the first rows of x (N, C, H, W) count, the others run through
+// the network (per sample in inference: they change nothing) and are ignored,
+// for a short batch padded to a fixed shape; 0: all N.
+STOKE_API StepStats evaluate(Model& model, const Tensor& x, const Tensor& labels,
+                             std::int64_t rows = 0);
 
 }  // namespace stoke::nn

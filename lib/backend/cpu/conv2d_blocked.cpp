@@ -1,0 +1,315 @@
+// Blocked-layout inference convolutions through oneDNN (conv2d_blocked.hpp).
+#include "backend/cpu/conv2d_blocked.hpp"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "stoke/error.hpp"
+
+#if STOKE_HAVE_DNNL
+#include "backend/cpu/conv2d_dnnl_primitive.hpp"
+#endif
+
+namespace stoke::cpu::blocked {
+
+#if !STOKE_HAVE_DNNL
+
+bool available(Backend&) noexcept {
+  return false;
+}
+
+namespace {
+[[noreturn]] void no_dnnl() {
+  throw Error(ErrorCode::kInternal, "blocked conv2d: stoke was built without oneDNN");
+}
+}  // namespace
+
+int block_channels() {
+  no_dnnl();
+}
+std::int64_t blocked_floats(const Shape&) {
+  no_dnnl();
+}
+void to_blocked(Backend&, const Tensor&, float*) {
+  no_dnnl();
+}
+void to_plain(Backend&, const float*, Tensor&) {
+  no_dnnl();
+}
+struct Conv::Impl {};
+Conv::Conv() = default;
+Conv::~Conv() = default;
+Conv::Conv(Conv&&) noexcept = default;
+Conv& Conv::operator=(Conv&&) noexcept = default;
+void Conv::set_weights(const Tensor&, const Tensor&, const Conv2dParams&, bool) {
+  no_dnnl();
+}
+void Conv::forward(Backend&, const Shape&, const float*, bool, float*, bool) {
+  no_dnnl();
+}
+std::string Conv::implementations() const {
+  return {};
+}
+
+#else
+
+using dnnl_conv::engine;
+using dnnl_conv::memory;
+using dnnl_conv::OneOmpThread;
+using dnnl_conv::Tag;
+using dnnl_conv::wrap;
+
+namespace {
+
+constexpr auto kF32 = memory::data_type::f32;
+
+bool has_avx512() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  return (isa & avx512) == avx512;
+}
+
+Tag blocked_tag() {
+  static const Tag tag = has_avx512() ? Tag::nChw16c : Tag::nChw8c;
+  return tag;
+}
+
+memory::dims dims(const Shape& s) {
+  return {s[0], s[1], s[2], s[3]};
+}
+
+CpuBackend& cpu(Backend& be) {
+  auto* c = dynamic_cast<CpuBackend*>(&be);
+  if (!c) throw InvalidArgument("blocked conv2d: needs the CPU backend, got " + be.name());
+  return *c;
+}
+
+// Reorders `count` images of `s` between the plain and the blocked layout,
+// split over images; oneDNN's primitive cache keeps the reorder primitives.
+void reorder_images(Backend& backend, const Shape& s, const float* from, bool from_plain,
+                    float* to) {
+  CpuBackend& be = cpu(backend);
+  const std::int64_t plain_image = s[1] * s[2] * s[3];
+  const std::int64_t blocked_image = blocked_floats({1, s[1], s[2], s[3]});
+  const int count = dnnl_conv::parts(static_cast<int>(s[0]));
+  for_chunks(be, static_cast<std::size_t>(s[0]), count, [&](int, std::size_t b, std::size_t e) {
+    const Shape part{static_cast<std::int64_t>(e - b), s[1], s[2], s[3]};
+    const memory::desc plain(dims(part), kF32, Tag::nchw), blk(dims(part), kF32, blocked_tag());
+    const auto i = static_cast<std::int64_t>(b);
+    memory src =
+        from_plain ? wrap(plain, from + i * plain_image) : wrap(blk, from + i * blocked_image);
+    memory dst = from_plain ? wrap(blk, to + i * blocked_image) : wrap(plain, to + i * plain_image);
+    try {
+      OneOmpThread one;
+      dnnl::reorder(src, dst).execute(dnnl_conv::stream(), src, dst);
+      dnnl_conv::stream().wait();
+    } catch (const dnnl::error& e) {
+      throw Error(ErrorCode::kInternal, std::string("blocked reorder: oneDNN failed: ") + e.what());
+    }
+  });
+}
+
+}  // namespace
+
+bool available(Backend& backend) noexcept {
+  return dynamic_cast<CpuBackend*>(&backend) != nullptr;
+}
+
+int block_channels() {
+  return blocked_tag() == Tag::nChw16c ? 16 : 8;
+}
+
+std::int64_t blocked_floats(const Shape& s) {
+  const std::int64_t b = block_channels();
+  return s[0] * ((s[1] + b - 1) / b * b) * s[2] * s[3];
+}
+
+void to_blocked(Backend& backend, const Tensor& x, float* to) {
+  reorder_images(backend, x.shape(), x.data<float>(), true, to);
+}
+
+void to_plain(Backend& backend, const float* from, Tensor& y) {
+  reorder_images(backend, y.shape(), from, false, y.data<float>());
+}
+
+// One part of a forward: images [n0, n0 + n) or, for one image, output
+// channels [k0, k0 + k).
+struct Part {
+  dnnl::convolution_forward primitive;
+  memory::desc src, dst, bias, weights, scratch;
+  std::string implementation;  // oneDNN's name for the kernel it chose
+  std::int64_t x_offset = 0, y_offset = 0, k0 = 0;
+  std::size_t weights_index = 0;  // into Impl::weights
+};
+
+struct Plan {
+  std::vector<Part> parts;
+  std::size_t scratch_floats = 0;  // per part
+};
+
+struct Conv::Impl {
+  const float* w = nullptr;
+  const float* bias = nullptr;
+  Shape w_shape;
+  Conv2dParams params{};
+  bool relu = false;
+  // Plans by (N, C, H, W, x_plain, accumulate), created on first use.
+  std::map<std::array<std::int64_t, 6>, Plan> plans;
+  // Reordered weights by (first output channel, layout).
+  struct Weights {
+    std::int64_t k0, k;
+    memory::desc desc;
+    memory data;
+  };
+  std::vector<Weights> weights;
+
+  Plan make_plan(const Shape& x, bool x_plain, bool accumulate);
+  Part make_part(const Shape& x, bool x_plain, bool accumulate, std::int64_t n0, std::int64_t n,
+                 std::int64_t k0, std::int64_t k);
+  std::size_t weights_for(std::int64_t k0, std::int64_t k, const memory::desc& desc);
+};
+
+Conv::Conv() : impl_(std::make_unique<Impl>()) {}
+Conv::~Conv() = default;
+Conv::Conv(Conv&&) noexcept = default;
+Conv& Conv::operator=(Conv&&) noexcept = default;
+
+void Conv::set_weights(const Tensor& w, const Tensor& bias, const Conv2dParams& params, bool relu) {
+  if (params.groups != 1) {
+    throw InvalidArgument("blocked conv2d: groups must be 1, got " + std::to_string(params.groups));
+  }
+  impl_->w = w.data<float>();
+  impl_->bias = bias.defined() ? bias.data<float>() : nullptr;
+  impl_->w_shape = w.shape();
+  impl_->params = params;
+  impl_->relu = relu;
+  impl_->plans.clear();
+  impl_->weights.clear();
+}
+
+std::size_t Conv::Impl::weights_for(std::int64_t k0, std::int64_t k, const memory::desc& desc) {
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    if (weights[i].k0 == k0 && weights[i].k == k && weights[i].desc == desc) return i;
+  }
+  const std::int64_t per = w_shape[1] * w_shape[2] * w_shape[3];
+  const memory::desc plain({k, w_shape[1], w_shape[2], w_shape[3]}, kF32, Tag::oihw);
+  memory from = wrap(plain, w + k0 * per), to(desc, engine());
+  dnnl::reorder(from, to).execute(dnnl_conv::stream(), from, to);
+  dnnl_conv::stream().wait();
+  weights.push_back({k0, k, desc, to});
+  return weights.size() - 1;
+}
+
+Part Conv::Impl::make_part(const Shape& x, bool x_plain, bool accumulate, std::int64_t n0,
+                           std::int64_t n, std::int64_t k0, std::int64_t k) {
+  const Shape y = conv2d_output_shape(x, w_shape, params);
+  Part part;
+  part.k0 = k0;
+  part.src = memory::desc({n, x[1], x[2], x[3]}, kF32, x_plain ? Tag::nchw : blocked_tag());
+  part.dst = memory::desc({n, k, y[2], y[3]}, kF32, blocked_tag());
+  part.bias = memory::desc({k}, kF32, Tag::x);
+  const memory::desc w_any({k, x[1], w_shape[2], w_shape[3]}, kF32, Tag::any);
+  const memory::dims strides{params.stride_h, params.stride_w};
+  const memory::dims dilates{params.dilation_h - 1, params.dilation_w - 1};
+  const memory::dims pad{params.pad_h, params.pad_w};
+  const auto prop = dnnl::prop_kind::forward_inference;
+  const auto alg = dnnl::algorithm::convolution_direct;
+  const auto desc = bias ? dnnl::convolution_forward::desc(prop, alg, part.src, w_any, part.bias,
+                                                           part.dst, strides, dilates, pad, pad)
+                         : dnnl::convolution_forward::desc(prop, alg, part.src, w_any, part.dst,
+                                                           strides, dilates, pad, pad);
+  dnnl::post_ops ops;
+  if (accumulate) ops.append_sum(1.0f);
+  if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(ops);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
+  part.primitive = dnnl::convolution_forward(pd);
+  part.implementation = pd.impl_info_str();
+  part.scratch = pd.scratchpad_desc();
+  part.weights = pd.weights_desc();
+  part.weights_index = weights_for(k0, k, part.weights);
+  part.x_offset = n0 * (x_plain ? x[1] * x[2] * x[3] : blocked_floats({1, x[1], x[2], x[3]}));
+  part.y_offset = n0 * blocked_floats({1, y[1], y[2], y[3]}) + k0 * y[2] * y[3];
+  return part;
+}
+
+Plan Conv::Impl::make_plan(const Shape& x, bool x_plain, bool accumulate) {
+  Plan plan;
+  const std::int64_t kb = block_channels(), k_total = w_shape[0];
+  const std::int64_t blocks = (k_total + kb - 1) / kb;
+  const bool channels = x[0] == 1;  // one image: blocks of output channels
+  const std::int64_t total = channels ? blocks : x[0];
+  const int count = dnnl_conv::parts(static_cast<int>(total));
+  OneOmpThread one;
+  for (int j = 0; j < count; ++j) {
+    const std::int64_t b = j * total / count, e = (j + 1) * total / count;
+    Part part = channels ? make_part(x, x_plain, accumulate, 0, 1, b * kb,
+                                     std::min(e * kb, k_total) - b * kb)
+                         : make_part(x, x_plain, accumulate, b, e - b, 0, k_total);
+    plan.scratch_floats =
+        std::max(plan.scratch_floats, dnnl_conv::align16(part.scratch.get_size() / sizeof(float)));
+    plan.parts.push_back(std::move(part));
+  }
+  return plan;
+}
+
+void Conv::forward(Backend& backend, const Shape& x, const float* xp, bool x_plain, float* yp,
+                   bool accumulate) {
+  CpuBackend& be = cpu(backend);
+  Impl& im = *impl_;
+  const std::array<std::int64_t, 6> key{x[0], x[1], x[2], x[3], x_plain, accumulate};
+  auto it = im.plans.find(key);
+  if (it == im.plans.end()) {
+    try {
+      it = im.plans.emplace(key, im.make_plan(x, x_plain, accumulate)).first;
+    } catch (const dnnl::error& e) {
+      throw Error(
+          ErrorCode::kInternal,
+          std::string("blocked conv2d: oneDNN has no convolution for this shape: ") + e.what());
+    }
+  }
+  const Plan& plan = it->second;
+  float* ws = be.workspace(std::max<std::size_t>(1, plan.scratch_floats * plan.parts.size()));
+  const auto count = static_cast<int>(plan.parts.size());
+  for_chunks(be, plan.parts.size(), count, [&](int chunk, std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      const Part& part = plan.parts[i];
+      dnnl_conv::Args args{
+          {DNNL_ARG_SRC, wrap(part.src, xp + part.x_offset)},
+          {DNNL_ARG_WEIGHTS, im.weights[part.weights_index].data},
+          {DNNL_ARG_DST, wrap(part.dst, yp + part.y_offset)},
+          {DNNL_ARG_SCRATCHPAD,
+           wrap(part.scratch, ws + plan.scratch_floats * static_cast<std::size_t>(chunk))}};
+      if (im.bias) args.emplace(DNNL_ARG_BIAS, wrap(part.bias, im.bias + part.k0));
+      try {
+        OneOmpThread one;
+        part.primitive.execute(dnnl_conv::stream(), args);
+        dnnl_conv::stream().wait();
+      } catch (const dnnl::error& e) {
+        throw Error(ErrorCode::kInternal,
+                    std::string("blocked conv2d: oneDNN failed: ") + e.what());
+      }
+    }
+  });
+}
+
+std::string Conv::implementations() const {
+  std::string out;
+  for (const auto& [key, plan] : impl_->plans) {
+    for (const Part& part : plan.parts) {
+      const std::string& name = part.implementation;
+      if (out.find(name) == std::string::npos) out += (out.empty() ? "" : ", ") + name;
+    }
+  }
+  return out;
+}
+
+#endif  // STOKE_HAVE_DNNL
+
+}  // namespace stoke::cpu::blocked

@@ -1,0 +1,164 @@
+// The backward of the oneDNN convolution (see conv2d_dnnl.hpp): one image
+// splits over channels, a batch over images with partial weight gradients
+// reduced in chunk order.
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/conv2d_dnnl.hpp"
+
+#if STOKE_HAVE_DNNL
+#include "backend/cpu/conv2d_dnnl_primitive.hpp"
+
+namespace stoke::cpu::dnnl_conv {
+
+namespace {
+
+// A single image splits over channels (every arena thread on one image);
+// a batch splits over images.
+bool split_channels(const Problem& g) {
+  return g.n == 1 && g.groups == 1;
+}
+
+struct BackwardPlan {
+  bool channels;
+  int count_k, count_c;  // channel split: output / input channel parts; else count_k images
+  std::size_t scratch;   // floats per chunk
+  std::size_t slice;     // per chunk: input-channel slice of w (channel split) or dw+db partials
+  std::size_t per_chunk() const { return scratch + slice; }
+  std::size_t floats() const {
+    return per_chunk() * static_cast<std::size_t>(std::max(count_k, count_c));
+  }
+};
+
+std::size_t weight_floats(const Problem& g) {
+  return static_cast<std::size_t>(g.k) * (g.c / g.groups) * g.r * g.s;
+}
+
+BackwardPlan backward_plan(const Problem& g, bool bias) {
+  BackwardPlan bp{};
+  bp.channels = split_channels(g);
+  Problem w = g;
+  w.bias = bias;
+  if (bp.channels) {
+    bp.count_k = parts(g.k);
+    bp.count_c = parts(g.c);
+    bp.scratch = std::max(most_scratch(w, kBackwardWeights, true, false, g.k, bp.count_k),
+                          most_scratch(g, kBackwardData, false, true, g.c, bp.count_c));
+    const std::size_t c_most = static_cast<std::size_t>((g.c + bp.count_c - 1) / bp.count_c);
+    bp.slice = align16(static_cast<std::size_t>(g.k) * c_most * g.r * g.s);
+  } else {
+    bp.count_k = parts(g.n);
+    bp.scratch = std::max(most_scratch(w, kBackwardWeights, false, false, g.n, bp.count_k),
+                          most_scratch(g, kBackwardData, false, false, g.n, bp.count_k));
+    bp.slice = bp.count_k > 1 ? align16(weight_floats(g) + g.k) : 0;
+  }
+  return bp;
+}
+
+// One image: weight gradient over output channels, input gradient over input
+// channels (each with its own copy of that slice of w).
+void backward_channels(CpuBackend& be, const BackwardPlan& bp, const Problem& g, float* ws,
+                       const float* xp, const float* wp, const float* dyp, float* dxp, float* dwp,
+                       float* dbp) {
+  const std::size_t pq = static_cast<std::size_t>(g.p()) * g.q(),
+                    rs = static_cast<std::size_t>(g.r) * g.s;
+  Problem gw = g;
+  gw.bias = dbp != nullptr;
+  for_chunks(be, static_cast<std::size_t>(g.k), bp.count_k,
+             [&](int chunk, std::size_t b, std::size_t e) {
+               const Problem pb = sub(gw, kBackwardWeights, true, false, b, e);
+               const Descs d = descs(pb);
+               Args args{{DNNL_ARG_SRC, wrap(d.src, xp)},
+                         {DNNL_ARG_DIFF_DST, wrap(d.dst, dyp + b * pq)},
+                         {DNNL_ARG_DIFF_WEIGHTS, wrap(d.weights, dwp + b * g.c * rs)}};
+               if (dbp) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(d.bias, dbp + b));
+               run(primitive(pb), args, ws + bp.per_chunk() * static_cast<std::size_t>(chunk));
+             });
+  if (!dxp) return;
+  for_chunks(
+      be, static_cast<std::size_t>(g.c), bp.count_c, [&](int chunk, std::size_t b, std::size_t e) {
+        const Problem pb = sub(g, kBackwardData, false, true, b, e);
+        const Descs d = descs(pb);
+        float* scratch = ws + bp.per_chunk() * static_cast<std::size_t>(chunk);
+        float* w_slice = scratch + bp.scratch;
+        const std::size_t cc = e - b;
+        for (int k = 0; k < g.k; ++k) {
+          std::memcpy(w_slice + k * cc * rs, wp + (k * static_cast<std::size_t>(g.c) + b) * rs,
+                      cc * rs * sizeof(float));
+        }
+        Args args{{DNNL_ARG_DIFF_DST, wrap(d.dst, dyp)},
+                  {DNNL_ARG_WEIGHTS, wrap(d.weights, w_slice)},
+                  {DNNL_ARG_DIFF_SRC, wrap(d.src, dxp + b * g.h * g.w)}};
+        run(primitive(pb), args, scratch);
+      });
+}
+
+// A batch: images split over chunks, each chunk's weight gradient a partial
+// sum reduced in chunk order afterwards (deterministic).
+void backward_images(CpuBackend& be, const BackwardPlan& bp, const Problem& g, float* ws,
+                     const float* xp, const float* wp, const float* dyp, float* dxp, float* dwp,
+                     float* dbp) {
+  const std::size_t x_image = static_cast<std::size_t>(g.c) * g.h * g.w;
+  const std::size_t y_image = static_cast<std::size_t>(g.k) * g.p() * g.q();
+  const std::size_t w_floats = weight_floats(g);
+  const bool partials = bp.count_k > 1;
+  Problem gw = g;
+  gw.bias = dbp != nullptr;
+  for_chunks(be, static_cast<std::size_t>(g.n), bp.count_k,
+             [&](int chunk, std::size_t b, std::size_t e) {
+               float* scratch = ws + bp.per_chunk() * static_cast<std::size_t>(chunk);
+               float* dw_part = partials ? scratch + bp.scratch : dwp;
+               float* db_part = partials ? dw_part + w_floats : dbp;
+               const Problem pw = sub(gw, kBackwardWeights, false, false, b, e);
+               const Descs d = descs(pw);
+               Args args{{DNNL_ARG_SRC, wrap(d.src, xp + b * x_image)},
+                         {DNNL_ARG_DIFF_DST, wrap(d.dst, dyp + b * y_image)},
+                         {DNNL_ARG_DIFF_WEIGHTS, wrap(d.weights, dw_part)}};
+               if (dbp) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(d.bias, db_part));
+               run(primitive(pw), args, scratch);
+               if (!dxp) return;
+               const Problem pd = sub(g, kBackwardData, false, false, b, e);
+               Args data{{DNNL_ARG_DIFF_DST, wrap(d.dst, dyp + b * y_image)},
+                         {DNNL_ARG_WEIGHTS, wrap(d.weights, wp)},
+                         {DNNL_ARG_DIFF_SRC, wrap(d.src, dxp + b * x_image)}};
+               run(primitive(pd), data, scratch);
+             });
+  if (!partials) return;
+  for_chunks(be, w_floats + g.k, be.chunks(), [&](int, std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      float sum = 0.0f;
+      for (int c = 0; c < bp.count_k; ++c) sum += ws[bp.per_chunk() * c + bp.scratch + i];
+      if (i < w_floats) {
+        dwp[i] = sum;
+      } else if (dbp) {
+        dbp[i - w_floats] = sum;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+std::size_t backward_workspace_floats(const Problem& g, bool bias) {
+  return backward_plan(g, bias).floats();
+}
+
+void backward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+              Tensor& dw, Tensor& db, const Conv2dParams& prm) {
+  const Problem g = problem(x.shape(), w.shape(), prm);
+  const BackwardPlan bp = backward_plan(g, db.defined());
+  float* ws = be.workspace(std::max<std::size_t>(1, bp.floats()));
+  float* dxp = dx.defined() ? dx.data<float>() : nullptr;
+  float* dbp = db.defined() ? db.data<float>() : nullptr;
+  if (bp.channels) {
+    backward_channels(be, bp, g, ws, x.data<float>(), w.data<float>(), dy.data<float>(), dxp,
+                      dw.data<float>(), dbp);
+  } else {
+    backward_images(be, bp, g, ws, x.data<float>(), w.data<float>(), dy.data<float>(), dxp,
+                    dw.data<float>(), dbp);
+  }
+}
+
+}  // namespace stoke::cpu::dnnl_conv
+
+#endif  // STOKE_HAVE_DNNL

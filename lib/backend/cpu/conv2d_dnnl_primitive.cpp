@@ -1,0 +1,183 @@
+// oneDNN's engine, streams and primitive cache (conv2d_dnnl_primitive.hpp).
+#include "backend/cpu/conv2d_dnnl_primitive.hpp"
+
+#if STOKE_HAVE_DNNL
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "stoke/error.hpp"
+
+// libgomp, which Debian's oneDNN runs on (declared here: omp.h is not on every
+// compiler's include path).
+extern "C" int omp_get_max_threads(void);
+extern "C" void omp_set_num_threads(int);
+
+namespace stoke::cpu::dnnl_conv {
+
+OneOmpThread::OneOmpThread() : previous_(omp_get_max_threads()) {
+  if (previous_ != 1) omp_set_num_threads(1);
+}
+
+OneOmpThread::~OneOmpThread() {
+  if (previous_ != 1) omp_set_num_threads(previous_);
+}
+
+Problem problem(const Shape& x, const Shape& w, const Conv2dParams& prm) {
+  Problem pb;
+  pb.n = static_cast<int>(x[0]);
+  pb.c = static_cast<int>(x[1]);
+  pb.h = static_cast<int>(x[2]);
+  pb.w = static_cast<int>(x[3]);
+  pb.k = static_cast<int>(w[0]);
+  pb.r = static_cast<int>(w[2]);
+  pb.s = static_cast<int>(w[3]);
+  pb.groups = prm.groups;
+  pb.sh = prm.stride_h;
+  pb.sw = prm.stride_w;
+  pb.ph = prm.pad_h;
+  pb.pw = prm.pad_w;
+  pb.dh = prm.dilation_h;
+  pb.dw = prm.dilation_w;
+  pb.ph_bottom = pb.ph;
+  return pb;
+}
+
+// Never destroyed: the arena threads' streams may outlive static destruction.
+dnnl::engine& engine() {
+  static auto* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *e;
+}
+
+dnnl::stream& stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+Descs descs(const Problem& pb) {
+  Descs d;
+  const auto f32 = memory::data_type::f32;
+  d.src = memory::desc({pb.n, pb.c, pb.h, pb.w}, f32, Tag::nchw);
+  d.dst = memory::desc({pb.n, pb.k, pb.p(), pb.q()}, f32, Tag::nchw);
+  d.weights = pb.groups == 1
+                  ? memory::desc({pb.k, pb.c, pb.r, pb.s}, f32, Tag::oihw)
+                  : memory::desc({pb.groups, pb.k / pb.groups, pb.c / pb.groups, pb.r, pb.s}, f32,
+                                 Tag::goihw);
+  d.bias = memory::desc({pb.k}, f32, Tag::x);
+  d.strides = {pb.sh, pb.sw};
+  d.dilates = {pb.dh - 1, pb.dw - 1};  // oneDNN counts the gaps
+  d.pad = {pb.ph, pb.pw};
+  d.pad_r = {pb.ph_bottom,
+             pb.pw};  // symmetric but for bands: stoke's output size is then consistent
+  return d;
+}
+
+namespace {
+
+dnnl::convolution_forward::primitive_desc forward_pd(const Problem& pb, dnnl::prop_kind prop,
+                                                     const dnnl::primitive_attr& attr) {
+  const Descs d = descs(pb);
+  const auto alg = dnnl::algorithm::convolution_direct;
+  const auto desc =
+      pb.bias ? dnnl::convolution_forward::desc(prop, alg, d.src, d.weights, d.bias, d.dst,
+                                                d.strides, d.dilates, d.pad, d.pad_r)
+              : dnnl::convolution_forward::desc(prop, alg, d.src, d.weights, d.dst, d.strides,
+                                                d.dilates, d.pad, d.pad_r);
+  return {desc, attr, engine()};
+}
+
+std::unique_ptr<Prim> create(const Problem& pb) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  auto out = std::make_unique<Prim>();
+  if (pb.kind == kForward) {
+    const auto pd = forward_pd(pb, dnnl::prop_kind::forward_inference, attr);
+    out->primitive = dnnl::convolution_forward(pd);
+    out->scratch = pd.scratchpad_desc();
+  } else {
+    Problem fwd = pb;
+    fwd.kind = kForward;
+    const auto hint = forward_pd(fwd, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
+    const Descs d = descs(pb);
+    const auto alg = dnnl::algorithm::convolution_direct;
+    if (pb.kind == kBackwardData) {
+      const dnnl::convolution_backward_data::desc desc(alg, d.src, d.weights, d.dst, d.strides,
+                                                       d.dilates, d.pad, d.pad_r);
+      const dnnl::convolution_backward_data::primitive_desc pd(desc, attr, engine(), hint);
+      out->primitive = dnnl::convolution_backward_data(pd);
+      out->scratch = pd.scratchpad_desc();
+    } else {
+      const auto desc =
+          pb.bias ? dnnl::convolution_backward_weights::desc(alg, d.src, d.weights, d.bias, d.dst,
+                                                             d.strides, d.dilates, d.pad, d.pad_r)
+                  : dnnl::convolution_backward_weights::desc(alg, d.src, d.weights, d.dst,
+                                                             d.strides, d.dilates, d.pad, d.pad_r);
+      const dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, engine(), hint);
+      out->primitive = dnnl::convolution_backward_weights(pd);
+      out->scratch = pd.scratchpad_desc();
+    }
+  }
+  out->scratch_floats = align16(out->scratch.get_size() / sizeof(float));
+  return out;
+}
+
+}  // namespace
+
+// Primitives by problem, created once (one OpenMP thread) and shared: oneDNN
+// primitives may run on several threads at once.
+const Prim& primitive(const Problem& pb) {
+  static std::mutex mutex;
+  static std::map<std::array<int, 17>, std::unique_ptr<Prim> > cache;
+  std::lock_guard lock(mutex);
+  auto& slot = cache[pb.key()];
+  if (!slot) {
+    try {
+      OneOmpThread one;
+      slot = create(pb);
+    } catch (const dnnl::error& e) {
+      cache.erase(pb.key());
+      throw Error(ErrorCode::kInternal,
+                  std::string("conv2d: oneDNN has no convolution for this shape: ") + e.what());
+    }
+  }
+  return *slot;
+}
+
+void run(const Prim& prim, Args& args, float* scratch, const char* what) {
+  try {
+    OneOmpThread one;
+    args.emplace(DNNL_ARG_SCRATCHPAD, memory(prim.scratch, engine(), scratch));
+    prim.primitive.execute(stream(), args);
+    stream().wait();
+  } catch (const dnnl::error& e) {
+    throw Error(ErrorCode::kInternal, std::string(what) + ": oneDNN failed: " + e.what());
+  }
+}
+
+// Sub-problem for items [b, e) of `total` split over images or channels.
+Problem sub(Problem pb, int kind, bool channels_k, bool channels_c, std::size_t b, std::size_t e) {
+  pb.kind = kind;
+  const int count = static_cast<int>(e - b);
+  if (channels_k) {
+    pb.k = count;
+  } else if (channels_c) {
+    pb.c = count;
+  } else {
+    pb.n = count;
+  }
+  return pb;
+}
+
+// Largest scratch over the (at most two) sub-problem sizes of an even split.
+std::size_t most_scratch(Problem pb, int kind, bool channels_k, bool channels_c, int total,
+                         int count) {
+  const std::size_t lo = static_cast<std::size_t>(total / count), hi = lo + (total % count ? 1 : 0);
+  return std::max(primitive(sub(pb, kind, channels_k, channels_c, 0, lo)).scratch_floats,
+                  primitive(sub(pb, kind, channels_k, channels_c, 0, hi)).scratch_floats);
+}
+
+}  // namespace stoke::cpu::dnnl_conv
+
+#endif  // STOKE_HAVE_DNNL

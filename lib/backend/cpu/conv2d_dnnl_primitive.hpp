@@ -1,0 +1,109 @@
+// oneDNN's engine, streams and the primitive cache shared by the NCHW
+// convolution (conv2d_dnnl.cpp, conv2d_dnnl_backward.cpp) and the blocked-layout
+// inference convolution (conv2d_blocked.cpp). Only for sources compiled with
+// STOKE_HAVE_DNNL (lib/backend/module.cmake); includes oneDNN's header.
+#pragma once
+
+#if STOKE_HAVE_DNNL
+#include <array>
+#include <cstddef>
+#include <dnnl.hpp>
+#include <unordered_map>
+
+#include "backend/cpu/cpu_backend.hpp"
+
+namespace stoke::cpu::dnnl_conv {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+// Scratch and slices start on 64-byte boundaries.
+inline std::size_t align16(std::size_t floats) {
+  return (floats + 15) / 16 * 16;
+}
+
+// Runs with one OpenMP thread on this thread, restoring the caller's setting
+// (DESIGN.md: the oneTBB arena owns parallelism; see conv2d_dnnl.hpp).
+class OneOmpThread {
+ public:
+  OneOmpThread();
+  ~OneOmpThread();
+  OneOmpThread(const OneOmpThread&) = delete;
+  OneOmpThread& operator=(const OneOmpThread&) = delete;
+
+ private:
+  int previous_;
+};
+
+// The process's CPU engine (never destroyed) and this thread's stream.
+dnnl::engine& engine();
+dnnl::stream& stream();
+
+enum Kind : int { kForward, kBackwardData, kBackwardWeights };
+
+// One primitive's problem: the part of the convolution one chunk computes.
+struct Problem {
+  int kind = kForward;
+  int n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, groups = 1;
+  int sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int ph_bottom = 0;  // a band of rows pads only where it meets the image's edge
+  bool bias = false;  // backward weights: also the bias gradient (forward: bias in output_pass)
+  std::array<int, 17> key() const {
+    return {kind, n, c, h, w, k, r, s, groups, sh, sw, ph, pw, dh, dw, ph_bottom, bias};
+  }
+  int p() const { return (h + ph + ph_bottom - ((r - 1) * dh + 1)) / sh + 1; }
+  int q() const { return static_cast<int>(conv_output_size(w, s, sw, pw, dw)); }
+};
+
+Problem problem(const Shape& x, const Shape& w, const Conv2dParams& prm);
+
+// Plain NCHW / OIHW (GOIHW) descriptors of a problem, and its geometry.
+struct Descs {
+  memory::desc src, weights, bias, dst;
+  memory::dims strides, dilates, pad, pad_r;
+};
+Descs descs(const Problem& pb);
+
+struct Prim {
+  dnnl::primitive primitive;
+  memory::desc scratch;
+  std::size_t scratch_floats = 0;
+};
+
+// The primitive of a plain-layout problem, created once (one OpenMP thread)
+// and shared: oneDNN primitives may run on several threads at once.
+const Prim& primitive(const Problem& pb);
+
+using Args = std::unordered_map<int, memory>;
+
+// Executes on this thread's stream with one OpenMP thread, `scratch` as the
+// scratchpad; oneDNN errors become stoke::Error naming `what`.
+void run(const Prim& prim, Args& args, float* scratch, const char* what = "conv2d");
+
+inline memory wrap(const memory::desc& d, const float* p) {
+  return memory(d, engine(), const_cast<float*>(p));
+}
+
+// A fixed number of parts, not one per thread: the weight gradient sums
+// per-part partials and a band's rounding may depend on its height, so a
+// thread-count-dependent split would make results (and trained weights) a
+// function of the thread count. The arena runs the parts on the threads it has.
+constexpr int kParts = 8;
+inline int parts(int total) {
+  return total < 1 ? 1 : (total < kParts ? total : kParts);
+}
+
+// Sub-problem for items [b, e) of a split over output channels (channels_k),
+// input channels (channels_c) or images.
+Problem sub(Problem pb, int kind, bool channels_k, bool channels_c, std::size_t b, std::size_t e);
+
+// Largest scratch over the (at most two) sub-problem sizes of an even split.
+std::size_t most_scratch(Problem pb, int kind, bool channels_k, bool channels_c, int total,
+                         int count);
+
+// Floats of backward's workspace (conv2d_dnnl_backward.cpp).
+std::size_t backward_workspace_floats(const Problem& g, bool bias);
+
+}  // namespace stoke::cpu::dnnl_conv
+
+#endif  // STOKE_HAVE_DNNL

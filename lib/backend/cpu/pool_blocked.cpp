@@ -1,0 +1,65 @@
+// Max pooling on the blocked layout through oneDNN (conv2d_blocked.hpp): a
+// batch splits over images, one image over channel blocks; the maximum is
+// exact, so the result does not depend on the split.
+#include <string>
+
+#include "backend/cpu/conv2d_blocked.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+#include "stoke/error.hpp"
+
+#if STOKE_HAVE_DNNL
+#include "backend/cpu/conv2d_dnnl_primitive.hpp"
+#endif
+
+namespace stoke::cpu::blocked {
+
+#if !STOKE_HAVE_DNNL
+
+void max_pool(Backend&, const Shape&, const float*, float*, const Pool2dParams&) {
+  throw Error(ErrorCode::kInternal, "blocked max pool: stoke was built without oneDNN");
+}
+
+#else
+
+void max_pool(Backend& backend, const Shape& x, const float* from, float* to,
+              const Pool2dParams& prm) {
+  auto* be = dynamic_cast<CpuBackend*>(&backend);
+  if (!be) throw InvalidArgument("blocked max pool: needs the CPU backend, got " + backend.name());
+  using dnnl_conv::memory;
+  const std::int64_t oh = (x[2] + 2 * prm.pad_h - prm.kernel_h) / prm.stride_h + 1;
+  const std::int64_t ow = (x[3] + 2 * prm.pad_w - prm.kernel_w) / prm.stride_w + 1;
+  const std::int64_t kb = block_channels(), blocks = (x[1] + kb - 1) / kb;
+  const bool channels = x[0] == 1;  // one image: blocks of channels
+  const std::int64_t total = channels ? blocks : x[0];
+  const std::int64_t x_unit = channels ? kb * x[2] * x[3] : blocked_floats({1, x[1], x[2], x[3]});
+  const std::int64_t y_unit = channels ? kb * oh * ow : blocked_floats({1, x[1], oh, ow});
+  const int count = dnnl_conv::parts(static_cast<int>(total));
+  for_chunks(*be, static_cast<std::size_t>(total), count, [&](int, std::size_t b, std::size_t e) {
+    const auto first = static_cast<std::int64_t>(b), items = static_cast<std::int64_t>(e - b);
+    const std::int64_t n = channels ? 1 : items;
+    const std::int64_t c = channels ? std::min(items * kb, x[1] - first * kb) : x[1];
+    const auto tag = block_channels() == 16 ? dnnl_conv::Tag::nChw16c : dnnl_conv::Tag::nChw8c;
+    const auto f32 = memory::data_type::f32;
+    const memory::desc src({n, c, x[2], x[3]}, f32, tag), dst({n, c, oh, ow}, f32, tag);
+    try {
+      dnnl_conv::OneOmpThread one;
+      const dnnl::pooling_forward::desc desc(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, src, dst,
+          {prm.stride_h, prm.stride_w}, {prm.kernel_h, prm.kernel_w}, {prm.pad_h, prm.pad_w},
+          {prm.pad_h, prm.pad_w});
+      const dnnl::pooling_forward pool(
+          dnnl::pooling_forward::primitive_desc(desc, dnnl_conv::engine()));
+      pool.execute(dnnl_conv::stream(),
+                   {{DNNL_ARG_SRC, dnnl_conv::wrap(src, from + first * x_unit)},
+                    {DNNL_ARG_DST, dnnl_conv::wrap(dst, to + first * y_unit)}});
+      dnnl_conv::stream().wait();
+    } catch (const dnnl::error& e) {
+      throw Error(ErrorCode::kInternal,
+                  std::string("blocked max pool: oneDNN failed: ") + e.what());
+    }
+  });
+}
+
+#endif  // STOKE_HAVE_DNNL
+
+}  // namespace stoke::cpu::blocked
