@@ -1,6 +1,9 @@
 // BM_conv2d/<impl>/f32/<shape>: the fast CPU convolution (im2col + serial
 // sgemm per TBB task) against the naive reference, forward and backward, on
-// the stage-1 shape of the Fashion-MNIST ResNet.
+// the stage-1 shape of the Fashion-MNIST ResNet; and the three stride-1 3x3
+// shapes of the ResNet-style net's 224x224 batch-8 train step (10 of its 15
+// convolutions: 4 at 32x224x224, 3 at 64x112x112, 3 at 128x56x56), for the
+// step's profile.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -60,6 +63,30 @@ BENCHMARK_CAPTURE(conv, naive_fwd, true, false, 4, 32, 28)
     ->UseRealTime();
 BENCHMARK_CAPTURE(conv, fast_fwd_small, false, false, 4, 32, 28)
     ->Name("BM_conv2d_forward/cpu/f32/4x32x28x28_k3")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(conv, step224_forward_32, false, false, 8, 32, 224)
+    ->Name("BM_conv2d_forward/cpu/f32/8x32x224x224_k3")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(conv, step224_backward_32, false, true, 8, 32, 224)
+    ->Name("BM_conv2d_backward/cpu/f32/8x32x224x224_k3")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(conv, step224_forward_64, false, false, 8, 64, 112)
+    ->Name("BM_conv2d_forward/cpu/f32/8x64x112x112_k3")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(conv, step224_backward_64, false, true, 8, 64, 112)
+    ->Name("BM_conv2d_backward/cpu/f32/8x64x112x112_k3")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(conv, step224_forward_128, false, false, 8, 128, 56)
+    ->Name("BM_conv2d_forward/cpu/f32/8x128x56x56_k3")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(conv, step224_backward_128, false, true, 8, 128, 56)
+    ->Name("BM_conv2d_backward/cpu/f32/8x128x56x56_k3")
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -4,6 +4,7 @@
 one table with ratios (stoke / reference; under 1: stoke faster).
 
     python3 bench/engine_reference.py --build build [--threads 2] [--rounds 3] [--batches 1,32] [--torch]
+        [--skip-infer] [--skip-train] [--shapes 1x28x28/b64,3x128x128/b16,3x224x224/b8,resnet18/3x224x224/b8]
 
 Creates its own virtual environment (default build/bench-venv) with
 onnxruntime, onnx and numpy from PyPI (torch only with --torch; PyPI's torch
@@ -14,8 +15,11 @@ Inference: the ONNX graph is the same net built with onnx.helper (random
 weights, random batch-norm statistics); ONNX Runtime folds and fuses it itself
 (ORT_ENABLE_ALL). stoke runs build/bin/bench_engine_infer (nn::FusedInference,
 what nn::Classifier runs). Rounds alternate stoke and the references, medians
-are reported. Train steps: build/bin/bench_engine (BM_train_step) against
-bench/pytorch_step.py's step when --torch is given.
+are reported. Train steps (only with --torch): build/bin/bench_engine
+(BM_train_step, one shape per run) against bench/pytorch_step.py's step in
+three variants (eager NCHW, channels-last, torch.compile), interleaved shape by
+shape and round by round, with stoke's GFLOP/s as a share of the FP32 peak
+measured in the same run (torch.mm 2048^3).
 """
 import argparse
 import json
@@ -154,24 +158,72 @@ def inference_rows(args):
     return rows
 
 
-def train_rows(args):
-    out = subprocess.run([os.path.join(args.build, "bin", "bench_engine"), "--benchmark_filter=BM_train_step",
-                          "--benchmark_format=json"], capture_output=True, text=True, check=True,
-                         env=dict(os.environ, STOKE_CPU_THREADS=str(args.threads)))
-    stoke_ms = {"/".join(b["name"].split("/f32/")[1].split("/")[:2]): b["real_time"]
-                for b in json.loads(out.stdout)["benchmarks"]}
-    torch_ms = {}
-    if args.torch:
-        import torch
-        sys.path.insert(0, HERE)
-        from pytorch_step import time_step
-        torch.set_num_threads(args.threads)
-        for key in stoke_ms:
-            shape, batch = key.split("/")
-            c, h, _ = (int(v) for v in shape.split("x"))
-            torch_ms[key] = time_step(c, h, int(batch[1:]), 5)
-    return [(f"train step {k}", v, "pytorch eager" if k in torch_ms else "", torch_ms.get(k))
-            for k, v in stoke_ms.items()]
+TRAIN_SHAPES = ["1x28x28/b64", "3x128x128/b16", "3x224x224/b8", "resnet18/3x224x224/b8"]
+
+
+def stoke_step_ms(build, key, threads):
+    out = subprocess.run([os.path.join(build, "bin", "bench_engine"),
+                          f"--benchmark_filter=BM_train_step/cpu/f32/{key}/", "--benchmark_format=json"],
+                         capture_output=True, text=True, check=True, env=dict(os.environ, STOKE_CPU_THREADS=str(threads)))
+    return json.loads(out.stdout)["benchmarks"][0]["real_time"]
+
+
+def torch_steps(key, modes):
+    """PyTorch's variants of the step for one shape, warmed up (torch.compile compiles here)."""
+    from pytorch_step import make_step
+    arch = "resnet18" if key.startswith("resnet18/") else "resnet"
+    shape, batch = key.split("/")[-2:]
+    c, h, _ = (int(v) for v in shape.split("x"))
+    steps = {}
+    for mode in modes:
+        try:
+            t0 = time.perf_counter()
+            fn = make_step(arch, c, h, int(batch[1:]), mode)
+            fn()
+            warm = time.perf_counter()
+            fn()
+            one = (time.perf_counter() - warm) * 1e3
+            steps[mode] = (fn, max(1, min(5, round(3000 / one))))
+            print(f"# {key} {mode}: first step + setup {warm - t0:.1f} s", file=sys.stderr, flush=True)
+        except Exception as e:  # torch.compile may lack a toolchain: report, do not hide
+            print(f"# {key} {mode}: failed: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr, flush=True)
+    return arch, c, h, int(batch[1:]), steps
+
+
+def fmt_range(v):
+    return f"{median(v):.0f} ({min(v):.0f}–{max(v):.0f})"
+
+
+def train_table(args):
+    """Interleaved rounds, shape by shape: stoke, then PyTorch eager, channels-last, torch.compile."""
+    import torch
+    sys.path.insert(0, HERE)
+    from pytorch_step import MODES, peak_gflops, step_gflop, time_step
+    torch.set_num_threads(args.threads)
+    peaks = [peak_gflops()]
+    print(f"# torch {torch.__version__}; FP32 peak (torch.mm 2048^3, {args.threads} threads) measured before each "
+          f"shape; GFLOP/step by torch.utils.flop_counter", flush=True)
+    print("| train step | stoke ms | eager ms | channels-last ms | compile ms | stoke/best | stoke GFLOP/s (% peak) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for key in args.shapes:
+        arch, c, h, n, steps = torch_steps(key, args.modes)
+        st, ref = [], {m: [] for m in steps}
+        for _ in range(args.rounds):
+            st.append(stoke_step_ms(args.build, key, args.threads))
+            for m, (fn, k) in steps.items():
+                ref[m].append(time_step(fn, k))
+            peaks.append(peak_gflops())
+        del steps
+        best = min(median(v) for v in ref.values()) if ref else None
+        gflop = step_gflop(arch, c, h, n)
+        peak = max(peaks)
+        rate = gflop / (median(st) / 1e3)
+        cols = [fmt_range(ref[m]) if m in ref else ("failed" if m in args.modes else "not run") for m in MODES]
+        ratio = f"{median(st) / best:.2f}" if best else "—"
+        print(f"| {key} | {fmt_range(st)} | {' | '.join(cols)} | {ratio} | {rate:.0f} ({100 * rate / peak:.0f} %) |",
+              flush=True)
+    print(f"# peak GFLOP/s over the run: {min(peaks):.0f}–{max(peaks):.0f} (max used); load average "
+          f"{os.getloadavg()[0]:.1f} at the end; medians (min–max) of {args.rounds} rounds", flush=True)
 
 
 def main():
@@ -182,13 +234,22 @@ def main():
     ap.add_argument("--venv", default="build/bench-venv")
     ap.add_argument("--torch", action="store_true", help="also install torch and time PyTorch's train step")
     ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument("--skip-infer", action="store_true")
+    ap.add_argument("--shapes", default=",".join(TRAIN_SHAPES), help="train-step shapes (needs --torch)")
+    ap.add_argument("--modes", default="eager,channels_last,compile", help="PyTorch variants of the train step")
     ap.add_argument("--batches", default="1,32", help="inference batch sizes at 224x224")
     ap.add_argument("--arch", default="resnet", choices=sorted(ONNX_NETS), help="inference net")
     args = ap.parse_args()
     ensure_venv(args)
     args.build = os.path.abspath(args.build)
     args.batches = [int(b) for b in args.batches.split(",")]
-    rows = inference_rows(args) + ([] if args.skip_train else train_rows(args))
+    args.shapes = args.shapes.split(",")
+    args.modes = args.modes.split(",")
+    if args.torch and not args.skip_train:
+        train_table(args)
+    if args.skip_infer:
+        return
+    rows = inference_rows(args)
     load = os.getloadavg()[0]
     print(f"# {args.threads} threads, {os.cpu_count()} CPUs, load average {load:.1f} at the end; medians of "
           f"{args.rounds} interleaved rounds")

@@ -1,6 +1,8 @@
 // BM_train_step/cpu/f32/<C>x<H>x<W>/b<N>: forward + softmax cross-entropy +
 // backward + SGD update of the ResNet-style net (stem 32, widths 32/64/128,
 // two basic blocks per stage, GAP, linear to 10 classes).
+// BM_train_step/cpu/f32/resnet18/<C>x<H>x<W>/b<N>: the same step on
+// torchvision's ResNet-18 (1000 classes).
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -23,10 +25,14 @@ void apply_thread_knob() {
   (void)applied;
 }
 
-void train_step(benchmark::State& state, int channels, int size, int batch) {
+void train_step(benchmark::State& state, int channels, int size, int batch, bool resnet18 = false) {
   apply_thread_knob();
   stoke::Backend& be = stoke::cpu_backend();
   stoke::nn::ModelSpec spec;
+  if (resnet18) {
+    spec.architecture = stoke::nn::Architecture::kResNet18;
+    spec.classes = 1000;
+  }
   spec.in_channels = channels;
   spec.height = spec.width = size;
   auto model = stoke::nn::build_model(be, spec, 1);
@@ -59,6 +65,16 @@ BENCHMARK_CAPTURE(train_step, 1x28x28_b64, 1, 28, 64)
     ->MinTime(5.0);
 BENCHMARK_CAPTURE(train_step, 3x128x128_b16, 3, 128, 16)
     ->Name("BM_train_step/cpu/f32/3x128x128/b16")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(5.0);
+BENCHMARK_CAPTURE(train_step, 3x224x224_b8, 3, 224, 8)
+    ->Name("BM_train_step/cpu/f32/3x224x224/b8")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(5.0);
+BENCHMARK_CAPTURE(train_step, resnet18_3x224x224_b8, 3, 224, 8, true)
+    ->Name("BM_train_step/cpu/f32/resnet18/3x224x224/b8")
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(5.0);

@@ -31,3 +31,17 @@ def resnet(in_channels, classes=10, stem=32, widths=(32, 64, 128), strides=(1, 2
             c = w
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, classes)]
     return nn.Sequential(*layers)
+
+
+def resnet18(in_channels=3, classes=1000):
+    """torchvision's ResNet-18 topology (7x7/2 stem, 3x3/2 max pool, basic blocks
+    2-2-2-2 at 64/128/256/512, GAP, fc): stoke's Architecture::kResNet18."""
+    layers = [nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+              nn.MaxPool2d(3, 2, 1)]
+    c = 64
+    for w, s in zip((64, 128, 256, 512), (1, 2, 2, 2)):
+        for b in range(2):
+            layers.append(BasicBlock(c, w, s if b == 0 else 1))
+            c = w
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, classes)]
+    return nn.Sequential(*layers)

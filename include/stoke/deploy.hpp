@@ -91,6 +91,12 @@ STOKE_API ModelInfo describe_training(const Dataset& train, const Dataset* val,
 // Appends an epoch's figures to info.history and info.metrics.
 STOKE_API void record_epoch(ModelInfo& info, const EpochRecord& record);
 
+// The history lines a checkpoint's metadata carries for the epochs before
+// `epoch` (empty when it carries none): a run resumed at `epoch` continues
+// that history, so the model file tells the whole run.
+STOKE_API std::vector<std::string> history_before(
+    const std::map<std::string, std::string>& checkpoint_metadata, int epoch);
+
 // Writes a model file: the checkpoint of `model` (and optimizer, may be null)
 // with `info`, whose reference logits are recomputed from `model` as it is
 // now (an inference forward). `extra` goes into the metadata as is and into

@@ -2,6 +2,7 @@
 // history, and save_model, which recomputes the reference logits.
 #include "deploy/model_file.hpp"
 
+#include <cstdlib>
 #include <numeric>
 
 #include "deploy/text.hpp"
@@ -183,6 +184,18 @@ ModelInfo describe_training(const Dataset& train, const Dataset* val, const Load
   const Dataset& source = val && !val->empty() ? *val : train;
   info.references = reference_inputs(source, loader, info.staged, references);
   return info;
+}
+
+std::vector<std::string> history_before(const std::map<std::string, std::string>& metadata,
+                                        int epoch) {
+  std::vector<std::string> kept;
+  const auto it = metadata.find("model.history");
+  if (it == metadata.end()) return kept;
+  for (auto& line : deploy_detail::split(it->second, ';')) {
+    // "epoch,train_loss,train_accuracy,val_loss,val_accuracy" (record_epoch)
+    if (!line.empty() && std::atoi(line.c_str()) < epoch) kept.push_back(std::move(line));
+  }
+  return kept;
 }
 
 void record_epoch(ModelInfo& info, const EpochRecord& r) {

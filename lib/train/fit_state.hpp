@@ -51,6 +51,7 @@ struct Trainer::State {
   std::unique_ptr<detail::DataParallel> dp;  // null: one process
   std::optional<TrainState> resumed;         // continues the first epoch (position and sums)
   ModelInfo model_info;  // what every checkpoint of this fit says about the model (lib/deploy)
+  std::vector<std::string> resumed_history;  // the resumed checkpoint's epochs before this fit
 };
 
 // The loaders for the current device batch (rebuilt when it halves).

@@ -147,6 +147,7 @@ FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val,
     if (!options_.best_checkpoint.empty() || !options_.stop_checkpoint.empty()) {
       st.model_info = describe_training(train, loaders.val_data ? &*loaders.val_data : nullptr,
                                         loader_options, options_);
+      st.model_info.history = st.resumed_history;  // a resumed run continues its history
     }
     plan_fit(loaders);
     for (int epoch = first_epoch; epoch < options_.epochs; ++epoch) {
@@ -219,6 +220,7 @@ int Trainer::resume_from(const std::string& path, State& st) {
   detail::restore_dropout_streams(model_, s.dropout_streams, "checkpoint '" + path + "'");
   log_info("resuming " + path + " at epoch " + std::to_string(s.epoch) + ", batch " +
            std::to_string(s.batch) + ", step " + std::to_string(s.step));
+  st.resumed_history = history_before(info.metadata, s.epoch);
   st.resumed = s;
   return s.epoch;
 }

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "stoke/deploy.hpp"
 #include "stoke/error.hpp"
 #include "stoke/nn/checkpoint.hpp"
 #include "unit/tiny_dataset.hpp"
@@ -193,6 +194,26 @@ TEST_F(TrainResume, ResumesThatCannotBeExactAreRefused) {
   other.seed = 42;
   Trainer trainer(*m, o);
   EXPECT_THROW(trainer.fit(data_, nullptr, other), InvalidArgument);
+}
+
+// A resumed run's checkpoints carry the whole run's history: the epochs of
+// the checkpoint it resumed, then its own.
+TEST_F(TrainResume, TheResumedRunsCheckpointsTellTheWholeHistory) {
+  options_.epochs = 4;
+  options_.stop_checkpoint = dir_ / "stop.ckpt";
+  run(7, -2);  // epochs 0 and 1, then a stop
+  const auto first = nn::read_checkpoint_info(options_.stop_checkpoint.string()).metadata;
+  ASSERT_EQ(history_before(first, 100).size(), 2u) << "the stop checkpoint carries no history";
+  const fs::path resumed_from = dir_ / "first.ckpt";
+  fs::rename(options_.stop_checkpoint, resumed_from);
+  run(99, -4, resumed_from.string());  // epochs 2 and 3, then a stop
+  const auto lines =
+      history_before(nn::read_checkpoint_info(options_.stop_checkpoint.string()).metadata, 100);
+  ASSERT_EQ(lines.size(), 4u);
+  for (std::size_t e = 0; e < lines.size(); ++e)
+    EXPECT_EQ(lines[e].substr(0, 2), std::to_string(e) + ",") << lines[e];
+  EXPECT_EQ(lines[0], history_before(first, 100)[0]);
+  EXPECT_EQ(history_before(first, 1).size(), 1u);
 }
 
 // fit() leaves its options as given; the batch it ended with is in the result.

@@ -317,6 +317,11 @@ int run(int argc, char** argv) {
   if (args.has("log")) result.log.save(args.get("log"));
   if (!validate && result.reason == stoke::StopReason::kCompleted) {
     stoke::ModelInfo info = stoke::describe_training(sets.train, nullptr, loader, o);
+    if (!result.log.epochs.empty() && args.has("resume")) {  // the resumed run's earlier epochs
+      info.history =
+          stoke::history_before(stoke::nn::read_checkpoint_info(args.get("resume")).metadata,
+                                result.log.epochs.front().epoch);
+    }
     for (const auto& r : result.log.epochs) stoke::record_epoch(info, r);
     stoke::save_model(out, *model, info);
   }
