@@ -98,6 +98,24 @@ void fused_stoke(benchmark::State& state, SimdLevel level, ResizeFilter filter, 
   set_images(state);
 }
 
+// The same image widened to 16 bits (v = u * 257): the float path.
+void fused_stoke16(benchmark::State& state, ResizeFilter filter) {
+  static const Image src = [] {
+    Image wide;
+    convert_depth(source_image().view(), 16, wide);
+    return wide;
+  }();
+  Resampler resampler(query_cpu().simd);
+  std::vector<float> out(3 * kOut * kOut);
+  const Normalization norm = imagenet();
+  for (auto _ : state) {
+    resampler.resize_normalize_chw(src.view(), kOut, kOut, filter, norm, OutputDtype::kFloat32,
+                                   out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_images(state);
+}
+
 void jpeg_to_tensor_stoke(benchmark::State& state) {
   Decoder decoder;
   Resampler resampler(default_simd_level());
@@ -293,6 +311,10 @@ int main(int argc, char** argv) {
                                    "/" + to_string(dtype) + "/2448x2048x3->3x512x512/" + fname;
           timing(benchmark::RegisterBenchmark(name.c_str(), fused_stoke, best, filter, dtype), t);
         }
+        timing(benchmark::RegisterBenchmark(
+                   ("BM_ResizeNormalize/stoke-16bit" + shape + "/" + fname).c_str(), fused_stoke16,
+                   filter),
+               t);
       }
 #if STOKE_BENCH_HAVE_OPENCV
       timing(benchmark::RegisterBenchmark(
@@ -340,6 +362,11 @@ int main(int argc, char** argv) {
     ratio(reporter, ("JPEG->tensor vs bare turbojpeg decode @1/4" + tag).c_str(),
           "BM_JpegToTensor/stoke/f32/2448x2048q90->3x512x512" + sx,
           "BM_JpegDecode/turbojpeg/u8/2448x2048q90@1/4" + sx, 0.9);
+  }
+  for (const char* f : {"linear", "area"}) {  // no target: 16-bit samples take the float path
+    ratio(reporter, (std::string("fused 16-bit vs 8-bit ") + f + "/threads:1").c_str(),
+          "BM_ResizeNormalize/stoke-16bit" + shape + "/" + f + suffix(1), s + "/" + f + suffix(1),
+          0.0);
   }
   const std::string cold = "BM_Loader/stoke/f32/cold/2448x2048->3x512x512/",
                     warm = "BM_Loader/stoke/f32/warm-ram-cache/2448x2048->3x512x512/";

@@ -65,9 +65,10 @@ struct DatasetOptions {
   std::vector<std::string> extensions = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff"};
 };
 
-// Pixel layouts of application-held frames (camera buffers). Mono16 is
-// reduced to 8 bits on the way in, as the PNG decoder reduces 16-bit samples
-// (round(v * 255 / 65535)), in datasets and in the predictor alike.
+// Pixel layouts of application-held frames (camera buffers). Mono16 keeps its
+// 16-bit samples (native byte order) through resize and normalization, as
+// 16-bit PNG and TIFF files do, in datasets and in the predictor alike
+// (normalized as v / 65535; see docs/pipeline.md).
 enum class PixelFormat { kMono8, kMono16, kRgb8, kBgr8 };
 STOKE_API const char* to_string(PixelFormat format) noexcept;
 
@@ -117,9 +118,13 @@ class STOKE_API Dataset {
   std::string path(std::size_t index) const;
   // The stored file path without a copy; empty for in-memory samples.
   const std::string& file(std::size_t index) const;
-  // In-memory samples: the pixels (IDX: gray; buffers: gray or RGB); empty
-  // view for file-backed datasets.
+  // In-memory samples: the pixels (IDX: gray; buffers: gray or RGB; Mono16:
+  // 16-bit gray); empty view for file-backed datasets.
   ImageView pixels(std::size_t index) const;
+  // The sample depth the loader carries (with a float output dtype): 16 for
+  // 16-bit samples (16-bit PNG or TIFF, from the header at load; Mono16
+  // buffers), else 8.
+  int bit_depth(std::size_t index) const;
   bool in_memory() const noexcept;
   const DatasetReport& report() const noexcept;
 

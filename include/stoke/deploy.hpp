@@ -48,8 +48,9 @@ struct STOKE_API ModelInfo {
   // resize target to the output), normalization, dtype, JPEG DCT scaling.
   PreprocessOptions preprocess;
   // The loader's staged path (sample cache on, or a resize target larger than
-  // the output): the resized image is rounded to uint8, centre-cropped, then
-  // normalized. Off: the loader's direct path, one fused resize + normalize.
+  // the output): the resized image is rounded to uint8 (uint16 for 16-bit
+  // samples), centre-cropped, then normalized. Off: the loader's direct path, one fused resize +
+  // normalize.
   bool staged = false;
 
   // Provenance.
@@ -118,8 +119,7 @@ STOKE_API ModelInfo read_model_info(const std::filesystem::path& path);
 // PixelFormat (Mono8, Mono16, RGB8, BGR8): stoke/data.hpp.
 
 // An application's pixels: any size, rows `stride` bytes apart (0: packed).
-// Mono16 is reduced to 8 bits as the PNG decoder reduces 16-bit samples
-// (round(v * 255 / 65535)).
+// Mono16 (native byte order) keeps its 16 bits, as a 16-bit PNG does.
 struct PixelBuffer {
   const void* data = nullptr;
   int width = 0;

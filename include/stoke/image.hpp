@@ -4,7 +4,8 @@
 // (bilinear and area resize, crop, flip, brightness/contrast jitter, and the
 // fused resize + normalize + HWC->CHW + dtype pass).
 //
-// Pixels are uint8, interleaved (HWC), 1 or 3 channels. Kernels run on the
+// Pixels are interleaved (HWC), 1 or 3 channels, uint8 or (16-bit PNG/TIFF,
+// Mono16 buffers) uint16 in native byte order. Kernels run on the
 // instruction set given by a SimdLevel (see resolve_simd); every level gives the
 // same results as the scalar path within the tolerances in docs/pipeline.md.
 #pragma once
@@ -22,17 +23,23 @@
 
 namespace stoke {
 
-// A read-only window onto HWC uint8 pixels; `stride` is bytes between rows
-// (>= width * channels), so a crop is a view with an offset pointer.
+// A read-only window onto HWC pixels; `stride` is bytes between rows
+// (>= width * channels * sample_bytes()), so a crop is a view with an offset
+// pointer. bit_depth 16: uint16 samples in native byte order, 2-byte aligned.
 struct ImageView {
   const std::uint8_t* data = nullptr;
   int width = 0;
   int height = 0;
   int channels = 0;
   std::size_t stride = 0;
+  int bit_depth = 8;  // 8 or 16
   const std::uint8_t* row(int y) const noexcept {
     return data + static_cast<std::size_t>(y) * stride;
   }
+  const std::uint16_t* row16(int y) const noexcept {
+    return reinterpret_cast<const std::uint16_t*>(row(y));
+  }
+  std::size_t sample_bytes() const noexcept { return bit_depth == 16 ? 2 : 1; }
 };
 
 struct MutableImageView {
@@ -41,42 +48,61 @@ struct MutableImageView {
   int height = 0;
   int channels = 0;
   std::size_t stride = 0;
+  int bit_depth = 8;  // 8 or 16
   std::uint8_t* row(int y) const noexcept { return data + static_cast<std::size_t>(y) * stride; }
-  operator ImageView() const noexcept { return {data, width, height, channels, stride}; }
+  std::uint16_t* row16(int y) const noexcept { return reinterpret_cast<std::uint16_t*>(row(y)); }
+  std::size_t sample_bytes() const noexcept { return bit_depth == 16 ? 2 : 1; }
+  operator ImageView() const noexcept { return {data, width, height, channels, stride, bit_depth}; }
 };
 
-// An owning, tightly packed HWC uint8 image. Its buffer only grows: reshaping
+// An owning, tightly packed HWC image of uint8 (bit_depth 8) or uint16
+// (bit_depth 16) samples. Its buffer only grows: reshaping
 // to a size that fits reuses the memory, so decoding image after image into
 // the same Image allocates nothing once the largest has been seen.
 class STOKE_API Image {
  public:
   Image() = default;
-  Image(int width, int height, int channels) { reshape(width, height, channels); }
+  Image(int width, int height, int channels, int bit_depth = 8) {
+    reshape(width, height, channels, bit_depth);
+  }
 
   // Sets the shape; contents are unspecified afterwards. InvalidArgument for
-  // non-positive sizes or channels other than 1 or 3.
-  void reshape(int width, int height, int channels);
+  // non-positive sizes, channels other than 1 or 3, bit_depth other than 8 or 16.
+  void reshape(int width, int height, int channels, int bit_depth = 8);
 
   int width() const noexcept { return width_; }
   int height() const noexcept { return height_; }
   int channels() const noexcept { return channels_; }
-  std::size_t stride() const noexcept { return static_cast<std::size_t>(width_) * channels_; }
+  int bit_depth() const noexcept { return bit_depth_; }
+  std::size_t sample_bytes() const noexcept { return bit_depth_ == 16 ? 2 : 1; }
+  std::size_t stride() const noexcept {
+    return static_cast<std::size_t>(width_) * channels_ * sample_bytes();
+  }
   std::size_t size_bytes() const noexcept { return stride() * height_; }
   std::size_t capacity() const noexcept { return capacity_; }
-  std::uint8_t* data() noexcept { return buffer_.get(); }
-  const std::uint8_t* data() const noexcept { return buffer_.get(); }
+  // The buffer is allocated as uint16 (so 16-bit samples have their own type
+  // and alignment); 8-bit samples are its bytes.
+  std::uint8_t* data() noexcept { return reinterpret_cast<std::uint8_t*>(buffer_.get()); }
+  const std::uint8_t* data() const noexcept {
+    return reinterpret_cast<const std::uint8_t*>(buffer_.get());
+  }
+  std::uint16_t* data16() noexcept { return buffer_.get(); }
+  const std::uint16_t* data16() const noexcept { return buffer_.get(); }
 
-  ImageView view() const noexcept { return {data(), width_, height_, channels_, stride()}; }
+  ImageView view() const noexcept {
+    return {data(), width_, height_, channels_, stride(), bit_depth_};
+  }
   MutableImageView mutable_view() noexcept {
-    return {data(), width_, height_, channels_, stride()};
+    return {data(), width_, height_, channels_, stride(), bit_depth_};
   }
 
  private:
-  std::unique_ptr<std::uint8_t[]> buffer_;
-  std::size_t capacity_ = 0;
+  std::unique_ptr<std::uint16_t[]> buffer_;
+  std::size_t capacity_ = 0;  // bytes
   int width_ = 0;
   int height_ = 0;
   int channels_ = 0;
+  int bit_depth_ = 8;
 };
 
 enum class ImageFormat { kUnknown, kJpeg, kPng, kBmp, kTiff };
@@ -108,6 +134,11 @@ struct DecodeOptions {
   // JPEG: turn the image upright by its EXIF orientation tag (min_width and
   // min_height then apply to the upright image); false keeps it as stored.
   bool apply_orientation = true;
+  // PNG and TIFF with 16-bit samples: decode into a 16-bit Image (bit_depth
+  // 16, the stored values). false reduces them to 8 bits (round(v * 255 /
+  // 65535), as png_set_scale_16). Everything else always decodes to 8 bits.
+  // The loader and the predictor set it for float outputs.
+  bool keep_16_bit = false;
 };
 
 // Throws DecodeError naming `name`, the claimed size and the knob when
@@ -116,7 +147,8 @@ STOKE_API void check_image_size(std::string_view name, int width, int height,
                                 std::uint64_t max_pixels);
 
 // Decodes JPEG, PNG, BMP (8-bit palette, 24/32-bit) and TIFF (8/16-bit gray or RGB;
-// 16-bit samples reduced to 8 bits) into caller-owned Images. Holds a libjpeg-turbo handle
+// 16-bit samples kept with DecodeOptions::keep_16_bit, else reduced to 8 bits)
+// into caller-owned Images. Holds a libjpeg-turbo handle
 // and reusable read/row buffers, so one Decoder per thread decodes without
 // allocating in steady state. Not thread-safe; move-only.
 // Every failure (truncated or corrupt data, unsupported format, CMYK JPEG, an
@@ -154,15 +186,22 @@ STOKE_API int jpeg_scale_eighths(int width, int height, int min_width, int min_h
 // refused without reading (so /dev/zero or a FIFO cannot hang or fill memory).
 STOKE_API void read_file(const std::filesystem::path& path, std::vector<std::uint8_t>& out);
 
-// Encoders, used by the synthetic dataset generator and tests. `bit_depth` 16
-// stores each 8-bit value v as v * 257. Throw on failure (IoError for files).
+// Encoders, used by the synthetic dataset generator and tests. PNG: a 16-bit
+// view is written at 16 bits as it is; for an 8-bit view `bit_depth` 16
+// stores each value v as v * 257. Throw on failure (IoError for files).
 STOKE_API std::vector<std::uint8_t> encode_jpeg(ImageView image, int quality);
 STOKE_API std::vector<std::uint8_t> encode_png(ImageView image, int bit_depth = 8);
 STOKE_API void write_file(const std::filesystem::path& path, std::span<const std::uint8_t> bytes);
 
 // gray -> RGB repeats the value; RGB -> gray is BT.601 luma
-// (77 R + 150 G + 29 B + 128) >> 8. `dst` is reshaped.
+// (77 R + 150 G + 29 B + 128) >> 8 (at either bit depth). `dst` is reshaped
+// (same bit depth as src).
 STOKE_API void convert_channels(ImageView src, int channels, Image& dst);
+
+// Changes the sample depth: 8 -> 16 stores v * 257 (exact: v / 255 == v * 257
+// / 65535); 16 -> 8 rounds v * 255 / 65535 (as png_set_scale_16 and the 8-bit
+// decode). `dst` is reshaped; same depth copies.
+STOKE_API void convert_depth(ImageView src, int bit_depth, Image& dst);
 
 // ---- Pixel kernels ----------------------------------------------------------
 
@@ -181,10 +220,12 @@ enum class OutputDtype { kFloat32, kFloat16, kBFloat16, kUint8 };
 STOKE_API const char* to_string(OutputDtype dtype) noexcept;
 STOKE_API std::size_t dtype_size(OutputDtype dtype) noexcept;
 
-// Per-channel normalization applied to x = pixel / 255:
+// Per-channel normalization applied to x = pixel / 255 (8-bit) or
+// x = pixel / 65535 (16-bit; an 8-bit u and its 16-bit u * 257 give the same x):
 //   kMeanStd: out = (x - mean[c]) / std[c]
 //   kMinMax:  out = lo + x * (hi - lo)
-// Both are one multiply-add per value: out = pixel * scale[c] + bias[c].
+// Both are one multiply-add per value: out = pixel * scale[c] + bias[c]
+// (16-bit: out = (pixel / 257) * scale[c] + bias[c], the same affine).
 struct STOKE_API Normalization {
   enum class Kind { kMeanStd, kMinMax };
   Kind kind = Kind::kMinMax;
@@ -212,13 +253,16 @@ class STOKE_API Resampler {
   SimdLevel level() const noexcept;
 
   // Resizes src into dst (its width/height/channels are the target;
-  // channels must match src).
+  // channels and bit depth must match src). 16-bit: in float (no fixed point),
+  // rounded to nearest even.
   void resize(ImageView src, MutableImageView dst, ResizeFilter filter);
 
   // The fused pass: resize src to (width, height), normalize per channel and
   // write planar CHW of `dtype` to dst (channels * height * width elements,
   // bytes in dst as float / IEEE half / bfloat16, round to nearest even).
-  // Reads the source once.
+  // Reads the source once. A 16-bit source is resized in float from its full
+  // precision (the vertical pass in the level's SIMD table, the horizontal
+  // pass in plain C++) and normalized as pixel / 65535.
   void resize_normalize_chw(ImageView src, int width, int height, ResizeFilter filter,
                             const Normalization& norm, OutputDtype dtype, void* dst);
 
@@ -234,13 +278,14 @@ STOKE_API ImageView crop(ImageView src, int x, int y, int width, int height);
 STOKE_API ImageView center_crop(ImageView src, int width, int height);
 STOKE_API ImageView random_crop(ImageView src, int width, int height, std::uint64_t seed);
 
-// In-place flips.
+// In-place flips (8- or 16-bit).
 STOKE_API void flip_horizontal(MutableImageView image) noexcept;
 STOKE_API void flip_vertical(MutableImageView image) noexcept;
 
 // In place: v' = clamp(round(contrast * v + brightness * 255 + (1 - contrast) * 128), 0, 255)
 // (round to nearest even), i.e. brightness shifts by a fraction of full scale and
-// contrast stretches about mid-gray.
+// contrast stretches about mid-gray. 16-bit (plain C++): the same with 65535 and
+// 32896 (128 * 257), clamped to [0, 65535].
 STOKE_API void adjust_brightness_contrast(MutableImageView image, float brightness, float contrast,
                                           SimdLevel level);
 

@@ -1,6 +1,6 @@
 // Datasets from application-held buffers (camera frames): copied once into
-// the shared storage as packed gray or RGB, so the loader treats them like
-// IDX samples (no files, no decoding).
+// the shared storage as packed gray (8 or 16 bit) or RGB, so the loader treats
+// them like IDX samples (no files, no decoding).
 #include <algorithm>
 #include <cstring>
 
@@ -47,22 +47,14 @@ void check_buffer(const ImageBuffer& b, std::size_t i, std::uint64_t max_pixels)
   }
 }
 
-// Copies one image as packed gray (Mono8; Mono16 reduced to 8 bits, native
-// byte order) or RGB (RGB8, BGR8 swapped).
+// Copies one image as packed gray (Mono8; Mono16 as 16-bit samples in native
+// byte order, kept at full precision) or RGB (RGB8, BGR8 swapped).
 void append_pixels(const ImageBuffer& b, std::vector<std::uint8_t>& out) {
   const int bpp = bytes_per_pixel(b.format);
   const std::size_t row = static_cast<std::size_t>(b.width) * bpp;
   const std::size_t stride = b.stride ? b.stride : row;
   for (int y = 0; y < b.height; ++y) {
     const std::uint8_t* src = b.data + static_cast<std::size_t>(y) * stride;
-    if (b.format == PixelFormat::kMono16) {
-      for (int x = 0; x < b.width; ++x) {
-        std::uint16_t v;
-        std::memcpy(&v, src + 2 * x, 2);
-        out.push_back(static_cast<std::uint8_t>((v * 255u + 32767u) / 65535u));
-      }
-      continue;
-    }
     const std::size_t at = out.size();
     out.insert(out.end(), src, src + row);
     if (b.format == PixelFormat::kBgr8) {
@@ -92,12 +84,14 @@ Dataset buffer_dataset(std::span<const ImageBuffer> images, std::span<const std:
                             std::to_string(labels[i]) + " out of range (" +
                             std::to_string(s.classes.size()) + " classes)");
     }
+    const int bit_depth = b.format == PixelFormat::kMono16 ? 16 : 8;
+    if (bit_depth == 16 && s.pixels.size() % 2 != 0) s.pixels.push_back(0);  // uint16 alignment
     const std::size_t offset = s.pixels.size();
     append_pixels(b, s.pixels);
     const int channels = channels_of(b.format);
-    s.slots.push_back({offset, b.width, b.height, channels});
+    s.slots.push_back({offset, b.width, b.height, channels, bit_depth});
     std::uint64_t h = data_detail::fnv1a(s.pixels.data() + offset, s.pixels.size() - offset);
-    const std::int32_t shape[] = {b.width, b.height, channels, labels[i]};
+    const std::int32_t shape[] = {b.width, b.height, channels, labels[i], bit_depth};
     s.identity.push_back(data_detail::fnv1a(shape, sizeof shape, h));
   }
   s.labels.assign(labels.begin(), labels.end());

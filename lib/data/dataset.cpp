@@ -47,7 +47,8 @@ std::string check_file_kind(const fs::path& path) {
   return "";
 }
 
-// Why the file cannot be used, or "" when it is fine. Reads the first 64 KiB
+// Why the file cannot be used, or "" when it is fine (then `bit_depth` is the
+// depth the loader carries it at: 16 for 16-bit samples, else 8). Reads the first 64 KiB
 // for the header (the whole file when the header lies further in, or when a
 // full decode is asked for; for a TIFF, only what libtiff reads of its
 // directory). The header must describe an image the decoder
@@ -55,7 +56,9 @@ std::string check_file_kind(const fs::path& path) {
 // supported sampling.
 std::string check_image_file(const fs::path& path, const DatasetOptions& options,
                              std::uint64_t max_pixels, Decoder& decoder,
-                             std::vector<std::uint8_t>& buffer, Image& scratch) {
+                             std::vector<std::uint8_t>& buffer, Image& scratch,
+                             std::uint8_t& bit_depth) {
+  bit_depth = 8;
   if (std::string kind = check_file_kind(path); !kind.empty()) return kind;
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
@@ -64,8 +67,10 @@ std::string check_image_file(const fs::path& path, const DatasetOptions& options
   try {
     DecodeOptions decode_options;
     decode_options.max_pixels = max_pixels;
+    decode_options.keep_16_bit = true;
     if (options.verify_decode) {
       decoder.decode_file(path, decode_options, scratch);
+      bit_depth = static_cast<std::uint8_t>(scratch.bit_depth());
       return "";
     }
     std::ifstream in(path, std::ios::binary);
@@ -75,19 +80,21 @@ std::string check_image_file(const fs::path& path, const DatasetOptions& options
     if (in.gcount() != static_cast<std::streamsize>(buffer.size())) return "short read";
     if (sniff_format(buffer) == ImageFormat::kUnknown)
       return "unsupported format (not JPEG, PNG, BMP or TIFF)";
+    ImageInfo info;
     try {
-      decoder.output_info(buffer, path.string(), decode_options);
+      info = decoder.output_info(buffer, path.string(), decode_options);
     } catch (const DecodeError&) {
       if (size <= buffer.size()) throw;
       if (sniff_format(buffer) ==
           ImageFormat::kTiff) {  // directory past 64 KiB: read only the header parts
-        const ImageInfo info = detail::tiff_file_info(path);
+        info = detail::tiff_file_info(path);
         check_image_size(path.string(), info.width, info.height, max_pixels);
       } else {
         read_file(path, buffer);
-        decoder.output_info(buffer, path.string(), decode_options);
+        info = decoder.output_info(buffer, path.string(), decode_options);
       }
     }
+    bit_depth = info.bit_depth > 8 ? 16 : 8;
   } catch (const Error& e) {
     return e.what();
   } catch (const std::bad_alloc&) {
@@ -103,12 +110,14 @@ void validate_files(Dataset::Storage& s, const DatasetOptions& options) {
                                        ? *options.max_image_pixels
                                        : options.context.settings().max_image_pixels.value_or(0);
   std::vector<std::string> problems(s.paths.size());
+  s.bit_depths.assign(s.paths.size(), 8);
   parallel_for(0, s.paths.size(), 16, [&](std::size_t begin, std::size_t end) {
     Decoder decoder;
     std::vector<std::uint8_t> buffer;
     Image scratch;
     for (std::size_t i = begin; i < end; ++i) {
-      problems[i] = check_image_file(s.paths[i], options, max_pixels, decoder, buffer, scratch);
+      problems[i] = check_image_file(s.paths[i], options, max_pixels, decoder, buffer, scratch,
+                                     s.bit_depths[i]);
     }
   });
   std::size_t kept = 0;
@@ -125,10 +134,12 @@ void validate_files(Dataset::Storage& s, const DatasetOptions& options) {
       s.paths[kept] = std::move(s.paths[i]);
       s.labels[kept] = s.labels[i];
       s.splits[kept] = s.splits[i];
+      s.bit_depths[kept] = s.bit_depths[i];
     }
     ++kept;
   }
   s.paths.resize(kept);
+  s.bit_depths.resize(kept);
   s.labels.resize(kept);
   s.splits.resize(kept);
 }
@@ -384,14 +395,25 @@ const std::string& Dataset::file(std::size_t index) const {
   return in_memory() ? kNone : storage_->paths[r];
 }
 
+int Dataset::bit_depth(std::size_t index) const {
+  const auto r = row(index);
+  const auto& s = *storage_;
+  if (!s.slots.empty()) return s.slots[r].bit_depth;
+  return r < s.bit_depths.size() ? s.bit_depths[r] : 8;
+}
+
 ImageView Dataset::pixels(std::size_t index) const {
   const auto r = row(index);
   if (!in_memory()) return {};
   const auto& s = *storage_;
   if (!s.slots.empty()) {
     const auto& slot = s.slots[r];
-    return {s.pixels.data() + slot.offset, slot.width, slot.height, slot.channels,
-            static_cast<std::size_t>(slot.width) * slot.channels};
+    return {s.pixels.data() + slot.offset,
+            slot.width,
+            slot.height,
+            slot.channels,
+            static_cast<std::size_t>(slot.width) * slot.channels * (slot.bit_depth == 16 ? 2 : 1),
+            slot.bit_depth};
   }
   const std::size_t bytes = static_cast<std::size_t>(s.pixel_width) * s.pixel_height;
   return {s.pixels.data() + r * bytes, s.pixel_width, s.pixel_height, 1,

@@ -15,16 +15,18 @@ namespace stoke {
 
 struct Dataset::Storage {
   std::vector<std::string> classes;
-  std::vector<std::string> paths;  // file-backed samples
+  std::vector<std::string> paths;        // file-backed samples
+  std::vector<std::uint8_t> bit_depths;  // file-backed: 8 or 16 per sample (from the header)
   std::vector<std::int32_t> labels;
   std::vector<Split> splits;
   std::vector<std::uint64_t> identity;  // per sample, for fingerprint()
-  std::vector<std::uint8_t> pixels;     // in-memory samples (IDX), row-major per image
+  std::vector<std::uint8_t> pixels;     // in-memory samples, row-major per image (16-bit: native
+                                        // uint16 at even offsets)
   int pixel_width = 0;                  // IDX: every image's size (gray)
   int pixel_height = 0;
   struct Slot {  // application buffers: per image
     std::size_t offset;
-    int width, height, channels;
+    int width, height, channels, bit_depth;
   };
   std::vector<Slot> slots;
   DatasetReport report;

@@ -4,6 +4,8 @@
 //   parallel: decode (JPEG at the smallest DCT scale covering the resize
 //             target) -> resize -> cache; crop/flip/jitter from a per-sample
 //             seed -> normalize + CHW + dtype into the sample's slot
+// With a float output, 16-bit samples stay 16-bit through every stage (the
+// stage, cache and augmentation at Dataset::bit_depth); uint8 output reduces them.
 // Tokens bound the images in flight. Every per-sample decision depends only on
 // (seed, epoch, sample), and each sample writes only its own slot, so a batch
 // is byte-identical for any thread count. Per-thread workers keep decoder,
@@ -25,6 +27,7 @@
 #include "data/rng.hpp"
 #include "data/sampler.hpp"
 #include "image/file_read.hpp"
+#include "image/stage_format.hpp"
 #include "stoke/data.hpp"
 #include "stoke/distributed.hpp"
 #include "stoke/error.hpp"
@@ -50,16 +53,23 @@ struct Worker {
   Decoder decoder;
   Resampler resampler;
   Image decoded;
+  Image deepened;  // a source at the stage's bit depth (convert_depth)
   Image converted;
   Image resized;
   Image augmented;
 };
 
-std::uint64_t cache_key(const Dataset& dataset, const PreprocessOptions& p, int rw, int rh) {
+std::uint64_t cache_key(const Dataset& dataset, const PreprocessOptions& p, int rw, int rh,
+                        std::size_t sample_bytes) {
   // Everything that determines the cached bytes, plus a format tag (2: JPEGs
   // are turned upright by their EXIF orientation since issue 15).
-  const std::int64_t fields[] = {
-      2, rw, rh, p.channels, static_cast<int>(p.filter), p.dct_scaling ? 1 : 0};
+  const std::int64_t fields[] = {2,
+                                 rw,
+                                 rh,
+                                 p.channels,
+                                 static_cast<int>(p.filter),
+                                 p.dct_scaling ? 1 : 0,
+                                 static_cast<std::int64_t>(sample_bytes)};
   return data_detail::fnv1a(fields, sizeof fields, dataset.fingerprint());
 }
 
@@ -71,6 +81,9 @@ struct Loader::Impl {
   SimdLevel level = SimdLevel::kScalar;
   int channels = 3, width = 0, height = 0;  // output
   int resize_width = 0, resize_height = 0;  // deterministic stage
+  // Float outputs carry 16-bit samples at 16 bits (decode, stage, cache,
+  // augmentation); a uint8 output reduces them to 8 bits.
+  bool keep_16_bit = false;
   std::size_t entry_bytes = 0;
   std::size_t sample_bytes = 0;
   bool direct = false;  // no cache, no augmentation, no crop: decode -> fused pass -> slot
@@ -125,7 +138,10 @@ struct Loader::Impl {
                                                        options.shard_index, options.shard_count);
   }
 
-  // The deterministic stage into `out` (rw x rh x C uint8, tightly packed).
+  // The depth sample `index` is staged, cached and augmented at.
+  int stage_depth(std::size_t index) const { return keep_16_bit ? dataset.bit_depth(index) : 8; }
+
+  // The deterministic stage into `out` (rw x rh x C at stage_depth, tightly packed).
   void deterministic(Worker& w, const Token& t, MutableImageView out) {
     ImageView source;
     if (dataset.in_memory()) {
@@ -138,10 +154,9 @@ struct Loader::Impl {
       decoded_count.fetch_add(1, std::memory_order_relaxed);
     }
     Profiler::Span span(options.profiler, Stage::kPreprocess);
-    if (source.channels != channels) {
-      convert_channels(source, channels, w.converted);
-      source = w.converted.view();
-    }
+    // Depth differs for Mono16 with a uint8 output, or a file changed since load.
+    source =
+        image_detail::to_stage_format(source, channels, out.bit_depth, w.deepened, w.converted);
     w.resampler.resize(source, out, options.preprocess.filter);
   }
 
@@ -151,6 +166,7 @@ struct Loader::Impl {
     DecodeOptions d = options.preprocess.dct_scaling ? DecodeOptions{channels, w, h}
                                                      : DecodeOptions{channels, 0, 0};
     d.max_pixels = max_pixels;
+    d.keep_16_bit = keep_16_bit;
     return d;
   }
 
@@ -242,22 +258,23 @@ struct Loader::Impl {
       return;
     }
     ImageView stage;
+    const int depth = stage_depth(t.index);
+    const std::size_t stride =
+        static_cast<std::size_t>(resize_width) * channels * (depth == 16 ? 2 : 1);
     if (t.cached) {
-      stage = {t.cached, resize_width, resize_height, channels,
-               static_cast<std::size_t>(resize_width) * channels};
+      stage = {t.cached, resize_width, resize_height, channels, stride, depth};
     } else {
       std::uint8_t* target = cache ? cache->reserve(t.index) : nullptr;
       if (!target) {
-        w.resized.reshape(resize_width, resize_height, channels);
+        w.resized.reshape(resize_width, resize_height, channels, depth);
         target = w.resized.data();
       }
-      const std::size_t stride = static_cast<std::size_t>(resize_width) * channels;
-      deterministic(w, t, {target, resize_width, resize_height, channels, stride});
+      deterministic(w, t, {target, resize_width, resize_height, channels, stride, depth});
       if (cache && target != w.resized.data()) {
         Profiler::Span span(options.profiler, Stage::kCache);
         cache->commit(t.index);
       }
-      stage = {target, resize_width, resize_height, channels, stride};
+      stage = {target, resize_width, resize_height, channels, stride, depth};
     }
     const auto& aug = options.augment;
     ImageView view = center_crop(stage, width, height);
@@ -272,7 +289,7 @@ struct Loader::Impl {
       const float contrast = 1.f + aug.contrast * (2.f * rng.unit() - 1.f);
       if (aug.random_crop) view = random_crop(stage, width, height, crop_seed);
       if (hflip || vflip || aug.brightness > 0 || aug.contrast > 0) {
-        w.augmented.reshape(width, height, channels);
+        w.augmented.reshape(width, height, channels, view.bit_depth);
         for (int y = 0; y < height; ++y) {
           std::memcpy(w.augmented.data() + y * w.augmented.stride(), view.row(y),
                       w.augmented.stride());
@@ -336,13 +353,23 @@ Loader::Loader(Dataset dataset, LoaderOptions options) {
   s.height = pre.height;
   s.resize_width = rw;
   s.resize_height = rh;
-  s.entry_bytes = static_cast<std::size_t>(rw) * rh * pre.channels;
+  // A cache entry holds a sample at its stage depth: 2 bytes per value when
+  // any sample is staged at 16 bits (8-bit samples then use the first half).
+  s.keep_16_bit = pre.dtype != OutputDtype::kUint8;
+  std::size_t stage_sample_bytes = 1;
+  for (std::size_t i = 0; s.keep_16_bit && i < dataset.size(); ++i) {
+    if (dataset.bit_depth(i) == 16) {
+      stage_sample_bytes = 2;
+      break;
+    }
+  }
+  s.entry_bytes = static_cast<std::size_t>(rw) * rh * pre.channels * stage_sample_bytes;
   s.sample_bytes =
       static_cast<std::size_t>(pre.width) * pre.height * pre.channels * dtype_size(pre.dtype);
   const CacheSpec spec = options.cache ? *options.cache : options.context.settings().cache;
   try {
     s.cache = data_detail::SampleCache::create(spec, dataset.size(), s.entry_bytes,
-                                               cache_key(dataset, pre, rw, rh));
+                                               cache_key(dataset, pre, rw, rh, stage_sample_bytes));
   } catch (const std::bad_alloc&) {
     const std::uint64_t bytes = static_cast<std::uint64_t>(dataset.size()) * s.entry_bytes;
     throw OutOfMemory("stoke::Loader: cannot allocate the RAM cache for " +

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "image/stage_format.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::deploy_detail {
@@ -35,19 +36,20 @@ void SamplePreprocessor::from_bytes(std::span<const std::uint8_t> bytes, std::st
   // Loader::Impl::decode_options: the DCT scale covering the stage's size.
   const int w = staged_ ? pre_.resize_width : pre_.width;
   const int h = staged_ ? pre_.resize_height : pre_.height;
-  const DecodeOptions options =
+  DecodeOptions options =
       pre_.dct_scaling ? DecodeOptions{pre_.channels, w, h} : DecodeOptions{pre_.channels, 0, 0};
+  options.keep_16_bit = true;  // the validation loader's float output keeps 16-bit samples
   decoder_.decode(bytes, name, options, decoded_);
   finish(decoded_.view(), out);
 }
 
 void SamplePreprocessor::finish(ImageView source, std::span<float> out) {
-  if (source.channels != pre_.channels) {
-    convert_channels(source, pre_.channels, converted_);
-    source = converted_.view();
-  }
+  // Loader::Impl::deterministic with a float output: the stage depth is the
+  // sample's own (16 for 16-bit samples), then the channels.
+  const int depth = source.bit_depth;
+  source = image_detail::to_stage_format(source, pre_.channels, depth, deepened_, converted_);
   if (staged_) {
-    resized_.reshape(pre_.resize_width, pre_.resize_height, pre_.channels);
+    resized_.reshape(pre_.resize_width, pre_.resize_height, pre_.channels, depth);
     resampler_.resize(source, resized_.mutable_view(), pre_.filter);
     source = center_crop(resized_.view(), pre_.width, pre_.height);
   }
@@ -77,22 +79,23 @@ void SamplePreprocessor::from_pixels(const PixelBuffer& px, std::span<float> out
     finish({base, px.width, px.height, in_channels, stride}, out);
     return;
   }
+  if (px.format == PixelFormat::kMono16) {  // 16-bit, native byte order, copied aligned
+    decoded_.reshape(px.width, px.height, 1, 16);
+    for (int y = 0; y < px.height; ++y) {
+      std::memcpy(decoded_.data() + static_cast<std::size_t>(y) * decoded_.stride(),
+                  base + static_cast<std::size_t>(y) * stride, row);
+    }
+    finish(decoded_.view(), out);
+    return;
+  }
   decoded_.reshape(px.width, px.height, in_channels);
   for (int y = 0; y < px.height; ++y) {
     const std::uint8_t* src = base + static_cast<std::size_t>(y) * stride;
     std::uint8_t* dst = decoded_.data() + static_cast<std::size_t>(y) * decoded_.stride();
-    if (px.format == PixelFormat::kBgr8) {
-      for (int x = 0; x < px.width; ++x) {
-        dst[3 * x] = src[3 * x + 2];
-        dst[3 * x + 1] = src[3 * x + 1];
-        dst[3 * x + 2] = src[3 * x];
-      }
-    } else {  // Mono16, native byte order; as libpng's png_set_scale_16
-      for (int x = 0; x < px.width; ++x) {
-        std::uint16_t v;
-        std::memcpy(&v, src + 2 * x, 2);
-        dst[x] = static_cast<std::uint8_t>((v * 255u + 32767u) / 65535u);
-      }
+    for (int x = 0; x < px.width; ++x) {  // BGR8
+      dst[3 * x] = src[3 * x + 2];
+      dst[3 * x + 1] = src[3 * x + 1];
+      dst[3 * x + 2] = src[3 * x];
     }
   }
   finish(decoded_.view(), out);

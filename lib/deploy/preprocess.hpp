@@ -4,7 +4,10 @@
 //   direct: decode at the DCT scale covering the output -> fused resize +
 //           normalize + CHW;
 //   staged: decode at the scale covering the resize target -> resize to the
-//           target (uint8) -> centre crop -> normalize + CHW.
+//           target -> centre crop -> normalize + CHW.
+// 16-bit samples (16-bit PNG/TIFF, Mono16) stay 16-bit throughout, as in the
+// validation loader (always a float output); both convert with
+// image_detail::to_stage_format.
 // Pixel buffers enter where a decoded image does (in-memory samples always
 // take the staged path in the loader; here they follow the model's policy so
 // a buffer and a lossless file of the same pixels give the same tensor).
@@ -37,7 +40,7 @@ class STOKE_INTERNAL SamplePreprocessor {
   std::size_t sample_;
   Decoder decoder_;
   Resampler resampler_;
-  Image decoded_, converted_, resized_;
+  Image decoded_, deepened_, converted_, resized_;
   std::vector<std::uint8_t> bytes_;
 };
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "image/file_read.hpp"
+#include "image/stage_format.hpp"
 #include "stoke/error.hpp"
 #include "stoke/image.hpp"
 
@@ -136,10 +137,11 @@ std::vector<std::uint8_t> encode_png(ImageView image, int bit_depth) {
     throw InvalidArgument("encode_png: bit depth must be 8 or 16, got " +
                           std::to_string(bit_depth));
   }
+  if (image.bit_depth == 16) bit_depth = 16;  // written as it is
   const std::size_t row_values = static_cast<std::size_t>(image.width) * image.channels;
   std::vector<std::uint16_t> wide;
   std::vector<std::uint8_t*> rows(image.height);
-  if (bit_depth == 16) {
+  if (bit_depth == 16 && image.bit_depth != 16) {
     wide.resize(row_values * image.height);
     for (int y = 0; y < image.height; ++y) {
       for (std::size_t i = 0; i < row_values; ++i) wide[y * row_values + i] = image.row(y)[i] * 257;
@@ -158,26 +160,79 @@ std::vector<std::uint8_t> encode_png(ImageView image, int bit_depth) {
   return out;
 }
 
-void convert_channels(ImageView src, int channels, Image& dst) {
-  if (channels != 1 && channels != 3) {
-    throw InvalidArgument("convert_channels: channels must be 1 or 3, got " +
-                          std::to_string(channels));
-  }
-  dst.reshape(src.width, src.height, channels);
+namespace {
+
+template <class T>  // uint8_t or uint16_t samples
+void convert_rows(ImageView src, int channels, Image& dst) {
   for (int y = 0; y < src.height; ++y) {
-    const std::uint8_t* s = src.row(y);
-    std::uint8_t* d = dst.data() + y * dst.stride();
+    const T* s = reinterpret_cast<const T*>(src.row(y));
+    T* d = reinterpret_cast<T*>(dst.data() + y * dst.stride());
     if (src.channels == channels) {
       std::memcpy(d, s, dst.stride());
     } else if (channels == 3) {
       for (int x = 0; x < src.width; ++x) d[3 * x] = d[3 * x + 1] = d[3 * x + 2] = s[x];
     } else {
       for (int x = 0; x < src.width; ++x) {
-        d[x] = static_cast<std::uint8_t>(
-            (77 * s[3 * x] + 150 * s[3 * x + 1] + 29 * s[3 * x + 2] + 128) >> 8);
+        d[x] =
+            static_cast<T>((77u * s[3 * x] + 150u * s[3 * x + 1] + 29u * s[3 * x + 2] + 128u) >> 8);
       }
     }
   }
 }
 
+}  // namespace
+
+void convert_channels(ImageView src, int channels, Image& dst) {
+  if (channels != 1 && channels != 3) {
+    throw InvalidArgument("convert_channels: channels must be 1 or 3, got " +
+                          std::to_string(channels));
+  }
+  dst.reshape(src.width, src.height, channels, src.bit_depth);
+  if (src.bit_depth == 16) {
+    convert_rows<std::uint16_t>(src, channels, dst);
+  } else {
+    convert_rows<std::uint8_t>(src, channels, dst);
+  }
+}
+
+void convert_depth(ImageView src, int bit_depth, Image& dst) {
+  if (bit_depth != 8 && bit_depth != 16) {
+    throw InvalidArgument("convert_depth: bit depth must be 8 or 16, got " +
+                          std::to_string(bit_depth));
+  }
+  dst.reshape(src.width, src.height, src.channels, bit_depth);
+  const std::size_t n = static_cast<std::size_t>(src.width) * src.channels;
+  for (int y = 0; y < src.height; ++y) {
+    std::uint8_t* d = dst.data() + y * dst.stride();
+    if (src.bit_depth == bit_depth) {
+      std::memcpy(d, src.row(y), dst.stride());
+    } else if (bit_depth == 16) {
+      const std::uint8_t* s = src.row(y);
+      auto* d16 = reinterpret_cast<std::uint16_t*>(d);
+      for (std::size_t i = 0; i < n; ++i) d16[i] = static_cast<std::uint16_t>(s[i] * 257u);
+    } else {
+      const std::uint16_t* s = src.row16(y);
+      for (std::size_t i = 0; i < n; ++i)
+        d[i] = static_cast<std::uint8_t>((s[i] * 255u + 32767u) / 65535u);
+    }
+  }
+}
+
 }  // namespace stoke
+
+namespace stoke::image_detail {
+
+ImageView to_stage_format(ImageView source, int channels, int bit_depth, Image& deepened,
+                          Image& converted) {
+  if (source.bit_depth != bit_depth) {
+    convert_depth(source, bit_depth, deepened);
+    source = deepened.view();
+  }
+  if (source.channels != channels) {
+    convert_channels(source, channels, converted);
+    source = converted.view();
+  }
+  return source;
+}
+
+}  // namespace stoke::image_detail

@@ -7,6 +7,7 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
+#include <bit>
 #include <csetjmp>
 #include <cstring>
 #include <new>
@@ -55,11 +56,13 @@ void png_read_bytes(png_structp png, png_bytep out, png_size_t length) {
 
 struct PngRequest {
   int want_channels = 0;           // 0: as stored
+  bool keep_16_bit = false;        // 16-bit samples stay 16-bit (native byte order)
   std::uint8_t* pixels = nullptr;  // null: header only
   std::size_t capacity = 0;
   std::uint8_t** row_pointers = nullptr;  // height entries when pixels != null
   ImageInfo info;                         // out: stored format
   int out_channels = 0;                   // out
+  int out_bit_depth = 8;                  // out
 };
 
 // Returns 0 or an error with state.message set. No C++ objects live in this
@@ -90,13 +93,18 @@ int png_read_into(const PngSource& source, PngRequest& req, PngErrorState& state
   req.info.channels = (color & PNG_COLOR_MASK_COLOR) ? 3 : 1;
   const int want = req.want_channels ? req.want_channels : req.info.channels;
   req.out_channels = want;
+  req.out_bit_depth = depth == 16 && req.keep_16_bit ? 16 : 8;
   if (!req.pixels) {
     png_destroy_read_struct(&png, &info, nullptr);
     return 0;
   }
   if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
-  if (depth == 16) png_set_scale_16(png);  // rounds v * 255 / 65535
+  if (depth == 16 && req.keep_16_bit) {
+    if constexpr (std::endian::native == std::endian::little) png_set_swap(png);
+  } else if (depth == 16) {
+    png_set_scale_16(png);  // rounds v * 255 / 65535
+  }
   png_set_strip_alpha(png);
   if (png_get_valid(png, info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(png);  // then stripped
   if (want == 3 && req.info.channels == 1) png_set_gray_to_rgb(png);
@@ -105,6 +113,9 @@ int png_read_into(const PngSource& source, PngRequest& req, PngErrorState& state
   png_read_update_info(png, info);
   if (static_cast<int>(png_get_channels(png, info)) != want) {
     png_error(png, "unexpected channel count after conversion");
+  }
+  if (static_cast<int>(png_get_bit_depth(png, info)) != req.out_bit_depth) {
+    png_error(png, "unexpected bit depth after conversion");
   }
   std::uint8_t** rows = rows_for(req, req.info.height);
   png_read_image(png, rows);
@@ -256,8 +267,8 @@ void Decoder::decode(std::span<const std::uint8_t> bytes, std::string_view name,
     } else if (format == ImageFormat::kPng) {
       impl_->decode_png(bytes, name, options, out);
     } else if (format == ImageFormat::kTiff) {
-      detail::decode_tiff(bytes, name, options.max_pixels, options.channels, impl_->tiff_scratch,
-                          out);
+      detail::decode_tiff(bytes, name, options.max_pixels, options.channels, options.keep_16_bit,
+                          impl_->tiff_scratch, out);
     } else {
       const auto h = detail::parse_bmp_header(bytes, name);
       check_image_size(name, h.width, h.height, options.max_pixels);
@@ -312,14 +323,16 @@ void Decoder::Impl::decode_png(std::span<const std::uint8_t> bytes, std::string_
   PngErrorState state{};
   PngRequest header;
   header.want_channels = options.channels;
+  header.keep_16_bit = options.keep_16_bit;
   if (png_read_into(src, header, state, nullptr) != 0)
     decode_fail(name, std::string("PNG: ") + state.message);
   check_image_size(name, header.info.width, header.info.height, options.max_pixels);
-  out.reshape(header.info.width, header.info.height, header.out_channels);
+  out.reshape(header.info.width, header.info.height, header.out_channels, header.out_bit_depth);
   row_pointers.resize(header.info.height);
   for (int y = 0; y < header.info.height; ++y) row_pointers[y] = out.data() + y * out.stride();
   PngRequest req;
   req.want_channels = options.channels;
+  req.keep_16_bit = options.keep_16_bit;
   req.pixels = out.data();
   req.capacity = out.size_bytes();
   req.row_pointers = row_pointers.data();

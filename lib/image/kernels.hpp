@@ -52,6 +52,10 @@ struct RowKernels {
   void (*store_bf16)(const float* v, std::size_t n, float scale, float bias, std::uint16_t* out);
   // p[j] = round_even(clamp(p[j] * alpha + beta, 0, 255)).
   void (*affine_u8)(std::uint8_t* p, std::size_t n, float alpha, float beta);
+  // The 16-bit vertical pass, in float: out[i] = sum_k weights[k] * rows[k][i]
+  // (k in order, multiply then add), i < n.
+  void (*vertical_u16)(const std::uint16_t* const* rows, const float* weights, int taps,
+                       std::size_t n, float* out);
 };
 
 const RowKernels* row_kernels_scalar();

@@ -57,6 +57,19 @@ inline FloatBatch load_u8(const std::uint8_t* p) {
 #endif
 }
 
+// Eight (SSE4.1: four, AVX-512: sixteen) uint16 values widened to float.
+inline FloatBatch load_u16(const std::uint16_t* p) {
+#if STOKE_ISA == 1
+  return _mm_cvtepi32_ps(_mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+#elif STOKE_ISA == 2
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#else
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+#endif
+}
+
 // Element loads, not the gather instructions: on AMD Zen 4 (and older Intel
 // cores) vgatherdps is slower than scalar loads + inserts (measured in
 // bench/pipeline_bench.cpp: the horizontal pass ran ~1.4x faster this way).
@@ -392,9 +405,26 @@ void affine_u8(std::uint8_t* p, std::size_t n, float alpha, float beta) {
   for (; j < n; ++j) p[j] = round_u8(static_cast<float>(p[j]) * alpha + beta);
 }
 
+void vertical_u16(const std::uint16_t* const* rows, const float* weights, int taps, std::size_t n,
+                  float* out) {
+  std::size_t i = 0;
+#if STOKE_ISA > 0
+  for (; i + kLanes <= n; i += kLanes) {
+    FloatBatch sum = FloatBatch(weights[0]) * load_u16(rows[0] + i);
+    for (int k = 1; k < taps; ++k) sum = sum + FloatBatch(weights[k]) * load_u16(rows[k] + i);
+    sum.store_unaligned(out + i);
+  }
+#endif
+  for (; i < n; ++i) {
+    float sum = weights[0] * static_cast<float>(rows[0][i]);
+    for (int k = 1; k < taps; ++k) sum = sum + weights[k] * static_cast<float>(rows[k][i]);
+    out[i] = sum;
+  }
+}
+
 constexpr RowKernels kTable{vertical,         horizontal, horizontal_affine, horizontal_rgb,
                             store_planes_rgb, store_u8,   store_f32,         store_f16,
-                            store_bf16,       affine_u8};
+                            store_bf16,       affine_u8,  vertical_u16};
 
 }  // namespace
 }  // namespace stoke::image_detail::STOKE_ISA_NS

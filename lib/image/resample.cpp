@@ -1,9 +1,11 @@
-// Separable resize: a vertical pass (uint8 source rows -> one float row, the
+// Separable resize: a vertical pass (uint8 source rows -> one int16 row, the
 // only pass that touches the full-size source) then a horizontal gather pass
 // on the much shorter row, then a store that rounds to uint8 or normalizes and
 // writes one CHW plane row. Coefficients are tabulated once per
 // (size, size, filter) and kept; row scratch is kept, so steady state
-// allocates nothing.
+// allocates nothing. 16-bit sources take a float path with the same
+// coefficient tables (resample_row16): the vertical pass in the level's table
+// (vertical_u16), the horizontal pass in plain C++.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -102,12 +104,20 @@ bool build_axis(AxisPlan& plan, int src, int dst, ResizeFilter filter) {
 
 void check_view(ImageView src, const char* what) {
   if (!src.data || src.width <= 0 || src.height <= 0 || (src.channels != 1 && src.channels != 3) ||
-      src.stride < static_cast<std::size_t>(src.width) * src.channels) {
+      (src.bit_depth != 8 && src.bit_depth != 16) ||
+      src.stride < static_cast<std::size_t>(src.width) * src.channels * src.sample_bytes()) {
     throw InvalidArgument(std::string("stoke::Resampler: bad ") + what + " view (" +
                           std::to_string(src.width) + "x" + std::to_string(src.height) + "x" +
-                          std::to_string(src.channels) + ", stride " + std::to_string(src.stride) +
-                          "); channels must be 1 or 3 and stride >= width * channels");
+                          std::to_string(src.channels) + ", " + std::to_string(src.bit_depth) +
+                          " bit, stride " + std::to_string(src.stride) +
+                          "); channels must be 1 or 3, 8 or 16 bit and stride >= width * channels "
+                          "* bytes per sample");
   }
+}
+
+// 16-bit samples: round to nearest even, clamped to [0, 65535].
+std::uint16_t round_u16(float v) {
+  return static_cast<std::uint16_t>(std::nearbyint(std::clamp(v, 0.f, 65535.f)));
 }
 
 }  // namespace
@@ -129,6 +139,9 @@ struct Resampler::Impl {
   std::vector<float> planes;  // RGB to half/bfloat16: normalized-free planes before the store
   std::vector<const std::uint8_t*> rows;
   std::vector<std::int16_t> row_weights;
+  std::vector<const std::uint16_t*> rows16;  // 16-bit sources: the vertical pass's rows,
+  std::vector<float> float_weights;          // their weights
+  std::vector<float> wide;                   // 16-bit sources: the vertical pass's float row
 
   void prepare(ImageView src, int width, int height, ResizeFilter filter) {
     const bool x_changed = build_axis(x, src.width, width, filter);
@@ -146,6 +159,75 @@ struct Resampler::Impl {
     if (c == 3) planes.resize(static_cast<std::size_t>(width) * 3);
     rows.resize(y.taps);
     row_weights.resize(y.taps);
+    if (src.bit_depth == 16) {
+      wide.resize(static_cast<std::size_t>(src.width) * c);
+      rows16.resize(y.taps);
+      float_weights.resize(y.taps);
+    }
+  }
+
+  // 16-bit sources, in float from the full-precision samples (the
+  // same taps and weights as the 8-bit passes without fixed point): the
+  // vertical pass for output row `out_y` into wide, then the horizontal pass
+  // into row (interleaved, x.dst * channels values in 16-bit units).
+  void resample_row16(ImageView src, int out_y) {
+    const std::size_t n = static_cast<std::size_t>(src.width) * src.channels;
+    for (int k = 0; k < y.taps; ++k) {
+      rows16[k] = src.row16(y.start[out_y] + k);
+      float_weights[k] = y.weights[static_cast<std::size_t>(k) * y.dst + out_y];
+    }
+    kernels->vertical_u16(rows16.data(), float_weights.data(), y.taps, n, wide.data());
+    const int c = src.channels;
+    for (int ox = 0; ox < x.dst; ++ox) {
+      const float* tap = wide.data() + static_cast<std::size_t>(x.start[ox]) * c;
+      for (int ch = 0; ch < c; ++ch) {
+        float sum = x.weights[ox] * tap[ch];
+        for (int k = 1; k < x.taps; ++k)
+          sum += x.weights[static_cast<std::size_t>(k) * x.dst + ox] * tap[k * c + ch];
+        row[static_cast<std::size_t>(ox) * c + ch] = sum;
+      }
+    }
+  }
+
+  // The fused pass from a 16-bit source: value / 257 (exact for v = u * 257,
+  // so a widened 8-bit image gives the 8-bit path's input), then the same
+  // affine stores as the 8-bit path.
+  void normalize16(ImageView src, int width, int height, const float* scale, const float* bias,
+                   OutputDtype dtype, void* dst) {
+    const int c = src.channels;
+    const std::size_t w = static_cast<std::size_t>(width);
+    const std::size_t plane_size = w * height;
+    const std::size_t n = w * c;
+    const float ones[3] = {1.f, 1.f, 1.f}, zeros[3] = {0.f, 0.f, 0.f};
+    for (int oy = 0; oy < height; ++oy) {
+      resample_row16(src, oy);
+      float* r = row.data();
+      for (std::size_t i = 0; i < n; ++i) r[i] = r[i] / 257.f;  // contiguous: vectorized
+      const std::size_t offset = oy * w;
+      const float* source = r;  // channel ch's row at source + ch * w (one channel, or planes)
+      if (c == 3) {             // as the 8-bit path: the table's split into planes
+        if (dtype == OutputDtype::kFloat32) {
+          float* out = static_cast<float*>(dst);
+          kernels->store_planes_rgb(r, w, scale, bias, out + offset, out + plane_size + offset,
+                                    out + 2 * plane_size + offset);
+          continue;
+        }
+        float* p = planes.data();
+        kernels->store_planes_rgb(r, w, ones, zeros, p, p + w, p + 2 * w);
+        source = p;
+      }
+      for (int ch = 0; ch < c; ++ch) {
+        const std::size_t at = ch * plane_size + offset;
+        const float* in = source + ch * w;
+        if (dtype == OutputDtype::kFloat32) {
+          kernels->store_f32(in, w, scale[ch], bias[ch], static_cast<float*>(dst) + at);
+        } else if (dtype == OutputDtype::kFloat16) {
+          kernels->store_f16(in, w, scale[ch], bias[ch], static_cast<std::uint16_t*>(dst) + at);
+        } else {
+          kernels->store_bf16(in, w, scale[ch], bias[ch], static_cast<std::uint16_t*>(dst) + at);
+        }
+      }
+    }
   }
 
   void prepare_interleaved() {
@@ -196,9 +278,22 @@ void Resampler::resize(ImageView src, MutableImageView dst, ResizeFilter filter)
                           " channels, destination " + std::to_string(dst.channels) +
                           "; convert with convert_channels first");
   }
+  if (src.bit_depth != dst.bit_depth) {
+    throw InvalidArgument("stoke::Resampler::resize: source is " + std::to_string(src.bit_depth) +
+                          " bit, destination " + std::to_string(dst.bit_depth) +
+                          " bit; convert with convert_depth first");
+  }
   auto& s = *impl_;
   s.prepare(src, dst.width, dst.height, filter);
   const std::size_t n = static_cast<std::size_t>(dst.width) * dst.channels;
+  if (src.bit_depth == 16) {
+    for (int oy = 0; oy < dst.height; ++oy) {
+      s.resample_row16(src, oy);
+      std::uint16_t* out = dst.row16(oy);
+      for (std::size_t i = 0; i < n; ++i) out[i] = round_u16(s.row[i]);
+    }
+    return;
+  }
   if (dst.channels == 3) {
     for (int oy = 0; oy < dst.height; ++oy) {
       s.vertical(src, oy);
@@ -235,6 +330,10 @@ void Resampler::resize_normalize_chw(ImageView src, int width, int height, Resiz
   const int c = src.channels;
   float scale[3], bias[3];
   for (int ch = 0; ch < c; ++ch) norm.affine(ch, scale[ch], bias[ch]);
+  if (src.bit_depth == 16) {
+    s.normalize16(src, width, height, scale, bias, dtype, dst);
+    return;
+  }
   const std::size_t plane = static_cast<std::size_t>(width) * height;
   const std::size_t w = static_cast<std::size_t>(width);
   if (c == 3) {

@@ -214,20 +214,25 @@ inline std::uint8_t scale_16(std::uint16_t v) {
   return static_cast<std::uint8_t>((v * 255u + 32767u) / 65535u);
 }
 
-// Converts `count` stored pixels at `src` to `channels` 8-bit channels at `dst`.
-void convert_pixels(const std::uint8_t* src, int count, const Layout& l, int channels,
-                    std::uint8_t* dst) {
-  auto sample = [&](std::size_t i) -> std::uint8_t {
-    if (l.bits == 8) return src[i];
+// Converts `count` stored pixels at `src` to `channels` channels of T at
+// `dst`: uint8 (16-bit samples reduced) or uint16 (16-bit samples as stored).
+template <class T>
+void convert_pixels(const std::uint8_t* src, int count, const Layout& l, int channels, T* dst) {
+  constexpr unsigned kMax = sizeof(T) == 2 ? 65535u : 255u;
+  auto sample = [&](std::size_t i) -> T {
+    if (l.bits == 8) return static_cast<T>(src[i]);
     std::uint16_t v;
     std::memcpy(&v, src + 2 * i, 2);  // libtiff returns native byte order
-    return scale_16(v);
+    if constexpr (sizeof(T) == 2) {
+      return v;
+    } else {
+      return scale_16(v);
+    }
   };
   for (int x = 0; x < count; ++x) {
     const std::size_t at = static_cast<std::size_t>(x) * l.samples;
     if (l.channels == 1) {
-      const std::uint8_t v =
-          l.min_is_white ? static_cast<std::uint8_t>(255 - sample(at)) : sample(at);
+      const T v = l.min_is_white ? static_cast<T>(kMax - sample(at)) : sample(at);
       if (channels == 1) {
         dst[x] = v;
       } else {
@@ -235,13 +240,24 @@ void convert_pixels(const std::uint8_t* src, int count, const Layout& l, int cha
       }
       continue;
     }
-    const std::uint8_t r = sample(at), g = sample(at + 1), b = sample(at + 2);
+    const unsigned r = sample(at), g = sample(at + 1), b = sample(at + 2);
     if (channels == 3) {
-      dst[3 * x] = r, dst[3 * x + 1] = g, dst[3 * x + 2] = b;
+      dst[3 * x] = static_cast<T>(r), dst[3 * x + 1] = static_cast<T>(g),
+              dst[3 * x + 2] = static_cast<T>(b);
     } else {
-      dst[x] = static_cast<std::uint8_t>((77 * r + 150 * g + 29 * b + 128) >>
-                                         8);  // convert_channels' luma
+      dst[x] = static_cast<T>((77 * r + 150 * g + 29 * b + 128) >> 8);  // convert_channels' luma
     }
+  }
+}
+
+// `count` stored pixels into `out` at (x, y), at out's bit depth.
+void convert_into(const std::uint8_t* src, int count, const Layout& l, Image& out, std::size_t x,
+                  std::size_t y) {
+  std::uint8_t* at = out.data() + y * out.stride() + x * out.channels() * out.sample_bytes();
+  if (out.bit_depth() == 16) {
+    convert_pixels(src, count, l, out.channels(), reinterpret_cast<std::uint16_t*>(at));
+  } else {
+    convert_pixels(src, count, l, out.channels(), at);
   }
 }
 
@@ -264,8 +280,8 @@ void read_strips(TIFF* tif, std::string_view name, const Layout& l,
       tiff_fail(name, "cannot read the strip at row " + std::to_string(y), src);
     }
     for (int r = 0; r < rows; ++r) {
-      convert_pixels(scratch.data() + r * row_bytes, l.width, l, out.channels(),
-                     out.data() + static_cast<std::size_t>(y + r) * out.stride());
+      convert_into(scratch.data() + r * row_bytes, l.width, l, out, 0,
+                   static_cast<std::size_t>(y + r));
     }
   }
 }
@@ -292,9 +308,8 @@ void read_tiles(TIFF* tif, std::string_view name, const Layout& l,
       const int cols = static_cast<int>(std::min<std::uint32_t>(tile_width, l.width - tx));
       const int rows = static_cast<int>(std::min<std::uint32_t>(tile_height, l.height - ty));
       for (int r = 0; r < rows; ++r) {
-        convert_pixels(
-            scratch.data() + r * tile_row_bytes, cols, l, out.channels(),
-            out.data() + (ty + r) * out.stride() + static_cast<std::size_t>(tx) * out.channels());
+        convert_into(scratch.data() + r * tile_row_bytes, cols, l, out, tx,
+                     static_cast<std::size_t>(ty + r));
       }
     }
   }
@@ -327,14 +342,15 @@ ImageInfo tiff_file_info(const std::filesystem::path& path) {
 }
 
 void decode_tiff(std::span<const std::uint8_t> bytes, std::string_view name,
-                 std::uint64_t max_pixels, int channels, std::vector<std::uint8_t>& scratch,
-                 Image& out) {
+                 std::uint64_t max_pixels, int channels, bool keep_16_bit,
+                 std::vector<std::uint8_t>& scratch, Image& out) {
   TiffSource src{bytes, 0, {}};
   TiffFile file(src, name);
   const Layout l = read_layout(file.get(), name, src);
   check_image_size(name, l.width, l.height, max_pixels);
   check_striles(file.get(), name, src);
-  out.reshape(l.width, l.height, channels ? channels : l.channels);
+  out.reshape(l.width, l.height, channels ? channels : l.channels,
+              l.bits == 16 && keep_16_bit ? 16 : 8);
   if (TIFFIsTiled(file.get())) {
     read_tiles(file.get(), name, l, scratch, src, out);
   } else {

@@ -3,7 +3,7 @@
 // unsigned samples, gray (min-is-black or min-is-white) or RGB, extra samples
 // (alpha) dropped, chunky or single-plane, strips or tiles, any compression
 // libtiff decodes (none, LZW, Deflate, PackBits, ...). 16-bit samples are
-// reduced to 8 bits as 16-bit PNG is (rounded v * 255 / 65535).
+// kept (keep_16_bit) or reduced to 8 bits as 16-bit PNG is (rounded v * 255 / 65535).
 //
 // libtiff's errors and warnings go to per-file handlers that collect them into
 // the DecodeError message; nothing is printed. The size limit is checked from
@@ -31,12 +31,13 @@ ImageInfo tiff_info(std::span<const std::uint8_t> bytes, std::string_view name);
 // the end of the file. IoError when it cannot be opened or is not a regular file.
 ImageInfo tiff_file_info(const std::filesystem::path& path);
 
-// Decodes into `out` with `channels` (0: as stored, 1 or 3); `scratch` holds
+// Decodes into `out` with `channels` (0: as stored, 1 or 3), 16-bit when the
+// samples are 16-bit and keep_16_bit, else 8-bit; `scratch` holds
 // one strip or tile and is reused. DecodeError naming `name` (and the
 // STOKE_MAX_IMAGE_PIXELS knob when the header claims more than max_pixels,
 // 0: no limit) before anything is sized.
 void decode_tiff(std::span<const std::uint8_t> bytes, std::string_view name,
-                 std::uint64_t max_pixels, int channels, std::vector<std::uint8_t>& scratch,
-                 Image& out);
+                 std::uint64_t max_pixels, int channels, bool keep_16_bit,
+                 std::vector<std::uint8_t>& scratch, Image& out);
 
 }  // namespace stoke::detail

@@ -3,6 +3,7 @@
 // variants: compilers vectorize the byte copies), brightness/contrast (SIMD
 // table).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -13,20 +14,25 @@
 
 namespace stoke {
 
-void Image::reshape(int width, int height, int channels) {
-  if (width <= 0 || height <= 0 || (channels != 1 && channels != 3)) {
+void Image::reshape(int width, int height, int channels, int bit_depth) {
+  if (width <= 0 || height <= 0 || (channels != 1 && channels != 3) ||
+      (bit_depth != 8 && bit_depth != 16)) {
     throw InvalidArgument("stoke::Image::reshape: bad shape " + std::to_string(width) + "x" +
-                          std::to_string(height) + "x" + std::to_string(channels) +
-                          " (positive sizes, 1 or 3 channels)");
+                          std::to_string(height) + "x" + std::to_string(channels) + ", " +
+                          std::to_string(bit_depth) +
+                          " bit (positive sizes, 1 or 3 channels, 8 or 16 bit)");
   }
-  const std::size_t bytes = static_cast<std::size_t>(width) * height * channels;
+  const std::size_t bytes =
+      static_cast<std::size_t>(width) * height * channels * (bit_depth == 16 ? 2 : 1);
   if (bytes > capacity_) {
-    buffer_.reset(new std::uint8_t[bytes]);  // uninitialized: the decoder writes every byte
-    capacity_ = bytes;
+    // Uninitialized: the decoder writes every byte. Rounded up to whole uint16s.
+    buffer_.reset(new std::uint16_t[(bytes + 1) / 2]);
+    capacity_ = (bytes + 1) / 2 * 2;
   }
   width_ = width;
   height_ = height;
   channels_ = channels;
+  bit_depth_ = bit_depth;
 }
 
 const char* to_string(ImageFormat format) noexcept {
@@ -132,8 +138,12 @@ ImageView crop(ImageView src, int x, int y, int width, int height) {
                           std::to_string(y) + ") does not fit a " + std::to_string(src.width) +
                           "x" + std::to_string(src.height) + " image");
   }
-  return {src.row(y) + static_cast<std::size_t>(x) * src.channels, width, height, src.channels,
-          src.stride};
+  return {src.row(y) + static_cast<std::size_t>(x) * src.channels * src.sample_bytes(),
+          width,
+          height,
+          src.channels,
+          src.stride,
+          src.bit_depth};
 }
 
 ImageView center_crop(ImageView src, int width, int height) {
@@ -160,19 +170,31 @@ ImageView random_crop(ImageView src, int width, int height, std::uint64_t seed) 
   return crop(src, x, y, width, height);
 }
 
-void flip_horizontal(MutableImageView image) noexcept {
+namespace {
+template <class T>  // uint8_t or uint16_t samples
+void flip_rows(MutableImageView image) noexcept {
   const int c = image.channels;
   for (int y = 0; y < image.height; ++y) {
-    std::uint8_t* left = image.row(y);
-    std::uint8_t* right = left + static_cast<std::size_t>(image.width - 1) * c;
+    T* left = reinterpret_cast<T*>(image.row(y));
+    T* right = left + static_cast<std::size_t>(image.width - 1) * c;
     for (; left < right; left += c, right -= c) {
       for (int k = 0; k < c; ++k) std::swap(left[k], right[k]);
     }
   }
 }
+}  // namespace
+
+void flip_horizontal(MutableImageView image) noexcept {
+  if (image.bit_depth == 16) {
+    flip_rows<std::uint16_t>(image);
+  } else {
+    flip_rows<std::uint8_t>(image);
+  }
+}
 
 void flip_vertical(MutableImageView image) noexcept {
-  const std::size_t bytes = static_cast<std::size_t>(image.width) * image.channels;
+  const std::size_t bytes =
+      static_cast<std::size_t>(image.width) * image.channels * image.sample_bytes();
   for (int top = 0, bottom = image.height - 1; top < bottom; ++top, --bottom) {
     std::swap_ranges(image.row(top), image.row(top) + bytes, image.row(bottom));
   }
@@ -180,6 +202,18 @@ void flip_vertical(MutableImageView image) noexcept {
 
 void adjust_brightness_contrast(MutableImageView image, float brightness, float contrast,
                                 SimdLevel level) {
+  if (image.bit_depth == 16) {  // plain C++: the same form at full scale 65535, mid-gray 128 * 257
+    const float beta16 = brightness * 65535.f + (1.f - contrast) * 32896.f;
+    const std::size_t n = static_cast<std::size_t>(image.width) * image.channels;
+    for (int y = 0; y < image.height; ++y) {
+      std::uint16_t* p = image.row16(y);
+      for (std::size_t i = 0; i < n; ++i) {
+        const float v = std::clamp(static_cast<float>(p[i]) * contrast + beta16, 0.f, 65535.f);
+        p[i] = static_cast<std::uint16_t>(std::nearbyint(v));
+      }
+    }
+    return;
+  }
   const auto& kernels = image_detail::row_kernels(level);
   const float beta = brightness * 255.f + (1.f - contrast) * 128.f;
   const std::size_t bytes = static_cast<std::size_t>(image.width) * image.channels;

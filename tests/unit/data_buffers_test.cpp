@@ -109,18 +109,21 @@ TEST(DataBuffers, BadBuffersAreRejectedNamingTheImage) {
                InvalidArgument);
 }
 
-// A 12- or 16-bit camera frame (Mono16) trains on what the predictor sees:
-// its samples reduced to 8 bits as round(v * 255 / 65535), row stride honoured.
-TEST(DataBuffers, Mono16FramesEqualTheirReducedMono8Frames) {
+// A 12- or 16-bit camera frame (Mono16) keeps its full precision (row stride
+// honoured): each sample normalizes as v / 65535. A uint8 output (normalized
+// on the device) carries its 8-bit reduction round(v * 255 / 65535).
+TEST(DataBuffers, Mono16FramesKeepFullPrecisionAndReduceOnlyForUint8Output) {
   const int w = 9, h = 7;
   const std::size_t stride16 = 2 * w + 6;
   std::vector<std::uint8_t> raw(stride16 * h, 0xAB), reduced(static_cast<std::size_t>(w) * h);
+  std::vector<std::uint16_t> values;
   std::uint32_t rng = 77;
   for (int y = 0; y < h; ++y) {
     for (int x = 0; x < w; ++x) {
       rng = rng * 1664525u + 1013904223u;
       const auto v = static_cast<std::uint16_t>(rng >> 16);
       std::memcpy(&raw[y * stride16 + 2 * x], &v, 2);
+      values.push_back(v);
       reduced[static_cast<std::size_t>(y) * w + x] =
           static_cast<std::uint8_t>((v * 255u + 32767u) / 65535u);
     }
@@ -130,15 +133,26 @@ TEST(DataBuffers, Mono16FramesEqualTheirReducedMono8Frames) {
   const ImageBuffer narrow{reduced.data(), w, h, PixelFormat::kMono8, 0};
   const Dataset a = Dataset::from_buffers(std::span(&wide, 1), std::span(&label, 1), {"only"});
   const Dataset b = Dataset::from_buffers(std::span(&narrow, 1), std::span(&label, 1), {"only"});
+  EXPECT_EQ(a.bit_depth(0), 16);
   LoaderOptions o;
   o.preprocess.width = w;
   o.preprocess.height = h;
   o.preprocess.channels = 1;
   o.batch_size = 1;
   o.cache = CacheSpec{};
+  float scale, bias;
+  o.preprocess.normalization.affine(0, scale, bias);
+  std::vector<std::int32_t> ya(1), yb(1);
+  {
+    Loader la(a, o);
+    std::vector<float> xa(la.sample_bytes() / sizeof(float));
+    la.fill_batch(0, 0, std::as_writable_bytes(std::span<float>(xa)), ya);
+    for (std::size_t i = 0; i < values.size(); ++i)
+      EXPECT_EQ(xa[i], (static_cast<float>(values[i]) / 257.f) * scale + bias) << i;
+  }
+  o.preprocess.dtype = OutputDtype::kUint8;
   Loader la(a, o), lb(b, o);
   std::vector<std::byte> xa(la.sample_bytes()), xb(lb.sample_bytes());
-  std::vector<std::int32_t> ya(1), yb(1);
   la.fill_batch(0, 0, xa, ya);
   lb.fill_batch(0, 0, xb, yb);
   EXPECT_TRUE(xa == xb);

@@ -14,6 +14,7 @@
 #include "image/kernels.hpp"
 #include "stoke/error.hpp"
 #include "stoke/image.hpp"
+#include "unit/image_reference.hpp"
 
 namespace stoke {
 namespace {
@@ -50,71 +51,9 @@ double fixed_point_pixels(int src, int dst, ResizeFilter filter) {
 constexpr std::uint8_t kGuardByte = 0xA5;
 constexpr std::size_t kGuard = 64;
 
-std::vector<SimdLevel> levels_to_test() {
-  std::vector<SimdLevel> levels;
-  for (int l = 0; l <= static_cast<int>(query_cpu().simd); ++l)
-    levels.push_back(static_cast<SimdLevel>(l));
-  return levels;
-}
-
-Image random_image(int width, int height, int channels, std::uint32_t seed) {
-  Image image(width, height, channels);
-  std::mt19937 rng(seed);
-  for (std::size_t i = 0; i < image.size_bytes(); ++i)
-    image.data()[i] = static_cast<std::uint8_t>(rng());
-  return image;
-}
-
-// Per-axis weights straight from the definitions (not the tabulated plan).
-std::vector<double> axis_weights(int src, int dst, int i, bool area) {
-  std::vector<double> w(src, 0.0);
-  const double scale = static_cast<double>(src) / dst;
-  if (src == dst) {
-    w[i] = 1.0;
-  } else if (area && src > dst) {
-    const double lo = i * scale, hi = (i + 1) * scale;
-    for (int j = 0; j < src; ++j) {
-      const double overlap = std::min<double>(j + 1, hi) - std::max<double>(j, lo);
-      if (overlap > 0) w[j] = overlap / scale;
-    }
-  } else {
-    double center = std::max(0.0, (i + 0.5) * scale - 0.5);
-    int x0 = static_cast<int>(std::floor(center));
-    double frac = center - x0;
-    if (x0 >= src - 1) x0 = src - 1, frac = 0;
-    w[x0] += 1 - frac;
-    if (frac > 0) w[x0 + 1] += frac;
-  }
-  return w;
-}
-
-bool area_axis(ResizeFilter filter, int src, int dst) {
-  if (src <= dst) return false;
-  return filter == ResizeFilter::kArea || (filter == ResizeFilter::kAuto && src >= 2 * dst);
-}
-
-// out[(y * w + x) * C + c] in pixel units (before normalization).
-std::vector<double> reference_resize(ImageView src, int width, int height, ResizeFilter filter) {
-  const int c = src.channels;
-  std::vector<double> out(static_cast<std::size_t>(width) * height * c, 0.0);
-  for (int y = 0; y < height; ++y) {
-    const auto wy = axis_weights(src.height, height, y, area_axis(filter, src.height, height));
-    for (int x = 0; x < width; ++x) {
-      const auto wx = axis_weights(src.width, width, x, area_axis(filter, src.width, width));
-      for (int sy = 0; sy < src.height; ++sy) {
-        if (wy[sy] == 0) continue;
-        for (int sx = 0; sx < src.width; ++sx) {
-          if (wx[sx] == 0) continue;
-          for (int ch = 0; ch < c; ++ch) {
-            out[(static_cast<std::size_t>(y) * width + x) * c + ch] +=
-                wy[sy] * wx[sx] * src.row(sy)[sx * c + ch];
-          }
-        }
-      }
-    }
-  }
-  return out;
-}
+using testing::levels_to_test;
+using testing::random_image;
+using testing::reference_resize;
 
 struct Shape {
   int sw, sh, dw, dh, c;
