@@ -2,7 +2,7 @@
 // exact round trips, channel conversion, and malformed headers.
 #include <gtest/gtest.h>
 
-#include <cstring>
+#include <algorithm>
 
 #include "stoke/error.hpp"
 #include "stoke/image.hpp"
@@ -74,7 +74,7 @@ TEST(ImageBmp, MalformedFilesAreDecodeErrorsNamingTheFile) {
   rle[30] = 1;
   expect_error(rle, "RLE compression");
   auto zero = good;
-  std::memset(&zero[18], 0, 4);
+  std::fill(zero.begin() + 18, zero.begin() + 22, std::uint8_t{0});  // the width field
   expect_error(zero, "zero width");
   auto offset = good;
   offset[10] = 0xFF, offset[11] = 0xFF, offset[12] = 0xFF, offset[13] = 0x7F;
