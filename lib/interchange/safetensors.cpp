@@ -19,8 +19,10 @@ struct Json {
   enum class Kind { kNull, kNumber, kString, kArray, kObject } kind = Kind::kNull;
   double number = 0;
   std::string text;
-  std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;
+  std::vector<Json> items;        // an array's elements, or an object's values
+  std::vector<std::string> keys;  // an object's keys, keys[i] naming items[i]
+  // (not a vector of pair<string, Json>: a pair needs the complete type,
+  // a vector does not, so clang's libstdc++ checks accept this one)
 };
 
 class JsonParser {
@@ -88,7 +90,8 @@ class JsonParser {
       for (;;) {
         std::string key = string();
         expect(':');
-        j.members.emplace_back(std::move(key), value(depth + 1));
+        j.keys.push_back(std::move(key));
+        j.items.push_back(value(depth + 1));
         if (peek() == '}') return ++pos_, j;
         expect(',');
       }
@@ -125,8 +128,8 @@ class JsonParser {
 };
 
 const Json* member(const Json& o, const std::string& key) {
-  for (const auto& [k, v] : o.members) {
-    if (k == key) return &v;
+  for (std::size_t i = 0; i < o.keys.size(); ++i) {
+    if (o.keys[i] == key) return &o.items[i];
   }
   return nullptr;
 }
@@ -254,7 +257,9 @@ std::map<std::string, HostTensor> read_safetensors(const std::string& path) {
     throw CorruptFile(path + ": the header is not a JSON object");
   const std::string_view data = std::string_view(bytes).substr(8 + n);
   std::map<std::string, HostTensor> out;
-  for (const auto& [name, e] : header.members) {
+  for (std::size_t i = 0; i < header.keys.size(); ++i) {
+    const std::string& name = header.keys[i];
+    const Json& e = header.items[i];
     if (name == "__metadata__" || name.ends_with("num_batches_tracked")) continue;
     if (e.kind != Json::Kind::kObject)
       throw CorruptFile(path + ": entry '" + name + "' is not an object");
