@@ -256,14 +256,15 @@ int run(int argc, char** argv) {
                         "init",   "freeze", "width-mult", "log"},
                        {"json", "balanced-sampler"});
   const std::string out = args.required("out");
+  const stoke::Config config = stoke::Config::load();  // read once: the launch and this process
   if (!stoke_cli::launched_as_rank()) {
-    const auto request = stoke::Config::load().settings().gpu_device;
+    const auto& request = config.settings().gpu_device;
     const std::vector<int> devices =
         request.kind == stoke::DeviceRequest::Kind::kList ? request.indices : std::vector<int>{};
     const int nproc = process_count(args, devices);
     if (nproc > 1) return launch(argc, argv, nproc, devices);
   }
-  const auto runtime = stoke::init();
+  const auto runtime = stoke::init(config);
   // A rank started by a launcher (ours or torchrun/mpirun): its communicator.
   const auto dist = stoke::DistributedOptions::from_environment();
   std::unique_ptr<stoke::Communicator> comm;
