@@ -41,6 +41,7 @@ if(STOKE_WITH_DNNL AND STOKE_DNNL_LIB AND STOKE_DNNL_INC AND STOKE_GOMP_LIB)
   set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_dnnl.cpp
                       ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_dnnl_backward.cpp
                       ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_dnnl_primitive.cpp
+                      ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_dnnl_layout.cpp
                       ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_blocked.cpp
                       ${CMAKE_CURRENT_LIST_DIR}/cpu/pool_blocked.cpp
                APPEND PROPERTY COMPILE_DEFINITIONS STOKE_HAVE_DNNL=1)

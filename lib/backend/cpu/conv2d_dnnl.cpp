@@ -74,7 +74,7 @@ ForwardPlan forward_plan(const Problem& g) {
   fp.bands = g.n == 1 && g.p() > 1;
   if (!fp.bands) {
     fp.count = parts(g.n);
-    fp.scratch = most_scratch(g, kForward, false, false, g.n, fp.count);
+    fp.scratch = most_layout(g, kForward, g.n, fp.count);
     return fp;
   }
   fp.count = parts(g.p());
@@ -183,7 +183,7 @@ void forward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& bia
                Args args{{DNNL_ARG_SRC, wrap(d.src, xp + b * x_image)},
                          {DNNL_ARG_WEIGHTS, wrap(d.weights, wp)},
                          {DNNL_ARG_DST, wrap(d.dst, yp + b * y_image)}};
-               run(primitive(pb), args, scratch);
+               run(layout_primitive(pb), args, scratch);
                for (std::size_t n = b; n < e; ++n) {
                  Output image_out = out;
                  if (out.residual) image_out.residual = out.residual + n * y_image;

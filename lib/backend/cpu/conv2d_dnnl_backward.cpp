@@ -48,8 +48,8 @@ BackwardPlan backward_plan(const Problem& g, bool bias) {
     bp.slice = align16(static_cast<std::size_t>(g.k) * c_most * g.r * g.s);
   } else {
     bp.count_k = parts(g.n);
-    bp.scratch = std::max(most_scratch(w, kBackwardWeights, false, false, g.n, bp.count_k),
-                          most_scratch(g, kBackwardData, false, false, g.n, bp.count_k));
+    bp.scratch = std::max(most_layout(w, kBackwardWeights, g.n, bp.count_k),
+                          most_layout(g, kBackwardData, g.n, bp.count_k));
     bp.slice = bp.count_k > 1 ? align16(weight_floats(g) + g.k) : 0;
   }
   return bp;
@@ -115,13 +115,13 @@ void backward_images(CpuBackend& be, const BackwardPlan& bp, const Problem& g, f
                          {DNNL_ARG_DIFF_DST, wrap(d.dst, dyp + b * y_image)},
                          {DNNL_ARG_DIFF_WEIGHTS, wrap(d.weights, dw_part)}};
                if (dbp) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(d.bias, db_part));
-               run(primitive(pw), args, scratch);
+               run(layout_primitive(pw), args, scratch);
                if (!dxp) return;
                const Problem pd = sub(g, kBackwardData, false, false, b, e);
                Args data{{DNNL_ARG_DIFF_DST, wrap(d.dst, dyp + b * y_image)},
                          {DNNL_ARG_WEIGHTS, wrap(d.weights, wp)},
                          {DNNL_ARG_DIFF_SRC, wrap(d.src, dxp + b * x_image)}};
-               run(primitive(pd), data, scratch);
+               run(layout_primitive(pd), data, scratch);
              });
   if (!partials) return;
   for_chunks(be, w_floats + g.k, be.chunks(), [&](int, std::size_t begin, std::size_t end) {

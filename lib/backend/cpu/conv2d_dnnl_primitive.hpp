@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <dnnl.hpp>
+#include <string>
 #include <unordered_map>
 
 #include "backend/cpu/cpu_backend.hpp"
@@ -76,9 +77,42 @@ const Prim& primitive(const Problem& pb);
 
 using Args = std::unordered_map<int, memory>;
 
+// A problem's primitive with the layouts oneDNN prefers (format "any"): on
+// plain NCHW its training convolutions are gemm-based (im2col + sgemm, one
+// image at a time), several times slower than its direct blocked-layout
+// kernels (nChw16c / OIhw16i16o). Each argument whose preferred layout is not
+// stoke's plain one is staged: reordered into the chunk's workspace before the
+// primitive (inputs) or out of it afterwards (outputs). Where oneDNN prefers
+// the plain layout nothing is staged (the same primitive as primitive()).
+struct LayoutPrim {
+  struct Staged {
+    int arg = 0;  // DNNL_ARG_*
+    bool input = true;
+    memory::desc chosen;
+    dnnl::reorder reorder;  // plain -> chosen (input) or chosen -> plain (output)
+    std::size_t floats = 0;
+  };
+  Prim prim;
+  std::array<Staged, 3> staged{};
+  int count = 0;  // staged arguments in use
+  std::string implementation;
+  std::size_t floats() const;  // scratch + every staged argument
+};
+
+// Created once per problem (one OpenMP thread) and shared, as primitive().
+const LayoutPrim& layout_primitive(const Problem& pb);
+
+// Largest floats() over the (at most two) sub-problem sizes of an even split
+// over images.
+std::size_t most_layout(Problem pb, int kind, int total, int count);
+
 // Executes on this thread's stream with one OpenMP thread, `scratch` as the
 // scratchpad; oneDNN errors become stoke::Error naming `what`.
 void run(const Prim& prim, Args& args, float* scratch, const char* what = "conv2d");
+
+// As run(), `args` wrapping stoke's plain tensors: staged arguments go
+// through `ws` (floats() floats: the scratchpad, then the staged copies).
+void run(const LayoutPrim& lp, Args& args, float* ws, const char* what = "conv2d");
 
 inline memory wrap(const memory::desc& d, const float* p) {
   return memory(d, engine(), const_cast<float*>(p));

@@ -1,0 +1,185 @@
+// Convolution primitives in the layouts oneDNN prefers, staged through the
+// chunk's workspace (LayoutPrim, conv2d_dnnl_primitive.hpp). Used by the
+// image-split training convolutions (conv2d_dnnl.cpp, conv2d_dnnl_backward.cpp).
+#include "backend/cpu/conv2d_dnnl_primitive.hpp"
+
+#if STOKE_HAVE_DNNL
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "stoke/error.hpp"
+
+namespace stoke::cpu::dnnl_conv {
+
+namespace {
+
+memory::desc any(const memory::desc& d) {
+  return memory::desc(d.dims(), memory::data_type::f32, Tag::any);
+}
+
+// oneDNN's preferred layouts: src, weights and dst left to "any".
+struct AnyDescs {
+  Descs plain;
+  memory::desc src, weights, dst;
+};
+
+AnyDescs any_descs(const Problem& pb) {
+  AnyDescs a;
+  a.plain = descs(pb);
+  a.src = any(a.plain.src);
+  a.weights = any(a.plain.weights);
+  a.dst = any(a.plain.dst);
+  return a;
+}
+
+dnnl::convolution_forward::primitive_desc forward_pd(const Problem& pb,
+                                                     const dnnl::primitive_attr& attr) {
+  const AnyDescs a = any_descs(pb);
+  const Descs& d = a.plain;
+  const auto prop = dnnl::prop_kind::forward_training;
+  const auto alg = dnnl::algorithm::convolution_direct;
+  const auto desc =
+      pb.bias ? dnnl::convolution_forward::desc(prop, alg, a.src, a.weights, d.bias, a.dst,
+                                                d.strides, d.dilates, d.pad, d.pad_r)
+              : dnnl::convolution_forward::desc(prop, alg, a.src, a.weights, a.dst, d.strides,
+                                                d.dilates, d.pad, d.pad_r);
+  return {desc, attr, engine()};
+}
+
+// Stages argument `arg` when oneDNN chose another layout than `plain`.
+void stage(LayoutPrim& lp, int arg, bool input, const memory::desc& plain,
+           const memory::desc& chosen) {
+  if (chosen == plain) return;
+  LayoutPrim::Staged& s = lp.staged[static_cast<std::size_t>(lp.count++)];
+  s.arg = arg;
+  s.input = input;
+  s.chosen = chosen;
+  s.reorder = input
+                  ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plain, engine(), chosen))
+                  : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), chosen, engine(), plain));
+  s.floats = align16(chosen.get_size() / sizeof(float));
+}
+
+template <class Pd>
+void finish(LayoutPrim& lp, const Pd& pd, dnnl::primitive primitive) {
+  lp.prim.primitive = std::move(primitive);
+  lp.prim.scratch = pd.scratchpad_desc();
+  lp.prim.scratch_floats = align16(lp.prim.scratch.get_size() / sizeof(float));
+  lp.implementation = pd.impl_info_str();
+}
+
+std::unique_ptr<LayoutPrim> create_layout(const Problem& pb) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  auto lp = std::make_unique<LayoutPrim>();
+  const AnyDescs a = any_descs(pb);
+  const Descs& d = a.plain;
+  const auto alg = dnnl::algorithm::convolution_direct;
+  Problem fwd = pb;
+  fwd.kind = kForward;
+  if (pb.kind == kForward) {
+    const auto pd = forward_pd(fwd, attr);
+    stage(*lp, DNNL_ARG_SRC, true, d.src, pd.src_desc());
+    stage(*lp, DNNL_ARG_WEIGHTS, true, d.weights, pd.weights_desc());
+    stage(*lp, DNNL_ARG_DST, false, d.dst, pd.dst_desc());
+    finish(*lp, pd, dnnl::convolution_forward(pd));
+    return lp;
+  }
+  const auto hint = forward_pd(fwd, dnnl::primitive_attr());
+  if (pb.kind == kBackwardData) {
+    const dnnl::convolution_backward_data::desc desc(alg, a.src, a.weights, a.dst, d.strides,
+                                                     d.dilates, d.pad, d.pad_r);
+    const dnnl::convolution_backward_data::primitive_desc pd(desc, attr, engine(), hint);
+    stage(*lp, DNNL_ARG_DIFF_DST, true, d.dst, pd.diff_dst_desc());
+    stage(*lp, DNNL_ARG_WEIGHTS, true, d.weights, pd.weights_desc());
+    stage(*lp, DNNL_ARG_DIFF_SRC, false, d.src, pd.diff_src_desc());
+    finish(*lp, pd, dnnl::convolution_backward_data(pd));
+    return lp;
+  }
+  const auto desc =
+      pb.bias ? dnnl::convolution_backward_weights::desc(alg, a.src, a.weights, d.bias, a.dst,
+                                                         d.strides, d.dilates, d.pad, d.pad_r)
+              : dnnl::convolution_backward_weights::desc(alg, a.src, a.weights, a.dst, d.strides,
+                                                         d.dilates, d.pad, d.pad_r);
+  const dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, engine(), hint);
+  stage(*lp, DNNL_ARG_SRC, true, d.src, pd.src_desc());
+  stage(*lp, DNNL_ARG_DIFF_DST, true, d.dst, pd.diff_dst_desc());
+  stage(*lp, DNNL_ARG_DIFF_WEIGHTS, false, d.weights, pd.diff_weights_desc());
+  finish(*lp, pd, dnnl::convolution_backward_weights(pd));
+  return lp;
+}
+
+}  // namespace
+
+std::size_t LayoutPrim::floats() const {
+  std::size_t total = prim.scratch_floats;
+  for (int i = 0; i < count; ++i) total += staged[static_cast<std::size_t>(i)].floats;
+  return total;
+}
+
+const LayoutPrim& layout_primitive(const Problem& pb) {
+  static std::mutex mutex;
+  static std::map<std::array<int, 17>, std::unique_ptr<LayoutPrim> > cache;
+  std::lock_guard lock(mutex);
+  auto& slot = cache[pb.key()];
+  if (!slot) {
+    try {
+      OneOmpThread one;
+      slot = create_layout(pb);
+    } catch (const dnnl::error& e) {
+      cache.erase(pb.key());
+      throw Error(ErrorCode::kInternal,
+                  std::string("conv2d: oneDNN has no convolution for this shape: ") + e.what());
+    }
+  }
+  return *slot;
+}
+
+std::size_t most_layout(Problem pb, int kind, int total, int count) {
+  const std::size_t lo = static_cast<std::size_t>(total / count), hi = lo + (total % count ? 1 : 0);
+  return std::max(layout_primitive(sub(pb, kind, false, false, 0, lo)).floats(),
+                  layout_primitive(sub(pb, kind, false, false, 0, hi)).floats());
+}
+
+void run(const LayoutPrim& lp, Args& args, float* ws, const char* what) {
+  try {
+    OneOmpThread one;
+    float* next = ws + lp.prim.scratch_floats;
+    std::array<memory, 3> plain_out, staged_out;
+    int outputs = 0;
+    for (int i = 0; i < lp.count; ++i) {
+      const LayoutPrim::Staged& s = lp.staged[static_cast<std::size_t>(i)];
+      memory& slot = args.at(s.arg);
+      memory staged(s.chosen, engine(), next);
+      next += s.floats;
+      if (s.input) {
+        s.reorder.execute(stream(), slot, staged);
+      } else {
+        plain_out[static_cast<std::size_t>(outputs)] = slot;
+        staged_out[static_cast<std::size_t>(outputs++)] = staged;
+      }
+      slot = staged;
+    }
+    args.emplace(DNNL_ARG_SCRATCHPAD, memory(lp.prim.scratch, engine(), ws));
+    lp.prim.primitive.execute(stream(), args);
+    for (int i = 0, o = 0; i < lp.count; ++i) {
+      const LayoutPrim::Staged& s = lp.staged[static_cast<std::size_t>(i)];
+      if (s.input) continue;
+      s.reorder.execute(stream(), staged_out[static_cast<std::size_t>(o)],
+                        plain_out[static_cast<std::size_t>(o)]);
+      ++o;
+    }
+    stream().wait();
+  } catch (const dnnl::error& e) {
+    throw Error(ErrorCode::kInternal, std::string(what) + ": oneDNN failed: " + e.what());
+  } catch (const std::out_of_range&) {
+    throw Error(ErrorCode::kInternal, std::string(what) + ": a staged oneDNN argument is missing");
+  }
+}
+
+}  // namespace stoke::cpu::dnnl_conv
+
+#endif  // STOKE_HAVE_DNNL
