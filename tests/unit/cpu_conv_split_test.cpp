@@ -26,6 +26,13 @@ const Case kCases[] = {
     {{1, 6, 10, 10}, {6, 3, 3, 3}, {1, 1, 2, 2, 2, 2, 2}},   // dilated, grouped
     {{1, 4, 3, 7}, {5, 4, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},     // fewer rows than threads
     {{3, 4, 8, 8}, {6, 4, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},     // a batch
+    // Batches whose channels oneDNN keeps in its blocked layouts (staged
+    // through reorders, conv2d_dnnl_layout.cpp); 20 channels pad a block.
+    {{4, 16, 10, 10}, {32, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},
+    {{3, 32, 9, 9}, {20, 32, 3, 3}, {2, 2, 1, 1, 1, 1, 1}},
+    {{2, 16, 8, 8}, {32, 16, 1, 1}, {2, 2, 0, 0, 1, 1, 1}},
+    {{9, 3, 12, 12}, {16, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},  // stem; 9 images in 8 parts
+    {{2, 32, 6, 6}, {32, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 2}},  // grouped
 };
 
 std::string describe(const Case& c, int threads) {
@@ -182,6 +189,33 @@ TEST(CpuConvSplit, TrainStepAllocatesNothingAfterTheFirst) {
     EXPECT_EQ(be.memory_stats().allocations, first.allocations) << "batch " << batch;
     EXPECT_EQ(be.memory_stats().peak_bytes, first.peak_bytes) << "batch " << batch;
   }
+}
+
+// Not even a block taken and given back within a step: the 2nd..4th steps of
+// a batch whose convolutions run in oneDNN's blocked layouts (staged in the
+// workspace) ask the allocator for nothing.
+TEST(CpuConvSplit, TrainStepsAfterTheFirstServeNoAllocation) {
+  ThreadCount tc(2);
+  cpu::CpuBackend be;
+  nn::ModelSpec spec;
+  spec.in_channels = 3;
+  spec.height = spec.width = 16;
+  spec.stem_width = 16;
+  spec.widths = {16, 32};
+  spec.strides = {1, 2};
+  spec.blocks_per_stage = 1;
+  auto model = nn::build_model(be, spec, 1);
+  nn::Sgd sgd(*model, {0.9f, 5e-4f, false});
+  nn::TrainStep step(*model, sgd);
+  const std::int64_t batch = 4;
+  Tensor x = random_tensor(be, model->input_shape(batch), 3);
+  Tensor labels(be, {batch}, DType::kInt32);
+  std::vector<std::int32_t> l{0, 1, 2, 3};
+  labels.copy_from_host(l.data());
+  step.run(x, labels, 0.01f);
+  const std::uint64_t after_first = be.total_allocations();
+  for (int i = 0; i < 3; ++i) step.run(x, labels, 0.01f);
+  EXPECT_EQ(be.total_allocations(), after_first);
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ void* CountingAllocator::allocate(std::size_t bytes) {
   while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
   }
   live_.fetch_add(1);
+  total_.fetch_add(1);
   return p;
 }
 

@@ -21,12 +21,16 @@ class STOKE_INTERNAL CountingAllocator {
   MemoryStats stats() const noexcept;
   void reset_peak() noexcept;
   std::uint64_t cap() const noexcept { return cap_; }
+  // Every allocation served so far (MemoryStats counts the live ones only),
+  // so a test can see a block taken and given back within a step.
+  std::uint64_t total_allocations() const noexcept { return total_.load(); }
 
  private:
   std::uint64_t cap_;
   std::atomic<std::uint64_t> in_use_{0};
   std::atomic<std::uint64_t> peak_{0};
   std::atomic<std::uint64_t> live_{0};
+  std::atomic<std::uint64_t> total_{0};
 };
 
 }  // namespace stoke::cpu

@@ -38,6 +38,8 @@ class STOKE_INTERNAL CpuBackend final : public Backend {
   void free(void* ptr, std::size_t bytes) noexcept override { allocator_.free(ptr, bytes); }
   MemoryStats memory_stats() const override { return allocator_.stats(); }
   void reset_peak() override { allocator_.reset_peak(); }
+  // Allocations served so far, freed ones included (the counting allocator's).
+  std::uint64_t total_allocations() const noexcept { return allocator_.total_allocations(); }
   std::size_t conv2d_workspace_bytes(const Shape& x, const Shape& w,
                                      const Conv2dParams& params) const override;
   void release_workspace() override;
