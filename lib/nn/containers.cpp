@@ -17,16 +17,46 @@ Shape Sequential::output_shape(const Shape& in) const {
   return s;
 }
 
+namespace {
+
+// Layer i is a BatchNorm2d followed by a Relu: the pair Sequential fuses in training.
+BatchNorm2d* fusable_bn(const std::vector<std::unique_ptr<Layer>>& layers, std::size_t i) {
+  if (i + 1 >= layers.size() || !dynamic_cast<Relu*>(layers[i + 1].get())) return nullptr;
+  return dynamic_cast<BatchNorm2d*>(layers[i].get());
+}
+
+}  // namespace
+
+// In training, a BatchNorm2d followed by a Relu runs as one fused pass where
+// the backend has one (CPU): the batch norm writes the Relu's output.
 const Tensor& Sequential::forward(const Tensor& x, bool training) {
   const Tensor* t = &x;
-  for (auto& l : layers_) t = &l->forward(*t, training);
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    if (BatchNorm2d* bn = training ? fusable_bn(layers_, i) : nullptr) {
+      Tensor& y = static_cast<Relu&>(*layers_[i + 1]).fused_output(t->shape());
+      if (bn->forward_relu(*t, y)) {
+        t = &y;
+        ++i;
+        continue;
+      }
+    }
+    t = &layers_[i]->forward(*t, training);
+  }
   last_ = t;
   return *t;
 }
 
 const Tensor& Sequential::backward(const Tensor& dy) {
   const Tensor* g = &dy;
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) g = &(*it)->backward(*g);
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    BatchNorm2d* bn = i > 0 ? fusable_bn(layers_, i - 1) : nullptr;
+    if (bn && bn->fused_relu()) {
+      g = &bn->backward_relu(static_cast<Relu&>(*layers_[i]).output(), *g);
+      --i;
+      continue;
+    }
+    g = &layers_[i]->backward(*g);
+  }
   return *g;
 }
 

@@ -1,6 +1,7 @@
 // Layer base, and the layers with parameters: Conv2d, BatchNorm2d, Linear.
 #include "stoke/nn/layers.hpp"
 
+#include "backend/cpu/batch_norm_relu.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::nn {
@@ -129,6 +130,7 @@ Shape BatchNorm2d::output_shape(const Shape& in) const {
 const Tensor& BatchNorm2d::forward(const Tensor& x, bool training) {
   ensure(y_, output_shape(x.shape()));
   x_ = x;
+  fused_relu_ = false;
   if (training) {
     ensure(save_mean_, {channels_});
     ensure(save_invstd_, {channels_});
@@ -139,6 +141,27 @@ const Tensor& BatchNorm2d::forward(const Tensor& x, bool training) {
                                            params_);
   }
   return y_;
+}
+
+bool BatchNorm2d::forward_relu(const Tensor& x, Tensor& y) {
+  ensure(y_, output_shape(x.shape()));  // the unfused path's tensor, kept for the memory plan
+  ensure(save_mean_, {channels_});
+  ensure(save_invstd_, {channels_});
+  fused_relu_ =
+      cpu::batch_norm_relu_forward_training(*backend_, x, gamma_, beta_, y, running_mean_,
+                                            running_var_, save_mean_, save_invstd_, params_);
+  if (fused_relu_) x_ = x;
+  return fused_relu_;
+}
+
+const Tensor& BatchNorm2d::backward_relu(const Tensor& y, const Tensor& dy) {
+  if (!fused_relu_) {
+    throw InvalidArgument("BatchNorm2d '" + name_ + "': backward_relu without forward_relu");
+  }
+  ensure(dx_, x_.shape());
+  cpu::batch_norm_relu_backward(*backend_, x_, y, dy, gamma_, save_mean_, save_invstd_, dx_,
+                                gamma_grad_, beta_grad_);
+  return dx_;
 }
 
 const Tensor& BatchNorm2d::backward(const Tensor& dy) {

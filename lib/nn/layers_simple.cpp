@@ -23,6 +23,12 @@ const Tensor& Relu::backward(const Tensor& dy) {
   return dx_;
 }
 
+Tensor& Relu::fused_output(const Shape& shape) {
+  ensure(y_, shape);
+  ensure(dx_, shape);
+  return y_;
+}
+
 void Relu::release_activations() {
   y_ = dx_ = Tensor();
 }

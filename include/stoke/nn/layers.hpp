@@ -142,12 +142,22 @@ class STOKE_API BatchNorm2d final : public Layer {
   std::string scale_name() const;
   std::string shift_name() const;
 
+  // Training with the ReLU that follows folded in (Sequential does this on
+  // the CPU backend): forward_relu writes max(BN(x), 0) to y (x's shape) and
+  // returns true, or returns false, having done nothing, where the backend has
+  // no fused kernel; backward_relu takes that y and dy at it and returns dx.
+  // fused_relu(): the last training forward was forward_relu.
+  bool forward_relu(const Tensor& x, Tensor& y);
+  const Tensor& backward_relu(const Tensor& y, const Tensor& dy);
+  bool fused_relu() const noexcept { return fused_relu_; }
+
  private:
   int channels_;
   BatchNormParams params_;
   BnNames names_;
   Tensor gamma_, gamma_grad_, beta_, beta_grad_, running_mean_, running_var_;
   Tensor save_mean_, save_invstd_, x_, y_, dx_;
+  bool fused_relu_ = false;
 };
 
 class STOKE_API Relu final : public Layer {
@@ -158,6 +168,11 @@ class STOKE_API Relu final : public Layer {
   const Tensor& backward(const Tensor& dy) override;
   void release_activations() override;
   std::size_t activation_bytes(const Shape& in) const override;
+  // Fused with the BatchNorm2d before it (Sequential): that layer writes this
+  // one's output. The unfused path's tensors are kept (dx untouched), so the
+  // memory plan is the same on every backend.
+  Tensor& fused_output(const Shape& shape);
+  const Tensor& output() const noexcept { return y_; }
 
  private:
   Tensor y_, dx_;

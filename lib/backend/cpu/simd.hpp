@@ -26,6 +26,16 @@ struct SimdKernels {
   void (*adam)(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float beta1,
                float beta2, float epsilon, float weight_decay, bool decoupled,
                float bias_correction1, float bias_correction2);
+  // Batch norm (batch_norm.cpp): plane sums, y = max(x * scale + shift, 0),
+  // and the backward's sums and pass, dy masked to relu_y > 0 where relu_y
+  // is not null (a following ReLU's backward folded in).
+  float (*sum)(const float* x, std::size_t n);
+  float (*centered_squares)(const float* x, std::size_t n, float mean);
+  void (*scale_shift_relu)(const float* x, float* y, std::size_t n, float scale, float shift);
+  void (*bn_backward_sums)(const float* x, const float* dy, const float* relu_y, std::size_t n,
+                           float mean, float* sums);
+  void (*bn_backward_apply)(const float* x, const float* dy, const float* relu_y, float* dx,
+                            std::size_t n, float mean, float a, float b, float cst);
 };
 
 STOKE_INTERNAL const SimdKernels& simd_kernels_sse2() noexcept;

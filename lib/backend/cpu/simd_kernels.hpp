@@ -50,6 +50,85 @@ struct Kernels {
       xsimd::fma(B::load_unaligned(x + i), s, t).store_unaligned(y + i);
     for (; i < n; ++i) y[i] = x[i] * scale + shift;
   }
+  // Batch norm's per-plane reductions and passes. Two vector accumulators, so
+  // the sums run at load speed rather than at one add's latency per element.
+  static float sum(const float* x, std::size_t n) {
+    B a0(0.0f), a1(0.0f);
+    std::size_t i = 0;
+    for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+      a0 += B::load_unaligned(x + i);
+      a1 += B::load_unaligned(x + i + kLanes);
+    }
+    for (; i + kLanes <= n; i += kLanes) a0 += B::load_unaligned(x + i);
+    float s = xsimd::hadd(a0 + a1);
+    for (; i < n; ++i) s += x[i];
+    return s;
+  }
+  static float centered_squares(const float* x, std::size_t n, float mean) {
+    B a0(0.0f), a1(0.0f);
+    const B m(mean);
+    std::size_t i = 0;
+    for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+      const B d0 = B::load_unaligned(x + i) - m, d1 = B::load_unaligned(x + i + kLanes) - m;
+      a0 = xsimd::fma(d0, d0, a0);
+      a1 = xsimd::fma(d1, d1, a1);
+    }
+    for (; i + kLanes <= n; i += kLanes) {
+      const B d = B::load_unaligned(x + i) - m;
+      a0 = xsimd::fma(d, d, a0);
+    }
+    float s = xsimd::hadd(a0 + a1);
+    for (; i < n; ++i) s += (x[i] - mean) * (x[i] - mean);
+    return s;
+  }
+  // y = max(x * scale + shift, 0)
+  static void scale_shift_relu(const float* x, float* y, std::size_t n, float scale, float shift) {
+    std::size_t i = 0;
+    const B s(scale), t(shift), zero(0.0f);
+    for (; i + kLanes <= n; i += kLanes)
+      xsimd::max(xsimd::fma(B::load_unaligned(x + i), s, t), zero).store_unaligned(y + i);
+    for (; i < n; ++i) {
+      const float v = x[i] * scale + shift;
+      y[i] = v > 0.0f ? v : 0.0f;
+    }
+  }
+  // g = dy, or where relu_y is given dy masked to relu_y > 0 (a ReLU's
+  // backward folded in); sums[0] += sum(g), sums[1] += sum(g * (x - mean)).
+  static void bn_backward_sums(const float* x, const float* dy, const float* relu_y, std::size_t n,
+                               float mean, float* sums) {
+    B s(0.0f), t(0.0f);
+    const B m(mean), zero(0.0f);
+    std::size_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      B g = B::load_unaligned(dy + i);
+      if (relu_y) g = xsimd::select(B::load_unaligned(relu_y + i) > zero, g, zero);
+      s += g;
+      t = xsimd::fma(g, B::load_unaligned(x + i) - m, t);
+    }
+    float sg = xsimd::hadd(s), tg = xsimd::hadd(t);
+    for (; i < n; ++i) {
+      const float g = !relu_y || relu_y[i] > 0.0f ? dy[i] : 0.0f;
+      sg += g;
+      tg += g * (x[i] - mean);
+    }
+    sums[0] = sg;
+    sums[1] = tg;
+  }
+  // dx = a * g + b * (x - mean) + cst, g as in bn_backward_sums.
+  static void bn_backward_apply(const float* x, const float* dy, const float* relu_y, float* dx,
+                                std::size_t n, float mean, float a, float b, float cst) {
+    const B m(mean), av(a), bv(b), cv(cst), zero(0.0f);
+    std::size_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      B g = B::load_unaligned(dy + i);
+      if (relu_y) g = xsimd::select(B::load_unaligned(relu_y + i) > zero, g, zero);
+      xsimd::fma(av, g, xsimd::fma(bv, B::load_unaligned(x + i) - m, cv)).store_unaligned(dx + i);
+    }
+    for (; i < n; ++i) {
+      const float g = !relu_y || relu_y[i] > 0.0f ? dy[i] : 0.0f;
+      dx[i] = a * g + b * (x[i] - mean) + cst;
+    }
+  }
   static void sgd(float* w, const float* g, float* v, std::size_t n, float lr, float momentum,
                   float weight_decay, bool nesterov) {
     std::size_t i = 0;
@@ -99,8 +178,20 @@ struct Kernels {
   }
 
   static const SimdKernels& table(const char* name) {
-    static const SimdKernels k{name, relu,        relu_backward, add, accumulate,
-                               mul,  scale_shift, sgd,           adam};
+    static const SimdKernels k{name,
+                               relu,
+                               relu_backward,
+                               add,
+                               accumulate,
+                               mul,
+                               scale_shift,
+                               sgd,
+                               adam,
+                               sum,
+                               centered_squares,
+                               scale_shift_relu,
+                               bn_backward_sums,
+                               bn_backward_apply};
     return k;
   }
 };
