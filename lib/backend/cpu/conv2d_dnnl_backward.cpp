@@ -23,8 +23,9 @@ struct BackwardPlan {
   bool channels;
   int count_k, count_c;  // channel split: output / input channel parts; else count_k images
   std::size_t scratch;   // floats per chunk
+  std::size_t dy;        // per chunk (image split): dy staged once for both primitives
   std::size_t slice;     // per chunk: input-channel slice of w (channel split) or dw+db partials
-  std::size_t per_chunk() const { return scratch + slice; }
+  std::size_t per_chunk() const { return scratch + dy + slice; }
   std::size_t floats() const {
     return per_chunk() * static_cast<std::size_t>(std::max(count_k, count_c));
   }
@@ -50,6 +51,7 @@ BackwardPlan backward_plan(const Problem& g, bool bias) {
     bp.count_k = parts(g.n);
     bp.scratch = std::max(most_layout(w, kBackwardWeights, g.n, bp.count_k),
                           most_layout(g, kBackwardData, g.n, bp.count_k));
+    bp.dy = most_staged(w, kBackwardWeights, DNNL_ARG_DIFF_DST, g.n, bp.count_k);
     bp.slice = bp.count_k > 1 ? align16(weight_floats(g) + g.k) : 0;
   }
   return bp;
@@ -107,27 +109,35 @@ void backward_images(CpuBackend& be, const BackwardPlan& bp, const Problem& g, f
   for_chunks(be, static_cast<std::size_t>(g.n), bp.count_k,
              [&](int chunk, std::size_t b, std::size_t e) {
                float* scratch = ws + bp.per_chunk() * static_cast<std::size_t>(chunk);
-               float* dw_part = partials ? scratch + bp.scratch : dwp;
+               float* dw_part = partials ? scratch + bp.scratch + bp.dy : dwp;
                float* db_part = partials ? dw_part + w_floats : dbp;
                const Problem pw = sub(gw, kBackwardWeights, false, false, b, e);
+               const Problem pd = sub(g, kBackwardData, false, false, b, e);
                const Descs d = descs(pw);
+               const LayoutPrim& lw = layout_primitive(pw);
+               const LayoutPrim* ld = dxp ? &layout_primitive(pd) : nullptr;
+               memory dy = wrap(d.dst, dyp + b * y_image);
+               // Both primitives take dy in one layout: reorder it once.
+               const LayoutPrim::Staged* sw = staged(lw, DNNL_ARG_DIFF_DST);
+               const LayoutPrim::Staged* sd = ld ? staged(*ld, DNNL_ARG_DIFF_DST) : nullptr;
+               const int shared = sw && sd && sw->chosen == sd->chosen ? DNNL_ARG_DIFF_DST : 0;
+               if (shared) dy = stage_input(*sw, dy, scratch + bp.scratch);
                Args args{{DNNL_ARG_SRC, wrap(d.src, xp + b * x_image)},
-                         {DNNL_ARG_DIFF_DST, wrap(d.dst, dyp + b * y_image)},
+                         {DNNL_ARG_DIFF_DST, dy},
                          {DNNL_ARG_DIFF_WEIGHTS, wrap(d.weights, dw_part)}};
                if (dbp) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(d.bias, db_part));
-               run(layout_primitive(pw), args, scratch);
-               if (!dxp) return;
-               const Problem pd = sub(g, kBackwardData, false, false, b, e);
-               Args data{{DNNL_ARG_DIFF_DST, wrap(d.dst, dyp + b * y_image)},
+               run(lw, args, scratch, "conv2d", shared);
+               if (!ld) return;
+               Args data{{DNNL_ARG_DIFF_DST, dy},
                          {DNNL_ARG_WEIGHTS, wrap(d.weights, wp)},
                          {DNNL_ARG_DIFF_SRC, wrap(d.src, dxp + b * x_image)}};
-               run(layout_primitive(pd), data, scratch);
+               run(*ld, data, scratch, "conv2d", shared);
              });
   if (!partials) return;
   for_chunks(be, w_floats + g.k, be.chunks(), [&](int, std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) {
       float sum = 0.0f;
-      for (int c = 0; c < bp.count_k; ++c) sum += ws[bp.per_chunk() * c + bp.scratch + i];
+      for (int c = 0; c < bp.count_k; ++c) sum += ws[bp.per_chunk() * c + bp.scratch + bp.dy + i];
       if (i < w_floats) {
         dwp[i] = sum;
       } else if (dbp) {

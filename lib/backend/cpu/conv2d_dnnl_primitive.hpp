@@ -103,8 +103,16 @@ struct LayoutPrim {
 const LayoutPrim& layout_primitive(const Problem& pb);
 
 // Largest floats() over the (at most two) sub-problem sizes of an even split
-// over images.
+// over images; most_staged: the largest staged copy of `arg` (0: never staged).
 std::size_t most_layout(Problem pb, int kind, int total, int count);
+std::size_t most_staged(Problem pb, int kind, int arg, int total, int count);
+
+// lp's staged copy of `arg`, or null where oneDNN takes it in stoke's layout.
+const LayoutPrim::Staged* staged(const LayoutPrim& lp, int arg);
+
+// Reorders the plain `from` into s's layout at `to` (s.floats floats), for
+// an argument two primitives share (the backward's dy).
+memory stage_input(const LayoutPrim::Staged& s, memory from, float* to);
 
 // Executes on this thread's stream with one OpenMP thread, `scratch` as the
 // scratchpad; oneDNN errors become stoke::Error naming `what`.
@@ -112,7 +120,9 @@ void run(const Prim& prim, Args& args, float* scratch, const char* what = "conv2
 
 // As run(), `args` wrapping stoke's plain tensors: staged arguments go
 // through `ws` (floats() floats: the scratchpad, then the staged copies).
-void run(const LayoutPrim& lp, Args& args, float* ws, const char* what = "conv2d");
+// `prestaged`: an argument the caller already staged (stage_input), or 0.
+void run(const LayoutPrim& lp, Args& args, float* ws, const char* what = "conv2d",
+         int prestaged = 0);
 
 inline memory wrap(const memory::desc& d, const float* p) {
   return memory(d, engine(), const_cast<float*>(p));
