@@ -5,6 +5,7 @@ one table with ratios (stoke / reference; under 1: stoke faster).
 
     python3 bench/engine_reference.py --build build [--threads 2] [--rounds 3] [--batches 1,32] [--torch]
         [--skip-infer] [--skip-train] [--shapes 1x28x28/b64,3x128x128/b16,3x224x224/b8,resnet18/3x224x224/b8]
+        [--baseline OTHER_BUILD]
 
 Creates its own virtual environment (default build/bench-venv) with
 onnxruntime, onnx and numpy from PyPI (torch only with --torch; PyPI's torch
@@ -19,7 +20,8 @@ are reported. Train steps (only with --torch): build/bin/bench_engine
 (BM_train_step, one shape per run) against bench/pytorch_step.py's step in
 three variants (eager NCHW, channels-last, torch.compile), interleaved shape by
 shape and round by round, with stoke's GFLOP/s as a share of the FP32 peak
-measured in the same run (torch.mm 2048^3).
+measured in the same run (torch.mm 2048^3). --baseline times a second build's
+bench_engine in the same rounds (stoke before and after a change, same conditions).
 """
 import argparse
 import json
@@ -203,13 +205,17 @@ def train_table(args):
     peaks = [peak_gflops()]
     print(f"# torch {torch.__version__}; FP32 peak (torch.mm 2048^3, {args.threads} threads) measured before each "
           f"shape; GFLOP/step by torch.utils.flop_counter", flush=True)
-    print("| train step | stoke ms | eager ms | channels-last ms | compile ms | stoke/best | stoke GFLOP/s (% peak) |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    extra = " baseline ms | baseline/best |" if args.baseline else ""
+    print("| train step | stoke ms | eager ms | channels-last ms | compile ms | stoke/best | stoke GFLOP/s (% peak) |"
+          + extra)
+    print("| --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if args.baseline else ""))
     for key in args.shapes:
         arch, c, h, n, steps = torch_steps(key, args.modes)
-        st, ref = [], {m: [] for m in steps}
+        st, base, ref = [], [], {m: [] for m in steps}
         for _ in range(args.rounds):
             st.append(stoke_step_ms(args.build, key, args.threads))
+            if args.baseline:
+                base.append(stoke_step_ms(args.baseline, key, args.threads))
             for m, (fn, k) in steps.items():
                 ref[m].append(time_step(fn, k))
             peaks.append(peak_gflops())
@@ -220,8 +226,11 @@ def train_table(args):
         rate = gflop / (median(st) / 1e3)
         cols = [fmt_range(ref[m]) if m in ref else ("failed" if m in args.modes else "not run") for m in MODES]
         ratio = f"{median(st) / best:.2f}" if best else "—"
-        print(f"| {key} | {fmt_range(st)} | {' | '.join(cols)} | {ratio} | {rate:.0f} ({100 * rate / peak:.0f} %) |",
-              flush=True)
+        extra = ""
+        if base:
+            extra = f" {fmt_range(base)} | {median(base) / best:.2f} |" if best else f" {fmt_range(base)} | — |"
+        print(f"| {key} | {fmt_range(st)} | {' | '.join(cols)} | {ratio} | {rate:.0f} ({100 * rate / peak:.0f} %) |"
+              + extra, flush=True)
     print(f"# peak GFLOP/s over the run: {min(peaks):.0f}–{max(peaks):.0f} (max used); load average "
           f"{os.getloadavg()[0]:.1f} at the end; medians (min–max) of {args.rounds} rounds", flush=True)
 
@@ -229,6 +238,8 @@ def train_table(args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
+    ap.add_argument("--baseline", default="", help="another build whose bench_engine is timed in the same rounds "
+                    "(before/after a change)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--venv", default="build/bench-venv")
@@ -242,6 +253,7 @@ def main():
     args = ap.parse_args()
     ensure_venv(args)
     args.build = os.path.abspath(args.build)
+    args.baseline = os.path.abspath(args.baseline) if args.baseline else ""
     args.batches = [int(b) for b in args.batches.split(",")]
     args.shapes = args.shapes.split(",")
     args.modes = args.modes.split(",")

@@ -155,6 +155,10 @@ void check_fused(const char* what, const Tensor& x, const Tensor& y, const Tenso
 
 }  // namespace
 
+bool batch_norm_relu_available(const Backend& backend) noexcept {
+  return dynamic_cast<const CpuBackend*>(&backend) != nullptr;
+}
+
 bool batch_norm_relu_forward_training(Backend& backend, const Tensor& x, const Tensor& gamma,
                                       const Tensor& beta, Tensor& y, Tensor& running_mean,
                                       Tensor& running_var, Tensor& save_mean, Tensor& save_invstd,

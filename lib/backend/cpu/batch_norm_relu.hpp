@@ -8,6 +8,9 @@
 
 namespace stoke::cpu {
 
+// Whether the two functions below run on `backend` (a CPU backend).
+STOKE_INTERNAL bool batch_norm_relu_available(const Backend& backend) noexcept;
+
 // Returns false, having done nothing, when `backend` is not a CPU backend;
 // the caller then runs batch_norm_forward_training and relu_forward.
 // requires: x (N, C, H, W); y as x; gamma, beta and the four statistics (C).
