@@ -113,6 +113,26 @@ TEST_F(DataParallelTraining, GpuRanksWithoutNcclAverageThroughTheHostAndSaySo) {
   }
 }
 
+// Rank 1 is killed after its third step of a bucketed run (rank 0's
+// communication thread alive and idle between steps): rank 0's fit() ends
+// with a CommunicationError naming its rank within the bound, not a hang.
+// (A collective failing on that thread: GradientBuckets.AFailedCollective...)
+TEST_F(DataParallelTraining, ARankKilledMidRunEndsTheOtherWithinTheBound) {
+  testing::RankGroup group(dir_ / "killed", 2);
+  const std::vector<std::string> args = {"train-small-buckets",
+                                         (dir_ / "images.idx").string(),
+                                         (dir_ / "labels.idx").string(),
+                                         (dir_ / "killed.params").string(),
+                                         "3",
+                                         "die"};
+  const auto results = group.run(STOKE_DIST_WORKER, args, std::chrono::seconds(60),
+                                 {"STOKE_CPU_THREADS=1", "STOKE_DIST_TIMEOUT=10"});
+  EXPECT_EQ(results[1].exit_code, 9) << results[1].output;
+  EXPECT_EQ(results[0].exit_code, 70) << "fit() throws a stoke::Error:\n" << results[0].output;
+  EXPECT_NE(results[0].output.find("rank 0 of 2"), std::string::npos) << results[0].output;
+  EXPECT_LT(results[0].seconds, 15.0) << "bounded by the timeout";
+}
+
 TEST_F(DataParallelTraining, AStopRequestOnOneRankStopsBothAndRankZeroWritesOneCheckpoint) {
   const auto results = run_ranks("stop", {"3"});
   for (const auto& r : results)
