@@ -10,7 +10,10 @@
 #   - the steady-state training rate: images/s over the epochs after the first
 #     (rank 0's train log, `stoke train --log`), and
 #   - for N ranks, the share of the epoch spent in collectives (the profiler's
-#     `communicate` stage: gradient allreduce and the stop agreement).
+#     `communicate` stage: the wait for the gradient allreduce after backward,
+#     and the stop agreement), and
+#   - N ranks again with --bucket-kb 0 (no gradient buckets overlapped with
+#     backward: one allreduce after it), for the buckets' effect.
 # Rank scaling = N ranks / 1 rank at the same threads per rank.
 set -euo pipefail
 build=${1:-build}
@@ -23,12 +26,12 @@ trap 'rm -rf "$work"' EXIT
 cores=$(nproc)
 "$stoke" dataset --out "$work/data" --count 800 --size 96x96 --format png >/dev/null
 
-run() {  # run <nproc> <threads per process> <batch per rank>: prints "wall rate communicate-share"
+run() {  # run <nproc> <threads per process> <batch per rank> [stoke train args]: prints "wall rate communicate-share"
   local start end
   start=$(date +%s.%N)
   STOKE_CPU_THREADS=$2 STOKE_LOG_LEVEL=error "$stoke" train --nproc "$1" --data "$work/data" \
     --out "$work/m.stoke" --size 48 --epochs "$epochs" --batch "$3" --arch plain --split 100,0 \
-    --log "$work/log.json" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
+    --log "$work/log.json" "${@:4}" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
   end=$(date +%s.%N)
   python3 - "$work/log.json" "$(echo "$end - $start" | bc)" <<'PY'
 import json, sys
@@ -47,9 +50,13 @@ for r in $(seq 1 "$rounds"); do
   read -r single_wall single_rate _ < <(run 1 "$threads" 32)
   read -r whole_wall whole_rate _ < <(run 1 "$cores" 32)
   read -r many_wall many_rate many_comm < <(run "$ranks" "$threads" "$per_rank")
+  read -r _ whole_block_rate whole_block_comm < <(run "$ranks" "$threads" "$per_rank" --bucket-kb 0)
   printf 'round %d: wall %.2f / %.2f / %.2f s | steady images/s: 1 rank x %d %.1f, 1 process x %d %.1f, %d ranks x %d %.1f (communicate %.1f %%) | rank scaling %.2fx (wall %.2fx), vs one process %.2fx\n' \
     "$r" "$single_wall" "$whole_wall" "$many_wall" "$threads" "$single_rate" "$cores" "$whole_rate" \
     "$ranks" "$threads" "$many_rate" "$(echo "$many_comm * 100" | bc -l)" \
     "$(echo "$many_rate / $single_rate" | bc -l)" "$(echo "$single_wall / $many_wall" | bc -l)" \
     "$(echo "$many_rate / $whole_rate" | bc -l)"
+  printf '         without buckets (--bucket-kb 0: one allreduce after backward): %d ranks x %d %.1f images/s (communicate %.1f %%) | buckets / none %.2fx\n' \
+    "$ranks" "$threads" "$whole_block_rate" "$(echo "$whole_block_comm * 100" | bc -l)" \
+    "$(echo "$many_rate / $whole_block_rate" | bc -l)"
 done

@@ -74,6 +74,13 @@ struct TrainerOptions {
   // update, so the ranks keep identical weights. Rank 0 alone writes the
   // checkpoints.
   Communicator* communicator = nullptr;
+  // Data-parallel gradient buckets on CPU ranks: the gradient block is
+  // averaged in pieces of this size on a communication thread while the
+  // backward pass computes the earlier layers' gradients (overlap); 0 = one
+  // allreduce of the whole block after the backward pass. GPU ranks average
+  // the whole block after backward (NCCL on the compute stream, or through
+  // the host).
+  std::size_t gradient_bucket_bytes = 256 << 10;
   // A stop or best checkpoint written by fit() to continue from: the model,
   // the optimizer state and the TrainState it carries (epoch, position in the
   // epoch, schedule position, batch size, early-stopping state). The run then

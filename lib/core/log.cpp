@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdio>
 #include <mutex>
+#include <string>
 
 namespace stoke {
 namespace {
@@ -58,8 +59,12 @@ void log(LogLevel level, std::string_view message) {
     slot.sink(level, message);
     return;
   }
-  std::fprintf(stderr, "stoke: %s: %.*s\n", to_string(level), static_cast<int>(message.size()),
-               message.data());
+  // One write per line: ranks of a data-parallel run share one stderr, and
+  // an unbuffered stream may write a formatted line in pieces.
+  std::string line = std::string("stoke: ") + to_string(level) + ": ";
+  line.append(message);
+  line += '\n';
+  std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
 }  // namespace stoke

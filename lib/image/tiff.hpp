@@ -7,8 +7,10 @@
 //
 // libtiff's errors and warnings go to per-file handlers that collect them into
 // the DecodeError message; nothing is printed. The size limit is checked from
-// the header, and every strip or tile must lie inside the file, before the
-// output or any strip buffer is sized.
+// the header, the directory must list an offset and a byte count for every
+// strip or tile the header claims, every strip or tile must lie inside the
+// file, and uncompressed ones must hold their pixels, before the output or any
+// strip buffer is sized.
 #pragma once
 
 #include <cstdint>

@@ -86,15 +86,26 @@ const Tensor& Model::forward(const Tensor& x, bool training) {
   return *t;
 }
 
-void Model::backward(const Tensor& dlogits) {
-  if (frozen_ == 0) {
+void Model::backward(const Tensor& dlogits, const GradientsReady& ready) {
+  if (frozen_ == 0 && !ready) {
     net_->backward(dlogits);
     return;
   }
+  // Layer i's gradients start at its first slot's offset (the block's end
+  // when it has none): once its pass is issued, everything from there on is final.
+  const auto layer_begin = [this](std::size_t i) -> std::int64_t {
+    const std::size_t first_slot = i == 0 ? 0 : layer_slot_end_[i - 1];
+    return first_slot < slot_offsets_.size() ? slot_offsets_[first_slot] : grads_.numel();
+  };
   const auto& layers = net_->layers();
   const Tensor* g = &dlogits;
-  for (std::size_t i = layers.size(); i-- > static_cast<std::size_t>(frozen_);)
+  std::int64_t reported = grads_.numel();
+  for (std::size_t i = layers.size(); i-- > static_cast<std::size_t>(frozen_);) {
     g = &layers[i]->backward(*g);
+    if (ready && layer_begin(i) < reported) ready(reported = layer_begin(i));
+  }
+  // Frozen layers' gradients are not computed: they are as final as they get.
+  if (ready && reported > 0) ready(0);
 }
 
 std::vector<NamedTensor> Model::named_parameters() const {

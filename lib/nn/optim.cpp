@@ -207,8 +207,8 @@ void TrainStep::set_class_weights(const std::vector<float>& weights) {
   weight_rows_.copy_from_host(rows.data());
 }
 
-void TrainStep::backward() {
-  model_.backward(weight_rows_.defined() ? weighted_ : dlogits_);
+void TrainStep::backward(const Model::GradientsReady& ready) {
+  model_.backward(weight_rows_.defined() ? weighted_ : dlogits_, ready);
 }
 
 void TrainStep::update() {

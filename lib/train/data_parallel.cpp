@@ -19,12 +19,17 @@ void from_host(Tensor& t, const std::vector<float>& host) {
   t.copy_from_host(host.data());
 }
 
+std::span<float> host_span(Tensor& t) {
+  return {t.data<float>(), static_cast<std::size_t>(t.numel())};
+}
+
 }  // namespace
 
 std::unique_ptr<DataParallel> DataParallel::make(const TrainerOptions& options,
                                                  Profiler& profiler) {
   if (!options.communicator || options.communicator->world_size() == 1) return nullptr;
-  return std::unique_ptr<DataParallel>(new DataParallel(*options.communicator, profiler));
+  return std::unique_ptr<DataParallel>(
+      new DataParallel(*options.communicator, profiler, options.gradient_bucket_bytes));
 }
 
 void DataParallel::shard(LoaderOptions& options) const {
@@ -43,7 +48,7 @@ void DataParallel::broadcast_model(nn::Model& model) {
       throw Unsupported("data-parallel training: model tensors must be float32 to broadcast");
     }
     if (t->backend().is_host()) {
-      comm_.broadcast(std::span<float>(t->data<float>(), static_cast<std::size_t>(t->numel())), 0);
+      comm_.broadcast(host_span(*t), 0);
       continue;
     }
     std::vector<float> host = to_host(*t);
@@ -87,8 +92,7 @@ void DataParallel::allreduce_mean(Tensor& tensor) {
   // Through the host: the block is complete once the backend has run.
   tensor.backend().synchronize();
   if (tensor.backend().is_host() && tensor.dtype() == DType::kFloat32) {
-    comm_.allreduce_mean(
-        std::span<float>(tensor.data<float>(), static_cast<std::size_t>(tensor.numel())));
+    comm_.allreduce_mean(host_span(tensor));
     return;
   }
   std::vector<float> host = to_host(tensor);
@@ -98,9 +102,39 @@ void DataParallel::allreduce_mean(Tensor& tensor) {
 
 GradientHook DataParallel::gradient_hook(GradientHook user) {
   return [this, user = std::move(user)](Tensor& gradients) {
-    allreduce_mean(gradients);
+    if (buckets_ && gradients.backend().is_host()) {
+      finish_buckets(gradients);
+    } else {
+      allreduce_mean(gradients);
+    }
     if (user) user(gradients);
   };
+}
+
+nn::Model::GradientsReady DataParallel::backward_progress(nn::Model& model) {
+  if (bucket_bytes_ == 0 || !model.backend().is_host() ||
+      model.gradients().dtype() != DType::kFloat32)
+    return {};
+  if (!buckets_) buckets_ = std::make_unique<GradientBuckets>(comm_, bucket_bytes_);
+  return
+      [this, &model](std::int64_t first) { buckets_->ready(host_span(model.gradients()), first); };
+}
+
+void DataParallel::finish_buckets(Tensor& gradients) {
+  const std::uint64_t early = buckets_->sent_early();
+  {
+    auto span = profiler_.span(Stage::kCommunicate);
+    buckets_->finish(host_span(gradients));
+  }
+  if (!described_) {  // the first step: say how it went
+    described_ = true;
+    const std::size_t bytes = buckets_->bucket_floats() * sizeof(float);
+    const std::string size =
+        bytes % 1024 == 0 ? std::to_string(bytes / 1024) + " KiB" : std::to_string(bytes) + " B";
+    log_info("data-parallel gradients in " + std::to_string(buckets_->sent()) + " buckets of " +
+             size + " on a " + comm_.name() + " communication thread, " + std::to_string(early) +
+             " of them sent while backward ran");
+  }
 }
 
 bool DataParallel::agree_stop(bool requested) {

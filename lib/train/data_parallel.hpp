@@ -11,6 +11,7 @@
 #include "stoke/cuda.hpp"
 #include "stoke/distributed.hpp"
 #include "stoke/train.hpp"
+#include "train/gradient_buckets.hpp"
 #include "train/step_runner.hpp"
 
 namespace stoke::detail {
@@ -29,7 +30,13 @@ class DataParallel {
   // Every rank starts from rank 0's parameters and buffers.
   void broadcast_model(nn::Model& model);
   // Averages the gradients across ranks, then runs `user` (may be empty).
+  // With gradient buckets, waits for the buckets backward_progress() sent
+  // and sends the rest.
   GradientHook gradient_hook(GradientHook user);
+  // For Model::backward: on a host backend with gradient_bucket_bytes > 0,
+  // sends each bucket of gradients as soon as backward has completed it
+  // (GradientBuckets); otherwise empty (the hook averages the whole block).
+  nn::Model::GradientsReady backward_progress(nn::Model& model);
   // True on every rank when any rank asked to stop (one small allreduce
   // after each optimizer step, at the same step on every rank).
   bool agree_stop(bool requested);
@@ -47,7 +54,11 @@ class DataParallel {
   void report(const std::exception& error) noexcept;
 
  private:
-  DataParallel(Communicator& comm, Profiler& profiler) : comm_(comm), profiler_(profiler) {}
+  DataParallel(Communicator& comm, Profiler& profiler, std::size_t bucket_bytes)
+      : comm_(comm), profiler_(profiler), bucket_bytes_(bucket_bytes) {}
+  // The buckets' wait at the end of backward (the communication time the
+  // step still sees), then the user's hook.
+  void finish_buckets(Tensor& gradients);
   // The mean over ranks of a tensor on any backend: host tensors in place;
   // on a GPU backend through NCCL on the compute stream when every rank's
   // backend has it, else through the host (a copy each way).
@@ -62,6 +73,9 @@ class DataParallel {
   bool device_decided_ = false;
   std::unique_ptr<DeviceCommunicator> device_;
   const Backend* device_backend_ = nullptr;  // the backend device_ runs on
+  std::size_t bucket_bytes_;
+  std::unique_ptr<GradientBuckets> buckets_;  // host backends with buckets, from the first step
+  bool described_ = false;                    // the buckets' first step was logged
 };
 
 }  // namespace stoke::detail

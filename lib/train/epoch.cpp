@@ -32,7 +32,8 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader) {
         st.correct_sum,
         st.graphs,
         st.dp ? st.dp->gradient_hook(callbacks_.on_gradients) : callbacks_.on_gradients,
-        st.class_weights};
+        st.class_weights,
+        st.dp ? st.dp->backward_progress(model_) : nn::Model::GradientsReady{}};
     st.runner = detail::make_step_runner(std::move(env), st.multiplier, st.settings.gpu_graph,
                                          st.settings.gpu_streams);
   }

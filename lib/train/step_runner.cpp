@@ -51,7 +51,7 @@ void StepRunner::compute(Batch& batch) {
     forward();
   }
   auto span = prof.span(Stage::kBackward);
-  step_.backward();
+  step_.backward(env_.on_backward_progress);
 }
 
 void StepRunner::update(float lr) {
@@ -69,8 +69,12 @@ bool StepRunner::run(Batch& batch, DeviceBusySpan& busy, float lr) {
   return true;
 }
 
+// A micro batch's gradients are not the ones the update applies: nothing
+// follows backward.
 AccumulatingStepRunner::AccumulatingStepRunner(StepEnv env, int multiplier)
-    : StepRunner(std::move(env)), multiplier_(multiplier) {}
+    : StepRunner(std::move(env)), multiplier_(multiplier) {
+  env_.on_backward_progress = {};
+}
 
 // The mean gradient of the micro batches, into the model's gradients on the last.
 void AccumulatingStepRunner::accumulate(bool last) {
@@ -106,7 +110,9 @@ bool AccumulatingStepRunner::run(Batch& batch, DeviceBusySpan& busy, float lr) {
 }
 
 GraphedStepRunner::GraphedStepRunner(StepEnv env, Toggle mode)
-    : StepRunner(std::move(env)), mode_(mode) {}
+    : StepRunner(std::move(env)), mode_(mode) {
+  env_.on_backward_progress = {};  // host callbacks have no place in a graph
+}
 
 // The graphs outlive the epoch: the ring's slots are the fit's, and an
 // epoch boundary moves none of the other buffers. Another batch or sample

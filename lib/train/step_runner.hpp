@@ -54,6 +54,9 @@ struct StepEnv {
   GraphStats& graphs;
   GradientHook on_gradients;         // may be empty
   std::vector<float> class_weights;  // per-class loss weights; empty = none
+  // Follows backward's progress (the data-parallel buckets); may be empty.
+  // Eager single-batch steps only: accumulation and graphs leave it out.
+  nn::Model::GradientsReady on_backward_progress;
 };
 
 class StepRunner {

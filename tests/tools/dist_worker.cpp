@@ -91,15 +91,21 @@ int group_id(stoke::Communicator& comm) {
 
 // Trains the setup of dp_training_setup.hpp on this rank's shard of
 // argv[2..3] (IDX images, labels); writes the final parameters to argv[4].<rank>.
-// With argv[5] = N, rank 1 asks to stop after its N-th step.
+// With argv[5] = N, rank 1 asks to stop after its N-th step (argv[6] = "die":
+// it is killed there instead).
+// "train-small-buckets" / "train-no-buckets": gradient buckets of 128 bytes
+// (several per step, sent while backward runs) / one allreduce after backward.
 // On a fake GPU (fake_gpu: FakeGpuBackend, which has no device collectives)
 // the gradients go through the host, and the run logs so (STOKE_LOG_LEVEL=info).
-int train(stoke::Communicator& comm, char** argv, int argc, bool fake_gpu = false) {
+// bucket_bytes: TrainerOptions::gradient_bucket_bytes (< 0 = the default).
+int train(stoke::Communicator& comm, char** argv, int argc, bool fake_gpu = false,
+          long bucket_bytes = -1) {
   stoke::nn::ModelSpec spec;
   stoke::LoaderOptions loader;
   stoke::TrainerOptions options;
   stoke::testing::dp_training_setup(spec, loader, options);
   options.communicator = &comm;
+  if (bucket_bytes >= 0) options.gradient_bucket_bytes = static_cast<std::size_t>(bucket_bytes);
   const std::string out = argv[4];
   options.stop_checkpoint = out + ".stop.ckpt";
   auto data = stoke::Dataset::from_idx(argv[2], argv[3]);
@@ -109,9 +115,12 @@ int train(stoke::Communicator& comm, char** argv, int argc, bool fake_gpu = fals
   stoke::Callbacks callbacks;
   stoke::Trainer* trainer_ptr = nullptr;
   const int stop_at = argc > 5 ? std::atoi(argv[5]) : 0;
+  const bool die = argc > 6 && std::strcmp(argv[6], "die") == 0;
   callbacks.on_step = [&](const stoke::StepInfo& info) {
-    if (stop_at > 0 && comm.rank() == 1 && info.step == static_cast<std::uint64_t>(stop_at))
+    if (stop_at > 0 && comm.rank() == 1 && info.step == static_cast<std::uint64_t>(stop_at)) {
+      if (die) _exit(9);  // killed mid-run: no destructor, no failure note
       trainer_ptr->request_stop();
+    }
   };
   stoke::Trainer trainer(*model, options, callbacks);
   trainer_ptr = &trainer;
@@ -148,6 +157,9 @@ int main(int argc, char** argv) {
     if (scenario == "peer-killed") return peer_fails(*comm, false);
     if (scenario == "train" && argc >= 5) return train(*comm, argv, argc);
     if (scenario == "train-fake-gpu" && argc >= 5) return train(*comm, argv, argc, true);
+    // Buckets of 32 floats: the tiny model's gradients in several pieces.
+    if (scenario == "train-small-buckets" && argc >= 5) return train(*comm, argv, argc, false, 128);
+    if (scenario == "train-no-buckets" && argc >= 5) return train(*comm, argv, argc, false, 0);
     return 64;
   } catch (const stoke::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -1,6 +1,6 @@
 // TIFF files written with libtiff itself, for the TIFF decoder's tests and
 // fuzz seeds: gray or RGB, 8 or 16 bits, any libtiff compression, strips or
-// tiles, either byte order. Needs TIFF::TIFF linked (tests/image.cmake).
+// tiles, either byte order, classic or BigTIFF. Needs TIFF::TIFF linked (tests/image.cmake).
 #pragma once
 
 #include <tiffio.h>
@@ -25,6 +25,7 @@ struct TiffSpec {
   int tile = 0;            // tile side (a multiple of 16); 0: strips
   int rows_per_strip = 3;  // strips only
   bool big_endian = false;
+  bool big_tiff = false;  // BigTIFF (64-bit offsets) instead of classic TIFF
   int claimed_width = 0;  // > 0: the header claims this size (no pixels written)
   int claimed_height = 0;
 };
@@ -44,7 +45,8 @@ inline std::vector<std::uint8_t> encode_tiff(const TiffSpec& s,
   const auto path =
       std::filesystem::temp_directory_path() /
       ("stoke_tiff_" + std::to_string(::getpid()) + "_" + std::to_string(s.width) + ".tif");
-  TIFF* tif = TIFFOpen(path.c_str(), s.big_endian ? "wb" : "wl");
+  const std::string mode = std::string(s.big_endian ? "wb" : "wl") + (s.big_tiff ? "8" : "");
+  TIFF* tif = TIFFOpen(path.c_str(), mode.c_str());
   if (!tif) throw std::runtime_error("encode_tiff: cannot create " + path.string());
   const bool claim = s.claimed_width > 0;
   TIFFSetField(tif, TIFFTAG_IMAGEWIDTH,

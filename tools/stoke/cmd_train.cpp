@@ -21,7 +21,7 @@ constexpr const char* kUsage =
                    [--augment hflip,vflip,crop,brightness=X,contrast=X] [--arch resnet|plain]
                    [--seed N] [--report DIR] [--json] [--log FILE.json|FILE.csv]
                    [--resume CHECKPOINT] [--class-weights balanced|w0,w1,...] [--balanced-sampler]
-                   [--nproc N] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult M]
+                   [--nproc N [--bucket-kb K]] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult M]
                    [--freeze K]]
   Writes the best model (by validation accuracy) to MODEL, or the final one without validation;
   Ctrl-C writes MODEL.stop and exits. --report DIR evaluates MODEL on the validation set.
@@ -29,7 +29,8 @@ constexpr const char* kUsage =
   --resume continues a MODEL.stop (or best) checkpoint exactly. --nproc N trains data-parallel
   with N processes on this machine (CPU ranks sharing the cores, or one per device of a
   STOKE_GPU_DEVICE list; a list without --nproc starts one rank per listed device; see
-  docs/distributed.md). --init starts from pretrained weights (a .safetensors with torchvision
+  docs/distributed.md); CPU ranks average gradients in buckets of K KiB (256) while backward
+  runs, 0 = one allreduce after it. --init starts from pretrained weights (a .safetensors with torchvision
   names or an .onnx export, docs/interchange.md) with a new head for the folder's classes;
   --freeze K keeps the stem and the first K stages fixed.
 )";
@@ -140,6 +141,9 @@ stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t
   o.stop_checkpoint = out + ".stop";
   o.resume = args.get("resume", "");
   o.freeze_stages = args.get_int("freeze", 0);
+  o.gradient_bucket_bytes = static_cast<std::size_t>(args.get_int(
+                                "bucket-kb", static_cast<int>(o.gradient_bucket_bytes >> 10)))
+                            << 10;
   o.balanced_sampler = args.has("balanced-sampler");
   const std::string weights = args.get("class-weights", "");
   if (weights == "balanced") {
@@ -253,7 +257,7 @@ int run(int argc, char** argv) {
                        {"data",   "val",    "split",      "out",       "size",          "channels",
                         "epochs", "batch",  "lr",         "optimizer", "normalize",     "augment",
                         "arch",   "seed",   "report",     "resume",    "class-weights", "nproc",
-                        "init",   "freeze", "width-mult", "log"},
+                        "init",   "freeze", "width-mult", "log",       "bucket-kb"},
                        {"json", "balanced-sampler"});
   const std::string out = args.required("out");
   const stoke::Config config = stoke::Config::load();  // read once: the launch and this process

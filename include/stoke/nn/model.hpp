@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -97,8 +98,16 @@ class STOKE_API Model {
 
   // x (N, C, H, W) -> logits (N, classes); valid until the next forward.
   const Tensor& forward(const Tensor& x, bool training);
-  // Gradients of the last training forward, written to gradients().
-  void backward(const Tensor& dlogits);
+  // Told during backward, after each top-level layer's pass has been issued:
+  // every gradient at offset >= first (in floats, into gradients()) is now
+  // final for this batch, the ones below are still to come. Offsets only
+  // fall; the last call says 0. (On a GPU backend "issued" is not "done":
+  // wait for the stream before reading.)
+  using GradientsReady = std::function<void(std::int64_t first)>;
+  // Gradients of the last training forward, written to gradients(); `ready`
+  // (may be empty) follows its progress, for a data-parallel allreduce that
+  // starts on the last layers' gradients while the first layers' are computed.
+  void backward(const Tensor& dlogits, const GradientsReady& ready = {});
   // Frees every layer's activations (see Layer::release_activations).
   void release_activations();
   // Activation tensors the layers allocated so far: unchanged means every

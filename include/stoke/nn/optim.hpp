@@ -155,8 +155,9 @@ class STOKE_API TrainStep {
   // Training forward, the batch-mean loss, the correct count and the
   // gradient of the loss with respect to the logits.
   void forward(const Tensor& x, const Tensor& labels);
-  // The model's gradients of the last forward (written to model.gradients()).
-  void backward();
+  // The model's gradients of the last forward (written to model.gradients());
+  // `ready` follows their progress (Model::backward).
+  void backward(const Model::GradientsReady& ready = {});
   // The optimizer's update from model.gradients() (after prepare()).
   void update();
   // Per-class loss weights (one per class, as many as the model's classes;
