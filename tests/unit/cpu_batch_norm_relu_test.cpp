@@ -1,7 +1,8 @@
 // Training batch norm with the following ReLU folded in
 // (backend/cpu/batch_norm_relu.hpp, run by nn::Sequential on the CPU
 // backend) against the unfused ops, and Sequential's fused pair against the
-// same two layers run apart.
+// same two layers run apart; the residual add + ReLU in one pass.
+#include "backend/cpu/add_relu.hpp"
 #include "backend/cpu/batch_norm_relu.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "op_test_util.hpp"
@@ -61,6 +62,20 @@ TEST(BatchNormRelu, FusedKernelsMatchTheUnfusedOpsBitForBit) {
     }
     set_thread_count(saved);
   }
+}
+
+TEST(BatchNormRelu, AddReluMatchesAddThenReluBitForBit) {
+  cpu::CpuBackend be;
+  for (const Shape& s : kShapes) {
+    Tensor a = random_tensor(be, s, 41), b = random_tensor(be, s, 42), y(be, s), sum(be, s),
+           want(be, s);
+    ASSERT_TRUE(cpu::add_relu(be, a, b, y));
+    be.add(a, b, sum);
+    be.relu_forward(sum, want);
+    expect_identical(y, want, shape_to_string(s));
+  }
+  Tensor a = random_tensor(be, {2, 3}, 1), y(be, {3, 2});
+  EXPECT_THROW(cpu::add_relu(be, a, a, y), InvalidArgument);
 }
 
 TEST(BatchNormRelu, FusedRejectsMismatchedShapes) {

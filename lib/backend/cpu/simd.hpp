@@ -36,6 +36,8 @@ struct SimdKernels {
                            float mean, float* sums);
   void (*bn_backward_apply)(const float* x, const float* dy, const float* relu_y, float* dx,
                             std::size_t n, float mean, float a, float b, float cst);
+  // y = max(a + b, 0) (a residual block's add and ReLU, add_relu.hpp)
+  void (*add_relu)(const float* a, const float* b, float* y, std::size_t n);
 };
 
 STOKE_INTERNAL const SimdKernels& simd_kernels_sse2() noexcept;

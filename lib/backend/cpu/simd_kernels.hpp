@@ -37,6 +37,17 @@ struct Kernels {
     for (; i < n; ++i) y[i] = a[i] + b[i];
   }
   static void accumulate(float* dx, const float* dy, std::size_t n) { add(dx, dy, dx, n); }
+  // y = max(a + b, 0): the residual add and its ReLU in one pass.
+  static void add_relu(const float* a, const float* b, float* y, std::size_t n) {
+    std::size_t i = 0;
+    const B zero(0.0f);
+    for (; i + kLanes <= n; i += kLanes)
+      xsimd::max(B::load_unaligned(a + i) + B::load_unaligned(b + i), zero).store_unaligned(y + i);
+    for (; i < n; ++i) {
+      const float v = a[i] + b[i];
+      y[i] = v > 0.0f ? v : 0.0f;
+    }
+  }
   static void mul(const float* a, const float* b, float* y, std::size_t n) {
     std::size_t i = 0;
     for (; i + kLanes <= n; i += kLanes)
@@ -191,7 +202,8 @@ struct Kernels {
                                centered_squares,
                                scale_shift_relu,
                                bn_backward_sums,
-                               bn_backward_apply};
+                               bn_backward_apply,
+                               add_relu};
     return k;
   }
 };
