@@ -49,15 +49,21 @@ const Tensor& Sequential::forward(const Tensor& x, bool training) {
 }
 
 const Tensor& Sequential::backward(const Tensor& dy) {
+  return backward_from(dy, 0, {});
+}
+
+const Tensor& Sequential::backward_from(const Tensor& dy, std::size_t first,
+                                        const std::function<void(std::size_t)>& after) {
   const Tensor* g = &dy;
-  for (std::size_t i = layers_.size(); i-- > 0;) {
-    BatchNorm2d* bn = i > 0 ? fusable_bn(layers_, i - 1) : nullptr;
+  for (std::size_t i = layers_.size(); i-- > first;) {
+    BatchNorm2d* bn = i > first ? fusable_bn(layers_, i - 1) : nullptr;
     if (bn && bn->fused_relu()) {
       g = &bn->backward_relu(static_cast<Relu&>(*layers_[i]).output(), *g);
       --i;
-      continue;
+    } else {
+      g = &layers_[i]->backward(*g);
     }
-    g = &layers_[i]->backward(*g);
+    if (after) after(i);
   }
   return *g;
 }

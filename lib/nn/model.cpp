@@ -87,8 +87,8 @@ const Tensor& Model::forward(const Tensor& x, bool training) {
 }
 
 void Model::backward(const Tensor& dlogits, const GradientsReady& ready) {
-  if (frozen_ == 0 && !ready) {
-    net_->backward(dlogits);
+  if (!ready) {
+    net_->backward_from(dlogits, static_cast<std::size_t>(frozen_), {});
     return;
   }
   // Layer i's gradients start at its first slot's offset (the block's end
@@ -97,15 +97,12 @@ void Model::backward(const Tensor& dlogits, const GradientsReady& ready) {
     const std::size_t first_slot = i == 0 ? 0 : layer_slot_end_[i - 1];
     return first_slot < slot_offsets_.size() ? slot_offsets_[first_slot] : grads_.numel();
   };
-  const auto& layers = net_->layers();
-  const Tensor* g = &dlogits;
   std::int64_t reported = grads_.numel();
-  for (std::size_t i = layers.size(); i-- > static_cast<std::size_t>(frozen_);) {
-    g = &layers[i]->backward(*g);
-    if (ready && layer_begin(i) < reported) ready(reported = layer_begin(i));
-  }
+  net_->backward_from(dlogits, static_cast<std::size_t>(frozen_), [&](std::size_t i) {
+    if (layer_begin(i) < reported) ready(reported = layer_begin(i));
+  });
   // Frozen layers' gradients are not computed: they are as final as they get.
-  if (ready && reported > 0) ready(0);
+  if (reported > 0) ready(0);
 }
 
 std::vector<NamedTensor> Model::named_parameters() const {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -281,6 +282,13 @@ class STOKE_API Sequential : public Layer {
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& dy) override;
+  // Backward through layers [first, size()) only, in reverse (the layers
+  // below `first` are frozen: neither they nor their input get a gradient
+  // pass); after(i) once layers i.. have had theirs (a fused batch norm +
+  // ReLU pair reports once, for the batch norm). Returns the gradient with
+  // respect to layer `first`'s input.
+  const Tensor& backward_from(const Tensor& dy, std::size_t first,
+                              const std::function<void(std::size_t)>& after);
   void release_activations() override;
   std::uint64_t activation_allocations() const noexcept override;
   void parameters(std::vector<ParamSlot>& out) override;
