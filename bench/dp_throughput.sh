@@ -3,8 +3,9 @@
 # epochs, images per optimizer step) as one process and as N rank processes
 # (`stoke train --nproc N`), interleaved.
 #   bench/dp_throughput.sh [build dir] [ranks] [rounds] [epochs]
-# Per round it prints, for 1 rank x T threads, 1 process x all cores and
-# N ranks x T threads (T = cores / N):
+# Per round it prints, for 1 rank x T threads (pinned to T cores, the share
+# of one of the N ranks), 1 process x all cores and N ranks x T threads
+# (T = cores / N):
 #   - the wall time of the whole command (process start, dataset scan,
 #     rendezvous, training, model file),
 #   - the steady-state training rate: images/s over the epochs after the first
@@ -29,7 +30,7 @@ cores=$(nproc)
 run() {  # run <nproc> <threads per process> <batch per rank> [stoke train args]: prints "wall rate communicate-share"
   local start end
   start=$(date +%s.%N)
-  STOKE_CPU_THREADS=$2 STOKE_LOG_LEVEL=error "$stoke" train --nproc "$1" --data "$work/data" \
+  STOKE_CPU_THREADS=$2 STOKE_LOG_LEVEL=error ${pin:-} "$stoke" train --nproc "$1" --data "$work/data" \
     --out "$work/m.stoke" --size 48 --epochs "$epochs" --batch "$3" --arch plain --split 100,0 \
     --log "$work/log.json" "${@:4}" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
   end=$(date +%s.%N)
@@ -47,7 +48,10 @@ per_rank=$((32 / ranks))
 threads=$((cores / ranks > 0 ? cores / ranks : 1))
 echo "dp_throughput: $cores cores, $ranks ranks x $threads thread(s), $epochs epochs, 800 PNGs 96x96 -> 48x48, plain CNN, 32 images per step"
 for r in $(seq 1 "$rounds"); do
-  read -r single_wall single_rate _ < <(run 1 "$threads" 32)
+  # One rank on the cores one of the N ranks has (taskset): its loader
+  # thread and compute would otherwise spread over every core, and the
+  # scaling would compare N ranks with a rank that already used them.
+  read -r single_wall single_rate _ < <(pin="taskset -c 0-$((threads - 1))" run 1 "$threads" 32)
   read -r whole_wall whole_rate _ < <(run 1 "$cores" 32)
   read -r many_wall many_rate many_comm < <(run "$ranks" "$threads" "$per_rank")
   read -r _ whole_block_rate whole_block_comm < <(run "$ranks" "$threads" "$per_rank" --bucket-kb 0)

@@ -80,7 +80,10 @@ struct TrainerOptions {
   // allreduce of the whole block after the backward pass. GPU ranks average
   // the whole block after backward (NCCL on the compute stream, or through
   // the host).
-  std::size_t gradient_bucket_bytes = 256 << 10;
+  // 25 MiB as PyTorch's DistributedDataParallel: on a machine whose cores the
+  // ranks already fill, many small buckets cost more in thread hand-overs
+  // than they hide (bench/RESULTS.md, issue 18).
+  std::size_t gradient_bucket_bytes = std::size_t{25} << 20;
   // A stop or best checkpoint written by fit() to continue from: the model,
   // the optimizer state and the TrainState it carries (epoch, position in the
   // epoch, schedule position, batch size, early-stopping state). The run then

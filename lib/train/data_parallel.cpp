@@ -129,8 +129,9 @@ void DataParallel::finish_buckets(Tensor& gradients) {
   if (!described_) {  // the first step: say how it went
     described_ = true;
     const std::size_t bytes = buckets_->bucket_floats() * sizeof(float);
-    const std::string size =
-        bytes % 1024 == 0 ? std::to_string(bytes / 1024) + " KiB" : std::to_string(bytes) + " B";
+    const std::string size = bytes % (1 << 20) == 0 ? std::to_string(bytes >> 20) + " MiB"
+                             : bytes % 1024 == 0    ? std::to_string(bytes >> 10) + " KiB"
+                                                    : std::to_string(bytes) + " B";
     log_info("data-parallel gradients in " + std::to_string(buckets_->sent()) + " buckets of " +
              size + " on a " + comm_.name() + " communication thread, " + std::to_string(early) +
              " of them sent while backward ran");

@@ -29,7 +29,7 @@ constexpr const char* kUsage =
   --resume continues a MODEL.stop (or best) checkpoint exactly. --nproc N trains data-parallel
   with N processes on this machine (CPU ranks sharing the cores, or one per device of a
   STOKE_GPU_DEVICE list; a list without --nproc starts one rank per listed device; see
-  docs/distributed.md); CPU ranks average gradients in buckets of K KiB (256) while backward
+  docs/distributed.md); CPU ranks average gradients in buckets of K KiB (25600) while backward
   runs, 0 = one allreduce after it. --init starts from pretrained weights (a .safetensors with torchvision
   names or an .onnx export, docs/interchange.md) with a new head for the folder's classes;
   --freeze K keeps the stem and the first K stages fixed.
