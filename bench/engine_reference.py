@@ -120,13 +120,18 @@ ONNX_NETS = {
 }
 
 
-def stoke_infer_ms(build, size, batch, threads, arch="resnet"):
-    extra = ["--fused-only"] if batch > 1 else []  # batch 1 also times 1 thread
+def stoke_infer_ms(build, size, batch, threads, arch="resnet", fused_only=True, calls=1):
+    # fused_only: the headline, `calls` back-to-back calls after a warm-up (their median);
+    # otherwise one round that also times the plain forward, 1 thread and the NCHW path.
+    extra = ["--fused-only"] if fused_only else []
     extra += ["--arch", arch]
     out = subprocess.run([os.path.join(build, "bin", "bench_engine_infer"), "--size", str(size), "--batch",
-                          str(batch), "--rounds", "1", "--threads", str(threads), "--json"] + extra,
+                          str(batch), "--rounds", str(calls), "--threads", str(threads), "--json"] + extra,
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+CALLS = 3  # back-to-back calls per side and round (after a warm-up call)
 
 
 def inference_rows(args):
@@ -141,19 +146,26 @@ def inference_rows(args):
     for batch in args.batches:
         x = np.random.default_rng(2).standard_normal((batch, 3, 224, 224)).astype(np.float32)
         sess.run(None, {"input": x})  # warm-up
-        st, ref, st1, nchw = [], [], [], []
-        for _ in range(args.rounds):  # interleaved
-            s = stoke_infer_ms(args.build, 224, batch, args.threads, args.arch)
-            st.append(s["fused_ms"])
-            st1.append(s["fused_1t_ms"])
-            nchw.append(s.get("nchw_ms", 0.0))
-            t0 = time.perf_counter()
-            sess.run(None, {"input": x})
-            ref.append((time.perf_counter() - t0) * 1e3)
+        st, ref, st1, st2, nchw = [], [], [], [], []
+        for _ in range(args.rounds):  # interleaved; each side: the median of CALLS warm calls
+            st.append(stoke_infer_ms(args.build, 224, batch, args.threads, args.arch,
+                                     calls=CALLS)["fused_ms"])
+            if batch == 1:  # 1 thread and the NCHW path, one call each
+                s = stoke_infer_ms(args.build, 224, batch, args.threads, args.arch, fused_only=False)
+                st1.append(s["fused_1t_ms"])
+                st2.append(s["fused_ms"])  # the same round's 2-thread call: the speed-up's base
+                nchw.append(s.get("nchw_ms", 0.0))
+            sess.run(None, {"input": x})  # warm again after the other process
+            calls = []
+            for _ in range(CALLS):
+                t0 = time.perf_counter()
+                sess.run(None, {"input": x})
+                calls.append((time.perf_counter() - t0) * 1e3)
+            ref.append(median(calls))
         rows.append((f"{args.arch} inference 3x224x224, batch {batch}", median(st), "onnxruntime " + ort.__version__,
                      median(ref)))
         if batch == 1:
-            rows.append((f"  (stoke 1 thread; {args.threads}-thread speed-up {median(st1) / median(st):.2f}x)",
+            rows.append((f"  (stoke 1 thread; {args.threads}-thread speed-up {median(st1) / median(st2):.2f}x)",
                          median(st1), "", None))
             rows.append(("  (stoke, NCHW between layers: before)", median(nchw), "onnxruntime " + ort.__version__,
                          median(ref)))
@@ -264,7 +276,7 @@ def main():
     rows = inference_rows(args)
     load = os.getloadavg()[0]
     print(f"# {args.threads} threads, {os.cpu_count()} CPUs, load average {load:.1f} at the end; medians of "
-          f"{args.rounds} interleaved rounds")
+          f"{args.rounds} interleaved rounds (inference: each side's median of {CALLS} warm calls a round)")
     print(f"| {'work':44} | {'stoke ms':>9} | {'reference':22} | {'ref ms':>9} | {'stoke/ref':>9} |")
     print(f"| {'-' * 44} | {'-' * 9}: | {'-' * 22} | {'-' * 9}: | {'-' * 9}: |")
     for work, st, ref_name, ref in rows:
