@@ -64,9 +64,8 @@ std::vector<ParameterGroup> Model::parameter_groups() const {
                         : 1.0f;
     const std::size_t end_slot = layer_slot_end_[i];
     if (static_cast<int>(i) >= frozen_ && end_slot > first_slot) {
-      const std::int64_t begin = slot_offsets_[first_slot];
-      const std::int64_t end =
-          end_slot < slot_offsets_.size() ? slot_offsets_[end_slot] : params_.numel();
+      const std::int64_t begin = slot_offset(first_slot);
+      const std::int64_t end = slot_offset(end_slot);
       if (!groups.empty() && groups.back().lr_multiplier == m &&
           groups.back().offset + groups.back().count == begin) {
         groups.back().count += end - begin;

@@ -93,9 +93,8 @@ void Model::backward(const Tensor& dlogits, const GradientsReady& ready) {
   }
   // Layer i's gradients start at its first slot's offset (the block's end
   // when it has none): once its pass is issued, everything from there on is final.
-  const auto layer_begin = [this](std::size_t i) -> std::int64_t {
-    const std::size_t first_slot = i == 0 ? 0 : layer_slot_end_[i - 1];
-    return first_slot < slot_offsets_.size() ? slot_offsets_[first_slot] : grads_.numel();
+  const auto layer_begin = [this](std::size_t i) {
+    return slot_offset(i == 0 ? 0 : layer_slot_end_[i - 1]);
   };
   std::int64_t reported = grads_.numel();
   net_->backward_from(dlogits, static_cast<std::size_t>(frozen_), [&](std::size_t i) {

@@ -102,7 +102,7 @@ void DataParallel::allreduce_mean(Tensor& tensor) {
 
 GradientHook DataParallel::gradient_hook(GradientHook user) {
   return [this, user = std::move(user)](Tensor& gradients) {
-    if (buckets_ && gradients.backend().is_host()) {
+    if (buckets_) {  // made only for a host backend's model (backward_progress)
       finish_buckets(gradients);
     } else {
       allreduce_mean(gradients);

@@ -165,6 +165,10 @@ class STOKE_API Model {
   std::int64_t param_count_ = 0;
   std::vector<std::int64_t> slot_offsets_;   // per slot, in floats (64-byte aligned)
   std::vector<std::size_t> layer_slot_end_;  // per top-level layer: end of its slots
+  // Where slot `slot` starts in the flat blocks; the block's end past the last.
+  std::int64_t slot_offset(std::size_t slot) const {
+    return slot < slot_offsets_.size() ? slot_offsets_[slot] : params_.numel();
+  }
   int frozen_ = 0;
   std::vector<float> stage_lr_;
 };

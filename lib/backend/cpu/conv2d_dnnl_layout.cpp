@@ -5,9 +5,7 @@
 
 #if STOKE_HAVE_DNNL
 #include <algorithm>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "stoke/error.hpp"
@@ -15,39 +13,6 @@
 namespace stoke::cpu::dnnl_conv {
 
 namespace {
-
-memory::desc any(const memory::desc& d) {
-  return memory::desc(d.dims(), memory::data_type::f32, Tag::any);
-}
-
-// oneDNN's preferred layouts: src, weights and dst left to "any".
-struct AnyDescs {
-  Descs plain;
-  memory::desc src, weights, dst;
-};
-
-AnyDescs any_descs(const Problem& pb) {
-  AnyDescs a;
-  a.plain = descs(pb);
-  a.src = any(a.plain.src);
-  a.weights = any(a.plain.weights);
-  a.dst = any(a.plain.dst);
-  return a;
-}
-
-dnnl::convolution_forward::primitive_desc forward_pd(const Problem& pb,
-                                                     const dnnl::primitive_attr& attr) {
-  const AnyDescs a = any_descs(pb);
-  const Descs& d = a.plain;
-  const auto prop = dnnl::prop_kind::forward_training;
-  const auto alg = dnnl::algorithm::convolution_direct;
-  const auto desc =
-      pb.bias ? dnnl::convolution_forward::desc(prop, alg, a.src, a.weights, d.bias, a.dst,
-                                                d.strides, d.dilates, d.pad, d.pad_r)
-              : dnnl::convolution_forward::desc(prop, alg, a.src, a.weights, a.dst, d.strides,
-                                                d.dilates, d.pad, d.pad_r);
-  return {desc, attr, engine()};
-}
 
 // Stages argument `arg` when oneDNN chose another layout than `plain`.
 void stage(LayoutPrim& lp, int arg, bool input, const memory::desc& plain,
@@ -65,9 +30,7 @@ void stage(LayoutPrim& lp, int arg, bool input, const memory::desc& plain,
 
 template <class Pd>
 void finish(LayoutPrim& lp, const Pd& pd, dnnl::primitive primitive) {
-  lp.prim.primitive = std::move(primitive);
-  lp.prim.scratch = pd.scratchpad_desc();
-  lp.prim.scratch_floats = align16(lp.prim.scratch.get_size() / sizeof(float));
+  set_primitive(lp.prim, pd, std::move(primitive));
   lp.implementation = pd.impl_info_str();
 }
 
@@ -75,36 +38,27 @@ std::unique_ptr<LayoutPrim> create_layout(const Problem& pb) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   auto lp = std::make_unique<LayoutPrim>();
-  const AnyDescs a = any_descs(pb);
-  const Descs& d = a.plain;
-  const auto alg = dnnl::algorithm::convolution_direct;
-  Problem fwd = pb;
-  fwd.kind = kForward;
+  const Descs d = descs(pb);
+  const Descs a = any_layouts(d);
   if (pb.kind == kForward) {
-    const auto pd = forward_pd(fwd, attr);
+    const auto pd = forward_pd(a, pb.bias, dnnl::prop_kind::forward_training, attr);
     stage(*lp, DNNL_ARG_SRC, true, d.src, pd.src_desc());
     stage(*lp, DNNL_ARG_WEIGHTS, true, d.weights, pd.weights_desc());
     stage(*lp, DNNL_ARG_DST, false, d.dst, pd.dst_desc());
     finish(*lp, pd, dnnl::convolution_forward(pd));
     return lp;
   }
-  const auto hint = forward_pd(fwd, dnnl::primitive_attr());
+  const auto hint =
+      forward_pd(a, pb.bias, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
   if (pb.kind == kBackwardData) {
-    const dnnl::convolution_backward_data::desc desc(alg, a.src, a.weights, a.dst, d.strides,
-                                                     d.dilates, d.pad, d.pad_r);
-    const dnnl::convolution_backward_data::primitive_desc pd(desc, attr, engine(), hint);
+    const auto pd = backward_data_pd(a, attr, hint);
     stage(*lp, DNNL_ARG_DIFF_DST, true, d.dst, pd.diff_dst_desc());
     stage(*lp, DNNL_ARG_WEIGHTS, true, d.weights, pd.weights_desc());
     stage(*lp, DNNL_ARG_DIFF_SRC, false, d.src, pd.diff_src_desc());
     finish(*lp, pd, dnnl::convolution_backward_data(pd));
     return lp;
   }
-  const auto desc =
-      pb.bias ? dnnl::convolution_backward_weights::desc(alg, a.src, a.weights, d.bias, a.dst,
-                                                         d.strides, d.dilates, d.pad, d.pad_r)
-              : dnnl::convolution_backward_weights::desc(alg, a.src, a.weights, a.dst, d.strides,
-                                                         d.dilates, d.pad, d.pad_r);
-  const dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, engine(), hint);
+  const auto pd = backward_weights_pd(a, pb.bias, attr, hint);
   stage(*lp, DNNL_ARG_SRC, true, d.src, pd.src_desc());
   stage(*lp, DNNL_ARG_DIFF_DST, true, d.dst, pd.diff_dst_desc());
   stage(*lp, DNNL_ARG_DIFF_WEIGHTS, false, d.weights, pd.diff_weights_desc());
@@ -121,21 +75,7 @@ std::size_t LayoutPrim::floats() const {
 }
 
 const LayoutPrim& layout_primitive(const Problem& pb) {
-  static std::mutex mutex;
-  static std::map<std::array<int, 17>, std::unique_ptr<LayoutPrim> > cache;
-  std::lock_guard lock(mutex);
-  auto& slot = cache[pb.key()];
-  if (!slot) {
-    try {
-      OneOmpThread one;
-      slot = create_layout(pb);
-    } catch (const dnnl::error& e) {
-      cache.erase(pb.key());
-      throw Error(ErrorCode::kInternal,
-                  std::string("conv2d: oneDNN has no convolution for this shape: ") + e.what());
-    }
-  }
-  return *slot;
+  return cached<LayoutPrim>(pb, create_layout);
 }
 
 std::size_t most_layout(Problem pb, int kind, int total, int count) {

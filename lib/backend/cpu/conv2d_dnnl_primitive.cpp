@@ -74,52 +74,70 @@ Descs descs(const Problem& pb) {
   return d;
 }
 
-namespace {
+Descs any_layouts(Descs d) {
+  const auto any = [](const memory::desc& m) {
+    return memory::desc(m.dims(), memory::data_type::f32, Tag::any);
+  };
+  d.src = any(d.src);
+  d.weights = any(d.weights);
+  d.dst = any(d.dst);
+  return d;
+}
 
-dnnl::convolution_forward::primitive_desc forward_pd(const Problem& pb, dnnl::prop_kind prop,
+dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, bool bias,
+                                                     dnnl::prop_kind prop,
                                                      const dnnl::primitive_attr& attr) {
-  const Descs d = descs(pb);
   const auto alg = dnnl::algorithm::convolution_direct;
   const auto desc =
-      pb.bias ? dnnl::convolution_forward::desc(prop, alg, d.src, d.weights, d.bias, d.dst,
-                                                d.strides, d.dilates, d.pad, d.pad_r)
-              : dnnl::convolution_forward::desc(prop, alg, d.src, d.weights, d.dst, d.strides,
-                                                d.dilates, d.pad, d.pad_r);
+      bias ? dnnl::convolution_forward::desc(prop, alg, d.src, d.weights, d.bias, d.dst, d.strides,
+                                             d.dilates, d.pad, d.pad_r)
+           : dnnl::convolution_forward::desc(prop, alg, d.src, d.weights, d.dst, d.strides,
+                                             d.dilates, d.pad, d.pad_r);
   return {desc, attr, engine()};
 }
+
+dnnl::convolution_backward_data::primitive_desc backward_data_pd(
+    const Descs& d, const dnnl::primitive_attr& attr,
+    const dnnl::convolution_forward::primitive_desc& hint) {
+  const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.src,
+                                                   d.weights, d.dst, d.strides, d.dilates, d.pad,
+                                                   d.pad_r);
+  return {desc, attr, engine(), hint};
+}
+
+dnnl::convolution_backward_weights::primitive_desc backward_weights_pd(
+    const Descs& d, bool bias, const dnnl::primitive_attr& attr,
+    const dnnl::convolution_forward::primitive_desc& hint) {
+  const auto alg = dnnl::algorithm::convolution_direct;
+  const auto desc =
+      bias ? dnnl::convolution_backward_weights::desc(alg, d.src, d.weights, d.bias, d.dst,
+                                                      d.strides, d.dilates, d.pad, d.pad_r)
+           : dnnl::convolution_backward_weights::desc(alg, d.src, d.weights, d.dst, d.strides,
+                                                      d.dilates, d.pad, d.pad_r);
+  return {desc, attr, engine(), hint};
+}
+
+namespace {
 
 std::unique_ptr<Prim> create(const Problem& pb) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   auto out = std::make_unique<Prim>();
+  const Descs d = descs(pb);
   if (pb.kind == kForward) {
-    const auto pd = forward_pd(pb, dnnl::prop_kind::forward_inference, attr);
-    out->primitive = dnnl::convolution_forward(pd);
-    out->scratch = pd.scratchpad_desc();
-  } else {
-    Problem fwd = pb;
-    fwd.kind = kForward;
-    const auto hint = forward_pd(fwd, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
-    const Descs d = descs(pb);
-    const auto alg = dnnl::algorithm::convolution_direct;
-    if (pb.kind == kBackwardData) {
-      const dnnl::convolution_backward_data::desc desc(alg, d.src, d.weights, d.dst, d.strides,
-                                                       d.dilates, d.pad, d.pad_r);
-      const dnnl::convolution_backward_data::primitive_desc pd(desc, attr, engine(), hint);
-      out->primitive = dnnl::convolution_backward_data(pd);
-      out->scratch = pd.scratchpad_desc();
-    } else {
-      const auto desc =
-          pb.bias ? dnnl::convolution_backward_weights::desc(alg, d.src, d.weights, d.bias, d.dst,
-                                                             d.strides, d.dilates, d.pad, d.pad_r)
-                  : dnnl::convolution_backward_weights::desc(alg, d.src, d.weights, d.dst,
-                                                             d.strides, d.dilates, d.pad, d.pad_r);
-      const dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, engine(), hint);
-      out->primitive = dnnl::convolution_backward_weights(pd);
-      out->scratch = pd.scratchpad_desc();
-    }
+    const auto pd = forward_pd(d, pb.bias, dnnl::prop_kind::forward_inference, attr);
+    set_primitive(*out, pd, dnnl::convolution_forward(pd));
+    return out;
   }
-  out->scratch_floats = align16(out->scratch.get_size() / sizeof(float));
+  const auto hint =
+      forward_pd(d, pb.bias, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
+  if (pb.kind == kBackwardData) {
+    const auto pd = backward_data_pd(d, attr, hint);
+    set_primitive(*out, pd, dnnl::convolution_backward_data(pd));
+  } else {
+    const auto pd = backward_weights_pd(d, pb.bias, attr, hint);
+    set_primitive(*out, pd, dnnl::convolution_backward_weights(pd));
+  }
   return out;
 }
 
@@ -128,21 +146,7 @@ std::unique_ptr<Prim> create(const Problem& pb) {
 // Primitives by problem, created once (one OpenMP thread) and shared: oneDNN
 // primitives may run on several threads at once.
 const Prim& primitive(const Problem& pb) {
-  static std::mutex mutex;
-  static std::map<std::array<int, 17>, std::unique_ptr<Prim> > cache;
-  std::lock_guard lock(mutex);
-  auto& slot = cache[pb.key()];
-  if (!slot) {
-    try {
-      OneOmpThread one;
-      slot = create(pb);
-    } catch (const dnnl::error& e) {
-      cache.erase(pb.key());
-      throw Error(ErrorCode::kInternal,
-                  std::string("conv2d: oneDNN has no convolution for this shape: ") + e.what());
-    }
-  }
-  return *slot;
+  return cached<Prim>(pb, create);
 }
 
 void run(const Prim& prim, Args& args, float* scratch, const char* what) {

@@ -8,10 +8,14 @@
 #include <array>
 #include <cstddef>
 #include <dnnl.hpp>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "stoke/error.hpp"
 
 namespace stoke::cpu::dnnl_conv {
 
@@ -58,18 +62,61 @@ struct Problem {
 
 Problem problem(const Shape& x, const Shape& w, const Conv2dParams& prm);
 
+// The T for pb made once by create(pb) (with one OpenMP thread) and kept for
+// the process; oneDNN's "no implementation" errors become stoke::Error.
+template <class T, class Create>
+const T& cached(const Problem& pb, Create create) {
+  static std::mutex mutex;
+  static std::map<std::array<int, 17>, std::unique_ptr<T>> cache;
+  std::lock_guard lock(mutex);
+  auto& slot = cache[pb.key()];
+  if (!slot) {
+    try {
+      OneOmpThread one;
+      slot = create(pb);
+    } catch (const dnnl::error& e) {
+      cache.erase(pb.key());
+      throw Error(ErrorCode::kInternal,
+                  std::string("conv2d: oneDNN has no convolution for this shape: ") + e.what());
+    }
+  }
+  return *slot;
+}
+
 // Plain NCHW / OIHW (GOIHW) descriptors of a problem, and its geometry.
 struct Descs {
   memory::desc src, weights, bias, dst;
   memory::dims strides, dilates, pad, pad_r;
 };
 Descs descs(const Problem& pb);
+// d with src, weights and dst left to oneDNN ("any"): its preferred layouts.
+Descs any_layouts(Descs d);
+
+// The primitive descriptors of a problem's three passes over the layouts in
+// d (plain, or any_layouts); `hint` is the forward training descriptor.
+dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, bool bias,
+                                                     dnnl::prop_kind prop,
+                                                     const dnnl::primitive_attr& attr);
+dnnl::convolution_backward_data::primitive_desc backward_data_pd(
+    const Descs& d, const dnnl::primitive_attr& attr,
+    const dnnl::convolution_forward::primitive_desc& hint);
+dnnl::convolution_backward_weights::primitive_desc backward_weights_pd(
+    const Descs& d, bool bias, const dnnl::primitive_attr& attr,
+    const dnnl::convolution_forward::primitive_desc& hint);
 
 struct Prim {
   dnnl::primitive primitive;
   memory::desc scratch;
   std::size_t scratch_floats = 0;
 };
+
+// prim's primitive and scratchpad from its descriptor.
+template <class Pd>
+void set_primitive(Prim& prim, const Pd& pd, dnnl::primitive primitive) {
+  prim.primitive = std::move(primitive);
+  prim.scratch = pd.scratchpad_desc();
+  prim.scratch_floats = align16(prim.scratch.get_size() / sizeof(float));
+}
 
 // The primitive of a plain-layout problem, created once (one OpenMP thread)
 // and shared: oneDNN primitives may run on several threads at once.
