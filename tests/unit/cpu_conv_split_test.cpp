@@ -3,6 +3,7 @@
 // (backward), a batch over images, at 1 to 5 arena threads, against the naive
 // reference with the op suite's tolerances; and the fused epilogue
 // (bias + residual + ReLU) against the plain ops composed.
+#include "backend/cpu/conv2d_dnnl.hpp"
 #include "backend/cpu/conv2d_fused.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/naive.hpp"
@@ -141,6 +142,48 @@ TEST(CpuConvSplit, FusedEpilogueMatchesThePlainOps) {
           what);
       expect_close(relu_only, want_relu, tolerance(Accuracy::kElementwise), "relu only " + what);
     }
+  }
+}
+
+// A batch's 3x3 stride-1 layer of 28x28 output pixels per image runs
+// oneDNN's Winograd kernels in all three passes where it has them (AVX-512),
+// within the op suite's convolution tolerance of the naive reference, and the
+// same bits at 1, 2 and 3 threads; at 14x14 it keeps the direct kernels.
+TEST(CpuConvSplit, WinogradForLargeImagesMatchesNaiveAtEveryThreadCount) {
+  if (!cpu::dnnl_conv::enabled()) GTEST_SKIP() << "built without oneDNN";
+  const Case c{{2, 16, 28, 28}, {24, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1}};
+  const std::string kernels = cpu::dnnl_conv::batch_kernels(c.x, c.w, c.p);
+  const bool avx512 = kernels.find("avx512") != std::string::npos;
+  EXPECT_EQ(kernels.find("wino") != std::string::npos, avx512) << kernels;
+  if (avx512) {
+    EXPECT_EQ(kernels.find("jit:"), std::string::npos) << "a pass is not Winograd: " << kernels;
+  }
+  const std::string small = cpu::dnnl_conv::batch_kernels({2, 16, 14, 14}, c.w, c.p);
+  EXPECT_EQ(small.find("wino"), std::string::npos) << small;
+  const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
+  std::vector<std::vector<float>> first;
+  for (int threads : {1, 2, 3}) {
+    ThreadCount tc(threads);
+    cpu::CpuBackend be;
+    Tensor x = random_tensor(be, c.x, 7), w = random_tensor(be, c.w, 8);
+    Tensor b = random_tensor(be, {c.w[0]}, 9), dy = random_tensor(be, ys, 10);
+    Tensor y(be, ys), ry(be, ys), dx(be, c.x), rdx(be, c.x), dw(be, c.w), rdw(be, c.w),
+        db(be, {c.w[0]}), rdb(be, {c.w[0]});
+    be.conv2d_forward(x, w, b, y, c.p);
+    cpu::naive::conv2d_forward(x, w, b, ry, c.p);
+    be.conv2d_backward(x, w, dy, dx, dw, db, c.p);
+    cpu::naive::conv2d_backward(x, w, dy, rdx, rdw, rdb, c.p);
+    const std::string what = describe(c, threads);
+    const auto taps = static_cast<std::size_t>(c.w[1] * c.w[2] * c.w[3]);
+    const auto back_taps = static_cast<std::size_t>(c.w[0] * c.w[2] * c.w[3]);
+    const auto spatial = static_cast<std::size_t>(c.x[0] * ys[2] * ys[3]);
+    expect_close(y, ry, tolerance(Accuracy::kConvolution, taps), "y " + what);
+    expect_close(dx, rdx, tolerance(Accuracy::kConvolution, back_taps), "dx " + what);
+    expect_close(dw, rdw, tolerance(Accuracy::kConvolution, spatial), "dw " + what);
+    expect_close(db, rdb, tolerance(Accuracy::kReduction, spatial), "db " + what);
+    const std::vector<std::vector<float>> got{y.to_vector(), dx.to_vector(), dw.to_vector()};
+    if (threads == 1) first = got;
+    EXPECT_EQ(got, first) << "not the 1-thread bits: " << what;
   }
 }
 

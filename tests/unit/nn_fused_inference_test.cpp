@@ -209,6 +209,23 @@ TEST(FusedInferenceBlocked, GroupedConvolutionKeepsTheNchwPath) {
   expect_matches(model, fused, 2);
 }
 
+// A batch's 3x3 stride-1 convolutions run oneDNN's Winograd kernel where it
+// has one (AVX-512, the 16-channel layout); one image, split over slices of
+// the output channels, keeps the direct kernels. Both match the eval forward.
+TEST(FusedInferenceBlocked, WinogradForABatchDirectForOneImage) {
+  if (!cpu::blocked::available(cpu_backend())) GTEST_SKIP() << "stoke built without oneDNN";
+  ModelSpec spec = small_resnet();
+  spec.widths = {32, 48};
+  auto model = build_model(cpu_backend(), spec, 61);
+  randomize_statistics(*model, 62);
+  FusedInference fused(model->network());
+  expect_matches(*model, fused, 1);
+  EXPECT_EQ(fused.implementations().find("wino"), std::string::npos) << fused.implementations();
+  expect_matches(*model, fused, 4);
+  const bool winograd = fused.implementations().find("wino") != std::string::npos;
+  EXPECT_EQ(winograd, cpu::blocked::block_channels() == 16) << fused.implementations();
+}
+
 TEST(FusedInferenceBlocked, SameBitsForAnyThreadCount) {
   if (!cpu::blocked::available(cpu_backend())) GTEST_SKIP() << "stoke built without oneDNN";
   ModelSpec spec = small_resnet();

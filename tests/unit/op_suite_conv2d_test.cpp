@@ -51,18 +51,20 @@ std::vector<ConvCase> random_cases(int count, std::uint32_t seed) {
   return cases;
 }
 
-// The layers ResNet builds, and the CPU's batched column matrices (several
-// small images per product, a partial last group).
+// The layers ResNet builds, the CPU's batched column matrices (several small
+// images per product, a partial last group), and a 3x3 layer large enough for
+// the CPU's Winograd kernels (conv2d_dnnl_layout.cpp, on AVX-512).
 std::vector<ConvCase> model_cases() {
   return {
-      {{2, 8, 6, 6}, {4, 8, 1, 1}, {}},                        // 1x1 direct path
-      {{2, 4, 9, 9}, {8, 4, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},     // 3x3 same
-      {{3, 4, 9, 9}, {8, 4, 3, 3}, {2, 2, 1, 1, 1, 1, 1}},     // 3x3 strided
-      {{2, 16, 8, 8}, {32, 16, 1, 1}, {2, 2, 0, 0, 1, 1, 1}},  // projection shortcut
-      {{2, 3, 32, 32}, {8, 3, 7, 7}, {2, 2, 3, 3, 1, 1, 1}},   // a 7x7 stem
-      {{2, 4, 12, 10}, {6, 2, 3, 3}, {1, 1, 2, 2, 2, 2, 2}},   // grouped and dilated
-      {{7, 4, 5, 5}, {6, 4, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},     // several images per product
-      {{9, 6, 6, 6}, {4, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 2}},     // ... grouped, partial last group
+      {{2, 8, 6, 6}, {4, 8, 1, 1}, {}},                          // 1x1 direct path
+      {{2, 4, 9, 9}, {8, 4, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},       // 3x3 same
+      {{3, 4, 9, 9}, {8, 4, 3, 3}, {2, 2, 1, 1, 1, 1, 1}},       // 3x3 strided
+      {{2, 16, 8, 8}, {32, 16, 1, 1}, {2, 2, 0, 0, 1, 1, 1}},    // projection shortcut
+      {{2, 3, 32, 32}, {8, 3, 7, 7}, {2, 2, 3, 3, 1, 1, 1}},     // a 7x7 stem
+      {{2, 4, 12, 10}, {6, 2, 3, 3}, {1, 1, 2, 2, 2, 2, 2}},     // grouped and dilated
+      {{7, 4, 5, 5}, {6, 4, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},       // several images per product
+      {{9, 6, 6, 6}, {4, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 2}},       // ... grouped, partial last group
+      {{2, 16, 28, 28}, {24, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},  // 28x28 per image: Winograd
   };
 }
 

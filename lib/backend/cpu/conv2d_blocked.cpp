@@ -171,6 +171,7 @@ struct Conv::Impl {
   Part make_part(const Shape& x, bool x_plain, bool accumulate, std::int64_t n0, std::int64_t n,
                  std::int64_t k0, std::int64_t k);
   std::size_t weights_for(std::int64_t k0, std::int64_t k, const memory::desc& desc);
+  bool winograd_fits(const Shape& x, bool x_plain) const;
 };
 
 Conv::Conv() : impl_(std::make_unique<Impl>()) {}
@@ -216,19 +217,29 @@ Part Conv::Impl::make_part(const Shape& x, bool x_plain, bool accumulate, std::i
   const memory::dims strides{params.stride_h, params.stride_w};
   const memory::dims dilates{params.dilation_h - 1, params.dilation_w - 1};
   const memory::dims pad{params.pad_h, params.pad_w};
-  const auto prop = dnnl::prop_kind::forward_inference;
-  const auto alg = dnnl::algorithm::convolution_direct;
-  const auto desc = bias ? dnnl::convolution_forward::desc(prop, alg, part.src, w_any, part.bias,
-                                                           part.dst, strides, dilates, pad, pad)
-                         : dnnl::convolution_forward::desc(prop, alg, part.src, w_any, part.dst,
-                                                           strides, dilates, pad, pad);
   dnnl::post_ops ops;
   if (accumulate) ops.append_sum(1.0f);
   if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
   dnnl::primitive_attr attr;
   attr.set_post_ops(ops);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
+  auto pd_for = [&](dnnl::algorithm alg) {
+    const auto prop = dnnl::prop_kind::forward_inference;
+    const auto desc = bias ? dnnl::convolution_forward::desc(prop, alg, part.src, w_any, part.bias,
+                                                             part.dst, strides, dilates, pad, pad)
+                           : dnnl::convolution_forward::desc(prop, alg, part.src, w_any, part.dst,
+                                                             strides, dilates, pad, pad);
+    return dnnl::convolution_forward::primitive_desc(desc, attr, engine());
+  };
+  dnnl::convolution_forward::primitive_desc pd;
+  if (winograd_fits(x, x_plain)) {
+    try {
+      pd = pd_for(dnnl::algorithm::convolution_winograd);
+    } catch (const dnnl::error&) {
+      // No Winograd kernel on this machine (oneDNN has them for AVX-512 only).
+    }
+  }
+  if (!pd) pd = pd_for(dnnl::algorithm::convolution_direct);
   part.primitive = dnnl::convolution_forward(pd);
   part.implementation = pd.impl_info_str();
   part.scratch = pd.scratchpad_desc();
@@ -237,6 +248,17 @@ Part Conv::Impl::make_part(const Shape& x, bool x_plain, bool accumulate, std::i
   part.x_offset = n0 * (x_plain ? x[1] * x[2] * x[3] : blocked_floats({1, x[1], x[2], x[3]}));
   part.y_offset = n0 * blocked_floats({1, y[1], y[2], y[3]}) + k0 * y[2] * y[3];
   return part;
+}
+
+// Winograd F(2x2, 3x3) (oneDNN's jit_fp32_wino_2x3, AVX-512 only) for a 3x3
+// stride-1 convolution of a batch, whose parts are whole images: 1.1-1.7x the
+// direct kernels' speed at batch 8 and 32 (bench/RESULTS.md, "Winograd"). One
+// image is split over slices of the output channels, each of which would
+// transform the whole input again, and measured no faster: direct there. The
+// choice depends on the shape only, never on the thread count or a timing.
+bool Conv::Impl::winograd_fits(const Shape& x, bool x_plain) const {
+  return x[0] > 1 && !x_plain && w_shape[2] == 3 && w_shape[3] == 3 && params.stride_h == 1 &&
+         params.stride_w == 1 && params.dilation_h == 1 && params.dilation_w == 1;
 }
 
 Plan Conv::Impl::make_plan(const Shape& x, bool x_plain, bool accumulate) {

@@ -25,6 +25,9 @@ bool enabled() noexcept {
 std::size_t workspace_bytes(const CpuBackend&, const Shape&, const Shape&, const Conv2dParams&) {
   return 0;
 }
+std::string batch_kernels(const Shape&, const Shape&, const Conv2dParams&) {
+  return {};
+}
 void forward(CpuBackend&, const Tensor&, const Tensor&, const Tensor&, Tensor&, const Conv2dParams&,
              const Epilogue&) {
   throw Error(ErrorCode::kInternal, "conv2d: stoke was built without oneDNN");
@@ -102,6 +105,17 @@ std::size_t workspace_bytes(const CpuBackend&, const Shape& x, const Shape& w,
   return std::max(fp.per_chunk() * fp.count, backward_workspace_floats(g, true)) * sizeof(float);
 }
 
+std::string batch_kernels(const Shape& x, const Shape& w, const Conv2dParams& prm) {
+  const Problem g = problem(x, w, prm);
+  const auto first = static_cast<std::size_t>(g.n / parts(g.n));
+  std::string out;
+  for (int kind : {kForward, kBackwardData, kBackwardWeights}) {
+    if (!out.empty()) out += "; ";
+    out += layout_primitive(sub(g, kind, false, false, 0, first)).implementation;
+  }
+  return out;
+}
+
 namespace {
 
 // The output pass: channel planes of `rows` x `width` from `from` (plane
@@ -171,6 +185,12 @@ void forward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& bia
   float* yp = y.data<float>();
   const std::size_t x_image = static_cast<std::size_t>(g.c) * g.h * g.w;
   const std::size_t pq = static_cast<std::size_t>(g.p()) * g.q(), y_image = g.k * pq;
+  // Weights every part takes in one blocked layout: reordered once, into part
+  // 0's staging slot, and read there by every part.
+  const SharedStaging sw =
+      fp.bands ? SharedStaging{} : shared_staging(g, kForward, DNNL_ARG_WEIGHTS, g.n, fp.count);
+  memory w_staged;
+  if (sw.staged) w_staged = stage_input(*sw.staged, wrap(descs(g).weights, wp), ws + sw.offset);
   for_chunks(be, static_cast<std::size_t>(fp.bands ? g.p() : g.n), fp.count,
              [&](int chunk, std::size_t b, std::size_t e) {
                float* scratch = ws + fp.per_chunk() * static_cast<std::size_t>(chunk);
@@ -181,9 +201,10 @@ void forward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& bia
                const Problem pb = sub(g, kForward, false, false, b, e);
                const Descs d = descs(pb);
                Args args{{DNNL_ARG_SRC, wrap(d.src, xp + b * x_image)},
-                         {DNNL_ARG_WEIGHTS, wrap(d.weights, wp)},
+                         {DNNL_ARG_WEIGHTS, sw.staged ? w_staged : wrap(d.weights, wp)},
                          {DNNL_ARG_DST, wrap(d.dst, yp + b * y_image)}};
-               run(layout_primitive(pb), args, scratch);
+               run(layout_primitive(pb), args, scratch, "conv2d",
+                   {sw.staged ? DNNL_ARG_WEIGHTS : kNoArg});
                for (std::size_t n = b; n < e; ++n) {
                  Output image_out = out;
                  if (out.residual) image_out.residual = out.residual + n * y_image;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "backend/cpu/cpu_backend.hpp"
 
@@ -31,6 +32,11 @@ bool enabled() noexcept;
 // Bytes of CpuBackend workspace a forward or backward with these shapes needs.
 std::size_t workspace_bytes(const CpuBackend& be, const Shape& x, const Shape& w,
                             const Conv2dParams& p);
+
+// oneDNN's names for the kernels one part of a batch (x[0] > 1) runs: the
+// forward, the input gradient and the weight gradient, "; "-separated (the
+// tests and benches; "" without oneDNN).
+std::string batch_kernels(const Shape& x, const Shape& w, const Conv2dParams& p);
 
 // Shapes are checked by the caller.
 void forward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,

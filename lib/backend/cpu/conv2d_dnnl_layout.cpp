@@ -34,35 +34,64 @@ void finish(LayoutPrim& lp, const Pd& pd, dnnl::primitive primitive) {
   lp.implementation = pd.impl_info_str();
 }
 
-std::unique_ptr<LayoutPrim> create_layout(const Problem& pb) {
+// Winograd F(4x4, 3x3) (oneDNN's jit_wino_4x3, AVX-512 only) for a 3x3
+// stride-1 problem of at least 28x28 output pixels over its images: 1.2-2.3x
+// the direct kernels' speed for each pass (forward, input and weight
+// gradient) at 28x28 and above, 1.8-7x slower at 14x14 and 7x7, where its
+// transform of the weights on every call outweighs the pixels (bench/RESULTS.md,
+// "Winograd"). The choice depends on the problem only: the same bits for any
+// thread count.
+bool winograd_pays(const Problem& pb) {
+  return pb.r == 3 && pb.s == 3 && pb.sh == 1 && pb.sw == 1 && pb.dh == 1 && pb.dw == 1 &&
+         pb.groups == 1 && pb.ph_bottom == pb.ph &&
+         static_cast<std::int64_t>(pb.n) * pb.p() * pb.q() >= 28 * 28;
+}
+
+// lp's primitive and staging for the layouts in a (any_layouts(d)).
+void build_layout(LayoutPrim& lp, const Problem& pb, const Descs& d, const Descs& a) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  auto lp = std::make_unique<LayoutPrim>();
-  const Descs d = descs(pb);
-  const Descs a = any_layouts(d);
   if (pb.kind == kForward) {
     const auto pd = forward_pd(a, pb.bias, dnnl::prop_kind::forward_training, attr);
-    stage(*lp, DNNL_ARG_SRC, true, d.src, pd.src_desc());
-    stage(*lp, DNNL_ARG_WEIGHTS, true, d.weights, pd.weights_desc());
-    stage(*lp, DNNL_ARG_DST, false, d.dst, pd.dst_desc());
-    finish(*lp, pd, dnnl::convolution_forward(pd));
-    return lp;
+    stage(lp, DNNL_ARG_SRC, true, d.src, pd.src_desc());
+    stage(lp, DNNL_ARG_WEIGHTS, true, d.weights, pd.weights_desc());
+    stage(lp, DNNL_ARG_DST, false, d.dst, pd.dst_desc());
+    finish(lp, pd, dnnl::convolution_forward(pd));
+    return;
   }
   const auto hint =
       forward_pd(a, pb.bias, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
   if (pb.kind == kBackwardData) {
     const auto pd = backward_data_pd(a, attr, hint);
-    stage(*lp, DNNL_ARG_DIFF_DST, true, d.dst, pd.diff_dst_desc());
-    stage(*lp, DNNL_ARG_WEIGHTS, true, d.weights, pd.weights_desc());
-    stage(*lp, DNNL_ARG_DIFF_SRC, false, d.src, pd.diff_src_desc());
-    finish(*lp, pd, dnnl::convolution_backward_data(pd));
-    return lp;
+    stage(lp, DNNL_ARG_DIFF_DST, true, d.dst, pd.diff_dst_desc());
+    stage(lp, DNNL_ARG_WEIGHTS, true, d.weights, pd.weights_desc());
+    stage(lp, DNNL_ARG_DIFF_SRC, false, d.src, pd.diff_src_desc());
+    finish(lp, pd, dnnl::convolution_backward_data(pd));
+    return;
   }
   const auto pd = backward_weights_pd(a, pb.bias, attr, hint);
-  stage(*lp, DNNL_ARG_SRC, true, d.src, pd.src_desc());
-  stage(*lp, DNNL_ARG_DIFF_DST, true, d.dst, pd.diff_dst_desc());
-  stage(*lp, DNNL_ARG_DIFF_WEIGHTS, false, d.weights, pd.diff_weights_desc());
-  finish(*lp, pd, dnnl::convolution_backward_weights(pd));
+  stage(lp, DNNL_ARG_SRC, true, d.src, pd.src_desc());
+  stage(lp, DNNL_ARG_DIFF_DST, true, d.dst, pd.diff_dst_desc());
+  stage(lp, DNNL_ARG_DIFF_WEIGHTS, false, d.weights, pd.diff_weights_desc());
+  finish(lp, pd, dnnl::convolution_backward_weights(pd));
+}
+
+std::unique_ptr<LayoutPrim> create_layout(const Problem& pb) {
+  const Descs d = descs(pb);
+  const Descs a = any_layouts(d);
+  if (winograd_pays(pb)) {
+    Descs w = a;
+    w.algorithm = dnnl::algorithm::convolution_winograd;
+    try {
+      auto lp = std::make_unique<LayoutPrim>();
+      build_layout(*lp, pb, d, w);
+      return lp;
+    } catch (const dnnl::error&) {
+      // No Winograd kernel on this machine (oneDNN has them for AVX-512 only).
+    }
+  }
+  auto lp = std::make_unique<LayoutPrim>();
+  build_layout(*lp, pb, d, a);
   return lp;
 }
 
@@ -114,7 +143,29 @@ memory stage_input(const LayoutPrim::Staged& s, memory from, float* to) {
   }
 }
 
-void run(const LayoutPrim& lp, Args& args, float* ws, const char* what, int prestaged) {
+std::size_t staged_offset(const LayoutPrim& lp, int arg) {
+  std::size_t offset = lp.prim.scratch_floats;
+  for (int i = 0; i < lp.count && lp.staged[static_cast<std::size_t>(i)].arg != arg; ++i) {
+    offset += lp.staged[static_cast<std::size_t>(i)].floats;
+  }
+  return offset;
+}
+
+SharedStaging shared_staging(Problem pb, int kind, int arg, int total, int count) {
+  const std::size_t lo = static_cast<std::size_t>(total / count), hi = lo + (total % count ? 1 : 0);
+  const LayoutPrim& first = layout_primitive(sub(pb, kind, false, false, 0, lo));
+  const LayoutPrim::Staged* s = staged(first, arg);
+  if (!s) return {};
+  if (hi != lo) {
+    const LayoutPrim::Staged* other =
+        staged(layout_primitive(sub(pb, kind, false, false, 0, hi)), arg);
+    if (!other || other->chosen != s->chosen) return {};
+  }
+  return {s, staged_offset(first, arg)};
+}
+
+void run(const LayoutPrim& lp, Args& args, float* ws, const char* what,
+         std::initializer_list<int> prestaged) {
   try {
     OneOmpThread one;
     float* next = ws + lp.prim.scratch_floats;
@@ -125,7 +176,8 @@ void run(const LayoutPrim& lp, Args& args, float* ws, const char* what, int pres
       memory& slot = args.at(s.arg);
       memory staged(s.chosen, engine(), next);
       next += s.floats;
-      if (s.arg == prestaged) continue;  // args hold it in s.chosen already
+      const bool given = std::find(prestaged.begin(), prestaged.end(), s.arg) != prestaged.end();
+      if (given) continue;  // args hold it in s.chosen already
       if (s.input) {
         s.reorder.execute(stream(), slot, staged);
       } else {
@@ -138,7 +190,8 @@ void run(const LayoutPrim& lp, Args& args, float* ws, const char* what, int pres
     lp.prim.primitive.execute(stream(), args);
     for (int i = 0, o = 0; i < lp.count; ++i) {
       const LayoutPrim::Staged& s = lp.staged[static_cast<std::size_t>(i)];
-      if (s.input || s.arg == prestaged) continue;
+      if (s.input || std::find(prestaged.begin(), prestaged.end(), s.arg) != prestaged.end())
+        continue;
       s.reorder.execute(stream(), staged_out[static_cast<std::size_t>(o)],
                         plain_out[static_cast<std::size_t>(o)]);
       ++o;

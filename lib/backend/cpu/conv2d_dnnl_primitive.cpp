@@ -87,7 +87,7 @@ Descs any_layouts(Descs d) {
 dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, bool bias,
                                                      dnnl::prop_kind prop,
                                                      const dnnl::primitive_attr& attr) {
-  const auto alg = dnnl::algorithm::convolution_direct;
+  const auto alg = d.algorithm;
   const auto desc =
       bias ? dnnl::convolution_forward::desc(prop, alg, d.src, d.weights, d.bias, d.dst, d.strides,
                                              d.dilates, d.pad, d.pad_r)
@@ -99,16 +99,15 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, bool bias,
 dnnl::convolution_backward_data::primitive_desc backward_data_pd(
     const Descs& d, const dnnl::primitive_attr& attr,
     const dnnl::convolution_forward::primitive_desc& hint) {
-  const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.src,
-                                                   d.weights, d.dst, d.strides, d.dilates, d.pad,
-                                                   d.pad_r);
+  const dnnl::convolution_backward_data::desc desc(d.algorithm, d.src, d.weights, d.dst, d.strides,
+                                                   d.dilates, d.pad, d.pad_r);
   return {desc, attr, engine(), hint};
 }
 
 dnnl::convolution_backward_weights::primitive_desc backward_weights_pd(
     const Descs& d, bool bias, const dnnl::primitive_attr& attr,
     const dnnl::convolution_forward::primitive_desc& hint) {
-  const auto alg = dnnl::algorithm::convolution_direct;
+  const auto alg = d.algorithm;
   const auto desc =
       bias ? dnnl::convolution_backward_weights::desc(alg, d.src, d.weights, d.bias, d.dst,
                                                       d.strides, d.dilates, d.pad, d.pad_r)

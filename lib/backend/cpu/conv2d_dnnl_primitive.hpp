@@ -5,9 +5,11 @@
 #pragma once
 
 #if STOKE_HAVE_DNNL
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <dnnl.hpp>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -87,13 +89,15 @@ const T& cached(const Problem& pb, Create create) {
 struct Descs {
   memory::desc src, weights, bias, dst;
   memory::dims strides, dilates, pad, pad_r;
+  dnnl::algorithm algorithm = dnnl::algorithm::convolution_direct;
 };
 Descs descs(const Problem& pb);
 // d with src, weights and dst left to oneDNN ("any"): its preferred layouts.
 Descs any_layouts(Descs d);
 
 // The primitive descriptors of a problem's three passes over the layouts in
-// d (plain, or any_layouts); `hint` is the forward training descriptor.
+// d (plain, or any_layouts) with d's algorithm; `hint` is the forward
+// training descriptor.
 dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, bool bias,
                                                      dnnl::prop_kind prop,
                                                      const dnnl::primitive_attr& attr);
@@ -160,6 +164,19 @@ const LayoutPrim::Staged* staged(const LayoutPrim& lp, int arg);
 // Reorders the plain `from` into s's layout at `to` (s.floats floats), for
 // an argument two primitives share (the backward's dy).
 memory stage_input(const LayoutPrim::Staged& s, memory from, float* to);
+// Floats from the start of a part's workspace (run()'s `ws`) to lp's staged
+// copy of `arg` (which must be staged).
+std::size_t staged_offset(const LayoutPrim& lp, int arg);
+// An argument every part of an image split (`count` parts of `total` images)
+// stages in one layout, so that it can be staged once for all of them (the
+// weights) or kept in that layout (the weight gradient's partials): part 0's
+// Staged and its offset in part 0's workspace; staged null where the parts'
+// layouts differ or the argument is not staged.
+struct SharedStaging {
+  const LayoutPrim::Staged* staged = nullptr;
+  std::size_t offset = 0;
+};
+SharedStaging shared_staging(Problem pb, int kind, int arg, int total, int count);
 
 // Executes on this thread's stream with one OpenMP thread, `scratch` as the
 // scratchpad; oneDNN errors become stoke::Error naming `what`.
@@ -167,9 +184,14 @@ void run(const Prim& prim, Args& args, float* scratch, const char* what = "conv2
 
 // As run(), `args` wrapping stoke's plain tensors: staged arguments go
 // through `ws` (floats() floats: the scratchpad, then the staged copies).
-// `prestaged`: an argument the caller already staged (stage_input), or 0.
+// No DNNL_ARG_* is 0: a place holder in run()'s `prestaged`.
+constexpr int kNoArg = 0;
+
+// `prestaged`: arguments args already hold in lp's layout, not reordered in
+// or out (an input the caller staged with stage_input, or an output the
+// caller reads in that layout).
 void run(const LayoutPrim& lp, Args& args, float* ws, const char* what = "conv2d",
-         int prestaged = 0);
+         std::initializer_list<int> prestaged = {});
 
 inline memory wrap(const memory::desc& d, const float* p) {
   return memory(d, engine(), const_cast<float*>(p));
