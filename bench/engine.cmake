@@ -16,6 +16,11 @@ if(STOKE_DNNL_LIBRARY AND STOKE_DNNL_INCLUDE)
   target_include_directories(bench_engine_conv_dnnl PRIVATE ${PROJECT_SOURCE_DIR}/lib ${STOKE_DNNL_INCLUDE})
   target_link_libraries(bench_engine_conv_dnnl PRIVATE stoke ${STOKE_DNNL_LIBRARY})
   set_target_properties(bench_engine_conv_dnnl PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+  # Where oneDNN's Winograd kernels beat its direct ones (the thresholds' table).
+  add_executable(bench_engine_winograd ${CMAKE_CURRENT_LIST_DIR}/engine_winograd.cpp)
+  target_include_directories(bench_engine_winograd PRIVATE ${STOKE_DNNL_INCLUDE})
+  target_link_libraries(bench_engine_winograd PRIVATE ${STOKE_DNNL_LIBRARY} ${STOKE_GOMP_LIB})
+  set_target_properties(bench_engine_winograd PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
 endif()
 
 # Eval-mode inference of the net: plain forward vs fused (issue 16).

@@ -210,20 +210,42 @@ TEST(FusedInferenceBlocked, GroupedConvolutionKeepsTheNchwPath) {
 }
 
 // A batch's 3x3 stride-1 convolutions run oneDNN's Winograd kernel where it
-// has one (AVX-512, the 16-channel layout); one image, split over slices of
-// the output channels, keeps the direct kernels. Both match the eval forward.
-TEST(FusedInferenceBlocked, WinogradForABatchDirectForOneImage) {
+// has one (AVX-512, the 16-channel layout); one image only from 64 input
+// channels on (split into two halves of the output channels), so a net of
+// 32 and 48 channels keeps the direct kernels at batch 1. All match the eval
+// forward, and one image gives the same bits at 1, 2 and 3 threads.
+TEST(FusedInferenceBlocked, WinogradForABatchAndForOneImageOfManyChannels) {
   if (!cpu::blocked::available(cpu_backend())) GTEST_SKIP() << "stoke built without oneDNN";
+  const bool avx512 = cpu::blocked::block_channels() == 16;
+  const auto has_winograd = [](const FusedInference& f) {
+    return f.implementations().find("wino") != std::string::npos;
+  };
   ModelSpec spec = small_resnet();
   spec.widths = {32, 48};
-  auto model = build_model(cpu_backend(), spec, 61);
-  randomize_statistics(*model, 62);
-  FusedInference fused(model->network());
-  expect_matches(*model, fused, 1);
-  EXPECT_EQ(fused.implementations().find("wino"), std::string::npos) << fused.implementations();
-  expect_matches(*model, fused, 4);
-  const bool winograd = fused.implementations().find("wino") != std::string::npos;
-  EXPECT_EQ(winograd, cpu::blocked::block_channels() == 16) << fused.implementations();
+  auto narrow = build_model(cpu_backend(), spec, 61);
+  randomize_statistics(*narrow, 62);
+  FusedInference fused(narrow->network());
+  expect_matches(*narrow, fused, 1);
+  EXPECT_FALSE(has_winograd(fused)) << fused.implementations();
+  expect_matches(*narrow, fused, 4);
+  EXPECT_EQ(has_winograd(fused), avx512) << fused.implementations();
+
+  spec.widths = {32, 64};
+  auto wide = build_model(cpu_backend(), spec, 63);
+  randomize_statistics(*wide, 64);
+  FusedInference one(wide->network());
+  expect_matches(*wide, one, 1);
+  EXPECT_EQ(has_winograd(one), avx512) << one.implementations();
+  const Tensor x = random_input(cpu_backend(), wide->input_shape(1), 65);
+  const int saved = thread_count();
+  std::vector<float> first;
+  for (int threads : {1, 2, 3}) {
+    set_thread_count(threads);
+    const auto got = one.forward(x).to_vector();
+    if (threads == 1) first = got;
+    EXPECT_EQ(got, first) << threads << " threads";
+  }
+  set_thread_count(saved);
 }
 
 TEST(FusedInferenceBlocked, SameBitsForAnyThreadCount) {

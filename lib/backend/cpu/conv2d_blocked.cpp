@@ -78,6 +78,25 @@ Tag blocked_tag() {
   return tag;
 }
 
+// Whether oneDNN has its Winograd inference kernel on this machine (AVX-512).
+bool winograd_available() {
+  static const bool available = [] {
+    const memory::desc act({2, 16, 8, 8}, kF32, blocked_tag());
+    const memory::desc w({16, 16, 3, 3}, kF32, Tag::any);
+    const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                               dnnl::algorithm::convolution_winograd, act, w, act,
+                                               {1, 1}, {0, 0}, {1, 1}, {1, 1});
+    try {
+      OneOmpThread one;
+      const dnnl::convolution_forward::primitive_desc pd(desc, engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return available;
+}
+
 memory::dims dims(const Shape& s) {
   return {s[0], s[1], s[2], s[3]};
 }
@@ -168,8 +187,8 @@ struct Conv::Impl {
   std::vector<Weights> weights;
 
   Plan make_plan(const Shape& x, bool x_plain, bool accumulate);
-  Part make_part(const Shape& x, bool x_plain, bool accumulate, std::int64_t n0, std::int64_t n,
-                 std::int64_t k0, std::int64_t k);
+  Part make_part(const Shape& x, bool x_plain, bool accumulate, bool winograd, std::int64_t n0,
+                 std::int64_t n, std::int64_t k0, std::int64_t k);
   std::size_t weights_for(std::int64_t k0, std::int64_t k, const memory::desc& desc);
   bool winograd_fits(const Shape& x, bool x_plain) const;
 };
@@ -205,8 +224,8 @@ std::size_t Conv::Impl::weights_for(std::int64_t k0, std::int64_t k, const memor
   return weights.size() - 1;
 }
 
-Part Conv::Impl::make_part(const Shape& x, bool x_plain, bool accumulate, std::int64_t n0,
-                           std::int64_t n, std::int64_t k0, std::int64_t k) {
+Part Conv::Impl::make_part(const Shape& x, bool x_plain, bool accumulate, bool winograd,
+                           std::int64_t n0, std::int64_t n, std::int64_t k0, std::int64_t k) {
   const Shape y = conv2d_output_shape(x, w_shape, params);
   Part part;
   part.k0 = k0;
@@ -232,11 +251,11 @@ Part Conv::Impl::make_part(const Shape& x, bool x_plain, bool accumulate, std::i
     return dnnl::convolution_forward::primitive_desc(desc, attr, engine());
   };
   dnnl::convolution_forward::primitive_desc pd;
-  if (winograd_fits(x, x_plain)) {
+  if (winograd) {
     try {
       pd = pd_for(dnnl::algorithm::convolution_winograd);
     } catch (const dnnl::error&) {
-      // No Winograd kernel on this machine (oneDNN has them for AVX-512 only).
+      // No Winograd kernel for this shape or these post-ops: the direct one.
     }
   }
   if (!pd) pd = pd_for(dnnl::algorithm::convolution_direct);
@@ -251,14 +270,19 @@ Part Conv::Impl::make_part(const Shape& x, bool x_plain, bool accumulate, std::i
 }
 
 // Winograd F(2x2, 3x3) (oneDNN's jit_fp32_wino_2x3, AVX-512 only) for a 3x3
-// stride-1 convolution of a batch, whose parts are whole images: 1.1-1.7x the
-// direct kernels' speed at batch 8 and 32 (bench/RESULTS.md, "Winograd"). One
-// image is split over slices of the output channels, each of which would
-// transform the whole input again, and measured no faster: direct there. The
-// choice depends on the shape only, never on the thread count or a timing.
+// stride-1 convolution, measured against the direct kernels (bench/RESULTS.md,
+// "Winograd"):
+// - a batch (parts of whole images): 1.1-1.7x faster at batch 8 and 32;
+// - one image of at least 64 input channels, split into two halves of the
+//   output channels (more parts would each transform the whole input again):
+//   1.2-2.2x faster than the direct kernels' split into up to 8 parts, at
+//   64-512 channels on 112x112 to 7x7; at 32 channels slower, so direct there.
+// The choice depends on the shape only, never on the thread count or a timing.
 bool Conv::Impl::winograd_fits(const Shape& x, bool x_plain) const {
-  return x[0] > 1 && !x_plain && w_shape[2] == 3 && w_shape[3] == 3 && params.stride_h == 1 &&
-         params.stride_w == 1 && params.dilation_h == 1 && params.dilation_w == 1;
+  const bool shape = !x_plain && w_shape[2] == 3 && w_shape[3] == 3 && params.stride_h == 1 &&
+                     params.stride_w == 1 && params.dilation_h == 1 && params.dilation_w == 1;
+  return shape && (x[0] > 1 || (x[1] >= 64 && w_shape[0] >= 2 * block_channels())) &&
+         winograd_available();
 }
 
 Plan Conv::Impl::make_plan(const Shape& x, bool x_plain, bool accumulate) {
@@ -267,13 +291,14 @@ Plan Conv::Impl::make_plan(const Shape& x, bool x_plain, bool accumulate) {
   const std::int64_t blocks = (k_total + kb - 1) / kb;
   const bool channels = x[0] == 1;  // one image: blocks of output channels
   const std::int64_t total = channels ? blocks : x[0];
-  const int count = dnnl_conv::parts(static_cast<int>(total));
+  const bool winograd = winograd_fits(x, x_plain);
+  const int count = channels && winograd ? 2 : dnnl_conv::parts(static_cast<int>(total));
   OneOmpThread one;
   for (int j = 0; j < count; ++j) {
     const std::int64_t b = j * total / count, e = (j + 1) * total / count;
-    Part part = channels ? make_part(x, x_plain, accumulate, 0, 1, b * kb,
+    Part part = channels ? make_part(x, x_plain, accumulate, winograd, 0, 1, b * kb,
                                      std::min(e * kb, k_total) - b * kb)
-                         : make_part(x, x_plain, accumulate, b, e - b, 0, k_total);
+                         : make_part(x, x_plain, accumulate, winograd, b, e - b, 0, k_total);
     plan.scratch_floats =
         std::max(plan.scratch_floats, dnnl_conv::align16(part.scratch.get_size() / sizeof(float)));
     plan.parts.push_back(std::move(part));
