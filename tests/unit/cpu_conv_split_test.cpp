@@ -3,6 +3,8 @@
 // (backward), a batch over images, at 1 to 5 arena threads, against the naive
 // reference with the op suite's tolerances; and the fused epilogue
 // (bias + residual + ReLU) against the plain ops composed.
+#include <tuple>
+
 #include "backend/cpu/conv2d_dnnl.hpp"
 #include "backend/cpu/conv2d_fused.hpp"
 #include "backend/cpu/cpu_backend.hpp"
@@ -157,6 +159,13 @@ TEST(CpuConvSplit, WinogradForLargeImagesMatchesNaiveAtEveryThreadCount) {
   EXPECT_EQ(kernels.find("wino") != std::string::npos, avx512) << kernels;
   if (avx512) {
     EXPECT_EQ(kernels.find("jit:"), std::string::npos) << "a pass is not Winograd: " << kernels;
+  }
+  // The op suite's Winograd-sized cases (op_suite_conv2d_test.cpp) take it too.
+  const Conv2dParams unpadded{1, 1, 0, 0, 1, 1, 1};
+  for (const auto& [x, w, p] : {std::tuple{Shape{3, 20, 29, 31}, Shape{12, 20, 3, 3}, c.p},
+                                std::tuple{Shape{2, 8, 32, 30}, Shape{8, 8, 3, 3}, unpadded}}) {
+    const std::string k = cpu::dnnl_conv::batch_kernels(x, w, p);
+    EXPECT_EQ(k.find("wino") != std::string::npos, avx512) << shape_to_string(x) << ": " << k;
   }
   const std::string small = cpu::dnnl_conv::batch_kernels({2, 16, 14, 14}, c.w, c.p);
   EXPECT_EQ(small.find("wino"), std::string::npos) << small;

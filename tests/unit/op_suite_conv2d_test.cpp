@@ -65,6 +65,8 @@ std::vector<ConvCase> model_cases() {
       {{7, 4, 5, 5}, {6, 4, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},       // several images per product
       {{9, 6, 6, 6}, {4, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 2}},       // ... grouped, partial last group
       {{2, 16, 28, 28}, {24, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},  // 28x28 per image: Winograd
+      {{3, 20, 29, 31}, {12, 20, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},  // ... partial tiles and blocks
+      {{2, 8, 32, 30}, {8, 8, 3, 3}, {1, 1, 0, 0, 1, 1, 1}, false},  // ... unpadded, no bias
   };
 }
 
