@@ -37,7 +37,7 @@ void finish(LayoutPrim& lp, const Pd& pd, dnnl::primitive primitive) {
 // Winograd F(4x4, 3x3) (oneDNN's jit_wino_4x3, AVX-512 only) for a 3x3
 // stride-1 problem of at least 28x28 output pixels over its images: 1.2-2.3x
 // the direct kernels' speed for each pass (forward, input and weight
-// gradient) at 28x28 and above, 1.8-7x slower at 14x14 and 7x7, where its
+// gradient) at 28x28 and above, 1.9x and 4.9x slower at 14x14 and 7x7, where its
 // transform of the weights on every call outweighs the pixels (bench/RESULTS.md,
 // "Winograd"). The choice depends on the problem only: the same bits for any
 // thread count.

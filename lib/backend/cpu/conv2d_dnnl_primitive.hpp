@@ -182,11 +182,11 @@ SharedStaging shared_staging(Problem pb, int kind, int arg, int total, int count
 // scratchpad; oneDNN errors become stoke::Error naming `what`.
 void run(const Prim& prim, Args& args, float* scratch, const char* what = "conv2d");
 
-// As run(), `args` wrapping stoke's plain tensors: staged arguments go
-// through `ws` (floats() floats: the scratchpad, then the staged copies).
 // No DNNL_ARG_* is 0: a place holder in run()'s `prestaged`.
 constexpr int kNoArg = 0;
 
+// As run(), `args` wrapping stoke's plain tensors: staged arguments go
+// through `ws` (floats() floats: the scratchpad, then the staged copies).
 // `prestaged`: arguments args already hold in lp's layout, not reordered in
 // or out (an input the caller staged with stage_input, or an output the
 // caller reads in that layout).
