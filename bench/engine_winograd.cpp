@@ -26,12 +26,15 @@ using dnnl::memory;
 using Args = std::unordered_map<int, memory>;
 
 struct Shape3x3 {
-  int c, hw;  // c -> c channels, hw x hw pixels, pad 1
+  int c, k, hw;  // c -> k channels, hw x hw pixels, pad 1
 };
 
-const Shape3x3 kShapes[] = {
-    {32, 224}, {64, 112}, {128, 56},             // the issue net (bench/pytorch_resnet.py)
-    {64, 56},  {128, 28}, {256, 14}, {512, 7}};  // ResNet-18
+// The issue net's (bench/pytorch_resnet.py) stems at 224 and 28 pixels, a
+// 16-channel layer (the training threshold), the issue net's stages, then
+// ResNet-18's stages.
+const Shape3x3 kShapes[] = {{3, 32, 224},   {1, 32, 28},    {16, 16, 56}, {32, 32, 224},
+                            {64, 64, 112},  {128, 128, 56}, {64, 64, 56}, {128, 128, 28},
+                            {256, 256, 14}, {512, 512, 7}};
 
 memory filled(const memory::desc& d, const dnnl::engine& eng) {
   memory m(d, eng);
@@ -52,12 +55,13 @@ struct Passes {
   Passes(const dnnl::engine& eng, const Shape3x3& s, int n, algorithm alg, bool train) {
     const auto f32 = memory::data_type::f32;
     const auto any = memory::format_tag::any;
-    const memory::desc act({n, s.c, s.hw, s.hw}, f32, any), w({s.c, s.c, 3, 3}, f32, any);
+    const memory::desc src({n, s.c, s.hw, s.hw}, f32, any), dst({n, s.k, s.hw, s.hw}, f32, any);
+    const memory::desc w({s.k, s.c, 3, 3}, f32, any);
     const memory::dims one{1, 1}, none{0, 0};
     const auto prop =
         train ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
     try {
-      const dnnl::convolution_forward::desc fd(prop, alg, act, w, act, one, none, one, one);
+      const dnnl::convolution_forward::desc fd(prop, alg, src, w, dst, one, none, one, one);
       const dnnl::convolution_forward::primitive_desc fpd(fd, eng);
       impl = fpd.impl_info_str();
       steps.push_back({dnnl::convolution_forward(fpd),
@@ -65,13 +69,13 @@ struct Passes {
                         {DNNL_ARG_WEIGHTS, filled(fpd.weights_desc(), eng)},
                         {DNNL_ARG_DST, filled(fpd.dst_desc(), eng)}}});
       if (!train) return;
-      const dnnl::convolution_backward_data::desc bd(alg, act, w, act, one, none, one, one);
+      const dnnl::convolution_backward_data::desc bd(alg, src, w, dst, one, none, one, one);
       const dnnl::convolution_backward_data::primitive_desc bpd(bd, eng, fpd);
       steps.push_back({dnnl::convolution_backward_data(bpd),
                        {{DNNL_ARG_DIFF_DST, filled(bpd.diff_dst_desc(), eng)},
                         {DNNL_ARG_WEIGHTS, filled(bpd.weights_desc(), eng)},
                         {DNNL_ARG_DIFF_SRC, filled(bpd.diff_src_desc(), eng)}}});
-      const dnnl::convolution_backward_weights::desc wd(alg, act, w, act, one, none, one, one);
+      const dnnl::convolution_backward_weights::desc wd(alg, src, w, dst, one, none, one, one);
       const dnnl::convolution_backward_weights::primitive_desc wpd(wd, eng, fpd);
       steps.push_back({dnnl::convolution_backward_weights(wpd),
                        {{DNNL_ARG_SRC, filled(wpd.src_desc(), eng)},
@@ -100,7 +104,7 @@ int main(int argc, char** argv) {
   dnnl::stream st(eng);
   std::printf("# %d image(s), one thread, best of %d interleaved rounds, ms (wino / direct)\n", n,
               rounds);
-  std::printf("%-14s %9s %9s %7s   %9s %9s %7s\n", "c->c hw", "infer dir", "wino", "ratio",
+  std::printf("%-14s %9s %9s %7s   %9s %9s %7s\n", "c->k hw", "infer dir", "wino", "ratio",
               "train dir", "wino", "ratio");
   for (const Shape3x3& s : kShapes) {
     Passes infer_dir(eng, s, n, algorithm::convolution_direct, false);
@@ -114,7 +118,7 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < all.size(); ++i) best[i] = std::min(best[i], all[i]->run(st));
     }
     char name[32];
-    std::snprintf(name, sizeof name, "%d->%d %d", s.c, s.c, s.hw);
+    std::snprintf(name, sizeof name, "%d->%d %d", s.c, s.k, s.hw);
     std::printf("%-14s %9.2f %9.2f %7.2f   %9.2f %9.2f %7.2f   # %s; %s\n", name, best[0], best[1],
                 best[1] / best[0], best[2], best[3], best[3] / best[2], infer_wino.impl.c_str(),
                 train_wino.impl.c_str());

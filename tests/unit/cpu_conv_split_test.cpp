@@ -147,13 +147,14 @@ TEST(CpuConvSplit, FusedEpilogueMatchesThePlainOps) {
   }
 }
 
-// A batch's 3x3 stride-1 layer of 28x28 output pixels per image runs
-// oneDNN's Winograd kernels in all three passes where it has them (AVX-512),
-// within the op suite's convolution tolerance of the naive reference, and the
-// same bits at 1, 2 and 3 threads; at 14x14 it keeps the direct kernels.
+// A batch's 3x3 stride-1 layer of 32 channels or more and 28x28 output
+// pixels per image runs oneDNN's Winograd kernels in all three passes where
+// it has them (AVX-512), within the op suite's convolution tolerance of the
+// naive reference, and the same bits at 1, 2 and 3 threads; at 14x14, or
+// with the 3 channels of a stem, it keeps the direct kernels.
 TEST(CpuConvSplit, WinogradForLargeImagesMatchesNaiveAtEveryThreadCount) {
   if (!cpu::dnnl_conv::enabled()) GTEST_SKIP() << "built without oneDNN";
-  const Case c{{2, 16, 28, 28}, {24, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1}};
+  const Case c{{2, 32, 28, 28}, {40, 32, 3, 3}, {1, 1, 1, 1, 1, 1, 1}};
   const std::string kernels = cpu::dnnl_conv::batch_kernels(c.x, c.w, c.p);
   const bool avx512 = kernels.find("avx512") != std::string::npos;
   EXPECT_EQ(kernels.find("wino") != std::string::npos, avx512) << kernels;
@@ -162,13 +163,15 @@ TEST(CpuConvSplit, WinogradForLargeImagesMatchesNaiveAtEveryThreadCount) {
   }
   // The op suite's Winograd-sized cases (op_suite_conv2d_test.cpp) take it too.
   const Conv2dParams unpadded{1, 1, 0, 0, 1, 1, 1};
-  for (const auto& [x, w, p] : {std::tuple{Shape{3, 20, 29, 31}, Shape{12, 20, 3, 3}, c.p},
-                                std::tuple{Shape{2, 8, 32, 30}, Shape{8, 8, 3, 3}, unpadded}}) {
+  for (const auto& [x, w, p] : {std::tuple{Shape{3, 36, 29, 31}, Shape{34, 36, 3, 3}, c.p},
+                                std::tuple{Shape{2, 32, 32, 30}, Shape{32, 32, 3, 3}, unpadded}}) {
     const std::string k = cpu::dnnl_conv::batch_kernels(x, w, p);
     EXPECT_EQ(k.find("wino") != std::string::npos, avx512) << shape_to_string(x) << ": " << k;
   }
-  const std::string small = cpu::dnnl_conv::batch_kernels({2, 16, 14, 14}, c.w, c.p);
+  const std::string small = cpu::dnnl_conv::batch_kernels({2, 32, 14, 14}, c.w, c.p);
   EXPECT_EQ(small.find("wino"), std::string::npos) << small;
+  const std::string stem = cpu::dnnl_conv::batch_kernels({2, 3, 28, 28}, {32, 3, 3, 3}, c.p);
+  EXPECT_EQ(stem.find("wino"), std::string::npos) << stem;
   const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
   std::vector<std::vector<float>> first;
   for (int threads : {1, 2, 3}) {
@@ -226,7 +229,7 @@ TEST(CpuConvSplit, TrainStepAllocatesNothingAfterTheFirst) {
     spec.in_channels = 3;
     spec.height = spec.width = size;
     spec.stem_width = 8;
-    spec.widths = {16, 32};  // 16 channels: Winograd's smallest block
+    spec.widths = {32, 32};  // Winograd from 32 channels
     spec.strides = {1, 2};
     spec.blocks_per_stage = 1;
     auto model = nn::build_model(be, spec, 1);

@@ -64,9 +64,9 @@ std::vector<ConvCase> model_cases() {
       {{2, 4, 12, 10}, {6, 2, 3, 3}, {1, 1, 2, 2, 2, 2, 2}},     // grouped and dilated
       {{7, 4, 5, 5}, {6, 4, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},       // several images per product
       {{9, 6, 6, 6}, {4, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 2}},       // ... grouped, partial last group
-      {{2, 16, 28, 28}, {24, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},  // 28x28 per image: Winograd
-      {{3, 20, 29, 31}, {12, 20, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},  // ... partial tiles and blocks
-      {{2, 8, 32, 30}, {8, 8, 3, 3}, {1, 1, 0, 0, 1, 1, 1}, false},  // ... unpadded, no bias
+      {{2, 32, 28, 28}, {40, 32, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},  // 28x28 per image: Winograd
+      {{3, 36, 29, 31}, {34, 36, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},  // ... partial tiles and blocks
+      {{2, 32, 32, 30}, {32, 32, 3, 3}, {1, 1, 0, 0, 1, 1, 1}, false},  // ... unpadded, no bias
   };
 }
 

@@ -270,9 +270,10 @@ Part Conv::Impl::make_part(const Shape& x, bool x_plain, bool accumulate, bool w
 }
 
 // Winograd F(2x2, 3x3) (oneDNN's jit_fp32_wino_2x3, AVX-512 only) for a 3x3
-// stride-1 convolution, measured against the direct kernels (bench/RESULTS.md,
-// "Winograd"):
-// - a batch (parts of whole images): 1.1-1.7x faster at batch 8 and 32;
+// stride-1 convolution of at least 32 input and output channels, measured
+// against the direct kernels (bench/RESULTS.md, "Winograd"):
+// - a batch (parts of whole images): 1.1-1.7x faster at batch 8 and 32
+//   (at 16 channels 1.0-1.3x slower: direct there);
 // - one image of at least 64 input channels, split into two halves of the
 //   output channels (more parts would each transform the whole input again):
 //   1.2-2.2x faster than the direct kernels' split into up to 8 parts, at
@@ -280,7 +281,8 @@ Part Conv::Impl::make_part(const Shape& x, bool x_plain, bool accumulate, bool w
 // The choice depends on the shape only, never on the thread count or a timing.
 bool Conv::Impl::winograd_fits(const Shape& x, bool x_plain) const {
   const bool shape = !x_plain && w_shape[2] == 3 && w_shape[3] == 3 && params.stride_h == 1 &&
-                     params.stride_w == 1 && params.dilation_h == 1 && params.dilation_w == 1;
+                     params.stride_w == 1 && params.dilation_h == 1 && params.dilation_w == 1 &&
+                     x[1] >= 32 && w_shape[0] >= 32;
   return shape && (x[0] > 1 || (x[1] >= 64 && w_shape[0] >= 2 * block_channels())) &&
          winograd_available();
 }

@@ -35,15 +35,16 @@ void finish(LayoutPrim& lp, const Pd& pd, dnnl::primitive primitive) {
 }
 
 // Winograd F(4x4, 3x3) (oneDNN's jit_wino_4x3, AVX-512 only) for a 3x3
-// stride-1 problem of at least 28x28 output pixels over its images: 1.2-2.3x
-// the direct kernels' speed for each pass (forward, input and weight
-// gradient) at 28x28 and above, 1.9x and 4.9x slower at 14x14 and 7x7, where its
-// transform of the weights on every call outweighs the pixels (bench/RESULTS.md,
-// "Winograd"). The choice depends on the problem only: the same bits for any
-// thread count.
+// stride-1 problem of at least 32 input and output channels and 28x28 output
+// pixels over its images (bench/RESULTS.md, "Winograd": bench_engine_winograd).
+// It takes 0.4-0.9x the direct kernels' time for the three passes (forward,
+// input and weight gradient) there, but 1.9x and 4.9x at 14x14 and 7x7 per
+// image, where transforming the weights on every call outweighs the pixels,
+// and 1.2-3.8x with 16 channels or fewer (the stems of 1 and 3). The choice
+// depends on the problem only: the same bits for any thread count.
 bool winograd_pays(const Problem& pb) {
   return pb.r == 3 && pb.s == 3 && pb.sh == 1 && pb.sw == 1 && pb.dh == 1 && pb.dw == 1 &&
-         pb.groups == 1 && pb.ph_bottom == pb.ph &&
+         pb.groups == 1 && pb.ph_bottom == pb.ph && pb.c >= 32 && pb.k >= 32 &&
          static_cast<std::int64_t>(pb.n) * pb.p() * pb.q() >= 28 * 28;
 }
 
