@@ -7,9 +7,10 @@
 //
 // Threads as in conv2d_dnnl.hpp: one OpenMP thread per primitive inside the
 // backend's chunks; a batch splits over images, one image over blocks of
-// output channels (each part reads the whole input). The split is a fixed
-// number of parts (at most 8), so results are the same bits for any thread
-// count. Weights are reordered once per layout a primitive asks for.
+// output channels (each part reads the whole input; parts of at least 32
+// channels). The split depends on the shape only (at most 8 parts), so
+// results are the same bits for any thread count. Weights are reordered once
+// per layout a primitive asks for.
 #pragma once
 
 #include <cstdint>
