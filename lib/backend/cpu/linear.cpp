@@ -1,4 +1,5 @@
-// Fully connected layer: sgemm over row blocks (forward, dx) and over output
+// Fully connected layer: sgemm over row blocks (forward, dx; the forward over
+// output feature blocks when there are fewer rows than blocks) and over output
 // feature blocks (dw), one block per chunk. The blocks are a fixed number, not
 // one per thread: OpenBLAS may round an element differently for another block
 // height (a 1-row product takes another kernel), so a per-thread split would
@@ -23,6 +24,19 @@ void CpuBackend::do_linear_forward(const Tensor& x, const Tensor& w, const Tenso
   const float* wp = w.data<float>();
   const float* bp = bias.defined() ? bias.data<float>() : nullptr;
   float* yp = y.data<float>();
+  if (n < kChunks) {
+    // Few rows (a classifier's head at batch 1): blocks of output features,
+    // so that every thread reads its share of w (a matrix-vector product is
+    // bound by reading w).
+    for_chunks(*this, static_cast<std::size_t>(m), kChunks, [&](int, std::size_t b, std::size_t e) {
+      const int cols = static_cast<int>(e - b);
+      sgemm(false, true, n, cols, k, 1.0f, xp, k, wp + b * k, k, 0.0f, yp + b, m);
+      if (bp)
+        for (int r = 0; r < n; ++r)
+          for (std::size_t j = b; j < e; ++j) yp[r * m + j] += bp[j];
+    });
+    return;
+  }
   for_chunks(*this, static_cast<std::size_t>(n), kChunks, [&](int, std::size_t b, std::size_t e) {
     const int rows = static_cast<int>(e - b);
     sgemm(false, true, rows, m, k, 1.0f, xp + b * k, k, wp, k, 0.0f, yp + b * m, m);
