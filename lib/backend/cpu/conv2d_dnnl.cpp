@@ -107,7 +107,7 @@ std::size_t workspace_bytes(const CpuBackend&, const Shape& x, const Shape& w,
 
 std::string batch_kernels(const Shape& x, const Shape& w, const Conv2dParams& prm) {
   const Problem g = problem(x, w, prm);
-  const auto first = static_cast<std::size_t>(g.n / parts(g.n));
+  const std::size_t first = part_sizes(g.n, parts(g.n))[0];
   std::string out;
   for (int kind : {kForward, kBackwardData, kBackwardWeights}) {
     if (!out.empty()) out += "; ";

@@ -108,18 +108,29 @@ const LayoutPrim& layout_primitive(const Problem& pb) {
   return cached<LayoutPrim>(pb, create_layout);
 }
 
+namespace {
+
+// The layout primitives of the two part sizes of an image split (part 0's first).
+std::array<const LayoutPrim*, 2> part_primitives(const Problem& pb, int kind, int total,
+                                                 int count) {
+  const auto [lo, hi] = part_sizes(total, count);
+  return {&layout_primitive(sub(pb, kind, false, false, 0, lo)),
+          &layout_primitive(sub(pb, kind, false, false, 0, hi))};
+}
+
+}  // namespace
+
 std::size_t most_layout(Problem pb, int kind, int total, int count) {
-  const std::size_t lo = static_cast<std::size_t>(total / count), hi = lo + (total % count ? 1 : 0);
-  return std::max(layout_primitive(sub(pb, kind, false, false, 0, lo)).floats(),
-                  layout_primitive(sub(pb, kind, false, false, 0, hi)).floats());
+  std::size_t most = 0;
+  for (const LayoutPrim* lp : part_primitives(pb, kind, total, count))
+    most = std::max(most, lp->floats());
+  return most;
 }
 
 std::size_t most_staged(Problem pb, int kind, int arg, int total, int count) {
-  const std::size_t lo = static_cast<std::size_t>(total / count), hi = lo + (total % count ? 1 : 0);
   std::size_t most = 0;
-  for (std::size_t n : {lo, hi}) {
-    if (const auto* s = staged(layout_primitive(sub(pb, kind, false, false, 0, n)), arg))
-      most = std::max(most, s->floats);
+  for (const LayoutPrim* lp : part_primitives(pb, kind, total, count)) {
+    if (const auto* s = staged(*lp, arg)) most = std::max(most, s->floats);
   }
   return most;
 }
@@ -153,16 +164,11 @@ std::size_t staged_offset(const LayoutPrim& lp, int arg) {
 }
 
 SharedStaging shared_staging(Problem pb, int kind, int arg, int total, int count) {
-  const std::size_t lo = static_cast<std::size_t>(total / count), hi = lo + (total % count ? 1 : 0);
-  const LayoutPrim& first = layout_primitive(sub(pb, kind, false, false, 0, lo));
-  const LayoutPrim::Staged* s = staged(first, arg);
-  if (!s) return {};
-  if (hi != lo) {
-    const LayoutPrim::Staged* other =
-        staged(layout_primitive(sub(pb, kind, false, false, 0, hi)), arg);
-    if (!other || other->chosen != s->chosen) return {};
-  }
-  return {s, staged_offset(first, arg)};
+  const auto [first, other] = part_primitives(pb, kind, total, count);
+  const LayoutPrim::Staged* s = staged(*first, arg);
+  const LayoutPrim::Staged* t = staged(*other, arg);
+  if (!s || !t || t->chosen != s->chosen) return {};
+  return {s, staged_offset(*first, arg)};
 }
 
 void run(const LayoutPrim& lp, Args& args, float* ws, const char* what,

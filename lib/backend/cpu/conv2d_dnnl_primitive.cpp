@@ -176,9 +176,10 @@ Problem sub(Problem pb, int kind, bool channels_k, bool channels_c, std::size_t 
 // Largest scratch over the (at most two) sub-problem sizes of an even split.
 std::size_t most_scratch(Problem pb, int kind, bool channels_k, bool channels_c, int total,
                          int count) {
-  const std::size_t lo = static_cast<std::size_t>(total / count), hi = lo + (total % count ? 1 : 0);
-  return std::max(primitive(sub(pb, kind, channels_k, channels_c, 0, lo)).scratch_floats,
-                  primitive(sub(pb, kind, channels_k, channels_c, 0, hi)).scratch_floats);
+  std::size_t most = 0;
+  for (std::size_t n : part_sizes(total, count))
+    most = std::max(most, primitive(sub(pb, kind, channels_k, channels_c, 0, n)).scratch_floats);
+  return most;
 }
 
 }  // namespace stoke::cpu::dnnl_conv

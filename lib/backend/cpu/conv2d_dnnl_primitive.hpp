@@ -206,6 +206,13 @@ inline int parts(int total) {
   return total < 1 ? 1 : (total < kParts ? total : kParts);
 }
 
+// The (at most two) part sizes of an even split of `total` items into `count`
+// parts: part 0's (total / count) first, then the largest.
+inline std::array<std::size_t, 2> part_sizes(int total, int count) {
+  const auto lo = static_cast<std::size_t>(total / count);
+  return {lo, lo + (total % count ? 1 : 0)};
+}
+
 // Sub-problem for items [b, e) of a split over output channels (channels_k),
 // input channels (channels_c) or images.
 Problem sub(Problem pb, int kind, bool channels_k, bool channels_c, std::size_t b, std::size_t e);
