@@ -57,6 +57,32 @@ class ThreadCount {
   int saved_;
 };
 
+// One forward and backward of case c on `be` and on the naive reference
+// (inputs from seeds seed + 1 to seed + 4), y, dx and dw checked with
+// `accuracy`'s tolerance, db (a plain sum) with kReduction's; returns y, dx,
+// dw and db.
+std::vector<std::vector<float>> run_against_naive(cpu::CpuBackend& be, const Case& c,
+                                                  std::uint32_t seed, Accuracy accuracy,
+                                                  const std::string& what) {
+  const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
+  Tensor x = random_tensor(be, c.x, seed + 1), w = random_tensor(be, c.w, seed + 2);
+  Tensor b = random_tensor(be, {c.w[0]}, seed + 3), dy = random_tensor(be, ys, seed + 4);
+  Tensor y(be, ys), ry(be, ys), dx(be, c.x), rdx(be, c.x), dw(be, c.w), rdw(be, c.w),
+      db(be, {c.w[0]}), rdb(be, {c.w[0]});
+  be.conv2d_forward(x, w, b, y, c.p);
+  cpu::naive::conv2d_forward(x, w, b, ry, c.p);
+  be.conv2d_backward(x, w, dy, dx, dw, db, c.p);
+  cpu::naive::conv2d_backward(x, w, dy, rdx, rdw, rdb, c.p);
+  const auto taps = static_cast<std::size_t>(c.w[1] * c.w[2] * c.w[3]);
+  const auto back_taps = static_cast<std::size_t>(c.w[0] * c.w[2] * c.w[3]);
+  const auto spatial = static_cast<std::size_t>(c.x[0] * ys[2] * ys[3]);
+  expect_close(y, ry, tolerance(accuracy, taps), "y " + what);
+  expect_close(dx, rdx, tolerance(accuracy, back_taps), "dx " + what);
+  expect_close(dw, rdw, tolerance(accuracy, spatial), "dw " + what);
+  expect_close(db, rdb, tolerance(Accuracy::kReduction, spatial), "db " + what);
+  return {y.to_vector(), dx.to_vector(), dw.to_vector(), db.to_vector()};
+}
+
 TEST(CpuConvSplit, EveryThreadCountMatchesNaiveAndOneThreadBitForBit) {
   std::vector<std::vector<float>> first;  // the 1-thread results, per case and output
   for (int threads : {1, 2, 3, 5}) {
@@ -65,32 +91,14 @@ TEST(CpuConvSplit, EveryThreadCountMatchesNaiveAndOneThreadBitForBit) {
     std::uint32_t seed = 40;
     std::size_t out = 0;
     for (const Case& c : kCases) {
-      const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
       const std::string what = describe(c, threads);
-      Tensor x = random_tensor(be, c.x, ++seed), w = random_tensor(be, c.w, ++seed);
-      Tensor b = random_tensor(be, {c.w[0]}, ++seed), dy = random_tensor(be, ys, ++seed);
-      Tensor y(be, ys), ry(be, ys), dx(be, c.x), rdx(be, c.x), dw(be, c.w), rdw(be, c.w),
-          db(be, {c.w[0]}), rdb(be, {c.w[0]});
-      be.conv2d_forward(x, w, b, y, c.p);
-      cpu::naive::conv2d_forward(x, w, b, ry, c.p);
-      be.conv2d_backward(x, w, dy, dx, dw, db, c.p);
-      cpu::naive::conv2d_backward(x, w, dy, rdx, rdw, rdb, c.p);
-      const std::size_t spatial = static_cast<std::size_t>(c.x[0] * ys[2] * ys[3]);
-      expect_close(
-          y, ry,
-          tolerance(Accuracy::kReduction, static_cast<std::size_t>(c.w[1] * c.w[2] * c.w[3])),
-          "y " + what);
-      expect_close(
-          dx, rdx,
-          tolerance(Accuracy::kReduction, static_cast<std::size_t>(c.w[0] * c.w[2] * c.w[3])),
-          "dx " + what);
-      expect_close(dw, rdw, tolerance(Accuracy::kReduction, spatial), "dw " + what);
-      expect_close(db, rdb, tolerance(Accuracy::kReduction, spatial), "db " + what);
-      for (const Tensor* t : {&y, &dx, &dw, &db}) {
+      const auto outputs = run_against_naive(be, c, seed, Accuracy::kReduction, what);
+      seed += 4;
+      for (const std::vector<float>& t : outputs) {
         if (threads == 1) {
-          first.push_back(t->to_vector());
+          first.push_back(t);
         } else {
-          EXPECT_EQ(t->to_vector(), first[out]) << "not the 1-thread bits: " << what;
+          EXPECT_EQ(t, first[out]) << "not the 1-thread bits: " << what;
         }
         ++out;
       }
@@ -172,28 +180,12 @@ TEST(CpuConvSplit, WinogradForLargeImagesMatchesNaiveAtEveryThreadCount) {
   EXPECT_EQ(small.find("wino"), std::string::npos) << small;
   const std::string stem = cpu::dnnl_conv::batch_kernels({2, 3, 28, 28}, {32, 3, 3, 3}, c.p);
   EXPECT_EQ(stem.find("wino"), std::string::npos) << stem;
-  const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
   std::vector<std::vector<float>> first;
   for (int threads : {1, 2, 3}) {
     ThreadCount tc(threads);
     cpu::CpuBackend be;
-    Tensor x = random_tensor(be, c.x, 7), w = random_tensor(be, c.w, 8);
-    Tensor b = random_tensor(be, {c.w[0]}, 9), dy = random_tensor(be, ys, 10);
-    Tensor y(be, ys), ry(be, ys), dx(be, c.x), rdx(be, c.x), dw(be, c.w), rdw(be, c.w),
-        db(be, {c.w[0]}), rdb(be, {c.w[0]});
-    be.conv2d_forward(x, w, b, y, c.p);
-    cpu::naive::conv2d_forward(x, w, b, ry, c.p);
-    be.conv2d_backward(x, w, dy, dx, dw, db, c.p);
-    cpu::naive::conv2d_backward(x, w, dy, rdx, rdw, rdb, c.p);
     const std::string what = describe(c, threads);
-    const auto taps = static_cast<std::size_t>(c.w[1] * c.w[2] * c.w[3]);
-    const auto back_taps = static_cast<std::size_t>(c.w[0] * c.w[2] * c.w[3]);
-    const auto spatial = static_cast<std::size_t>(c.x[0] * ys[2] * ys[3]);
-    expect_close(y, ry, tolerance(Accuracy::kConvolution, taps), "y " + what);
-    expect_close(dx, rdx, tolerance(Accuracy::kConvolution, back_taps), "dx " + what);
-    expect_close(dw, rdw, tolerance(Accuracy::kConvolution, spatial), "dw " + what);
-    expect_close(db, rdb, tolerance(Accuracy::kReduction, spatial), "db " + what);
-    const std::vector<std::vector<float>> got{y.to_vector(), dx.to_vector(), dw.to_vector()};
+    const auto got = run_against_naive(be, c, 6, Accuracy::kConvolution, what);
     if (threads == 1) first = got;
     EXPECT_EQ(got, first) << "not the 1-thread bits: " << what;
   }
