@@ -82,6 +82,9 @@ struct AdamParams {
   const Tensor* scalars = nullptr;
 };
 
+// What a fused op applies to its result last.
+enum class Activation : std::uint8_t { kIdentity, kRelu };
+
 // Output spatial size of a convolution or pooling window.
 STOKE_API std::int64_t conv_output_size(std::int64_t in, int kernel, int stride, int pad,
                                         int dilation = 1) noexcept;
@@ -153,6 +156,20 @@ STOKE_API Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2d
     (x, y, mask, p, seed))                                                                         \
   X(kDropoutBackward, dropout_backward, (const Tensor& dy, const Tensor& mask, Tensor& dx),        \
     (dy, mask, dx))                                                                                \
+  X(kConv2dFusedForward, conv2d_fused_forward,                                                     \
+    (const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& residual, Tensor& y,      \
+     const Conv2dParams& params, Activation activation),                                           \
+    (x, w, bias, residual, y, params, activation))                                                 \
+  X(kAddRelu, add_relu, (const Tensor& a, const Tensor& b, Tensor& y), (a, b, y))                  \
+  X(kBatchNormReluForwardTraining, batch_norm_relu_forward_training,                               \
+    (const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& running_mean,    \
+     Tensor& running_var, Tensor& save_mean, Tensor& save_invstd, const BatchNormParams& params),  \
+    (x, gamma, beta, y, running_mean, running_var, save_mean, save_invstd, params))                \
+  X(kBatchNormReluBackward, batch_norm_relu_backward,                                              \
+    (const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& gamma,                      \
+     const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,               \
+     Tensor& dbeta),                                                                               \
+    (x, y, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta))                                  \
   X(kSgdUpdate, sgd_update,                                                                        \
     (Tensor & params, const Tensor& grads, Tensor& velocity, const SgdParams& p),                  \
     (params, grads, velocity, p))                                                                  \
@@ -178,7 +195,10 @@ struct MemoryStats {
   std::uint64_t allocations = 0;  // live allocations
 };
 
-class GpuBackend;  // stoke/cuda.hpp
+class GpuBackend;        // stoke/cuda.hpp
+class InferenceProgram;  // stoke/program.hpp
+struct InferenceStep;
+enum class ProgramLayout : std::uint8_t;
 
 class STOKE_API Backend {
  public:
@@ -223,6 +243,18 @@ class STOKE_API Backend {
   // int32). Every front door asks it and throws Unsupported naming the op,
   // the dtype and the backend when it does not. Both backends: float32 only.
   virtual bool supports(Op op, DType dtype) const noexcept;
+
+  // --- inference ----------------------------------------------------------
+  // A network's eval-mode forward as one program (stoke/program.hpp). The
+  // default runs the steps through the front doors (make_plain_program);
+  // a backend with layouts of its own keeps them between steps unless
+  // `layout` is kPlain.
+  virtual std::unique_ptr<InferenceProgram> compile_inference(std::vector<InferenceStep> steps,
+                                                              ProgramLayout layout);
+  // A backend of the same device and settings for another thread (its own
+  // workspace), so that programs run on two threads at once; null where the
+  // backend offers none (callers then take turns on this one).
+  virtual std::unique_ptr<Backend> make_worker() const { return nullptr; }
 
   // --- ops ----------------------------------------------------------------
   // x (N, C, H, W), w (K, C/groups, R, S), bias (K) or undefined, y (N, K, P, Q).
@@ -289,6 +321,28 @@ class STOKE_API Backend {
   // the same mask for the same seed.
   void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, std::uint64_t seed);
   void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx);
+
+  // --- fused ops (one output pass; the same arithmetic as the plain ops they
+  // replace, up to rounding) ------------------------------------------------
+  // y = activation(conv(x, w) + bias + residual): the eval-mode convolution
+  // of the inference plan, batch norm folded into w and bias by the caller.
+  // bias (K) and residual (y's shape) may be undefined; y overlaps neither.
+  void conv2d_fused_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
+                            const Tensor& residual, Tensor& y, const Conv2dParams& params,
+                            Activation activation);
+  // y = max(a + b, 0), a residual block's end; y may alias a or b.
+  void add_relu(const Tensor& a, const Tensor& b, Tensor& y);
+  // batch_norm_forward_training, then y = max(y, 0) in the same pass.
+  void batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                        Tensor& y, Tensor& running_mean, Tensor& running_var,
+                                        Tensor& save_mean, Tensor& save_invstd,
+                                        const BatchNormParams& params);
+  // batch_norm_backward of dy masked to y > 0: y is the fused forward's
+  // output, dy the gradient at it.
+  void batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                const Tensor& gamma, const Tensor& save_mean,
+                                const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
+                                Tensor& dbeta);
 
   // One flat sweep over a parameter block: params, grads, and the optimizer
   // state (velocity; first and second moments) have the same element count.

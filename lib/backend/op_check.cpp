@@ -183,3 +183,16 @@ void OpCheck::done() const {
 }
 
 }  // namespace stoke::detail
+
+namespace stoke::detail {
+
+Shape checked_conv_output(OpCheck& check, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  check.rank("x", x, 4).rank("w", w, 4);
+  try {
+    return conv2d_output_shape(x.shape(), w.shape(), p);
+  } catch (const InvalidArgument& e) {
+    check.fail(e.what());
+  }
+}
+
+}  // namespace stoke::detail

@@ -68,4 +68,9 @@ class STOKE_INTERNAL OpCheck {
   NamedList inputs_, outputs_;
 };
 
+// The output shape of a convolution of x by w (both rank 4), a bad window
+// reported through `check` (conv2d_forward, conv2d_backward, conv2d_fused_forward).
+STOKE_INTERNAL Shape checked_conv_output(OpCheck& check, const Tensor& x, const Tensor& w,
+                                         const Conv2dParams& p);
+
 }  // namespace stoke::detail

@@ -19,19 +19,10 @@ STOKE_OPS(STOKE_OP_SIGNATURE_CHECK)
 #undef STOKE_OP_SIGNATURE_CHECK
 
 using detail::Aliasing;
+using detail::checked_conv_output;
 using detail::OpCheck;
 
 namespace {
-
-// Shapes of x (N, C, H, W) with a valid window, checked through `check`.
-Shape checked_conv_output(OpCheck& check, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
-  check.rank("x", x, 4).rank("w", w, 4);
-  try {
-    return conv2d_output_shape(x.shape(), w.shape(), p);
-  } catch (const InvalidArgument& e) {
-    check.fail(e.what());
-  }
-}
 
 Shape checked_pool_output(OpCheck& check, const Tensor& x, const Pool2dParams& p) {
   check.rank("x", x, 4);

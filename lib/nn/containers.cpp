@@ -1,7 +1,6 @@
 // Sequential and the ResNet basic block (a Residual, lib/nn/resnet.cpp).
 #include <algorithm>
 
-#include "backend/cpu/batch_norm_relu.hpp"
 #include "stoke/error.hpp"
 #include "stoke/nn/layers.hpp"
 
@@ -28,19 +27,17 @@ BatchNorm2d* fusable_bn(const std::vector<std::unique_ptr<Layer>>& layers, std::
 
 }  // namespace
 
-// In training, a BatchNorm2d followed by a Relu runs as one fused pass where
-// the backend has one (CPU): the batch norm writes the Relu's output.
+// In training, a BatchNorm2d followed by a Relu runs as one fused op
+// (Backend::batch_norm_relu_forward_training): the batch norm writes the Relu's output.
 const Tensor& Sequential::forward(const Tensor& x, bool training) {
   const Tensor* t = &x;
-  const bool fuses = training && cpu::batch_norm_relu_available(*backend_);
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    if (BatchNorm2d* bn = fuses ? fusable_bn(layers_, i) : nullptr) {
+    if (BatchNorm2d* bn = training ? fusable_bn(layers_, i) : nullptr) {
       Tensor& y = static_cast<Relu&>(*layers_[i + 1]).fused_output(t->shape());
-      if (bn->forward_relu(*t, y)) {
-        t = &y;
-        ++i;
-        continue;
-      }
+      bn->forward_relu(*t, y);
+      t = &y;
+      ++i;
+      continue;
     }
     t = &layers_[i]->forward(*t, training);
   }

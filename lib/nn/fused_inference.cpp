@@ -1,25 +1,151 @@
-// Inference with batch norm folded and bias + residual + ReLU fused (see
-// fused_inference.hpp). Folding: scale = gamma / sqrt(var + eps),
-// w' = w * scale (per output channel), b' = (b - mean) * scale + beta.
+// The network as inference steps (see fused_inference.hpp). Folding:
+// scale = gamma / sqrt(var + eps), w' = w * scale (per output channel),
+// b' = (b - mean) * scale + beta.
 #include "nn/fused_inference.hpp"
 
-#include <algorithm>
-#include <array>
 #include <cmath>
 
-#include "backend/cpu/conv2d_fused.hpp"
-#include "nn/fused_inference_step.hpp"
+#include "stoke/error.hpp"
 
 namespace stoke::nn {
 
-void FoldedConv::fold(Backend& be, bool blocked_layout) {
-  const Shape shape = conv->weight().shape();
+namespace {
+
+using Kind = InferenceStep::Kind;
+using Layers = std::vector<std::unique_ptr<Layer>>;
+
+template <class T>
+const T* as(const std::unique_ptr<Layer>& layer) {
+  return dynamic_cast<const T*>(layer.get());
+}
+
+struct Builder {
+  Backend& be;
+  std::vector<InferenceStep>& steps;
+  // Per folded convolution, in order: (step, index in chain; -1 the shortcut).
+  std::vector<std::pair<FusedInference::Source, std::pair<std::size_t, int>>> folds;
+
+  // Conv2d at layers[i], with a BatchNorm2d of its channels and a Relu after
+  // it taken in; advances i past what it took.
+  FusedConv take_conv(const Layers& layers, std::size_t& i, FusedInference::Source& src) {
+    src.conv = as<Conv2d>(layers[i]);
+    FusedConv fc;
+    fc.params = src.conv->params();
+    fc.w = Tensor(be, src.conv->weight().shape());
+    fc.bias = Tensor(be, {src.conv->weight().dim(0)});
+    const auto* bn = i + 1 < layers.size() ? as<BatchNorm2d>(layers[i + 1]) : nullptr;
+    if (bn && bn->gamma().numel() == src.conv->weight().dim(0)) {
+      src.bn = bn;
+      ++i;
+    }
+    if (i + 1 < layers.size() && as<Relu>(layers[i + 1])) {
+      fc.activation = Activation::kRelu;
+      ++i;
+    }
+    return fc;
+  }
+
+  void add_conv(InferenceStep& step, FusedConv fc, const FusedInference::Source& src, int index) {
+    folds.push_back({src, {steps.size(), index}});
+    if (index < 0) {
+      step.shortcut = std::move(fc);
+    } else {
+      step.chain.push_back(std::move(fc));
+    }
+  }
+
+  // A residual block's body as convolutions, each with its batch norm and
+  // all but the last with a relu; its shortcut conv-bn or identity. False,
+  // nothing added, when the layers are anything else.
+  bool take_block(const Residual& block) {
+    InferenceStep step;
+    step.kind = Kind::kBlock;
+    step.name = block.name();
+    const std::size_t first_fold = folds.size();
+    auto fail = [&] {
+      folds.resize(first_fold);
+      return false;
+    };
+    const Layers& m = block.main().layers();
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      if (!as<Conv2d>(m[i])) return fail();
+      FusedInference::Source src;
+      FusedConv fc = take_conv(m, i, src);
+      const bool last = i + 1 == m.size();
+      if (!src.bn || (fc.activation == Activation::kRelu) == last) return fail();
+      add_conv(step, std::move(fc), src, static_cast<int>(step.chain.size()));
+    }
+    if (step.chain.empty()) return fail();
+    step.chain.back().activation = Activation::kRelu;  // the block's relu after the add
+    if (const Sequential* sc = block.shortcut()) {
+      const Layers& s = sc->layers();
+      std::size_t i = 0;
+      if (s.size() != 2 || !as<Conv2d>(s[0])) return fail();
+      FusedInference::Source src;
+      FusedConv fc = take_conv(s, i, src);
+      if (!src.bn || i + 1 != s.size()) return fail();
+      add_conv(step, std::move(fc), src, -1);
+    }
+    steps.push_back(std::move(step));
+    return true;
+  }
+
+  // A layer that maps to one op; false for any other.
+  bool take_simple(const Layer& layer, InferenceStep& step) {
+    if (const auto* pool = dynamic_cast<const Pool2d*>(&layer)) {
+      step.kind = pool->kind() == PoolKind::kMax ? Kind::kMaxPool : Kind::kAvgPool;
+      step.pool = pool->params();
+    } else if (dynamic_cast<const GlobalAvgPool*>(&layer)) {
+      step.kind = Kind::kGlobalAvgPool;
+    } else if (const auto* linear = dynamic_cast<const Linear*>(&layer)) {
+      step.kind = Kind::kLinear;
+      step.linear_w = linear->weight();
+      step.linear_bias = linear->bias();
+    } else if (dynamic_cast<const Relu*>(&layer)) {
+      step.kind = Kind::kRelu;
+    } else if (dynamic_cast<const Flatten*>(&layer) || dynamic_cast<const Dropout*>(&layer)) {
+      step.kind = Kind::kIdentity;
+      step.output_shape = [&layer](const Shape& in) { return layer.output_shape(in); };
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  void build(const Sequential& seq) {
+    const Layers& layers = seq.layers();
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      if (const auto* inner = as<Sequential>(layers[i])) {
+        build(*inner);
+        continue;
+      }
+      if (const auto* block = as<Residual>(layers[i]); block && take_block(*block)) continue;
+      InferenceStep step;
+      step.name = layers[i]->name();
+      if (as<Conv2d>(layers[i])) {
+        step.kind = Kind::kConv;
+        FusedInference::Source src;
+        FusedConv fc = take_conv(layers, i, src);
+        add_conv(step, std::move(fc), src, 0);
+      } else if (!take_simple(*layers[i], step)) {
+        Layer* layer = layers[i].get();
+        step.kind = Kind::kLayer;
+        step.run = [layer](const Tensor& x) -> const Tensor& { return layer->forward(x, false); };
+        step.output_shape = [layer](const Shape& in) { return layer->output_shape(in); };
+      }
+      steps.push_back(std::move(step));
+    }
+  }
+};
+
+void fold(const FusedInference::Source& src) {
+  const Shape shape = src.conv->weight().shape();
   const auto k = static_cast<std::size_t>(shape[0]);
-  std::vector<float> wv = conv->weight().to_vector();
+  std::vector<float> wv = src.conv->weight().to_vector();
   const std::size_t per = wv.size() / k;
   std::vector<float> bv =
-      conv->bias().defined() ? conv->bias().to_vector() : std::vector<float>(k, 0.0f);
-  if (bn) {
+      src.conv->bias().defined() ? src.conv->bias().to_vector() : std::vector<float>(k, 0.0f);
+  if (const BatchNorm2d* bn = src.bn) {
     const auto gamma = bn->gamma().to_vector(), beta = bn->beta().to_vector();
     const auto mean = bn->running_mean().to_vector(), var = bn->running_var().to_vector();
     for (std::size_t c = 0; c < k; ++c) {
@@ -29,214 +155,40 @@ void FoldedConv::fold(Backend& be, bool blocked_layout) {
       bv[c] = static_cast<float>((bv[c] - mean[c]) * scale + beta[c]);
     }
   }
-  ensure_shape(be, w, shape);
-  ensure_shape(be, b, {shape[0]});
-  w.copy_from_host(wv.data());
-  b.copy_from_host(bv.data());
-  if (blocked_layout) blocked.set_weights(w, b, conv->params(), relu);
-}
-
-const Tensor& FoldedConv::run(Backend& be, const Tensor& x, const Tensor* residual) {
-  if (cpu::conv2d_fused(be, x, w, b, residual, y, conv->params(), relu)) return y;
-  // Elsewhere: the same arithmetic through the plain ops.
-  if (!residual && !relu) {
-    be.conv2d_forward(x, w, b, y, conv->params());
-    return y;
-  }
-  ensure_shape(be, scratch, y.shape());
-  be.conv2d_forward(x, w, b, scratch, conv->params());
-  if (!residual) {
-    be.relu_forward(scratch, y);
-    return y;
-  }
-  be.add(scratch, *residual, y);
-  if (!relu) return y;
-  be.relu_forward(y, scratch);
-  return scratch;
-}
-
-namespace {
-
-template <class T>
-const T* as(const std::unique_ptr<Layer>& layer) {
-  return dynamic_cast<const T*>(layer.get());
-}
-
-// Conv2d at layers[i], with a BatchNorm2d of its channels and a Relu after it
-// taken in; advances i past what it took.
-FoldedConv take_conv(const std::vector<std::unique_ptr<Layer>>& layers, std::size_t& i) {
-  FoldedConv fc;
-  fc.conv = as<Conv2d>(layers[i]);
-  const auto* bn = i + 1 < layers.size() ? as<BatchNorm2d>(layers[i + 1]) : nullptr;
-  if (bn && bn->gamma().numel() == fc.conv->weight().dim(0)) {
-    fc.bn = bn;
-    ++i;
-  }
-  if (i + 1 < layers.size() && as<Relu>(layers[i + 1])) {
-    fc.relu = true;
-    ++i;
-  }
-  return fc;
+  src.target->w.copy_from_host(wv.data());
+  src.target->bias.copy_from_host(bv.data());
 }
 
 }  // namespace
 
-Shape FusedInference::Step::output_shape(const Shape& in) const {
-  if (kind == Kind::kLayer) return layer->output_shape(in);
-  Shape s = in;
-  for (const auto& fc : chain) s = fc.conv->output_shape(s);
-  return s;
-}
-
-std::int64_t FusedInference::Step::largest_output(const Shape& in, bool blocked) const {
-  if (kind == Kind::kLayer) {  // a blocked max pool's output
-    const auto* pool = dynamic_cast<const Pool2d*>(layer);
-    return blocked && pool && pool->kind() == PoolKind::kMax
-               ? cpu::blocked::blocked_floats(layer->output_shape(in))
-               : 0;
+FusedInference::FusedInference(Sequential& net, Layout layout)
+    : backend_(&net.backend()),
+      layout_(layout == Layout::kPlain ? ProgramLayout::kPlain : ProgramLayout::kBackend) {
+  Builder b{*backend_, steps_, {}};
+  b.build(net);
+  for (auto& [src, where] : b.folds) {  // steps_ is complete: pointers into it stay valid
+    InferenceStep& step = steps_[where.first];
+    src.target =
+        where.second < 0 ? &*step.shortcut : &step.chain[static_cast<std::size_t>(where.second)];
+    sources_.push_back(src);
   }
-  auto size = [&](const Shape& s) {
-    return blocked ? cpu::blocked::blocked_floats(s) : shape_numel(s);
-  };
-  std::int64_t most = shortcut.conv ? size(shortcut.conv->output_shape(in)) : 0;
-  if (blocked) most = std::max(most, size(in));  // a plain input made blocked
-  Shape s = in;
-  for (const auto& fc : chain) {
-    s = fc.conv->output_shape(s);
-    most = std::max(most, size(s));
-  }
-  return most;
-}
-
-void FusedInference::Step::fold(Backend& be, bool blocked) {
-  for (auto& fc : chain) fc.fold(be, blocked);
-  if (shortcut.conv) shortcut.fold(be, blocked);
-}
-
-const Tensor& FusedInference::Step::run(Backend& be, const Tensor& x, Slots& slots, int& slot) {
-  if (kind == Kind::kLayer) {
-    slot = -1;
-    return layer->forward(x, false);
-  }
-  const int in = slot < 0 ? 0 : 1 << slot;
-  int keep = in;  // slots that must survive: the input and the shortcut's output
-  auto place = [&](FoldedConv& fc, const Shape& shape, int busy) {
-    int s = 0;
-    while (busy & (1 << s)) ++s;
-    fc.y = slots[static_cast<std::size_t>(s)].view(0, shape);
-    return s;
-  };
-  const Tensor* skip = nullptr;
-  if (kind == Kind::kBlock) {
-    skip = &x;
-    if (shortcut.conv) {
-      keep |= 1 << place(shortcut, shortcut.conv->output_shape(x.shape()), keep);
-      skip = &shortcut.run(be, x, nullptr);
-    }
-  }
-  const Tensor* t = &x;
-  int prev = 0;  // the slot of the previous convolution's output (bit)
-  for (std::size_t i = 0; i < chain.size(); ++i) {
-    const int s = place(chain[i], chain[i].conv->output_shape(t->shape()), keep | prev);
-    t = &chain[i].run(be, *t, i + 1 == chain.size() ? skip : nullptr);
-    prev = 1 << s;
-    slot = s;
-  }
-  return *t;
-}
-
-namespace {
-
-// A residual block's body as convolutions, each with its batch norm and all
-// but the last with a relu; its shortcut conv-bn or identity. False when the
-// layers are anything else.
-bool take_block(const Residual& block, FusedInference::Step& step) {
-  const auto& m = block.main().layers();
-  for (std::size_t i = 0; i < m.size(); ++i) {
-    if (!as<Conv2d>(m[i])) return false;
-    step.chain.push_back(take_conv(m, i));
-    const bool last = i + 1 == m.size();
-    if (!step.chain.back().bn || step.chain.back().relu == last) return false;
-  }
-  if (step.chain.empty()) return false;
-  step.chain.back().relu = true;  // the block's relu after the add
-  if (const Sequential* sc = block.shortcut()) {
-    const auto& s = sc->layers();
-    std::size_t i = 0;
-    if (s.size() != 2 || !as<Conv2d>(s[0])) return false;
-    step.shortcut = take_conv(s, i);
-    if (!step.shortcut.bn || i + 1 != s.size()) return false;
-  }
-  step.kind = FusedInference::Step::Kind::kBlock;
-  return true;
-}
-
-void build(const Sequential& seq, std::vector<std::unique_ptr<FusedInference::Step>>& steps) {
-  const auto& layers = seq.layers();
-  for (std::size_t i = 0; i < layers.size(); ++i) {
-    auto step = std::make_unique<FusedInference::Step>();
-    if (const auto* inner = as<Sequential>(layers[i])) {
-      build(*inner, steps);
-      continue;
-    }
-    if (as<Conv2d>(layers[i])) {
-      step->kind = FusedInference::Step::Kind::kConvs;
-      step->chain.push_back(take_conv(layers, i));
-    } else if (const auto* block = as<Residual>(layers[i]); !(block && take_block(*block, *step))) {
-      step = std::make_unique<FusedInference::Step>();
-      step->layer = layers[i].get();
-    }
-    steps.push_back(std::move(step));
-  }
-}
-
-}  // namespace
-
-FusedInference::FusedInference(Sequential& net, Layout layout) : backend_(&net.backend()) {
-  build(net, steps_);
-  blocked_ = layout == Layout::kAuto && cpu::blocked::available(*backend_);
-  for (const auto& step : steps_) {
-    for (const auto& fc : step->chain) blocked_ = blocked_ && fc.conv->params().groups == 1;
-    if (step->shortcut.conv) blocked_ = blocked_ && step->shortcut.conv->params().groups == 1;
-  }
-  refold();
+  for (const auto& src : sources_) fold(src);
+  program_ = backend_->compile_inference(steps_, layout_);
 }
 
 FusedInference::~FusedInference() = default;
 
 void FusedInference::refold() {
-  for (auto& step : steps_) step->fold(*backend_, blocked_);
+  for (const auto& src : sources_) fold(src);
+  program_->weights_changed();
 }
 
-const Tensor& FusedInference::forward(const Tensor& x) {
-  if (x.shape() != planned_for_) {  // size the slots for this input shape
-    std::int64_t most = 1;
-    Shape s = x.shape();
-    for (const auto& step : steps_) {
-      most = std::max(most, step->largest_output(s, blocked_));
-      s = step->output_shape(s);
-    }
-    for (Tensor& slot : slots_) {
-      if (!slot.defined() || slot.numel() < most) slot = Tensor(*backend_, {most});
-    }
-    planned_for_ = x.shape();
-  }
-  if (blocked_) return forward_blocked(x);
-  const Tensor* t = &x;
-  int slot = -1;
-  step_times_.clear();
-  for (auto& step : steps_) {
-    timed(record_, step_times_, step->name(), [&] { t = &step->run(*backend_, *t, slots_, slot); });
-  }
-  return *t;
+std::unique_ptr<InferenceProgram> FusedInference::compile(Backend& backend) const {
+  return backend.compile_inference(steps_, layout_);
 }
 
 int FusedInference::fused_convolutions() const noexcept {
-  int count = 0;
-  for (const auto& step : steps_) {
-    count += static_cast<int>(step->chain.size()) + (step->shortcut.conv ? 1 : 0);
-  }
-  return count;
+  return static_cast<int>(sources_.size());
 }
 
 }  // namespace stoke::nn

@@ -1,32 +1,34 @@
-// Eval-mode forward of a network with batch norm folded into the preceding
-// convolution's weights and bias, and bias + residual add + ReLU done in the
-// convolution's output pass (on the CPU backend with oneDNN; elsewhere the
-// same arithmetic through the plain backend ops). What it recognizes:
+// A network's eval-mode forward as one backend program (stoke/program.hpp):
+// batch norm folded into the preceding convolution's weights and bias, the
+// bias, residual add and ReLU fused into the convolution (the
+// conv2d_fused_forward op), the layout between layers the backend's choice.
+// What it recognizes:
 //   Conv2d [BatchNorm2d] [Relu]            -> one fused convolution
-//   BasicBlock (conv-bn-relu-conv-bn, shortcut conv-bn or identity, add, relu)
-//                                          -> two or three fused convolutions
+//   Residual (conv-bn[-relu]... body, shortcut conv-bn or identity)
+//                                          -> a block: its convolutions, the
+//                                             last adding the shortcut, then the relu
 //   Sequential                             -> its layers, in order
-// Any other layer runs its own forward(x, false). Convolution outputs share
-// four buffers, (re)allocated when the input shape grows and reused after.
-// On the CPU backend with oneDNN the activations stay in oneDNN's blocked
-// layout from the first convolution to the next other layer
-// (backend/cpu/conv2d_blocked.hpp, fused_inference_blocked.cpp).
+//   Pool2d, GlobalAvgPool, Linear, Relu, Flatten, Dropout -> their ops
+// Any other layer runs its own forward(x, false) (and the program is then
+// not safe to run on two threads at once).
+//
+// Used by Model::forward(x, false) and through it by the Predictor, the
+// evaluation and validation inside fit(); the bench and tests use it directly.
 #pragma once
 
-#include <array>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "stoke/nn/layers.hpp"
+#include "stoke/program.hpp"
 
 namespace stoke::nn {
 
 class STOKE_INTERNAL FusedInference {
  public:
-  // kAuto: the blocked layout where available (CPU backend with oneDNN,
-  // every convolution groups 1); kPlain: NCHW between layers (tests compare).
+  // kAuto: the backend's layouts; kPlain: NCHW between layers (tests compare).
   enum class Layout { kAuto, kPlain };
   // Folds the network's current weights and statistics. The network must
   // outlive this object; call refold() after its parameters change.
@@ -37,34 +39,36 @@ class STOKE_INTERNAL FusedInference {
 
   void refold();
   // x (N, C, H, W) -> the network's output; valid until the next forward.
-  const Tensor& forward(const Tensor& x);
+  const Tensor& forward(const Tensor& x) { return program_->forward(x); }
   // Convolutions fused (for tests and the bench): each is one output pass.
   int fused_convolutions() const noexcept;
-  // Whether activations stay in oneDNN's blocked layout between convolutions.
-  bool blocked() const noexcept { return blocked_; }
-  // oneDNN's names for the convolution kernels the blocked path runs (the bench).
-  std::string implementations() const;
-  // The bench's profile: once enabled, each forward records every step's wall
-  // time (ms) under its first layer's name (a layer after blocked
-  // convolutions includes the reorder back to NCHW).
-  void record_step_times(bool on) noexcept { record_ = on; }
+  // Whether activations stay in the backend's blocked layout between convolutions.
+  bool blocked() const noexcept { return program_->blocked(); }
+  std::string implementations() const { return program_->implementations(); }
+  // Whether programs of this network may run on two threads at once.
+  bool concurrent() const noexcept { return program_->concurrent(); }
+  // Another program over the same folded weights, for `backend` (a worker
+  // of the network's backend: Backend::make_worker). Not refolded by refold().
+  std::unique_ptr<InferenceProgram> compile(Backend& backend) const;
+  // The bench's profile (InferenceProgram::record_step_times).
+  void record_step_times(bool on) noexcept { program_->record_step_times(on); }
   const std::vector<std::pair<std::string, double>>& step_times() const noexcept {
-    return step_times_;
+    return program_->step_times();
   }
 
-  struct Step;
+  // A folded convolution's sources: where refold() reads it from.
+  struct Source {
+    const Conv2d* conv = nullptr;
+    const BatchNorm2d* bn = nullptr;
+    FusedConv* target = nullptr;  // in steps_
+  };
 
  private:
-  const Tensor& forward_blocked(const Tensor& x);
-
   Backend* backend_;
-  std::vector<std::unique_ptr<Step>> steps_;
-  std::array<Tensor, 4> slots_;  // convolution outputs, see fused_inference.cpp
-  Shape planned_for_;
-  bool blocked_ = false;
-  Tensor output_;  // blocked path: a network ending in a convolution, made plain
-  bool record_ = false;
-  std::vector<std::pair<std::string, double>> step_times_;
+  ProgramLayout layout_;
+  std::vector<InferenceStep> steps_;
+  std::vector<Source> sources_;
+  std::unique_ptr<InferenceProgram> program_;
 };
 
 }  // namespace stoke::nn

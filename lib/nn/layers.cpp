@@ -1,7 +1,6 @@
 // Layer base, and the layers with parameters: Conv2d, BatchNorm2d, Linear.
 #include "stoke/nn/layers.hpp"
 
-#include "backend/cpu/batch_norm_relu.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::nn {
@@ -143,15 +142,14 @@ const Tensor& BatchNorm2d::forward(const Tensor& x, bool training) {
   return y_;
 }
 
-bool BatchNorm2d::forward_relu(const Tensor& x, Tensor& y) {
+void BatchNorm2d::forward_relu(const Tensor& x, Tensor& y) {
   ensure(y_, output_shape(x.shape()));  // the unfused path's tensor, kept for the memory plan
   ensure(save_mean_, {channels_});
   ensure(save_invstd_, {channels_});
-  fused_relu_ =
-      cpu::batch_norm_relu_forward_training(*backend_, x, gamma_, beta_, y, running_mean_,
-                                            running_var_, save_mean_, save_invstd_, params_);
-  if (fused_relu_) x_ = x;
-  return fused_relu_;
+  backend_->batch_norm_relu_forward_training(x, gamma_, beta_, y, running_mean_, running_var_,
+                                             save_mean_, save_invstd_, params_);
+  fused_relu_ = true;
+  x_ = x;
 }
 
 const Tensor& BatchNorm2d::backward_relu(const Tensor& y, const Tensor& dy) {
@@ -159,8 +157,8 @@ const Tensor& BatchNorm2d::backward_relu(const Tensor& y, const Tensor& dy) {
     throw InvalidArgument("BatchNorm2d '" + name_ + "': backward_relu without forward_relu");
   }
   ensure(dx_, x_.shape());
-  cpu::batch_norm_relu_backward(*backend_, x_, y, dy, gamma_, save_mean_, save_invstd_, dx_,
-                                gamma_grad_, beta_grad_);
+  backend_->batch_norm_relu_backward(x_, y, dy, gamma_, save_mean_, save_invstd_, dx_, gamma_grad_,
+                                     beta_grad_);
   return dx_;
 }
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu/add_relu.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::nn {
@@ -125,10 +124,8 @@ const Tensor& Residual::forward(const Tensor& x, bool training) {
   ensure(y_, out);
   const Tensor& main = main_->forward(x, training);
   const Tensor& shortcut = shortcut_ ? shortcut_->forward(x, training) : x;
-  // One pass where the backend has it (CPU); sum_ then stays as the plan counts it, unwritten.
-  if (cpu::add_relu(*backend_, main, shortcut, y_)) return y_;
-  backend_->add(main, shortcut, sum_);
-  backend_->relu_forward(sum_, y_);
+  // One fused pass; sum_ stays as the memory plan counts it, unwritten.
+  backend_->add_relu(main, shortcut, y_);
   return y_;
 }
 

@@ -1,9 +1,7 @@
-// Training batch norm with the following ReLU folded in
-// (backend/cpu/batch_norm_relu.hpp, run by nn::Sequential on the CPU
-// backend) against the unfused ops, and Sequential's fused pair against the
+// Training batch norm with the following ReLU folded in (the fused ops
+// batch_norm_relu_forward_training / _backward, run by nn::Sequential) on the
+// CPU backend against the unfused ops, and Sequential's fused pair against the
 // same two layers run apart; the residual add + ReLU in one pass.
-#include "backend/cpu/add_relu.hpp"
-#include "backend/cpu/batch_norm_relu.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "op_test_util.hpp"
 #include "stoke/nn/layers.hpp"
@@ -38,8 +36,8 @@ TEST(BatchNormRelu, FusedKernelsMatchTheUnfusedOpsBitForBit) {
       Tensor beta = random_tensor(be, {c}, ++seed);
       Stats fused(be, c), plain(be, c);
       Tensor y(be, s), bn(be, s), want_y(be, s);
-      ASSERT_TRUE(cpu::batch_norm_relu_forward_training(be, x, gamma, beta, y, fused.rm, fused.rv,
-                                                        fused.sm, fused.si, {}));
+      be.batch_norm_relu_forward_training(x, gamma, beta, y, fused.rm, fused.rv, fused.sm, fused.si,
+                                          {});
       be.batch_norm_forward_training(x, gamma, beta, bn, plain.rm, plain.rv, plain.sm, plain.si,
                                      {});
       be.relu_forward(bn, want_y);
@@ -52,8 +50,7 @@ TEST(BatchNormRelu, FusedKernelsMatchTheUnfusedOpsBitForBit) {
       }
       Tensor dx(be, s), dg(be, {c}), db(be, {c}), masked(be, s), want_dx(be, s), want_dg(be, {c}),
           want_db(be, {c});
-      ASSERT_TRUE(
-          cpu::batch_norm_relu_backward(be, x, y, dy, gamma, fused.sm, fused.si, dx, dg, db));
+      be.batch_norm_relu_backward(x, y, dy, gamma, fused.sm, fused.si, dx, dg, db);
       be.relu_backward(want_y, dy, masked);
       be.batch_norm_backward(x, masked, gamma, plain.sm, plain.si, want_dx, want_dg, want_db);
       expect_identical(dx, want_dx, "dx " + what);
@@ -69,13 +66,13 @@ TEST(BatchNormRelu, AddReluMatchesAddThenReluBitForBit) {
   for (const Shape& s : kShapes) {
     Tensor a = random_tensor(be, s, 41), b = random_tensor(be, s, 42), y(be, s), sum(be, s),
            want(be, s);
-    ASSERT_TRUE(cpu::add_relu(be, a, b, y));
+    be.add_relu(a, b, y);
     be.add(a, b, sum);
     be.relu_forward(sum, want);
     expect_identical(y, want, shape_to_string(s));
   }
   Tensor a = random_tensor(be, {2, 3}, 1), y(be, {3, 2});
-  EXPECT_THROW(cpu::add_relu(be, a, a, y), InvalidArgument);
+  EXPECT_THROW(be.add_relu(a, a, y), InvalidArgument);
 }
 
 TEST(BatchNormRelu, FusedRejectsMismatchedShapes) {
@@ -83,7 +80,7 @@ TEST(BatchNormRelu, FusedRejectsMismatchedShapes) {
   Tensor x = random_tensor(be, {2, 3, 4, 4}, 1), y(be, {2, 3, 4, 5}), gamma(be, {3});
   Stats st(be, 3);
   EXPECT_THROW(
-      cpu::batch_norm_relu_forward_training(be, x, gamma, gamma, y, st.rm, st.rv, st.sm, st.si, {}),
+      be.batch_norm_relu_forward_training(x, gamma, gamma, y, st.rm, st.rv, st.sm, st.si, {}),
       InvalidArgument);
 }
 

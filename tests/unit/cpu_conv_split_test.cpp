@@ -6,7 +6,6 @@
 #include <tuple>
 
 #include "backend/cpu/conv2d_dnnl.hpp"
-#include "backend/cpu/conv2d_fused.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/naive.hpp"
 #include "op_test_util.hpp"
@@ -142,9 +141,9 @@ TEST(CpuConvSplit, FusedEpilogueMatchesThePlainOps) {
       be.add(conv, res, sum);
       be.relu_forward(sum, want);
       be.relu_forward(conv, want_relu);
-      if (!cpu::conv2d_fused(be, x, w, b, &res, got, c.p, true))
-        GTEST_SKIP() << "built without oneDNN";
-      ASSERT_TRUE(cpu::conv2d_fused(be, x, w, b, nullptr, relu_only, c.p, true));
+      if (!cpu::dnnl_conv::enabled()) GTEST_SKIP() << "built without oneDNN";
+      be.conv2d_fused_forward(x, w, b, res, got, c.p, Activation::kRelu);
+      be.conv2d_fused_forward(x, w, b, Tensor(), relu_only, c.p, Activation::kRelu);
       // One rounding more or less (the add) on values of size ~sqrt(reduction).
       expect_close(
           got, want,
@@ -197,9 +196,9 @@ TEST(CpuConvSplit, FusedRejectsAMismatchedResidual) {
   const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
   Tensor x = random_tensor(be, c.x, 1), w = random_tensor(be, c.w, 2), none, y(be, ys),
          res(be, {1, 1, 2, 2});
-  if (!cpu::conv2d_fused(be, x, w, none, nullptr, y, c.p, false))
-    GTEST_SKIP() << "built without oneDNN";
-  EXPECT_THROW(cpu::conv2d_fused(be, x, w, none, &res, y, c.p, true), InvalidArgument);
+  be.conv2d_fused_forward(x, w, none, none, y, c.p, Activation::kIdentity);
+  EXPECT_THROW(be.conv2d_fused_forward(x, w, none, res, y, c.p, Activation::kRelu),
+               InvalidArgument);
 }
 
 }  // namespace

@@ -144,11 +144,10 @@ class STOKE_API BatchNorm2d final : public Layer {
   std::string shift_name() const;
 
   // Training with the ReLU that follows folded in (Sequential does this on
-  // the CPU backend): forward_relu writes max(BN(x), 0) to y (x's shape) and
-  // returns true, or returns false, having done nothing, where the backend has
-  // no fused kernel; backward_relu takes that y and dy at it and returns dx.
+  // every backend, through the fused ops): forward_relu writes max(BN(x), 0)
+  // to y (x's shape); backward_relu takes that y and dy at it and returns dx.
   // fused_relu(): the last training forward was forward_relu.
-  bool forward_relu(const Tensor& x, Tensor& y);
+  void forward_relu(const Tensor& x, Tensor& y);
   const Tensor& backward_relu(const Tensor& y, const Tensor& dy);
   bool fused_relu() const noexcept { return fused_relu_; }
 
@@ -240,6 +239,8 @@ class STOKE_API Linear final : public Layer {
   std::size_t activation_bytes(const Shape& in) const override;
   int in_features() const noexcept { return in_; }
   int out_features() const noexcept { return out_; }
+  const Tensor& weight() const noexcept { return weight_; }  // (out, in)
+  const Tensor& bias() const noexcept { return bias_; }      // (out)
 
  private:
   int in_, out_;

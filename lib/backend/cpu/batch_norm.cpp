@@ -4,7 +4,6 @@
 #include <cmath>
 #include <string>
 
-#include "backend/cpu/batch_norm_relu.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/simd.hpp"
 #include "stoke/error.hpp"
@@ -142,45 +141,20 @@ void CpuBackend::do_batch_norm_backward(const Tensor& x, const Tensor& dy, const
   backward(*this, x, nullptr, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
 }
 
-namespace {
-
-void check_fused(const char* what, const Tensor& x, const Tensor& y, const Tensor& gamma) {
-  if (x.rank() != 4 || y.shape() != x.shape() || gamma.shape() != Shape{x.dim(1)} ||
-      x.dtype() != DType::kFloat32 || y.dtype() != DType::kFloat32) {
-    throw InvalidArgument(std::string(what) + ": x " + shape_to_string(x.shape()) + ", y " +
-                          shape_to_string(y.shape()) + " and gamma " +
-                          shape_to_string(gamma.shape()) + " are not (N, C, H, W), x's and (C)");
-  }
-}
-
-}  // namespace
-
-bool batch_norm_relu_available(const Backend& backend) noexcept {
-  return dynamic_cast<const CpuBackend*>(&backend) != nullptr;
-}
-
-bool batch_norm_relu_forward_training(Backend& backend, const Tensor& x, const Tensor& gamma,
-                                      const Tensor& beta, Tensor& y, Tensor& running_mean,
-                                      Tensor& running_var, Tensor& save_mean, Tensor& save_invstd,
-                                      const BatchNormParams& params) {
-  auto* be = dynamic_cast<CpuBackend*>(&backend);
-  if (!be) return false;
-  check_fused("batch_norm_relu_forward_training", x, y, gamma);
-  forward_training(*be, x, gamma, beta, y, running_mean, running_var, save_mean, save_invstd,
+void CpuBackend::do_batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma,
+                                                     const Tensor& beta, Tensor& y,
+                                                     Tensor& running_mean, Tensor& running_var,
+                                                     Tensor& save_mean, Tensor& save_invstd,
+                                                     const BatchNormParams& params) {
+  forward_training(*this, x, gamma, beta, y, running_mean, running_var, save_mean, save_invstd,
                    params, true);
-  return true;
 }
 
-bool batch_norm_relu_backward(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
-                              const Tensor& gamma, const Tensor& save_mean,
-                              const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
-                              Tensor& dbeta) {
-  auto* be = dynamic_cast<CpuBackend*>(&backend);
-  if (!be) return false;
-  check_fused("batch_norm_relu_backward", x, y, gamma);
-  check_fused("batch_norm_relu_backward", dy, dx, gamma);
-  backward(*be, x, y.data<float>(), dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
-  return true;
+void CpuBackend::do_batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                             const Tensor& gamma, const Tensor& save_mean,
+                                             const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
+                                             Tensor& dbeta) {
+  backward(*this, x, y.data<float>(), dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
 }
 
 }  // namespace stoke::cpu

@@ -1,28 +1,23 @@
-#include "backend/cpu/conv2d_fused.hpp"
-
+// The fused convolution (Backend::conv2d_fused_forward) on the CPU: with
+// oneDNN, bias, residual and ReLU are post-ops of the convolution's own
+// output pass; without it, the im2col convolution and one elementwise pass.
 #include "backend/cpu/conv2d_dnnl.hpp"
 #include "backend/cpu/cpu_backend.hpp"
-#include "backend/cpu/naive.hpp"
-#include "backend/op_check.hpp"
-#include "stoke/error.hpp"
 
 namespace stoke::cpu {
 
-bool conv2d_fused(Backend& backend, const Tensor& x, const Tensor& w, const Tensor& bias,
-                  const Tensor* residual, Tensor& y, const Conv2dParams& params, bool relu) {
-  auto* cpu = dynamic_cast<CpuBackend*>(&backend);
-  if (!cpu || !dnnl_conv::enabled()) return false;
-  // The checks of the conv2d_forward front door, plus the residual's.
-  detail::OpCheck check(backend, Op::kConv2dForward);
-  check.supported("x", x);
-  check.rank("x", x, 4).rank("w", w, 4);
-  const Shape ys = conv2d_output_shape(x.shape(), w.shape(), params);
-  check.input("x", x, x.shape()).input("w", w, w.shape()).optional_input("bias", bias, {w.dim(0)});
-  if (residual) check.input("residual", *residual, ys);
-  check.output("y", y, ys).done();
-  dnnl_conv::forward(*cpu, x, w, bias, y, params,
-                     {residual ? residual->data<float>() : nullptr, relu});
-  return true;
+void CpuBackend::do_conv2d_fused_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
+                                         const Tensor& residual, Tensor& y,
+                                         const Conv2dParams& params, Activation activation) {
+  const bool relu = activation == Activation::kRelu;
+  if (dnnl_conv::enabled()) {
+    return dnnl_conv::forward(*this, x, w, bias, y, params,
+                              {residual.defined() ? residual.data<float>() : nullptr, relu});
+  }
+  do_conv2d_forward(x, w, bias, y, params);
+  if (residual.defined() && relu) return do_add_relu(y, residual, y);
+  if (residual.defined()) return do_add(y, residual, y);
+  if (relu) do_relu_forward(y, y);
 }
 
 }  // namespace stoke::cpu

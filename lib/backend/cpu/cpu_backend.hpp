@@ -16,6 +16,7 @@
 #include "backend/cpu/simd.hpp"
 #include "stoke/backend.hpp"
 #include "stoke/context.hpp"
+#include "stoke/program.hpp"
 #include "stoke/threads.hpp"
 
 namespace stoke::cpu {
@@ -47,6 +48,13 @@ class STOKE_INTERNAL CpuBackend final : public Backend {
   void copy(void* dst, const void* src, std::size_t bytes, CopyKind kind) override;
   void fill(Tensor& tensor, float value) override;
   void synchronize() override {}
+
+  // With oneDNN: activations in its blocked layout between steps
+  // (program_blocked.cpp); without it, or for kPlain: the plain program.
+  std::unique_ptr<InferenceProgram> compile_inference(std::vector<InferenceStep> steps,
+                                                      ProgramLayout layout) override;
+  // Same context, its own workspace.
+  std::unique_ptr<Backend> make_worker() const override;
 
   // The ops (STOKE_OPS), unchecked: Backend's front doors validate the
   // arguments first. Public here (private in Backend) so that a backend

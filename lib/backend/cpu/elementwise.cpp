@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <string>
 
-#include "backend/cpu/add_relu.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/naive.hpp"
 #include "backend/cpu/simd.hpp"
@@ -51,22 +50,13 @@ void CpuBackend::do_add(const Tensor& a, const Tensor& b, Tensor& y) {
         [&](std::size_t s, std::size_t e) { k.add(ap + s, bp + s, yp + s, e - s); });
 }
 
-bool add_relu(Backend& backend, const Tensor& a, const Tensor& b, Tensor& y) {
-  auto* be = dynamic_cast<CpuBackend*>(&backend);
-  if (!be) return false;
-  if (a.shape() != b.shape() || y.shape() != a.shape() || a.dtype() != DType::kFloat32 ||
-      b.dtype() != DType::kFloat32 || y.dtype() != DType::kFloat32) {
-    throw InvalidArgument("add_relu: a " + shape_to_string(a.shape()) + ", b " +
-                          shape_to_string(b.shape()) + " and y " + shape_to_string(y.shape()) +
-                          " must be float32 tensors of one shape");
-  }
+void CpuBackend::do_add_relu(const Tensor& a, const Tensor& b, Tensor& y) {
   const float* ap = a.data<float>();
   const float* bp = b.data<float>();
   float* yp = y.data<float>();
-  const SimdKernels& k = be->simd_kernels();
-  sweep(*be, static_cast<std::size_t>(a.numel()),
+  const SimdKernels& k = simd_kernels();
+  sweep(*this, static_cast<std::size_t>(a.numel()),
         [&](std::size_t s, std::size_t e) { k.add_relu(ap + s, bp + s, yp + s, e - s); });
-  return true;
 }
 
 void CpuBackend::do_accumulate(Tensor& dx, const Tensor& dy) {

@@ -28,6 +28,15 @@ extern "C" __global__ void stoke_add(const float* a, const float* b, float* y, l
   }
 }
 
+// y = max(a + b, 0) (a residual block's end); y may be a or b.
+extern "C" __global__ void stoke_add_relu(const float* a, const float* b, float* y, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const float v = a[i] + b[i];
+    y[i] = v > 0.0f ? v : 0.0f;
+  }
+}
+
 // x *= alpha in place.
 extern "C" __global__ void stoke_scale(float* x, float alpha, long long n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;

@@ -1,0 +1,223 @@
+// The CPU backend's inference program (stoke/program.hpp) with oneDNN:
+// activations stay in oneDNN's blocked layout (conv2d_blocked.hpp) from the
+// first convolution to the next step that is neither a convolution nor a max
+// pool (global average pool, linear, ...), which gets them back in NCHW. A
+// block's last convolution adds the residual with oneDNN's sum post-op, in
+// place on the residual's slot (the shortcut's output, or the block's input,
+// which nothing reads afterwards). Convolution outputs share four slots, as
+// in the plain program (lib/backend/program.cpp).
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "backend/cpu/conv2d_blocked.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/program_steps.hpp"
+
+namespace stoke::cpu {
+
+namespace {
+
+namespace blk = blocked;
+using Kind = InferenceStep::Kind;
+
+constexpr int kSlots = 4;
+
+// The activation between steps: plain (the input or a step's output) or
+// blocked in a slot.
+struct Flow {
+  const Tensor* plain = nullptr;
+  int slot = -1;  // >= 0: blocked, in slots[slot]
+  Shape shape;
+};
+
+// The lowest slot not in `busy` (a bit set).
+int free_slot(int busy) {
+  int s = 0;
+  while (busy & (1 << s)) ++s;
+  return s;
+}
+
+bool is_conv(const InferenceStep& step) {
+  return step.kind == Kind::kConv || step.kind == Kind::kBlock;
+}
+
+class BlockedProgram final : public InferenceProgram {
+ public:
+  BlockedProgram(CpuBackend& backend, std::vector<InferenceStep> steps)
+      : InferenceProgram(steps), be_(backend), steps_(std::move(steps)) {
+    convs_.resize(steps_.size());
+    plain_inputs_.resize(steps_.size());
+    outputs_.resize(steps_.size());
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+      convs_[i].resize(steps_[i].chain.size() + (steps_[i].shortcut ? 1 : 0));
+    }
+    weights_changed();
+  }
+
+  void weights_changed() override {
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+      for (std::size_t c = 0; c < convs_[i].size(); ++c) {
+        const FusedConv& fc = c < steps_[i].chain.size() ? steps_[i].chain[c] : *steps_[i].shortcut;
+        convs_[i][c].set_weights(fc.w, fc.bias, fc.params, fc.activation == Activation::kRelu);
+      }
+    }
+  }
+
+  bool blocked() const noexcept override { return true; }
+
+  std::string implementations() const override {
+    std::string out;
+    for (const auto& step : convs_) {
+      for (const auto& conv : step) {
+        const std::string names = conv.implementations();
+        if (!names.empty() && out.find(names) == std::string::npos)
+          out += (out.empty() ? "" : "; ") + names;
+      }
+    }
+    return out;
+  }
+
+  const Tensor& forward(const Tensor& x) override {
+    if (x.shape() != planned_for_) plan(x.shape());
+    Flow flow{&x, -1, x.shape()};
+    clear_step_times();
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+      timed(steps_[i].name, [&] { run(i, flow); });
+    }
+    if (flow.slot < 0) return *flow.plain;
+    detail::ensure_shape(be_, output_, flow.shape);
+    timed("output to NCHW", [&] { blk::to_plain(be_, slot(flow.slot), output_); });
+    return output_;
+  }
+
+ private:
+  float* slot(int s) { return slots_[static_cast<std::size_t>(s)].data<float>(); }
+
+  // Slots sized for the largest blocked activation a convolution or max
+  // pool step reads or writes.
+  void plan(const Shape& input) {
+    std::int64_t most = 1;
+    Shape s = input;
+    for (const auto& step : steps_) {
+      if (is_conv(step)) {
+        most = std::max(most, blk::blocked_floats(s));  // a plain input made blocked
+        if (step.shortcut) {
+          most = std::max(most, blk::blocked_floats(conv2d_output_shape(s, step.shortcut->w.shape(),
+                                                                        step.shortcut->params)));
+        }
+        Shape c = s;
+        for (const auto& fc : step.chain) {
+          c = conv2d_output_shape(c, fc.w.shape(), fc.params);
+          most = std::max(most, blk::blocked_floats(c));
+        }
+      } else if (step.kind == Kind::kMaxPool) {
+        most = std::max(most, blk::blocked_floats(step_output_shape(step, s)));
+      }
+      s = step_output_shape(step, s);
+    }
+    for (Tensor& t : slots_) {
+      if (!t.defined() || t.numel() < most) t = Tensor(be_, {most});
+    }
+    planned_for_ = input;
+  }
+
+  void make_blocked(Flow& flow) {
+    if (flow.slot >= 0) return;
+    const int s = free_slot(0);
+    blk::to_blocked(be_, *flow.plain, slot(s));
+    flow = {nullptr, s, flow.shape};
+  }
+
+  void run(std::size_t i, Flow& flow) {
+    const InferenceStep& step = steps_[i];
+    if (is_conv(step)) return run_convs(i, flow);
+    if (step.kind == Kind::kMaxPool && flow.slot >= 0) {  // stays blocked
+      const int out = free_slot(1 << flow.slot);
+      const Shape shape = step_output_shape(step, flow.shape);
+      blk::max_pool(be_, flow.shape, slot(flow.slot), slot(out), step.pool);
+      flow = {nullptr, out, shape};
+      return;
+    }
+    if (flow.slot >= 0) {
+      detail::ensure_shape(be_, plain_inputs_[i], flow.shape);
+      blk::to_plain(be_, slot(flow.slot), plain_inputs_[i]);
+      flow = {&plain_inputs_[i], -1, flow.shape};
+    }
+    const Tensor& y = detail::run_plain_step(be_, step, *flow.plain, outputs_[i]);
+    flow = {&y, -1, y.shape()};
+  }
+
+  // The slot a block's last convolution accumulates into (-1: not a block).
+  int residual_slot(std::size_t i, const Flow& flow, const float* x) {
+    const InferenceStep& step = steps_[i];
+    if (step.kind != Kind::kBlock) return -1;
+    const int in = flow.slot < 0 ? 0 : 1 << flow.slot;
+    if (step.shortcut) {
+      const int r = free_slot(in);
+      convs_[i].back().forward(be_, flow.shape, x, false, slot(r), false);
+      return r;
+    }
+    if (step.chain.size() > 1) return flow.slot;  // the input is read by the first convolution only
+    const int r = free_slot(in);  // one convolution reading its own residual: copy it
+    std::memcpy(slot(r), x, static_cast<std::size_t>(blk::blocked_floats(flow.shape)) * 4);
+    return r;
+  }
+
+  void run_convs(std::size_t i, Flow& flow) {
+    const InferenceStep& step = steps_[i];
+    // oneDNN's first-layer kernels read a plain input with few channels as it is.
+    const bool read_plain =
+        flow.slot < 0 && step.kind == Kind::kConv && flow.shape[1] < blk::block_channels();
+    if (!read_plain) make_blocked(flow);
+    const int in = flow.slot < 0 ? 0 : 1 << flow.slot;
+    const float* x = read_plain ? flow.plain->data<float>() : slot(flow.slot);
+    const int residual = residual_slot(i, flow, x);
+    const int keep = in | (residual >= 0 ? 1 << residual : 0);
+    Shape shape = flow.shape;
+    bool plain = read_plain;
+    int prev = 0;  // the previous convolution's output slot (bit)
+    for (std::size_t c = 0; c < step.chain.size(); ++c) {
+      const bool accumulate = c + 1 == step.chain.size() && residual >= 0;
+      const int out = accumulate ? residual : free_slot(keep | prev);
+      float* y = slot(out);
+      convs_[i][c].forward(be_, shape, x, plain, y, accumulate);
+      shape = conv2d_output_shape(shape, step.chain[c].w.shape(), step.chain[c].params);
+      x = y, plain = false, prev = 1 << out;
+      flow = {nullptr, out, shape};
+    }
+  }
+
+  CpuBackend& be_;
+  std::vector<InferenceStep> steps_;
+  std::vector<std::vector<blk::Conv>> convs_;   // per step: the chain's, then the shortcut's
+  std::vector<Tensor> plain_inputs_, outputs_;  // per step
+  std::array<Tensor, kSlots> slots_;
+  Tensor output_;  // a network ending in a convolution, made plain
+  Shape planned_for_;
+};
+
+bool blockable(const std::vector<InferenceStep>& steps) {
+  for (const auto& step : steps) {
+    for (const auto& fc : step.chain)
+      if (fc.params.groups != 1) return false;
+    if (step.shortcut && step.shortcut->params.groups != 1) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<InferenceProgram> CpuBackend::compile_inference(std::vector<InferenceStep> steps,
+                                                                ProgramLayout layout) {
+  if (layout == ProgramLayout::kBackend && blk::available(*this) && blockable(steps)) {
+    return std::make_unique<BlockedProgram>(*this, std::move(steps));
+  }
+  return make_plain_program(*this, std::move(steps));
+}
+
+std::unique_ptr<Backend> CpuBackend::make_worker() const {
+  return std::make_unique<CpuBackend>(0, context_);
+}
+
+}  // namespace stoke::cpu
