@@ -160,11 +160,17 @@ struct PredictorOptions {
 // loader's kernels in the loader's order (the tests compare the tensors with
 // the validation loader's bit for bit).
 //
-// Thread safety: a Predictor may be shared by threads. Each thread takes a
-// Session (cheap: a decoder, a resampler and buffers; no weights) for its own
-// decoding and preprocessing, which run in parallel; the forward passes are
-// serialized by the Predictor (each one uses the backend's threads). The
-// Predictor's own predict_* functions use an internal Session under a lock.
+// Thread safety: a Predictor may be shared by threads, and calls from
+// several threads run at the same time: each concurrent caller gets a worker
+// of its own (on the CPU a backend of the same settings with its own
+// workspace, and an inference program over the one set of folded weights;
+// made on the first concurrent call and kept, so memory grows by one set of
+// activation buffers and one copy of the weights in the backend's layout per
+// thread that called at once). Where the backend offers no workers (GPU
+// backends today) or the network holds a layer outside the op list, calls
+// take turns. A Session (cheap: a decoder, a resampler and buffers; no
+// weights) is one thread's decoding and preprocessing; the predict_*
+// functions take one from a pool.
 class STOKE_API Predictor {
  public:
   explicit Predictor(const std::filesystem::path& model_file, PredictorOptions options = {});
@@ -219,6 +225,8 @@ class STOKE_API Predictor {
   struct Impl;
 
  private:
+  template <class F>
+  auto with_session(F&& f);
   std::unique_ptr<Impl> impl_;
 };
 

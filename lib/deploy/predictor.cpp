@@ -1,15 +1,20 @@
-// Predictor: a model file's network behind a lock, per-thread Sessions for
-// decoding and preprocessing, and the load-time self-check.
+// Predictor: a model file's network as one inference plan, run by a pool of
+// workers (one per concurrent caller), Sessions for decoding and
+// preprocessing, and the load-time self-check through the same path.
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <mutex>
 
 #include "deploy/model_file.hpp"
 #include "deploy/preprocess.hpp"
 #include "deploy/text.hpp"
+#include "nn/fused_inference.hpp"
 #include "stoke/backend.hpp"
 #include "stoke/error.hpp"
+#include "stoke/program.hpp"
 
 namespace stoke {
 
@@ -50,7 +55,11 @@ void check_decoding(const ModelInfo& info, SimdLevel level, SelfCheckResult& r) 
   }
 }
 
-SelfCheckResult run_self_check(const ModelInfo& info, nn::Model& model, SimdLevel level) {
+// The references through `run` (the Predictor's own forward path).
+using RunLogits = std::function<std::vector<float>(std::span<const float>, std::size_t)>;
+
+SelfCheckResult run_self_check(const ModelInfo& info, const RunLogits& run, SimdLevel level,
+                               const std::string& backend) {
   SelfCheckResult r;
   r.tolerance = info.reference_tolerance;
   r.references = info.references.size();
@@ -60,7 +69,7 @@ SelfCheckResult run_self_check(const ModelInfo& info, nn::Model& model, SimdLeve
   }
   std::vector<float> inputs;
   for (const auto& s : info.references) inputs.insert(inputs.end(), s.input.begin(), s.input.end());
-  const auto logits = deploy_detail::run_logits(model, inputs, info.references.size());
+  const auto logits = run(inputs, info.references.size());
   const std::size_t classes = info.class_names.size();
   for (std::size_t i = 0; i < info.references.size(); ++i) {
     double scale = 1.0, worst = 0.0;
@@ -80,11 +89,11 @@ SelfCheckResult run_self_check(const ModelInfo& info, nn::Model& model, SimdLeve
   const bool decoding_ok = r.max_input_levels <= 1.0;
   r.passed = logits_ok && decoding_ok;
   r.message = std::string("self-check ") + (r.passed ? "passed" : "FAILED") + ": " +
-              std::to_string(r.references) + " reference samples on backend '" +
-              model.backend().name() + "' (trained on '" + info.reference_backend + "', stoke " +
-              info.stoke_version + "): max logit error " + short_number(r.max_error) +
-              (logits_ok ? " <= " : " > ") + "tolerance " + short_number(r.tolerance) +
-              " (relative to max(1, |logit|)); " + std::to_string(r.decoded_references) +
+              std::to_string(r.references) + " reference samples on backend '" + backend +
+              "' (trained on '" + info.reference_backend + "', stoke " + info.stoke_version +
+              "): max logit error " + short_number(r.max_error) + (logits_ok ? " <= " : " > ") +
+              "tolerance " + short_number(r.tolerance) + " (relative to max(1, |logit|)); " +
+              std::to_string(r.decoded_references) +
               " decoded from their files: max input difference " +
               short_number(r.max_input_levels) + (decoding_ok ? " <= " : " > ") + "1 pixel level" +
               decode_notes;
@@ -112,13 +121,76 @@ std::vector<Prediction> to_predictions(const ModelInfo& info, const std::vector<
 
 }  // namespace
 
+// One forward at a time per worker: its own backend (a worker of the
+// model's: its own workspace) and inference program over the plan's folded
+// weights. Workers are made on demand, one per thread that calls at once,
+// and kept. Where the backend has no workers or the plan cannot run twice at
+// once (a layer outside the op list), one worker on the model's backend
+// serves every call in turn.
+struct ForwardWorker {
+  std::unique_ptr<Backend> backend;  // null: the model's own
+  std::unique_ptr<InferenceProgram> program;
+  Tensor input;
+};
+
 struct Predictor::Impl {
   deploy_detail::LoadedModel loaded;
   SimdLevel level = SimdLevel::kScalar;
   SelfCheckResult check;
-  std::mutex forward_mutex;
-  std::mutex session_mutex;
-  std::unique_ptr<Session> session;  // for the Predictor's own predict_* calls
+  std::unique_ptr<nn::FusedInference> plan;
+  bool concurrent = false;
+  std::mutex pool_mutex;
+  std::condition_variable worker_free;
+  std::vector<std::unique_ptr<ForwardWorker>> idle;
+  std::size_t workers = 0;
+  std::vector<std::unique_ptr<Session>> idle_sessions;  // the predict_* calls'
+
+  std::unique_ptr<ForwardWorker> take_worker() {
+    std::unique_lock lock(pool_mutex);
+    if (!concurrent) worker_free.wait(lock, [&] { return !idle.empty() || workers == 0; });
+    if (!idle.empty()) {
+      auto w = std::move(idle.back());
+      idle.pop_back();
+      return w;
+    }
+    ++workers;
+    lock.unlock();
+    auto w = std::make_unique<ForwardWorker>();
+    Backend& model_backend = loaded.model->backend();
+    if (concurrent) w->backend = model_backend.make_worker();
+    w->program = plan->compile(w->backend ? *w->backend : model_backend);
+    return w;
+  }
+  void give_back(std::unique_ptr<ForwardWorker> w) {
+    {
+      std::lock_guard lock(pool_mutex);
+      idle.push_back(std::move(w));
+    }
+    worker_free.notify_one();
+  }
+
+  std::vector<float> logits(std::span<const float> inputs, std::size_t count) {
+    const nn::Model& model = *loaded.model;
+    const Shape shape = model.input_shape(static_cast<std::int64_t>(count));
+    if (static_cast<std::size_t>(shape_numel(shape)) != inputs.size()) {
+      throw InvalidArgument("stoke: " + std::to_string(inputs.size()) + " input values for " +
+                            std::to_string(count) + " samples of " +
+                            shape_to_string(model.input_shape(1)));
+    }
+    std::unique_ptr<ForwardWorker> w = take_worker();
+    struct Return {  // the worker goes back to the pool on every path, an exception's too
+      Impl& impl;
+      std::unique_ptr<ForwardWorker>& w;
+      ~Return() { impl.give_back(std::move(w)); }
+    } back{*this, w};
+    Backend& be = w->backend ? *w->backend : loaded.model->backend();
+    if (!w->input.defined() || w->input.shape() != shape) w->input = Tensor(be, shape);
+    w->input.copy_from_host(inputs.data());
+    const Tensor& y = w->program->forward(w->input);
+    std::vector<float> out(static_cast<std::size_t>(y.numel()));
+    y.copy_to_host(out.data());
+    return out;
+  }
 };
 
 Predictor::Predictor(const std::filesystem::path& model_file, PredictorOptions options)
@@ -126,13 +198,18 @@ Predictor::Predictor(const std::filesystem::path& model_file, PredictorOptions o
   Backend& backend = options.backend ? *options.backend : default_backend();
   impl_->loaded = deploy_detail::load_model_file(model_file, backend);
   impl_->level = default_simd_level();
-  impl_->check = run_self_check(impl_->loaded.info, *impl_->loaded.model, impl_->level);
+  impl_->plan = std::make_unique<nn::FusedInference>(impl_->loaded.model->network());
+  std::unique_ptr<Backend> probe = backend.make_worker();
+  impl_->concurrent = impl_->plan->concurrent() && probe != nullptr;
+  impl_->check = run_self_check(
+      impl_->loaded.info,
+      [this](std::span<const float> in, std::size_t n) { return impl_->logits(in, n); },
+      impl_->level, backend.name());
   if (impl_->check.ran && !impl_->check.passed && options.require_self_check) {
     throw Unsupported("model file '" + model_file.string() + "': " + impl_->check.message +
                       "; this build, machine or backend does not reproduce the trainer's outputs "
                       "(set PredictorOptions::require_self_check = false to load anyway)");
   }
-  impl_->session = std::make_unique<Session>(*this);
 }
 
 Predictor::~Predictor() = default;
@@ -152,29 +229,48 @@ std::size_t Predictor::sample_size() const noexcept {
 }
 
 std::vector<float> Predictor::logits(std::span<const float> inputs, std::size_t count) {
-  std::lock_guard lock(impl_->forward_mutex);
-  return deploy_detail::run_logits(*impl_->loaded.model, inputs, count);
+  return impl_->logits(inputs, count);
 }
 
 std::vector<Prediction> Predictor::forward(std::span<const float> inputs, std::size_t count) {
   return to_predictions(impl_->loaded.info, logits(inputs, count), count);
 }
 
+// The predict_* calls take a Session from a pool (made on demand, kept), so
+// that threads calling them at once decode and run in parallel.
+template <class F>
+auto Predictor::with_session(F&& f) {
+  std::unique_ptr<Session> session;
+  {
+    std::lock_guard lock(impl_->pool_mutex);
+    if (!impl_->idle_sessions.empty()) {
+      session = std::move(impl_->idle_sessions.back());
+      impl_->idle_sessions.pop_back();
+    }
+  }
+  if (!session) session = std::make_unique<Session>(*this);
+  struct Return {
+    Impl& impl;
+    std::unique_ptr<Session>& s;
+    ~Return() {
+      std::lock_guard lock(impl.pool_mutex);
+      impl.idle_sessions.push_back(std::move(s));
+    }
+  } back{*impl_, session};
+  return f(*session);
+}
+
 Prediction Predictor::predict_file(const std::filesystem::path& path) {
-  std::lock_guard lock(impl_->session_mutex);
-  return impl_->session->predict_file(path);
+  return with_session([&](Session& s) { return s.predict_file(path); });
 }
 Prediction Predictor::predict_bytes(std::span<const std::uint8_t> bytes, std::string_view name) {
-  std::lock_guard lock(impl_->session_mutex);
-  return impl_->session->predict_bytes(bytes, name);
+  return with_session([&](Session& s) { return s.predict_bytes(bytes, name); });
 }
 Prediction Predictor::predict_pixels(const PixelBuffer& pixels) {
-  std::lock_guard lock(impl_->session_mutex);
-  return impl_->session->predict_pixels(pixels);
+  return with_session([&](Session& s) { return s.predict_pixels(pixels); });
 }
 std::vector<Prediction> Predictor::predict_files(std::span<const std::filesystem::path> paths) {
-  std::lock_guard lock(impl_->session_mutex);
-  return impl_->session->predict_files(paths);
+  return with_session([&](Session& s) { return s.predict_files(paths); });
 }
 
 // ---- Session ------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "nn/fused_inference.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::nn {
@@ -48,7 +49,10 @@ Model::Model(ModelSpec spec, std::unique_ptr<Sequential> net, std::uint64_t seed
   initialize(seed);
 }
 
+Model::~Model() = default;
+
 void Model::initialize(std::uint64_t seed) {
+  parameters_changed();
   std::mt19937_64 rng(seed);
   std::vector<float> host(static_cast<std::size_t>(params_.numel()), 0.0f);
   std::int64_t offset = 0;
@@ -78,7 +82,9 @@ const Tensor& Model::forward(const Tensor& x, bool training) {
                           " does not match the model's " +
                           shape_to_string(input_shape(x.rank() > 0 ? x.dim(0) : 0)));
   }
-  if (frozen_ == 0) return net_->forward(x, training);
+  if (!training) return inference_forward(x);
+  parameters_changed();  // the update that follows, and batch norm's running statistics
+  if (frozen_ == 0) return net_->forward(x, true);
   const auto& layers = net_->layers();
   const Tensor* t = &x;
   for (std::size_t i = 0; i < layers.size(); ++i)
@@ -105,16 +111,29 @@ void Model::backward(const Tensor& dlogits, const GradientsReady& ready) {
 }
 
 std::vector<NamedTensor> Model::named_parameters() const {
+  parameters_changed();  // the tensors are writable views
   std::vector<NamedTensor> out;
   for (const ParamSlot& s : slots_) out.push_back({s.name, *s.value});
   return out;
 }
 
+const Tensor& Model::inference_forward(const Tensor& x) {
+  if (!inference_) {
+    inference_ = std::make_unique<FusedInference>(*net_);
+  } else if (inference_stale_) {
+    inference_->refold();
+  }
+  inference_stale_ = false;
+  return inference_->forward(x);
+}
+
 void Model::release_activations() {
+  inference_.reset();  // its folded weights and activation slots
   net_->release_activations();
 }
 
 std::vector<NamedTensor> Model::named_buffers() const {
+  parameters_changed();
   std::vector<NamedTensor> out;
   for (const BufferSlot& b : buffers_) out.push_back({b.name, *b.value});
   return out;

@@ -174,6 +174,9 @@ void GraphedStepRunner::replay_or_capture(Batch& batch, std::unique_ptr<GraphedS
     env_.optimizer.set_steps(env_.optimizer.steps() - 1);  // the step did not happen
     throw;
   }
+  // A replay updates the weights and statistics without Model::forward: the
+  // model's inference plan must refold before the next validation.
+  env_.model.parameters_changed();
   if (graph->replaying()) {
     ++env_.graphs.steps;
   } else if (!graph->eager_reason().empty()) {

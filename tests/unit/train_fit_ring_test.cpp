@@ -78,14 +78,15 @@ TEST_F(FitRing, ThreeValidatedEpochsBuildTheRingAndTheGraphsOnce) {
 }
 
 // Eager work between epochs that moves the activations (here a callback's
-// forward of 3 samples) makes the graphs stale: each epoch after it captures
-// anew, and not one step replays a stale graph.
+// forward of 3 samples through the network's layers; the model's own eval
+// forward runs the inference plan, which leaves them alone) makes the graphs stale: each epoch
+// after it captures anew, and not one step replays a stale graph.
 TEST_F(FitRing, BuffersMovedBetweenEpochsAreCapturedAnew) {
   options_.epochs = 3;
   callbacks_.on_epoch = [this](const EpochRecord&) {
     Tensor three(fitting_->backend(), fitting_->input_shape(3));
     fitting_->backend().fill(three, 0.5f);
-    fitting_->forward(three, false);
+    fitting_->network().forward(three, false);
   };
   FakeGpuBackend eager_gpu, graph_gpu;
   const Run eager = fit(eager_gpu, Toggle::kOff);

@@ -79,6 +79,8 @@ struct ParameterGroup {
   float lr_multiplier = 1.0f;
 };
 
+class FusedInference;  // lib/nn/fused_inference.hpp
+
 struct NamedTensor {
   std::string name;
   Tensor tensor;
@@ -89,6 +91,7 @@ class STOKE_API Model {
   // Takes the network; allocates the flat parameter and gradient blocks on
   // the network's backend and initializes them with `seed`.
   Model(ModelSpec spec, std::unique_ptr<Sequential> net, std::uint64_t seed);
+  ~Model();
 
   const ModelSpec& spec() const noexcept { return spec_; }
   Backend& backend() const noexcept { return net_->backend(); }
@@ -97,7 +100,16 @@ class STOKE_API Model {
   }
 
   // x (N, C, H, W) -> logits (N, classes); valid until the next forward.
+  // Eval mode (training false) runs the inference plan: batch norm folded,
+  // fused convolutions, the backend's layouts (lib/nn/fused_inference.hpp),
+  // built on the first eval forward and refolded after the weights changed.
   const Tensor& forward(const Tensor& x, bool training);
+  // Tells the model that its parameters or buffers were written from outside
+  // (through a tensor taken earlier): the next eval forward refolds. Training
+  // forwards, initialize() and every accessor that hands out writable
+  // parameters (parameters(), named_parameters(), named_buffers(), network())
+  // do it themselves.
+  void parameters_changed() const noexcept { inference_stale_ = true; }
   // Told during backward, after each top-level layer's pass has been issued:
   // every gradient at offset >= first (in floats, into gradients()) is now
   // final for this batch, the ones below are still to come. Offsets only
@@ -116,7 +128,10 @@ class STOKE_API Model {
   std::uint64_t activation_allocations() const noexcept { return net_->activation_allocations(); }
 
   // The flat blocks: parameter i is a view at an offset aligned to 64 bytes.
-  Tensor& parameters() noexcept { return params_; }
+  Tensor& parameters() noexcept {
+    parameters_changed();
+    return params_;
+  }
   const Tensor& parameters() const noexcept { return params_; }
   Tensor& gradients() noexcept { return grads_; }
   const Tensor& gradients() const noexcept { return grads_; }
@@ -153,7 +168,10 @@ class STOKE_API Model {
   // statistics and need no gradients); otherwise the plan is exact.
   MemoryPlan memory_plan(std::int64_t batch, int optimizer_slots) const;
   std::string summary() const;
-  Sequential& network() noexcept { return *net_; }
+  Sequential& network() noexcept {
+    parameters_changed();
+    return *net_;
+  }
   const Sequential& network() const noexcept { return *net_; }
 
  private:
@@ -171,6 +189,9 @@ class STOKE_API Model {
   }
   int frozen_ = 0;
   std::vector<float> stage_lr_;
+  const Tensor& inference_forward(const Tensor& x);
+  std::unique_ptr<FusedInference> inference_;  // built by the first eval forward
+  mutable bool inference_stale_ = true;
 };
 
 // Builds the network a spec describes on `backend`, initialized with `seed`.
