@@ -14,8 +14,8 @@ build or test dependency of stoke.
 
 Inference: the ONNX graph is the same net built with onnx.helper (random
 weights, random batch-norm statistics); ONNX Runtime folds and fuses it itself
-(ORT_ENABLE_ALL). stoke runs build/bin/bench_engine_infer (nn::FusedInference,
-what nn::Classifier runs). Rounds alternate stoke and the references, medians
+(ORT_ENABLE_ALL). stoke runs build/bin/bench_engine_infer ("fused": Model::forward(x,
+false), the inference plan every eval path runs). Rounds alternate stoke and the references, medians
 are reported. Train steps (only with --torch): build/bin/bench_engine
 (BM_train_step, one shape per run) against bench/pytorch_step.py's step in
 three variants (eager NCHW, channels-last, torch.compile), interleaved shape by
