@@ -127,6 +127,9 @@ class STOKE_API Dataset {
   int bit_depth(std::size_t index) const;
   bool in_memory() const noexcept;
   const DatasetReport& report() const noexcept;
+  // The DatasetOptions::skip_corrupt it was loaded with (subsets keep it):
+  // what a Loader does with a file found bad while reading, unless told otherwise.
+  bool skip_corrupt() const noexcept;
 
   // The samples at `indices` (in that order), sharing storage.
   Dataset subset(std::span<const std::size_t> indices) const;
@@ -250,8 +253,10 @@ struct LoaderOptions {
   // with skip_corrupt its slot is filled from the next sample of the epoch
   // order that decodes (deterministic: the same files are always corrupt), and
   // the file and reason go into stats().corrupt; without it, fill_batch throws
-  // the DecodeError/IoError naming the file.
-  bool skip_corrupt = false;
+  // the DecodeError/IoError naming the file. Empty: the dataset's policy
+  // (the DatasetOptions::skip_corrupt it was loaded with), so one setting
+  // covers both the files refused at load and those found bad while training.
+  std::optional<bool> skip_corrupt;
   // The corruption budget (with skip_corrupt): fill_batch throws DecodeError
   // ("too many corrupt samples", listing them) once more than
   // max(max_corrupt_samples, floor(max_corrupt_fraction * dataset size))

@@ -73,6 +73,7 @@ Dataset buffer_dataset(std::span<const ImageBuffer> images, std::span<const std:
                                        ? *options.max_image_pixels
                                        : options.context.settings().max_image_pixels.value_or(0);
   auto storage = std::make_shared<Dataset::Storage>();
+  storage->skip_corrupt = options.skip_corrupt;
   auto& s = *storage;
   s.report.source = "buffers";
   s.classes = std::move(class_names);

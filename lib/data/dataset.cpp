@@ -213,6 +213,7 @@ void list_class_folder(Dataset::Storage& s, const fs::path& dir, const DatasetOp
 
 Dataset folder_dataset(const fs::path& root, const DatasetOptions& options) {
   auto storage = std::make_shared<Dataset::Storage>();
+  storage->skip_corrupt = options.skip_corrupt;
   auto& s = *storage;
   s.report.source = root.string();
   std::error_code ec;
@@ -249,6 +250,7 @@ namespace {
 
 Dataset manifest_dataset(const fs::path& csv, const DatasetOptions& options) {
   auto storage = std::make_shared<Dataset::Storage>();
+  storage->skip_corrupt = options.skip_corrupt;
   auto& s = *storage;
   s.report.source = csv.string();
   if (std::string kind = check_file_kind(csv); !kind.empty()) {

@@ -36,6 +36,10 @@ const DatasetReport& Dataset::report() const noexcept {
   return storage_->report;
 }
 
+bool Dataset::skip_corrupt() const noexcept {
+  return storage_->skip_corrupt;
+}
+
 std::uint32_t Dataset::row(std::size_t index) const {
   if (index >= rows_.size()) {
     throw InvalidArgument("Dataset: index " + std::to_string(index) + " out of range (size " +

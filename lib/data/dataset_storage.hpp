@@ -30,6 +30,7 @@ struct Dataset::Storage {
   };
   std::vector<Slot> slots;
   DatasetReport report;
+  bool skip_corrupt = false;  // DatasetOptions::skip_corrupt at load
 };
 
 namespace data_detail {

@@ -89,6 +89,7 @@ Loader::Loader(Dataset dataset, LoaderOptions options) {
                                     ? options.max_in_flight
                                     : static_cast<std::size_t>(2 * options.context.cpu_threads());
   s.tokens.resize(std::max<std::size_t>(1, in_flight));
+  if (!options.skip_corrupt) options.skip_corrupt = dataset.skip_corrupt();
   s.dataset = std::move(dataset);
   s.options = std::move(options);
 }
@@ -206,7 +207,7 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index,
                                                  s.fetch(*t);
                                                  t->fetched = true;
                                                } catch (const Error&) {
-                                                 if (!s.options.skip_corrupt) throw;
+                                                 if (!*s.options.skip_corrupt) throw;
                                                }
                                                return t;
                                              }) &
@@ -220,7 +221,7 @@ std::size_t Loader::fill_batch(std::uint64_t epoch, std::uint64_t batch_index,
   };
   // In the loader's context's arena, whichever thread calls (the prefetcher's).
   s.options.context.run([&] { run_in_arena(pipeline); });
-  if (s.options.skip_corrupt) s.check_corrupt_budget();
+  if (*s.options.skip_corrupt) s.check_corrupt_budget();
   return count;
 }
 

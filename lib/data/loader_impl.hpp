@@ -206,7 +206,8 @@ struct Loader::Impl {
       } catch (const std::bad_alloc&) {
         throw DecodeError("cannot load image '" + dataset.path(t.index) + "': out of memory");
       } catch (const Error& e) {
-        if (!options.skip_corrupt || (e.code() != ErrorCode::kDecode && e.code() != ErrorCode::kIo))
+        if (!*options.skip_corrupt ||
+            (e.code() != ErrorCode::kDecode && e.code() != ErrorCode::kIo))
           throw;
         std::lock_guard lock(corrupt_mutex);
         if (corrupt.emplace(t.index, e.what()).second)

@@ -274,3 +274,31 @@ TEST_F(DataCorruptTraining, BudgetStopsWithACheckpointAndStrictModeNamesTheFile)
 
 }  // namespace
 }  // namespace stoke
+
+namespace stoke::testing {
+namespace {
+
+// One policy: a dataset loaded with skip_corrupt hands it to a Loader that
+// was not told otherwise (before, the loader aborted on the first truncated
+// tail unless LoaderOptions::skip_corrupt was set as well); an explicit
+// LoaderOptions value still wins.
+TEST_F(DataCorrupt, TheLoaderInheritsTheDatasetsSkipCorruptPolicy) {
+  write_training_folder();
+  DatasetOptions skip;
+  skip.skip_corrupt = true;
+  const Dataset d = Dataset::from_folder(root_, skip);
+  EXPECT_TRUE(d.skip_corrupt());
+  EXPECT_FALSE(Dataset::from_folder(root_).skip_corrupt());
+  const std::size_t all[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
+  EXPECT_TRUE(d.subset(all).skip_corrupt()) << "a subset keeps the policy";
+  LoaderOptions o = loader_options();
+  Loader inherited(d, o);
+  epoch(inherited);
+  EXPECT_EQ(inherited.stats().corrupt.size(), 2u);
+  o.skip_corrupt = false;
+  Loader strict(d, o);
+  EXPECT_THROW(epoch(strict), DecodeError);
+}
+
+}  // namespace
+}  // namespace stoke::testing
