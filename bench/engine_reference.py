@@ -33,15 +33,18 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def ensure_venv(args):
+def ensure_venv(args, need=None):
+    """Re-runs this script inside args.venv with the modules `need` (module:
+    PyPI name pairs) installed there."""
     if os.environ.get("STOKE_BENCH_IN_VENV") == "1":
         return
     venv = os.path.abspath(args.venv)
     py = os.path.join(venv, "bin", "python3")
     if not os.path.exists(py):
         subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-    need = ["onnxruntime", "onnx", "numpy"] + (["torch"] if args.torch else [])
-    missing = [m for m in need
+    if need is None:
+        need = {m: m for m in ["onnxruntime", "onnx", "numpy"] + (["torch"] if args.torch else [])}
+    missing = [pip for m, pip in need.items()
                if subprocess.run([py, "-c", f"import {m}"], capture_output=True).returncode != 0]
     if missing:
         subprocess.run([py, "-m", "pip", "install", "-q"] + missing, check=True)

@@ -255,6 +255,11 @@ class STOKE_API Backend {
   // workspace), so that programs run on two threads at once; null where the
   // backend offers none (callers then take turns on this one).
   virtual std::unique_ptr<Backend> make_worker() const { return nullptr; }
+  // Whether ops may use other threads of the arena (the default). Off, every
+  // op runs on the calling thread alone with the same results (the CPU
+  // backend keeps its chunking): for callers that bring the parallelism
+  // themselves, such as several threads each on a worker. A no-op on GPU backends.
+  virtual void set_parallel(bool /*parallel*/) noexcept {}
 
   // --- ops ----------------------------------------------------------------
   // x (N, C, H, W), w (K, C/groups, R, S), bias (K) or undefined, y (N, K, P, Q).

@@ -143,27 +143,48 @@ struct Predictor::Impl {
   std::condition_variable worker_free;
   std::vector<std::unique_ptr<ForwardWorker>> idle;
   std::size_t workers = 0;
+  std::size_t in_flight = 0;                            // calls running now
   std::vector<std::unique_ptr<Session>> idle_sessions;  // the predict_* calls'
 
   std::unique_ptr<ForwardWorker> take_worker() {
     std::unique_lock lock(pool_mutex);
     if (!concurrent) worker_free.wait(lock, [&] { return !idle.empty() || workers == 0; });
+    // Alone, a call uses the arena's threads; beside others, its own thread
+    // only (the same results: the split of every op is fixed), so that
+    // callers do not queue for the arena's threads.
+    const bool alone = in_flight++ == 0;
     if (!idle.empty()) {
       auto w = std::move(idle.back());
       idle.pop_back();
+      if (w->backend) w->backend->set_parallel(alone);
       return w;
     }
     ++workers;
     lock.unlock();
+    try {
+      return make_worker(alone);
+    } catch (...) {  // out of memory making it: the books as before the call
+      std::lock_guard relock(pool_mutex);
+      --workers;
+      --in_flight;
+      worker_free.notify_one();
+      throw;
+    }
+  }
+  std::unique_ptr<ForwardWorker> make_worker(bool alone) {
     auto w = std::make_unique<ForwardWorker>();
     Backend& model_backend = loaded.model->backend();
-    if (concurrent) w->backend = model_backend.make_worker();
+    if (concurrent) {
+      w->backend = model_backend.make_worker();
+      w->backend->set_parallel(alone);
+    }
     w->program = plan->compile(w->backend ? *w->backend : model_backend);
     return w;
   }
   void give_back(std::unique_ptr<ForwardWorker> w) {
     {
       std::lock_guard lock(pool_mutex);
+      --in_flight;
       idle.push_back(std::move(w));
     }
     worker_free.notify_one();

@@ -55,6 +55,9 @@ class STOKE_INTERNAL CpuBackend final : public Backend {
                                                       ProgramLayout layout) override;
   // Same context, its own workspace.
   std::unique_ptr<Backend> make_worker() const override;
+  void set_parallel(bool parallel) noexcept override {
+    execution_ = parallel ? Execution::kParallel : Execution::kSerial;
+  }
 
   // The ops (STOKE_OPS), unchecked: Backend's front doors validate the
   // arguments first. Public here (private in Backend) so that a backend
