@@ -16,7 +16,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512dq;-mavx512vl;-mavx512cd;-mavx2;-mfma;-mf16c;-ffp-contract=off;$<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized>")
 endif()
 
-# TIFF decoding (lib/image/tiff.cpp) through Debian's libtiff (libtiff-dev).
+# TIFF decoding (lib/image/tiff.cpp, tiff_striles.cpp) through Debian's libtiff (libtiff-dev).
 find_package(TIFF REQUIRED)
 target_link_libraries(stoke PRIVATE TIFF::TIFF)
 if(TARGET stoke_image)  # modules are object libraries (lib/CMakeLists.txt on main)
