@@ -75,6 +75,17 @@ bool is_torchvision_resnet(Architecture architecture) noexcept {
          architecture == Architecture::kResNet50;
 }
 
+namespace {
+
+void check_activation(const ModelSpec& s) {
+  if (s.activation != "relu") {
+    throw InvalidArgument("ModelSpec: activation '" + s.activation +
+                          "' is not implemented (accepted: relu)");
+  }
+}
+
+}  // namespace
+
 std::map<std::string, std::string> ModelSpec::to_map() const {
   return {{"architecture", architecture_name(architecture)},
           {"width_multiplier", std::to_string(width_multiplier)},
@@ -86,7 +97,8 @@ std::map<std::string, std::string> ModelSpec::to_map() const {
           {"widths", join(widths)},
           {"strides", join(strides)},
           {"blocks_per_stage", std::to_string(blocks_per_stage)},
-          {"dropout", std::to_string(dropout)}};
+          {"dropout", std::to_string(dropout)},
+          {"activation", activation}};
 }
 
 ModelSpec ModelSpec::from_map(const std::map<std::string, std::string>& m) {
@@ -117,10 +129,14 @@ ModelSpec ModelSpec::from_map(const std::map<std::string, std::string>& m) {
       throw InvalidArgument("ModelSpec: key 'width_multiplier' is not a number");
     }
   }
+  // Written since the field exists; older files mean relu.
+  if (m.count("activation")) s.activation = get(m, "activation");
+  check_activation(s);
   return s;
 }
 
 std::unique_ptr<Model> build_model(Backend& backend, const ModelSpec& spec, std::uint64_t seed) {
+  check_activation(spec);
   if (is_torchvision_resnet(spec.architecture))
     return std::make_unique<Model>(spec, build_torchvision_resnet(backend, spec, seed), seed);
   if (spec.widths.empty() || spec.classes < 1 || spec.in_channels < 1) {

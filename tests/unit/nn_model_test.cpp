@@ -209,3 +209,29 @@ TEST(Schedule, WarmupStepAndCosine) {
 
 }  // namespace
 }  // namespace stoke::testing
+
+namespace stoke::testing {
+namespace {
+
+// ModelSpec records the activation: written and read back, "relu" for files
+// written before the field existed, anything else refused naming it.
+TEST(ModelSpecActivation, RecordedReadBackAndCheckedByName) {
+  nn::ModelSpec spec;
+  auto map = spec.to_map();
+  EXPECT_EQ(map.at("activation"), "relu");
+  EXPECT_EQ(nn::ModelSpec::from_map(map).activation, "relu");
+  map.erase("activation");
+  EXPECT_EQ(nn::ModelSpec::from_map(map).activation, "relu");
+  map["activation"] = "gelu";
+  try {
+    nn::ModelSpec::from_map(map);
+    FAIL() << "gelu accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'gelu'"), std::string::npos) << e.what();
+  }
+  spec.activation = "tanh";
+  EXPECT_THROW(nn::build_model(cpu_backend(), spec, 1), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace stoke::testing

@@ -46,6 +46,10 @@ struct STOKE_API ModelSpec {
   // torchvision backbones: channels are round(64 x multiplier) x {1, 2, 4, 8}
   // (at least 1); stem_width, widths, strides and blocks_per_stage do not apply.
   float width_multiplier = 1.0f;
+  // The nonlinearity after each convolution's batch norm and each block's
+  // add (what the fused ops and the ONNX export apply). "relu" is the one
+  // implemented; from_map and build_model refuse any other, naming it.
+  std::string activation = "relu";
 
   // "key=value" pairs and back, for checkpoints. from_map: InvalidArgument
   // naming the key when a value is missing or malformed.
