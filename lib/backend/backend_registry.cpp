@@ -87,6 +87,12 @@ void set_registry_settings(const Settings& settings) {
   if (!r.gpu_added) r.gpu_settings = settings;
 }
 
+void set_registry_context(const Context& context) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  static_cast<cpu::CpuBackend&>(*r.backends.front()).adopt_simd(context);
+}
+
 }  // namespace detail
 
 Backend& cpu_backend() {

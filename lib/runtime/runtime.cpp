@@ -20,6 +20,7 @@ Runtime init(const Config& config) {
   runtime.config.apply_logging();
   runtime.device = select_device(runtime.config, runtime.system);
   runtime.context = Context(runtime.config, runtime.system.cpu, runtime.device.use_gpu);
+  detail::set_registry_context(runtime.context);
   runtime.cpu_threads = runtime.context.cpu_threads();
   runtime.simd = runtime.context.simd();
   set_thread_count(runtime.cpu_threads);

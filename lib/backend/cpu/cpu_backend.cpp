@@ -5,13 +5,21 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cpu/dnnl_isa.hpp"
 #include "backend/cpu/simd.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::cpu {
 
 CpuBackend::CpuBackend(std::uint64_t memory_cap, const Context& context)
-    : allocator_(memory_cap), context_(context), simd_(&cpu::simd_kernels(context.simd())) {}
+    : allocator_(memory_cap), context_(context), simd_(&cpu::simd_kernels(context.simd())) {
+  cap_library_isa(context);
+}
+
+void CpuBackend::adopt_simd(const Context& context) {
+  simd_ = &cpu::simd_kernels(context.simd());
+  cap_library_isa(context);
+}
 
 CpuBackend::~CpuBackend() {
   release_workspace();

@@ -53,6 +53,9 @@ class STOKE_INTERNAL CpuBackend final : public Backend {
   // (program_blocked.cpp); without it, or for kPlain: the plain program.
   std::unique_ptr<InferenceProgram> compile_inference(std::vector<InferenceStep> steps,
                                                       ProgramLayout layout) override;
+  // The registry's backend (built before init()) takes init()'s SIMD level:
+  // its kernel table and oneDNN's cap (dnnl_isa.hpp). Before any op runs.
+  void adopt_simd(const Context& context);
   // Same context, its own workspace.
   std::unique_ptr<Backend> make_worker() const override;
   void set_parallel(bool parallel) noexcept override {
