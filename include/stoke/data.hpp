@@ -234,7 +234,7 @@ struct LoaderOptions {
   // sampler, which every rank draws alike). Whole steps (training): rank r
   // takes the r-th batch of every global step of shard_count batches, equal
   // steps on every rank; otherwise (validation) batches r, r + count, ... so
-  // every sample is seen once. See stoke/distributed.hpp.
+  // every sample is seen once. See stoke/shards.hpp.
   int shard_index = 0;
   int shard_count = 1;
   bool shard_whole_steps = true;

@@ -21,6 +21,7 @@
 
 #include "stoke/error.hpp"
 #include "stoke/export.hpp"
+#include "stoke/shards.hpp"
 
 namespace stoke {
 
@@ -105,27 +106,5 @@ class STOKE_API Communicator {
 STOKE_API std::unique_ptr<Communicator> make_communicator(const DistributedOptions& options);
 // True when this build can run collectives between processes.
 STOKE_API bool distributed_available() noexcept;
-
-// The sharding policy. An epoch's order (already shuffled by the seed, the
-// same on every rank) is cut into global steps of world_size * batch
-// samples; rank r takes the r-th batch of every global step. Every rank
-// therefore runs the same number of steps, and the run equals one process
-// accumulating world_size batches per step in rank order. The samples past
-// the last whole global step (fewer than world_size * batch) are left out of
-// that epoch; the shuffle changes them from epoch to epoch.
-struct ShardPlan {
-  std::size_t steps = 0;    // batches (= optimizer steps) per rank
-  std::size_t dropped = 0;  // samples of the epoch no rank sees
-};
-STOKE_API ShardPlan plan_shards(std::size_t samples, std::size_t batch, int world_size);
-// Positions into the epoch's order that rank `rank` visits, in order.
-STOKE_API std::vector<std::size_t> shard_positions(std::size_t samples, std::size_t batch, int rank,
-                                                   int world_size);
-// Validation's policy, which sees every sample once: rank r takes batches r,
-// r + world_size, r + 2 world_size, ... of the order cut into batches (the
-// short last one included), so ranks may differ by a batch; their metrics
-// are summed, not averaged.
-STOKE_API std::vector<std::size_t> cover_positions(std::size_t samples, std::size_t batch, int rank,
-                                                   int world_size);
 
 }  // namespace stoke

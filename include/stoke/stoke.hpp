@@ -16,6 +16,7 @@
 #include "stoke/prefetch.hpp"
 #include "stoke/profile.hpp"
 #include "stoke/runtime.hpp"
+#include "stoke/shards.hpp"
 #include "stoke/system.hpp"
 #include "stoke/tensor.hpp"
 #include "stoke/threads.hpp"

@@ -21,7 +21,7 @@
 #include "image/file_read.hpp"
 #include "image/stage_format.hpp"
 #include "stoke/data.hpp"
-#include "stoke/distributed.hpp"
+#include "stoke/shards.hpp"
 #include "stoke/error.hpp"
 #include "stoke/profile.hpp"
 #include "stoke/threads.hpp"
