@@ -21,9 +21,9 @@
 #include "image/file_read.hpp"
 #include "image/stage_format.hpp"
 #include "stoke/data.hpp"
-#include "stoke/shards.hpp"
 #include "stoke/error.hpp"
 #include "stoke/profile.hpp"
+#include "stoke/shards.hpp"
 #include "stoke/threads.hpp"
 
 namespace stoke {

@@ -190,149 +190,191 @@ double pipeline_only(const Dataset& data, LoaderOptions loader, int batch) {
   return rate;
 }
 
+// What both runs share: the runtime, the dataset, the model's shape, the
+// loader and the trainer options of the experiment.
+struct Experiment {
+  Runtime runtime;
+  bool quiet = false;
+  int size = 0;
+  fs::path root;
+  Dataset data;
+  nn::ModelSpec spec;
+  LoaderOptions loader;
+  TrainerOptions base;
+};
+
+Dataset load_dataset(const Args& args, const fs::path& root) {
+  Dataset data = Dataset::from_folder(root);
+  if (!args.data.empty() && args.images && args.images < data.size()) {
+    std::vector<std::size_t> first(args.images);
+    for (std::size_t i = 0; i < first.size(); ++i) first[i] = i;
+    data = data.subset(first);
+  }
+  return data;
+}
+
+Experiment prepare(const Args& args) {
+  Experiment e;
+  e.runtime = init();
+  const bool gpu = e.runtime.device.use_gpu && default_backend().name() != "cpu";
+  // CPU: a small input and image count so that the whole experiment takes a
+  // few minutes on 2 cores; a GPU gets the field notes' sizes.
+  const std::size_t images = args.images ? args.images : (gpu ? 400 : 200);
+  e.size = args.size ? args.size : (gpu ? 224 : 32);
+  const int epochs = args.epochs ? args.epochs : 2;
+  e.quiet = args.json;
+  if (!e.quiet) {
+    std::printf("stoke-bench %s on %s\n", version(),
+                describe(e.runtime.device, e.runtime.system.cuda.gpus).c_str());
+    std::printf("input %dx%d RGB, %d epochs per run, %s\n", e.size, e.size, epochs,
+                gpu ? "GPU sizes"
+                    : "CPU sizes (small input and image count to finish in minutes on 2 cores)");
+    std::fflush(stdout);
+  }
+  e.root = args.data.empty() ? synthetic_dataset(images, e.quiet) : args.data;
+  e.data = load_dataset(args, e.root);
+  if (!e.quiet) {
+    std::printf("dataset %s: %zu images, %zu classes\n\n", e.root.c_str(), e.data.size(),
+                e.data.class_names().size());
+    std::fflush(stdout);
+  }
+  e.spec.in_channels = 3;
+  e.spec.height = e.spec.width = e.size;
+  e.spec.classes = static_cast<int>(e.data.class_names().size());
+  e.loader.preprocess.width = e.loader.preprocess.height = e.size;
+  e.loader.preprocess.channels = 3;
+  e.loader.preprocess.normalization = Normalization::mean_std(
+      std::vector<float>{0.5f, 0.5f, 0.5f}, std::vector<float>{0.25f, 0.25f, 0.25f});
+  e.base.epochs = epochs;
+  e.base.validate_every_epochs = 0;
+  e.base.log_every_steps = 0;
+  e.base.schedule.base_lr = 0.02f;
+  return e;
+}
+
+// The field notes' untuned state.
+Config baseline_config(const Config& from) {
+  Config c = from;
+  c.set("STOKE_CPU_THREADS", "1");
+  c.set("STOKE_CPU_SIMD", "scalar");
+  c.set("STOKE_CACHE", "off");
+  c.set("STOKE_PREFETCH_DEPTH", "1");
+  c.set("STOKE_HOST_PINNED", "off");
+  c.set("STOKE_GPU_STREAMS", "off");
+  c.set("STOKE_GPU_GRAPH", "off");
+  c.set("STOKE_GPU_JIT", "off");
+  return c;
+}
+
+bench::RunFigures run_baseline(const Experiment& e, const Config& config) {
+  LoaderOptions loader = e.loader;
+  loader.cache = CacheSpec{};
+  loader.simd = SimdLevel::kScalar;
+  loader.preprocess.dct_scaling = false;
+  TrainerOptions options = e.base;
+  options.batch_size = 2;
+  options.settings = config.settings();
+  set_thread_count(1);
+  auto model = nn::build_model(default_backend(), e.spec, 1);
+  return run("baseline", *model, e.data, loader, options, e.runtime, e.quiet);
+}
+
+TuneResult tune_settings(const Experiment& e, nn::Model& model, const Args& args) {
+  TuneOptions tune;
+  tune.steps_per_trial = args.steps_per_trial;
+  std::optional<detail::ProgressLine> progress;
+  if (!e.quiet) progress.emplace("tuning", 9, "trials");
+  int trials = 0;
+  tune.on_trial = [&](const TrialResult&) {
+    if (progress) progress->update(++trials);
+  };
+  TrainerOptions base = e.base;
+  base.settings = e.runtime.config.settings();
+  LoaderOptions loader = e.loader;
+  loader.simd = e.runtime.simd;
+  TuneResult choice = autotune(model, e.data, loader, base, tune);
+  if (progress) progress->finish();
+  return choice;
+}
+
+// The tuned run with the autotuner's pick (its loader and options returned
+// for the bounds measured after it).
+bench::RunFigures run_tuned(const Experiment& e, nn::Model& model, const TuneResult& choice,
+                            LoaderOptions& loader, TrainerOptions& options) {
+  Config config = e.runtime.config;
+  config.set("STOKE_CPU_THREADS", std::to_string(choice.best.cpu_threads));
+  config.set("STOKE_CACHE", choice.best.cache ? "ram" : "off");
+  config.set("STOKE_PREFETCH_DEPTH", std::to_string(choice.best.prefetch_depth));
+  loader = e.loader;
+  loader.simd = e.runtime.simd;
+  loader.cache = choice.best.cache ? CacheSpec{CacheSpec::Kind::kRam, 0, {}} : CacheSpec{};
+  if (choice.gpu) {  // the GPU trials' picks
+    config.set("STOKE_GPU_GRAPH", choice.best.gpu_graph ? "on" : "off");
+    if (choice.best.uint8_upload) loader.preprocess.dtype = OutputDtype::kUint8;
+  }
+  options = e.base;
+  options.batch_size = choice.best.batch_size;
+  options.settings = config.settings();
+  return run("tuned", model, e.data, loader, options, e.runtime, e.quiet);
+}
+
+// The advisor reads the baseline.
+std::vector<Advice> advise_baseline(const Experiment& e, const bench::RunFigures& baseline,
+                                    const Config& config, const nn::Model& model) {
+  AdvisorInput in;
+  in.profile = baseline.last_profile;
+  in.system = e.runtime.system;
+  in.config = config;
+  in.device = e.runtime.device;
+  in.cpu_threads = 1;
+  in.simd = SimdLevel::kScalar;
+  in.batch_size = 2;
+  in.max_batch_size = auto_batch_size(model, 1, 2ull << 30);
+  in.decoded_pixels_per_image = 2448.0 * 2048.0;
+  in.training_pixels_per_image = static_cast<double>(e.size) * e.size;
+  in.class_counts = class_counts(e.data, static_cast<int>(e.data.class_names().size()));
+  return advise(in);
+}
+
+fs::path write_tuned_config(const Args& args, const TuneResult& choice) {
+  const fs::path out =
+      args.config_out.empty() ? cache_root() / "stoke-tuned.conf" : args.config_out;
+  if (out.has_parent_path()) fs::create_directories(out.parent_path());
+  choice.write_config(out);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   try {
-    Runtime runtime = init();
-    const bool gpu = runtime.device.use_gpu && default_backend().name() != "cpu";
-    // CPU: a small input and image count so that the whole experiment takes a
-    // few minutes on 2 cores; a GPU gets the field notes' sizes.
-    const std::size_t images = args.images ? args.images : (gpu ? 400 : 200);
-    const int size = args.size ? args.size : (gpu ? 224 : 32);
-    const int epochs = args.epochs ? args.epochs : 2;
-    const bool quiet = args.json;
-    if (!quiet) {
-      std::printf("stoke-bench %s on %s\n", version(),
-                  describe(runtime.device, runtime.system.cuda.gpus).c_str());
-      std::printf("input %dx%d RGB, %d epochs per run, %s\n", size, size, epochs,
-                  gpu ? "GPU sizes"
-                      : "CPU sizes (small input and image count to finish in minutes on 2 cores)");
-      std::fflush(stdout);
-    }
-    const fs::path root = args.data.empty() ? synthetic_dataset(images, quiet) : args.data;
-    Dataset data = Dataset::from_folder(root);
-    if (!args.data.empty() && args.images && args.images < data.size()) {
-      std::vector<std::size_t> first(args.images);
-      for (std::size_t i = 0; i < first.size(); ++i) first[i] = i;
-      data = data.subset(first);
-    }
-    if (!quiet) {
-      std::printf("dataset %s: %zu images, %zu classes\n\n", root.c_str(), data.size(),
-                  data.class_names().size());
-      std::fflush(stdout);
-    }
-
-    nn::ModelSpec spec;
-    spec.in_channels = 3;
-    spec.height = size;
-    spec.width = size;
-    spec.classes = static_cast<int>(data.class_names().size());
+    const Experiment e = prepare(args);
+    const Config baseline = baseline_config(e.runtime.config);
+    const bench::RunFigures b = run_baseline(e, baseline);
+    set_thread_count(e.runtime.cpu_threads);
+    auto model = nn::build_model(default_backend(), e.spec, 1);
+    const TuneResult choice = tune_settings(e, *model, args);
+    const fs::path config_out = write_tuned_config(args, choice);
     LoaderOptions loader;
-    loader.preprocess.width = size;
-    loader.preprocess.height = size;
-    loader.preprocess.channels = 3;
-    loader.preprocess.normalization = Normalization::mean_std(
-        std::vector<float>{0.5f, 0.5f, 0.5f}, std::vector<float>{0.25f, 0.25f, 0.25f});
-    TrainerOptions base;
-    base.epochs = epochs;
-    base.validate_every_epochs = 0;
-    base.log_every_steps = 0;
-    base.schedule.base_lr = 0.02f;
-
-    // Baseline: the field notes' untuned state.
-    Config baseline_config = runtime.config;
-    baseline_config.set("STOKE_CPU_THREADS", "1");
-    baseline_config.set("STOKE_CPU_SIMD", "scalar");
-    baseline_config.set("STOKE_CACHE", "off");
-    baseline_config.set("STOKE_PREFETCH_DEPTH", "1");
-    baseline_config.set("STOKE_HOST_PINNED", "off");
-    baseline_config.set("STOKE_GPU_STREAMS", "off");
-    baseline_config.set("STOKE_GPU_GRAPH", "off");
-    baseline_config.set("STOKE_GPU_JIT", "off");
-    LoaderOptions baseline_loader = loader;
-    baseline_loader.cache = CacheSpec{};
-    baseline_loader.simd = SimdLevel::kScalar;
-    baseline_loader.preprocess.dct_scaling = false;
-    TrainerOptions baseline = base;
-    baseline.batch_size = 2;
-    baseline.settings = baseline_config.settings();
-    set_thread_count(1);
-    auto baseline_model = nn::build_model(default_backend(), spec, 1);
-    const auto b =
-        run("baseline", *baseline_model, data, baseline_loader, baseline, runtime, quiet);
-
-    // Tuned: the autotuner's pick.
-    set_thread_count(runtime.cpu_threads);
-    auto model = nn::build_model(default_backend(), spec, 1);
-    TuneOptions tune;
-    tune.steps_per_trial = args.steps_per_trial;
-    detail::ProgressLine* trial_progress = nullptr;
-    int trials = 0;
-    tune.on_trial = [&](const TrialResult&) {
-      if (trial_progress) trial_progress->update(++trials);
-    };
-    std::optional<detail::ProgressLine> progress;
-    if (!quiet) {
-      progress.emplace("tuning", 9, "trials");
-      trial_progress = &*progress;
-    }
-    TrainerOptions tune_base = base;
-    tune_base.settings = runtime.config.settings();
-    LoaderOptions tuned_loader = loader;
-    tuned_loader.simd = runtime.simd;
-    const auto tuned_choice = autotune(*model, data, tuned_loader, tune_base, tune);
-    if (progress) progress->finish();
-    const fs::path config_out =
-        args.config_out.empty() ? cache_root() / "stoke-tuned.conf" : args.config_out;
-    if (config_out.has_parent_path()) fs::create_directories(config_out.parent_path());
-    tuned_choice.write_config(config_out);
-    Config tuned_config = runtime.config;
-    tuned_config.set("STOKE_CPU_THREADS", std::to_string(tuned_choice.best.cpu_threads));
-    tuned_config.set("STOKE_CACHE", tuned_choice.best.cache ? "ram" : "off");
-    tuned_config.set("STOKE_PREFETCH_DEPTH", std::to_string(tuned_choice.best.prefetch_depth));
-    tuned_loader.cache =
-        tuned_choice.best.cache ? CacheSpec{CacheSpec::Kind::kRam, 0, {}} : CacheSpec{};
-    if (tuned_choice.gpu) {  // the GPU trials' picks
-      tuned_config.set("STOKE_GPU_GRAPH", tuned_choice.best.gpu_graph ? "on" : "off");
-      if (tuned_choice.best.uint8_upload) tuned_loader.preprocess.dtype = OutputDtype::kUint8;
-    }
-    TrainerOptions tuned = base;
-    tuned.batch_size = tuned_choice.best.batch_size;
-    tuned.settings = tuned_config.settings();
-    const auto t = run("tuned", *model, data, tuned_loader, tuned, runtime, quiet);
-
+    TrainerOptions tuned;
+    const bench::RunFigures t = run_tuned(e, *model, choice, loader, tuned);
     // The bounds the tuned end-to-end rate is compared with, in the same run.
-    LoaderOptions bound_loader = tuned_loader;
-    const double pipeline_rate = pipeline_only(data, bound_loader, tuned.batch_size);
-    const double compute_rate =
-        compute_only(*model, tuned.batch_size, 6,
-                     {static_cast<std::size_t>(tuned.batch_size), 3, static_cast<std::size_t>(size),
-                      static_cast<std::size_t>(size)});
-
-    // The advisor reads the baseline.
-    AdvisorInput in;
-    in.profile = b.last_profile;
-    in.system = runtime.system;
-    in.config = baseline_config;
-    in.device = runtime.device;
-    in.cpu_threads = 1;
-    in.simd = SimdLevel::kScalar;
-    in.batch_size = 2;
-    in.max_batch_size = auto_batch_size(*model, 1, 2ull << 30);
-    in.decoded_pixels_per_image = 2448.0 * 2048.0;
-    in.training_pixels_per_image = static_cast<double>(size) * size;
-    in.class_counts = class_counts(data, static_cast<int>(data.class_names().size()));
-    const auto advice = advise(in);
-
-    bench::Report report{b,      t,    pipeline_rate, compute_rate,  tuned_choice,
-                         advice, size, data.size(),   root.string(), config_out.string()};
-    if (args.json) {
-      std::cout << bench::to_json(report) << "\n";
-    } else {
-      std::cout << bench::to_text(report);
-    }
+    const double pipeline_rate = pipeline_only(e.data, loader, tuned.batch_size);
+    const auto side = static_cast<std::size_t>(e.size);
+    const double compute_rate = compute_only(
+        *model, tuned.batch_size, 6, {static_cast<std::size_t>(tuned.batch_size), 3, side, side});
+    bench::Report report{b,
+                         t,
+                         pipeline_rate,
+                         compute_rate,
+                         choice,
+                         advise_baseline(e, b, baseline, *model),
+                         e.size,
+                         e.data.size(),
+                         e.root.string(),
+                         config_out.string()};
+    std::cout << (args.json ? bench::to_json(report) + "\n" : bench::to_text(report));
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "stoke-bench: %s\n", e.what());
