@@ -45,13 +45,16 @@ inline std::uint64_t rotl(std::uint64_t v, int r) {
 
 // Throws unless the file open on `fd` is empty or begins with the cache's
 // magic: STOKE_CACHE=file:PATH pointing at a model or an image must not
-// destroy it. `fd` is closed when this throws.
-void refuse_foreign(int fd, std::size_t size, const std::string& path) {
+// destroy it. `fd` is closed when this throws. partial: PATH.partial, which a
+// run killed after sizing it leaves zero-filled (that one is ours to reuse).
+void refuse_foreign(int fd, std::size_t size, const std::string& path, bool partial = false) {
   char magic[sizeof kMagic] = {};
   const std::size_t n = std::min(size, sizeof magic);
   if (n == 0) return;
-  if (pread(fd, magic, n, 0) == static_cast<ssize_t>(n) && std::memcmp(magic, kMagic, n) == 0)
-    return;
+  const bool read = pread(fd, magic, n, 0) == static_cast<ssize_t>(n);
+  if (read && std::memcmp(magic, kMagic, n) == 0) return;
+  constexpr char kZero[sizeof kMagic] = {};
+  if (read && partial && std::memcmp(magic, kZero, n) == 0) return;
   close(fd);
   throw IoError("cache file '" + path + "' exists and is not a stoke cache file (" +
                 std::to_string(size) +
@@ -239,7 +242,7 @@ class FileCache final : public SampleCache {
     }
     const int fd = fd_;
     fd_ = -1;
-    refuse_foreign(fd, static_cast<std::size_t>(st.st_size), partial);
+    refuse_foreign(fd, static_cast<std::size_t>(st.st_size), partial, true);
     fd_ = fd;
     if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       close(fd_);
