@@ -177,5 +177,18 @@ case_hostile_arguments() {  # item 9: no foreign exception escapes any command
   done
 }
 
+case_sigterm_writes_stop_checkpoint() {  # item 17: SIGTERM is treated as Ctrl-C
+  setup
+  "$stoke" train --data "$work/d" --out "$work/t.stoke" --epochs 100000 --size 16 --batch 4 \
+    --arch plain >/dev/null 2>"$work/err" &
+  pid=$!
+  sleep 3
+  kill -TERM $pid
+  wait $pid
+  rc=$?
+  test "$rc" -eq 130 || { cat "$work/err"; fail "SIGTERM: status $rc"; }
+  test -s "$work/t.stoke.stop" || fail "SIGTERM wrote no stop checkpoint"
+}
+
 "case_$case_name"
 echo "PASS: $case_name"

@@ -356,9 +356,13 @@ int run(int argc, char** argv) {
   stoke::Trainer trainer(*model, o, cb);
   g_trainer = &trainer;
   std::signal(SIGINT, on_interrupt);
+  // SIGTERM is what timeout, systemd, docker stop, Kubernetes and SLURM send:
+  // the same stop checkpoint as Ctrl-C.
+  std::signal(SIGTERM, on_interrupt);
   const auto result = trainer.fit(sets.train, validate ? &sets.val : nullptr, loader);
   g_trainer = nullptr;
   std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   if (!rank0)
     return result.reason == stoke::StopReason::kRequested ? 130 : 0;  // rank 0 writes and reports
   if (args.has("log")) result.log.save(args.get("log"));
