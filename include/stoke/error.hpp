@@ -25,6 +25,7 @@ enum class ErrorCode : std::uint8_t {
   kCancelled,
   kInternal,
   kCommunication,  // a collective between ranks failed (see distributed.hpp)
+  kNonFinite,      // a NaN or an infinity where a number must be finite (a diverged model)
 };
 
 // Name of a code, e.g. "config" for ErrorCode::kConfig.
@@ -106,6 +107,13 @@ class STOKE_API GpuLibraryError : public Error {
 class STOKE_API Unsupported : public Error {
  public:
   explicit Unsupported(const std::string& message) : Error(ErrorCode::kUnsupported, message) {}
+};
+
+// A loss, a weight or a logit that is NaN or infinite: training diverged (a
+// learning rate too high), or a model file holds such a model.
+class STOKE_API NonFinite : public Error {
+ public:
+  explicit NonFinite(const std::string& message) : Error(ErrorCode::kNonFinite, message) {}
 };
 
 // A run stopped on request (fit() asked to stop, a cancelled pipeline).

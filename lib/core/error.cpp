@@ -32,6 +32,8 @@ const char* to_string(ErrorCode code) noexcept {
       return "internal";
     case ErrorCode::kCommunication:
       return "communication";
+    case ErrorCode::kNonFinite:
+      return "non-finite";
   }
   return "unknown";
 }

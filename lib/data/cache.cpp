@@ -2,6 +2,7 @@
 #include "data/cache.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "stoke/error.hpp"
+#include "stoke/log.hpp"
 #include "stoke/threads.hpp"
 
 namespace stoke::data_detail {
@@ -40,6 +42,29 @@ std::uint64_t header_checksum(const FileHeader& h) {
 inline std::uint64_t rotl(std::uint64_t v, int r) {
   return (v << r) | (v >> (64 - r));
 }
+
+// Throws unless the file open on `fd` is empty or begins with the cache's
+// magic: STOKE_CACHE=file:PATH pointing at a model or an image must not
+// destroy it. `fd` is closed when this throws. partial: PATH.partial, which a
+// run killed after sizing it leaves zero-filled (that one is ours to reuse).
+void refuse_foreign(int fd, std::size_t size, const std::string& path, bool partial = false) {
+  char magic[sizeof kMagic] = {};
+  const std::size_t n = std::min(size, sizeof magic);
+  if (n == 0) return;
+  const bool read = pread(fd, magic, n, 0) == static_cast<ssize_t>(n);
+  if (read && std::memcmp(magic, kMagic, n) == 0) return;
+  constexpr char kZero[sizeof kMagic] = {};
+  if (read && partial && std::memcmp(magic, kZero, n) == 0) return;
+  close(fd);
+  throw IoError("cache file '" + path + "' exists and is not a stoke cache file (" +
+                std::to_string(size) +
+                " bytes); refusing to replace it: point STOKE_CACHE=file:PATH at a "
+                "path of its own, or remove the file");
+}
+
+// Another loader holds PATH.partial (a lock on the open file): it is
+// building the same cache file right now.
+struct CacheBusy {};
 
 class RamCache final : public SampleCache {
  public:
@@ -135,21 +160,26 @@ class FileCache final : public SampleCache {
 
   // "" when the file is valid and mapped read-only; else why it is not.
   std::string try_reuse() {
-    const int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO at PATH must not block the open (it is refused below).
+    const int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
       return errno == ENOENT ? "no cache file yet"
                              : std::string("cannot open: ") + std::strerror(errno);
     struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      close(fd);
+      throw IoError("cache file '" + path_ + "' is not a regular file; refusing to replace it " +
+                    "(STOKE_CACHE=file:PATH needs a path of its own)");
+    }
+    refuse_foreign(fd, static_cast<std::size_t>(st.st_size), path_);
     FileHeader h{};
-    if (fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < sizeof h ||
+    if (static_cast<std::size_t>(st.st_size) < sizeof h ||
         pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) {
       close(fd);
       return "truncated: " + std::to_string(st.st_size) + " bytes, shorter than the header";
     }
     std::string why;
-    if (std::memcmp(h.magic, kMagic, 8) != 0)
-      why = "not a stoke cache file";
-    else if (h.header_checksum != header_checksum(h))
+    if (h.header_checksum != header_checksum(h))
       why = "header checksum mismatch";
     else if (h.version != kVersion)
       why = "cache format version " + std::to_string(h.version);
@@ -197,11 +227,29 @@ class FileCache final : public SampleCache {
   // process still mapping an old file never sees it change under it.
   void create() {
     const std::string partial = path_ + ".partial";
-    fd_ = open(partial.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // No O_TRUNC before the lock: another loader (the validation set's, a
+    // second process) may have this file mapped, and shrinking it under
+    // that mapping is SIGBUS.
+    fd_ = open(partial.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
     if (fd_ < 0)
-      throw IoError("cache file '" + path_ + "': cannot create: " + std::strerror(errno) +
-                    " (STOKE_CACHE)");
-    if (ftruncate(fd_, static_cast<off_t>(file_bytes_)) != 0) {
+      throw IoError("cache file '" + path_ + "': cannot create " + partial + ": " +
+                    std::strerror(errno) + " (STOKE_CACHE)");
+    struct stat st {};
+    if (fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      close(fd_);
+      fd_ = -1;
+      throw IoError("cache file '" + partial + "' is not a regular file (STOKE_CACHE)");
+    }
+    const int fd = fd_;
+    fd_ = -1;
+    refuse_foreign(fd, static_cast<std::size_t>(st.st_size), partial, true);
+    fd_ = fd;
+    if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      close(fd_);
+      fd_ = -1;
+      throw CacheBusy{};
+    }
+    if (ftruncate(fd_, 0) != 0 || ftruncate(fd_, static_cast<off_t>(file_bytes_)) != 0) {
       throw IoError("cache file '" + path_ + "': cannot size to " + std::to_string(file_bytes_) +
                     " bytes: " + std::strerror(errno));
     }
@@ -278,7 +326,15 @@ std::unique_ptr<SampleCache> SampleCache::create(const CacheSpec& spec, std::siz
     case CacheSpec::Kind::kRam:
       return std::make_unique<RamCache>(count, entry_bytes, spec.ram_budget);
     case CacheSpec::Kind::kFile:
-      return std::make_unique<FileCache>(spec.path, count, entry_bytes, key);
+      try {
+        return std::make_unique<FileCache>(spec.path, count, entry_bytes, key);
+      } catch (const CacheBusy&) {
+        // A RAM cache with room for nothing keeps the staged path (the same
+        // preprocessing as a cached run) without holding any image.
+        log_warn("cache file '" + spec.path +
+                 "' is being built by another loader or process; this one runs uncached");
+        return std::make_unique<RamCache>(count, entry_bytes, 1);
+      }
   }
   return nullptr;
 }

@@ -2,6 +2,8 @@
 // history, and save_model, which recomputes the reference logits.
 #include "deploy/model_file.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <numeric>
 
@@ -145,6 +147,38 @@ LoadedModel load_model_file(const std::filesystem::path& path, Backend& backend)
   return out;
 }
 
+namespace {
+
+bool finite_values(const Tensor& t, std::vector<float>& host) {
+  if (t.dtype() != DType::kFloat32 || t.bytes() == 0) return true;
+  host.resize(t.bytes() / sizeof(float));
+  t.copy_to_host(host.data());
+  return std::all_of(host.begin(), host.end(), [](float v) { return std::isfinite(v); });
+}
+
+}  // namespace
+
+std::string first_non_finite(const nn::Model& model, const nn::Optimizer* optimizer) {
+  std::vector<float> host;
+  for (const auto& t : model.named_parameters())
+    if (!finite_values(t.tensor, host)) return "parameter " + t.name;
+  for (const auto& t : model.named_buffers())
+    if (!finite_values(t.tensor, host)) return "buffer " + t.name;
+  if (optimizer) {
+    for (const auto& t : optimizer->state())
+      if (!finite_values(t.tensor, host)) return "optimizer state " + t.name;
+  }
+  return "";
+}
+
+void require_finite(const nn::Model& model, const nn::Optimizer* optimizer,
+                    const std::filesystem::path& path) {
+  const std::string bad = first_non_finite(model, optimizer);
+  if (bad.empty()) return;
+  throw NonFinite("not writing " + path.string() + ": " + bad +
+                  " holds NaN or infinite values (training diverged: lower --lr)");
+}
+
 std::vector<float> run_logits(nn::Model& model, std::span<const float> inputs, std::size_t count) {
   Tensor x(model.backend(), model.input_shape(static_cast<std::int64_t>(count)));
   if (x.bytes() != inputs.size() * sizeof(float)) {
@@ -235,6 +269,11 @@ void add_model_metadata(std::map<std::string, std::string>& metadata, nn::Model&
     // epochs, possibly after running out of memory).
     model.release_activations();
     model.backend().release_workspace();
+    if (!std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); })) {
+      throw NonFinite(
+          "model file: the reference logits are NaN or infinite (the model has diverged); no "
+          "model file is written");
+    }
     const std::size_t classes = out.class_names.size();
     for (std::size_t i = 0; i < out.references.size(); ++i) {
       out.references[i].logits.assign(logits.begin() + i * classes,
@@ -253,6 +292,7 @@ void add_model_metadata(std::map<std::string, std::string>& metadata, nn::Model&
 
 void save_model(const std::filesystem::path& path, nn::Model& model, const ModelInfo& info,
                 const nn::Optimizer* optimizer, const std::map<std::string, std::string>& extra) {
+  deploy_detail::require_finite(model, optimizer, path);
   std::map<std::string, std::string> metadata = extra;
   add_model_metadata(metadata, model, info);
   nn::save_checkpoint(path.string(), model, optimizer, metadata);

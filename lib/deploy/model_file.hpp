@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "stoke/deploy.hpp"
@@ -24,6 +25,15 @@ STOKE_INTERNAL bool loader_is_staged(const LoaderOptions& loader);
 // The trainer's validation loader options for a model file's preprocessing
 // (float32 output), batches of `batch`.
 STOKE_INTERNAL LoaderOptions loader_options_for(const ModelInfo& info, std::size_t batch);
+
+// The first tensor of `model` (or of the optimizer's state) holding a NaN or
+// an infinity, "" when every value is finite.
+STOKE_INTERNAL std::string first_non_finite(const nn::Model& model,
+                                            const nn::Optimizer* optimizer = nullptr);
+// NonFinite naming `path` and the tensor unless first_non_finite is "": a
+// non-finite model is never written.
+STOKE_INTERNAL void require_finite(const nn::Model& model, const nn::Optimizer* optimizer,
+                                   const std::filesystem::path& path);
 
 // An inference forward of `count` samples; returns count x classes logits.
 STOKE_INTERNAL std::vector<float> run_logits(nn::Model& model, std::span<const float> inputs,

@@ -1,5 +1,7 @@
 // ModelInfo: the "model.*" metadata of a model file, written and read back
 // with every missing key named.
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -162,6 +164,20 @@ void read_preprocess(MetaReader& r, ModelInfo& info) {
       p.resize_width < p.width || p.resize_height < p.height) {
     r.bad("preprocessing sizes are inconsistent");
   }
+  // Bounded before any buffer is sized from them (a crafted file with a
+  // valid CRC is still input): stoke writes a resize at most 1/8 larger.
+  constexpr int kMaxSide = 16384;
+  if (p.width > kMaxSide || p.height > kMaxSide || p.resize_width > 2 * p.width + 8 ||
+      p.resize_height > 2 * p.height + 8) {
+    r.bad("preprocessing sizes are out of range (" + std::to_string(p.resize_width) + "x" +
+          std::to_string(p.resize_height) + " for a " + std::to_string(p.width) + "x" +
+          std::to_string(p.height) + " input)");
+  }
+  for (int c = 0; c < 3; ++c) {
+    if (!std::isfinite(p.normalization.mean[c]) || !std::isfinite(p.normalization.std[c]) ||
+        p.normalization.std[c] == 0.0f)
+      r.bad("normalization mean/std must be finite with std != 0");
+  }
 }
 
 }  // namespace
@@ -252,6 +268,11 @@ ModelInfo ModelInfo::from_metadata(const Meta& m, const std::string& path) {
             " inputs and " + std::to_string(s.logits.size()) + " logits, expected " +
             std::to_string(sample) + " and " + std::to_string(info.class_names.size()));
     }
+    // A self-check against NaN references passes whatever the model computes.
+    const auto finite = [](float v) { return std::isfinite(v); };
+    if (!std::all_of(s.logits.begin(), s.logits.end(), finite) ||
+        !std::all_of(s.input.begin(), s.input.end(), finite))
+      r.bad("reference sample '" + s.source + "' holds NaN or infinite values");
   }
   return info;
 }

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <map>
 
+#include "core/atomic_file.hpp"
 #include "core/text.hpp"
 #include "interchange/onnx_schema.hpp"
 #include "interchange/protobuf.hpp"
@@ -273,11 +274,9 @@ std::string onnx_model_bytes(const nn::Model& model, const OnnxExportOptions& op
 void export_onnx(const nn::Model& model, const std::string& path,
                  const OnnxExportOptions& options) {
   const std::string bytes = onnx_model_bytes(model, options);
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw IoError("export_onnx: cannot open '" + path + "' for writing");
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  f.close();
-  if (!f) throw IoError("export_onnx: writing '" + path + "' failed");
+  // Temporary file, fsync, rename: a kill or a full disk leaves the old file
+  // (or none), never a partial .onnx under the final name; the error says why.
+  detail::write_file_atomically(path, bytes);
 }
 
 }  // namespace stoke::interchange

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "core/atomic_file.hpp"
 #include "core/text.hpp"
 #include "interchange/assign.hpp"
 #include "stoke/error.hpp"
@@ -296,13 +297,10 @@ void save_safetensors(const nn::Model& model, const std::string& path) {
   while ((header.size() + 8) % 8)
     header += ' ';  // the format pads the header with spaces to 8 bytes
   const std::uint64_t n = header.size();
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw IoError("save_safetensors: cannot open '" + path + "' for writing");
-  f.write(reinterpret_cast<const char*>(&n), 8);
-  f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  f.write(data.data(), static_cast<std::streamsize>(data.size()));
-  f.close();
-  if (!f) throw IoError("save_safetensors: writing '" + path + "' failed");
+  std::string file(reinterpret_cast<const char*>(&n), 8);
+  file += header;
+  file += data;
+  detail::write_file_atomically(path, file);  // never a partial file under the final name
 }
 
 }  // namespace stoke::interchange

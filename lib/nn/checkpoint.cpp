@@ -4,13 +4,14 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <new>
 #include <vector>
 
 #include "core/atomic_file.hpp"
+#include "core/regular_file.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::nn {
@@ -108,18 +109,80 @@ struct Parsed {
   std::map<std::string, StoredTensor> tensors;
 };
 
-Parsed parse(const std::string& path) {
-  Parsed out;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("checkpoint '" + path + "': cannot open for reading");
-  out.file.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  const std::vector<char>& f = out.file;
-  if (f.size() < kHeaderBytes + 4) {
-    throw CorruptFile("checkpoint '" + path + "': " + std::to_string(f.size()) +
+// The whole file, read only once it is a regular file whose magic and size
+// agree with its header (a model file is input, like an image: /dev/zero, a
+// FIFO or a 50 GB sparse file must not be read whole or block).
+std::vector<char> read_checked(const std::string& path) {
+  const detail::RegularFile file(path, "checkpoint");
+  if (file.size() < kHeaderBytes + 4) {
+    throw CorruptFile("checkpoint '" + path + "': " + std::to_string(file.size()) +
                       " bytes is shorter than a header; the file is truncated or not a checkpoint");
   }
-  if (std::memcmp(f.data(), kMagic, 8) != 0)
+  char head[kHeaderBytes];
+  file.read_at(0, head, sizeof head);
+  if (std::memcmp(head, kMagic, 8) != 0)
     throw CorruptFile("checkpoint '" + path + "': not a stoke checkpoint (bad magic)");
+  std::uint64_t payload = 0;
+  std::memcpy(&payload, head + 16, sizeof payload);
+  if (payload != file.size() - kHeaderBytes - 4) {
+    throw CorruptFile("checkpoint '" + path + "': header says " + std::to_string(payload) +
+                      " payload bytes, file has " + std::to_string(file.size() - kHeaderBytes - 4) +
+                      "; the file is truncated or was extended");
+  }
+  std::vector<char> bytes;
+  try {
+    bytes.resize(file.size());
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory("checkpoint '" + path + "': no memory to read its " +
+                          std::to_string(file.size()) + " bytes",
+                      file.size(), 0, 0);
+  }
+  file.read_at(0, bytes.data(), bytes.size());
+  return bytes;
+}
+
+// CorruptFile unless every value of a float32 tensor is finite: a diverged
+// model is refused where it is read, whichever command reads it.
+void check_finite(const std::string& path, const std::string& name, const StoredTensor& t) {
+  if (t.dtype != DType::kFloat32) return;
+  for (std::size_t i = 0; i < t.bytes / sizeof(float); ++i) {
+    float v;
+    std::memcpy(&v, t.data + i * sizeof(float), sizeof v);
+    if (!std::isfinite(v)) {
+      throw CorruptFile("checkpoint '" + path + "': tensor '" + name +
+                        "' holds NaN or infinite values (the training that wrote it diverged)");
+    }
+  }
+}
+
+// CorruptFile unless every size in the spec is within what any model stoke
+// builds uses: the spec sizes allocations before the tensors are compared,
+// so a crafted value (a CRC is no signature) must not reach build_model.
+void check_spec_bounds(const std::string& path, const ModelSpec& s) {
+  const auto within = [&](const char* key, double v, double lo, double hi) {
+    if (!(v >= lo && v <= hi)) {
+      throw CorruptFile("checkpoint '" + path + "': model." + key + " = " + std::to_string(v) +
+                        " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+  };
+  within("in_channels", s.in_channels, 1, 64);
+  within("height", s.height, 1, 16384);
+  within("width", s.width, 1, 16384);
+  within("classes", s.classes, 1, 1 << 20);
+  within("stem_width", s.stem_width, 1, 8192);
+  within("blocks_per_stage", s.blocks_per_stage, 0, 64);
+  within("stages", static_cast<double>(s.widths.size()), 0, 16);
+  within("strides", static_cast<double>(s.strides.size()), 0, 16);
+  for (int w : s.widths) within("widths", w, 1, 8192);
+  for (int v : s.strides) within("strides", v, 1, 8);
+  within("dropout", s.dropout, 0, 1);
+  within("width_multiplier", s.width_multiplier, 1e-3, 16);
+}
+
+Parsed parse(const std::string& path) {
+  Parsed out;
+  out.file = read_checked(path);
+  const std::vector<char>& f = out.file;
   Reader header(path, f.data() + 8, kHeaderBytes - 8);
   const auto version = header.pod<std::uint32_t>("version");
   const auto flags = header.pod<std::uint32_t>("flags");
@@ -156,6 +219,7 @@ Parsed parse(const std::string& path) {
   } catch (const InvalidArgument& e) {
     throw CorruptFile("checkpoint '" + path + "': bad model spec: " + e.what());
   }
+  check_spec_bounds(path, out.info.spec);
   out.info.metadata = r.map("metadata");
   out.info.optimizer_kind = r.str("optimizer kind");
   out.info.optimizer_steps = r.pod<std::int64_t>("optimizer steps");
@@ -189,6 +253,7 @@ Parsed parse(const std::string& path) {
                         shape_to_string(t.shape) + " claims " + std::to_string(t.bytes) + " bytes");
     }
     t.data = r.take(t.bytes, "tensor data");
+    check_finite(path, name, t);
     out.tensors.emplace(std::move(name), t);
   }
   if (!r.done())

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "deploy/model_file.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
 #include "stoke/nn/checkpoint.hpp"
@@ -64,6 +65,7 @@ bool EarlyStopping::observe(double val_accuracy) {
 void write_checkpoint(const std::filesystem::path& path, const nn::Model& model,
                       const nn::Optimizer& optimizer,
                       const std::map<std::string, std::string>& metadata) {
+  deploy_detail::require_finite(model, &optimizer, path);
   nn::save_checkpoint(path.string(), model, &optimizer, metadata);
 }
 

@@ -12,6 +12,7 @@
 #include "train/async_logger.hpp"
 #include "train/data_parallel.hpp"
 #include "train/epoch_end.hpp"
+#include "train/finite_snapshot.hpp"
 #include "train/oom_policy.hpp"
 #include "train/step_runner.hpp"
 
@@ -52,6 +53,7 @@ struct Trainer::State {
   std::optional<TrainState> resumed;         // continues the first epoch (position and sums)
   ModelInfo model_info;  // what every checkpoint of this fit says about the model (lib/deploy)
   std::vector<std::string> resumed_history;  // the resumed checkpoint's epochs before this fit
+  detail::FiniteSnapshot finite;             // what a diverged run's stop checkpoint holds
 };
 
 // The loaders for the current device batch (rebuilt when it halves).
@@ -71,6 +73,11 @@ struct Trainer::Loaders {
     vo.augment = {};
     vo.shard_whole_steps = false;  // data-parallel validation sees every sample once
     vo.profiler = nullptr;         // validation is one span of its own
+    // A file cache holds one dataset: the validation set gets PATH.val beside
+    // the training set's PATH (one file for both would be rebuilt by each).
+    const CacheSpec cache = options.cache ? *options.cache : options.context.settings().cache;
+    if (cache.kind == CacheSpec::Kind::kFile)
+      vo.cache = CacheSpec{CacheSpec::Kind::kFile, 0, cache.path + ".val"};
     val_loader.emplace(*val_data, vo);
   }
 };

@@ -3,11 +3,13 @@
 // (oom_policy.cpp), the epoch-end policies (epoch_end.cpp) and the state a
 // checkpoint carries for exact resume (train_state.cpp).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <utility>
 
+#include "deploy/model_file.hpp"
 #include "stoke/distributed.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
@@ -58,10 +60,22 @@ void check_loader_dtype(OutputDtype dtype, Backend& backend) {
   }
 }
 
+// A stop checkpoint's trainer state at `epoch`.
+std::map<std::string, std::string> stop_metadata(const TrainState& s, int epoch) {
+  auto metadata = s.to_metadata();
+  metadata["epoch"] = std::to_string(epoch);
+  return metadata;
+}
+
 void check_options(const TrainerOptions& o) {
   if (o.epochs < 1)
     throw InvalidArgument("TrainerOptions::epochs must be >= 1, got " + std::to_string(o.epochs));
   if (o.batch_size < 0) throw InvalidArgument("TrainerOptions::batch_size must be >= 0 (0 = auto)");
+  // NaN passes every comparison: a NaN rate would train to a NaN model.
+  if (!std::isfinite(o.schedule.base_lr) || o.schedule.base_lr < 0.0f) {
+    throw InvalidArgument("TrainerOptions::schedule.base_lr must be finite and >= 0, got " +
+                          std::to_string(o.schedule.base_lr));
+  }
   if (o.batch_multiplier < 1) {
     throw InvalidArgument("TrainerOptions::batch_multiplier must be >= 1, got " +
                           std::to_string(o.batch_multiplier));
@@ -150,6 +164,7 @@ FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val,
       st.model_info.history = st.resumed_history;  // a resumed run continues its history
     }
     plan_fit(loaders);
+    st.finite.capture(model_, *optimizer_, stop_metadata(train_state(first_epoch), first_epoch));
     for (int epoch = first_epoch; epoch < options_.epochs; ++epoch) {
       std::optional<EpochRecord> record = run_epoch_with_retries(epoch, loaders, result);
       if (!record || end_epoch(epoch, *record, result)) break;
@@ -298,6 +313,16 @@ bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
     if (st.dp->agree_stop(stop_requested_.load())) stop_requested_.store(true);
   }
   const bool writes = !st.dp || st.dp->writes_files();
+  const std::string non_finite = !std::isfinite(record.train_loss)
+                                     ? std::string("the training loss")
+                                     : deploy_detail::first_non_finite(model_, optimizer_.get());
+  if (!non_finite.empty()) {
+    save_stop_checkpoint(epoch, "diverged");  // the last finite state (save_stop_checkpoint)
+    throw NonFinite("training diverged in epoch " + std::to_string(epoch + 1) + ": " + non_finite +
+                    " is NaN or infinite (learning rate " +
+                    std::to_string(options_.schedule.base_lr) +
+                    "); the stop checkpoint holds the last finite state: lower the learning rate");
+  }
   record.profile = profiler_.summary();
   result.log.epochs.push_back(record);
   record_epoch(st.model_info, record);
@@ -321,6 +346,7 @@ bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
       record.validated ? (", val acc " + std::to_string(record.val_accuracy)).c_str() : "",
       record.images_per_second, record.seconds);
   if (writes) st.logger->push(line);
+  st.finite.capture(model_, *optimizer_, stop_metadata(train_state(epoch), epoch));
   if (stop_requested_.load()) {
     result.reason = StopReason::kRequested;
     save_stop_checkpoint(epoch, "stop requested");
@@ -396,8 +422,16 @@ TrainState Trainer::train_state(int epoch) const {
 void Trainer::save_stop_checkpoint(int epoch, const char* why) {
   if (state_->dp && !state_->dp->writes_files())
     return;  // rank 0 writes the run's one stop checkpoint
-  auto metadata = train_state(epoch).to_metadata();
-  metadata["epoch"] = std::to_string(epoch);
+  auto metadata = stop_metadata(train_state(epoch), epoch);
+  // A non-finite model is never written: the state where the run last stood
+  // finite goes in its place (a resume with a lower rate continues from there).
+  if (!deploy_detail::first_non_finite(model_, optimizer_.get()).empty()) {
+    if (!state_->finite.restore(model_, *optimizer_)) {
+      log_error("no stop checkpoint: the model is not finite and no finite state was kept");
+      return;
+    }
+    metadata = state_->finite.metadata();
+  }
   metadata["stopped"] = why;
   if (options_.communicator)
     metadata[kWorldSizeKey] = std::to_string(options_.communicator->world_size());

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <new>
 #include <string_view>
 
 #include "core/text.hpp"
@@ -136,6 +137,13 @@ int run_guarded(const char* command, const char* usage, int (*body)(int, char**)
     return 2;
   } catch (const stoke::Error& e) {
     std::fprintf(stderr, "stoke %s: %s\n", command, e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // A foreign exception must not abort the process: it ends as a message.
+    std::fprintf(stderr, "stoke %s: out of memory (the sizes asked for do not fit)\n", command);
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stoke %s: internal error: %s\n", command, e.what());
     return 1;
   }
 }

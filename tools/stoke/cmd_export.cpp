@@ -2,6 +2,7 @@
 // Writes a model file (or any stoke checkpoint) as ONNX for inference, with
 // the model file's class names and preprocessing in metadata_props.
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,11 @@ constexpr const char* kUsage =
 int run(int argc, char** argv) {
   const stoke_cli::Args args(argc, argv, {"model", "onnx", "opset"}, {"fold-bn", "softmax"});
   const std::string model_path = args.required("model"), out = args.required("onnx");
+  std::error_code ec;
+  if (std::filesystem::equivalent(out, model_path, ec)) {
+    throw stoke_cli::UsageError("--onnx " + out + " is the input --model " + model_path +
+                                "; refusing to overwrite it");
+  }
   stoke::nn::CheckpointInfo info;
   auto model = stoke::nn::load_model(model_path, stoke::cpu_backend(), &info);
   stoke::interchange::OnnxExportOptions o;

@@ -1,7 +1,9 @@
 // stoke train: a folder of images (one subfolder per class) -> a model file.
 // Ctrl-C stops after the current step and writes the stop checkpoint.
+#include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 #include "args.hpp"
@@ -128,7 +130,11 @@ stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t
   o.schedule.kind = stoke::nn::ScheduleKind::kCosine;
   // Adam at 2e-3 with a cosine schedule: a default that learns the synthetic
   // inspection set in a few epochs (SGD at 0.05 stayed at the majority class).
-  o.schedule.base_lr = static_cast<float>(args.get_double("lr", 0.002));
+  const double lr = args.get_double("lr", 0.002);
+  // !(lr > 0) also refuses NaN, which every comparison lets through.
+  if (!(lr > 0.0) || !std::isfinite(lr) || lr > 10.0)
+    throw stoke_cli::UsageError("--lr must be a number in (0, 10], got " + args.get("lr"));
+  o.schedule.base_lr = static_cast<float>(lr);
   const std::string opt = args.get("optimizer", "adam");
   if (opt != "sgd" && opt != "adam" && opt != "adamw")
     throw stoke_cli::UsageError("--optimizer is sgd, adam or adamw");
@@ -252,6 +258,41 @@ int process_count(const stoke_cli::Args& args, const std::vector<int>& devices) 
   return std::max<int>(1, static_cast<int>(devices.size()));
 }
 
+// An output that names an input (--out onto a training image, --log onto
+// --out) would destroy it: refused before anything runs, naming both.
+void refuse_outputs_onto_inputs(const stoke_cli::Args& args) {
+  namespace fs = std::filesystem;
+  const auto same = [](const fs::path& a, const fs::path& b) {
+    std::error_code ec;
+    return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec) || fs::equivalent(a, b, ec);
+  };
+  std::vector<std::pair<std::string, std::string>> outputs = {{"--out", args.get("out")}};
+  if (args.has("log")) outputs.emplace_back("--log", args.get("log"));
+  if (args.has("out")) outputs.emplace_back("--out .stop", args.get("out") + ".stop");
+  std::vector<std::pair<std::string, std::string>> inputs;
+  for (const char* name : {"resume", "init"})
+    if (args.has(name)) inputs.emplace_back(std::string("--") + name, args.get(name));
+  for (const char* name : {"data", "val"}) {
+    if (!args.has(name)) continue;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(args.get(name), ec), end; !ec && it != end;
+         it.increment(ec))
+      if (it->is_regular_file(ec)) inputs.emplace_back(std::string("--") + name, it->path());
+  }
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    for (std::size_t j = i + 1; j < outputs.size(); ++j) {
+      if (same(outputs[i].second, outputs[j].second))
+        throw stoke_cli::UsageError(outputs[i].first + " and " + outputs[j].first + " both name " +
+                                    outputs[i].second);
+    }
+    for (const auto& [flag, path] : inputs) {
+      if (flag != "--resume" && same(outputs[i].second, path))
+        throw stoke_cli::UsageError(outputs[i].first + " " + outputs[i].second + " is the input " +
+                                    flag + " file " + path + "; refusing to overwrite it");
+    }
+  }
+}
+
 int run(int argc, char** argv) {
   stoke_cli::Args args(argc, argv,
                        {"data",   "val",    "split",      "out",       "size",          "channels",
@@ -260,6 +301,7 @@ int run(int argc, char** argv) {
                         "init",   "freeze", "width-mult", "log",       "bucket-kb"},
                        {"json", "balanced-sampler"});
   const std::string out = args.required("out");
+  refuse_outputs_onto_inputs(args);
   const stoke::Config config = stoke::Config::load();  // read once: the launch and this process
   if (!stoke_cli::launched_as_rank()) {
     const auto& request = config.settings().gpu_device;
@@ -314,9 +356,13 @@ int run(int argc, char** argv) {
   stoke::Trainer trainer(*model, o, cb);
   g_trainer = &trainer;
   std::signal(SIGINT, on_interrupt);
+  // SIGTERM is what timeout, systemd, docker stop, Kubernetes and SLURM send:
+  // the same stop checkpoint as Ctrl-C.
+  std::signal(SIGTERM, on_interrupt);
   const auto result = trainer.fit(sets.train, validate ? &sets.val : nullptr, loader);
   g_trainer = nullptr;
   std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   if (!rank0)
     return result.reason == stoke::StopReason::kRequested ? 130 : 0;  // rank 0 writes and reports
   if (args.has("log")) result.log.save(args.get("log"));

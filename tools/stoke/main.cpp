@@ -1,6 +1,7 @@
 // stoke: one command for the whole workflow, git-style subcommands.
 //
 //   stoke <command> [options]      stoke help      stoke <command> --help
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
@@ -39,6 +40,9 @@ int usage(std::FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past `ulimit -f` a write fails with EFBIG (and the atomic writer says so)
+  // instead of SIGXFSZ killing the process with a partial file behind.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) return usage(stderr);
   const std::string_view name = argv[1];
   if (name == "help" || name == "--help" || name == "-h") return usage(stdout);
