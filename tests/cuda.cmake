@@ -22,3 +22,14 @@ add_test(NAME DeviceCheck.RefusesWithoutAGpuInItsPreflight
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu/device_check_refusal_test.sh
                  ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(DeviceCheck.RefusesWithoutAGpuInItsPreflight PROPERTIES TIMEOUT 90)
+
+# The device check's verdict rules on fake step results (a binary listing 0
+# tests, a crash, a bench that prints FAILED, a sanitizer timeout), then the
+# whole script on a fake bundle that "has" a GPU. Not labelled gpu.
+add_test(NAME DeviceCheck.VerdictRulesOnFakeStepResults
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu/device_verdict_test.sh ${PROJECT_SOURCE_DIR})
+add_test(NAME DeviceCheck.VerdictOfAFakeGpuRunWithACrashAndAFailedBench
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu/device_check_fake_run_test.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(DeviceCheck.VerdictRulesOnFakeStepResults
+                     DeviceCheck.VerdictOfAFakeGpuRunWithACrashAndAFailedBench
+                     PROPERTIES TIMEOUT 120)

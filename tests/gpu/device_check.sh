@@ -11,33 +11,70 @@
 #     of value, each guarded by the deadline and `timeout -k`: GPU tests (op
 #     suite, trainer on the GPU, pool, prefetcher, graphs) -> step bench beside
 #     PyTorch -> memory/prefetch benches -> compute-sanitizer memcheck on the
-#     custom kernels -> reruns of the tests that did not pass, one per process;
-#   - a skipped GPU test counts as a failure; no CPU-only test runs here;
-#   - everything goes into one scratch folder tarred into $OUT/results.tgz,
-#     plus $OUT/summary.txt (2 files), and the summary is printed last.
-# Exit: 0 every GPU test passed, 1 something failed, 3 preflight refused.
-# PyTorch runs with the bundle's C++ runtime libraries off the library path.
+#     custom kernels;
+#   - verdicts by tests/gpu/device_verdict.sh (tested on the CPU machine by
+#     device_verdict_test.sh): a skipped GPU test, a binary or filter listing
+#     no test, a bench that crashes, times out or prints FAILED all fail; a
+#     compute-sanitizer timeout is inconclusive; no CPU-only test runs here;
+#   - after a crash of a test binary, what it did not reach runs again in one
+#     process (--gtest_filter of those tests), until all ran or none advances;
+#   - every minute returns an answer: $OUT/summary.txt is rewritten and the
+#     summary so far printed whenever a step ends, a partial tarball
+#     ($OUT/results-partial.tgz) is written once half the budget is gone, and
+#     the end tars everything into $OUT/results.tgz (at most 3 files), the
+#     summary printed last.
+# Exit: 0 every step passed, 1 something failed, 2 nothing failed but something
+# was inconclusive, 3 preflight refused.
+# PyTorch and compute-sanitizer run with the bundle's C++ runtime libraries off
+# the library path.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 3
 OUT=${OUT:-$root/out/device-results}
 bundle=${STOKE_DEVICE_BUNDLE:-$root/out/device}
 budget=${STOKE_DEVICE_BUDGET:-420}
+partial_at=${STOKE_DEVICE_PARTIAL_AT:-$((budget / 2))}  # seconds; the fake-run test sets it
 mkdir -p "$OUT"
+# shellcheck source=device_verdict.sh
+. "$root/tests/gpu/device_verdict.sh" || exit 3
 start=$(date +%s)
 deadline=$((start + budget))
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/stoke-device.XXXXXX")
 summary=$scratch/summary.txt
-failed=0
-not_passed=()
+outcomes=()  # one "pass" / "fail: ..." / "inconclusive: ..." per checked step
+partial_done=0
 
 log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$summary"; }
 note() { echo "$*" >>"$summary"; }
+# outcome <name> <outcome>: records a step's verdict in the summary.
+outcome() {
+  outcomes+=("$2")
+  log "$1: $2"
+}
+# checkpoint: whatever kills this script from outside, $OUT holds the summary
+# so far (and past half the budget a partial tarball of the logs); the output
+# tail holds it too.
+checkpoint() {
+  cp "$summary" "$OUT/summary.txt" 2>/dev/null
+  if ((!partial_done && $(date +%s) - start >= partial_at)); then
+    partial_done=1
+    tar -czf "$OUT/results-partial.tgz" -C "$scratch" . 2>/dev/null
+    note "partial results: results-partial.tgz at $(($(date +%s) - start))s"
+    cp "$summary" "$OUT/summary.txt" 2>/dev/null
+  fi
+  echo "---------------- summary so far ($(($(date +%s) - start))s) ----------------"
+  tail -c 6000 "$summary"
+  echo "---------------- end of summary so far ----------------"
+}
 
 finish() {
   local rc=$1
   log "verdict: $2 (exit $rc)"
-  tar -czf "$OUT/results.tgz" -C "$scratch" . 2>/dev/null || echo "tar of results failed" >&2
+  if tar -czf "$OUT/results.tgz" -C "$scratch" . 2>/dev/null; then
+    rm -f "$OUT/results-partial.tgz"
+  else
+    echo "tar of results failed" >&2
+  fi
   cp "$summary" "$OUT/summary.txt"
   echo "================ summary ($OUT/summary.txt) ================"
   tail -c 10000 "$summary"
@@ -72,7 +109,7 @@ except Exception:
 print(" ".join(d for r in roots for d in sorted(glob.glob(os.path.join(r, "*", "lib")))))
 PY
 )
-# shellcheck disable=SC2086  # the wheel folders have no spaces
+# shellcheck disable=SC2086,SC2046  # the wheel folders have no spaces
 stoke_ld=$(join_path "$bundle/lib" "$libs/deps" $wheel_libs /usr/local/cuda/lib64 \
   /usr/local/cuda/targets/x86_64-linux/lib "$libs/runtime" \
   $(tr : " " <<<"${LD_LIBRARY_PATH:-}"))
@@ -80,6 +117,12 @@ stoke_ld=$(join_path "$bundle/lib" "$libs/deps" $wheel_libs /usr/local/cuda/lib6
 # machine's own environment).
 stoke=(env "LD_LIBRARY_PATH=$stoke_ld" "STOKE_CUDA_PLUGIN=$bundle/lib/libstoke_cuda.so")
 note "stoke LD_LIBRARY_PATH=$stoke_ld"
+# compute-sanitizer is itself a C++ program and its injection library runs in
+# the tested process: the bundle's libstdc++ must not replace the machine's
+# under it, so its path is stoke's less the bundled runtime.
+# shellcheck disable=SC2086,SC2046
+sanitizer_ld=$(join_path "$bundle/lib" "$libs/deps" $wheel_libs /usr/local/cuda/lib64 \
+  /usr/local/cuda/targets/x86_64-linux/lib $(tr : " " <<<"${LD_LIBRARY_PATH:-}"))
 
 # --- step runner: deadline-guarded, one log file per step --------------------
 # step <name> <max seconds> <command...>; returns the command's status,
@@ -98,6 +141,7 @@ step() {
   timeout -k 5 "$secs" "$@" >"$scratch/$name.txt" 2>&1
   local rc=$?
   log "$name: rc=$rc in $(($(date +%s) - t0))s$( ((rc == 124 || rc == 137)) && echo " (timed out at ${secs}s)")"
+  checkpoint
   return "$rc"
 }
 
@@ -118,6 +162,20 @@ done
 [ -z "$core_missing" ] || refuse "unresolved libraries:$core_missing"
 timeout -k 2 8 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap \
   --format=csv,noheader >>"$summary" 2>&1 || note "nvidia-smi: not available or failed"
+# The libraries stoke loads come from these wheels: their versions explain a
+# plugin that does not load or a cuDNN that behaves differently.
+wheels=$(timeout -k 2 10 python3 - <<'PY' 2>&1
+import importlib.metadata as md
+keys = ("cudnn", "cublas", "nccl", "cuda-runtime", "cuda-nvrtc", "nvjitlink")
+found = set()
+for d in md.distributions():
+    n = (d.metadata["Name"] or "").lower().replace("_", "-")
+    if n == "torch" or (n.startswith("nvidia-") and any(k in n for k in keys)):
+        found.add(n + " " + d.version)
+print(", ".join(sorted(found)) or "none found")
+PY
+)
+note "wheels: ${wheels:-python3 did not answer}"
 "${stoke[@]}" timeout -k 2 15 "$bundle/bin/stoke-info" --json >"$scratch/stoke-info.json" 2>"$scratch/stoke-info.err"
 info_rc=$?
 [ "$info_rc" = 0 ] || refuse "stoke-info --json exited $info_rc: $(tail -c 300 "$scratch/stoke-info.err")"
@@ -147,88 +205,115 @@ log "preflight done"
 # --- GPU tests (the most valuable step) -------------------------------------
 jit_cache=$(mktemp -d "${TMPDIR:-/tmp}/stoke-jit.XXXXXX")
 export STOKE_JIT_CACHE=$jit_cache
-# gtest <name> <seconds> <binary> [filter]: runs the tests; a skipped test
-# counts as failed; a test that failed, crashed or was never reached (a CUDA
-# fault is sticky and takes the rest of the process with it) is also queued
-# for a rerun in its own process.
+# gtest <name> <seconds> <binary> [filter]: runs the tests (a skipped one
+# counts as failed). A CUDA fault is sticky and takes the rest of the process
+# with it: after a crash or a timeout, the tests not reached run again in one
+# process (--gtest_filter of them), as long as each round reaches further and
+# the deadline allows. Each round gets the seconds again.
 gtest() {
-  local name=$1 secs=$2 bin=$3 filter=${4:-*} listed passed skipped t
-  [ -x "$bin" ] || { log "$name: $bin missing from the bundle"; failed=1; return; }
-  listed=$("${stoke[@]}" timeout 20 "$bin" --gtest_list_tests --gtest_filter="$filter" |
-    awk '/^[^ ]/{s=$1} /^  /{print s $1}')
+  local name=$1 secs=$2 bin=$3 filter=${4:-*} round=0 left before=-1 rest
+  [ -x "$bin" ] || { outcome "$name" "fail: $bin missing from the bundle"; return; }
+  "${stoke[@]}" timeout 20 "$bin" --gtest_list_tests --gtest_filter="$filter" \
+    >"$scratch/$name.list.txt" 2>&1
+  gtest_list "$scratch/$name.list.txt" >"$scratch/$name.listed"
+  local logs=()
+  if [ ! -s "$scratch/$name.listed" ]; then  # nothing to run: it checked nothing
+    : >"$scratch/$name.status"
+    outcome "$name" "$(gtest_verdict "$scratch/$name.status") (filter $filter)"
+    head -c 300 "$scratch/$name.list.txt" | sed 's/^/  /' >>"$summary"
+    checkpoint
+    return
+  fi
   step "$name" "$secs" "${stoke[@]}" "$bin" --gtest_filter="$filter" \
     --gtest_output="json:$scratch/$name.json"
-  passed=$(grep -oE '^\[       OK \] [^ ]+' "$scratch/$name.txt" 2>/dev/null | awk '{print $4}')
-  skipped=$(grep -oE '^\[  SKIPPED \] [^ ]+ \(' "$scratch/$name.txt" 2>/dev/null | awk '{print $4}')
-  local n=0 nskip=0 nbad=0
-  for t in $listed; do
-    n=$((n + 1))
-    grep -qxF -- "$t" <<<"$passed" && continue
-    if grep -qxF -- "$t" <<<"$skipped"; then nskip=$((nskip + 1)); continue; fi
-    nbad=$((nbad + 1))
-    not_passed+=("$bin $t")
+  [ -f "$scratch/$name.txt" ] && logs+=("$scratch/$name.txt")
+  while :; do
+    gtest_classify "$scratch/$name.listed" "${logs[@]}" >"$scratch/$name.status"
+    rest=$(awk '$1 == "notreached" {print $2}' "$scratch/$name.status")
+    left=$(grep -c . <<<"$rest")
+    [ -n "$rest" ] || break
+    ((before < 0 || left < before)) || { note "  $name: no progress, $left not reached"; break; }
+    before=$left round=$((round + 1))
+    note "  $name: $left test(s) not reached (crash or timeout): rerun $round in one process"
+    step "$name-rest$round" "$secs" "${stoke[@]}" "$bin" --gtest_filter="$(paste -sd: <<<"$rest")" \
+      --gtest_output="json:$scratch/$name-rest$round.json"
+    (($? == 125)) && break
+    [ -f "$scratch/$name-rest$round.txt" ] && logs+=("$scratch/$name-rest$round.txt")
   done
-  log "$name: $((n - nskip - nbad))/$n passed, $nskip skipped (= failed here), $nbad failed/crashed/not reached"
-  grep -E '^\[  FAILED  \] [^ ]+ \(' "$scratch/$name.txt" 2>/dev/null | head -30 >>"$summary"
-  ((nskip == 0)) || grep -m1 -A1 ': Skipped$' "$scratch/$name.txt" | sed 's/^/  first skip: /' >>"$summary"
-  ((nskip + nbad == 0)) || failed=1
+  outcome "$name" "$(gtest_verdict "$scratch/$name.status")"
+  awk '$1 != "passed" {print "  " $1 ": " $2}' "$scratch/$name.status" | head -40 >>"$summary"
+  local first_skip
+  first_skip=$(cat "${logs[@]}" /dev/null | grep -m1 -A1 ': Skipped$' | tr '\n' ' ' | cut -c1-200)
+  [ -z "$first_skip" ] || note "  first skip: $first_skip"
+  # The failure messages of the first failed tests (file:line and the line after).
+  cat "${logs[@]}" /dev/null | grep -m6 -A1 ': Failure$' | cut -c1-200 | sed 's/^/    /' >>"$summary"
+  checkpoint
 }
-# bench_result <step>: a bench that printed "skipped" or an error did not
-# measure anything on the GPU: that is a failure here.
-bench_result() {
-  local f="$scratch/$1.txt"
-  if grep -qE '^skipped|ERROR OCCURRED' "$f" 2>/dev/null; then
-    log "$1: did not measure: $(grep -m1 -E '^skipped|ERROR OCCURRED' "$f" | cut -c1-200)"
-    failed=1
-  fi
+# bench <name> <seconds> <command...>: a bench that crashes, times out, prints
+# FAILED, an error or a skip, or prints nothing, fails.
+bench() {
+  local name=$1
+  step "$@"
+  outcome "$name" "$(bench_verdict $? "$scratch/$name.txt")"
 }
 gtest gpu-tests 200 "$bundle/bin/stoke_gpu_tests"
 gtest cuda-gpu-tests 40 "$bundle/bin/stoke_cuda_tests" 'Gpu*'
+# The paths added since (one line each in the summary; absent ones say so).
+for group in 'Anomaly*:*Anomaly*' '*ReducedPrecision*:*Bf16*:*Fp16*:*Half*' '*Segment*'; do
+  n=$(awk -v pat="$group" 'BEGIN { n = split(pat, p, ":"); for (i = 1; i <= n; i++) { g = p[i]; gsub(/\./, "\\.", g); gsub(/\*/, ".*", g); re[i] = "^" g "$" } }
+       { for (i in re) if ($2 ~ re[i]) { c[$1]++; t++; break } }
+       END { if (t) printf "%d listed, %d passed", t, c["passed"]; else printf "none in this build" }' \
+       "$scratch/gpu-tests.status" 2>/dev/null)
+  note "  paths $group: ${n:-no status}"
+done
 
 # --- step time beside PyTorch on the same GPU -------------------------------
-step step-bench 60 "${stoke[@]}" "$bundle/bin/stoke_bench_cuda_step" --batches 64,256 --steps 10 --warmup 3 \
-  --json "$scratch/step-bench.json"
-bench_result step-bench
+bench step-bench 60 "${stoke[@]}" "$bundle/bin/stoke_bench_cuda_step" --batches 64,256 --steps 10 \
+  --warmup 3 --json "$scratch/step-bench.json"
 tail -12 "$scratch/step-bench.txt" 2>/dev/null | cut -c1-200 >>"$summary"
-step pytorch-step 75 python3 bench/pytorch_gpu_step.py --batches 64,256 \
+bench pytorch-step 75 python3 bench/pytorch_gpu_step.py --batches 64,256 \
   --steps 10 --warmup 3 --json "$scratch/pytorch-step.json"
-bench_result pytorch-step
 tail -12 "$scratch/pytorch-step.txt" 2>/dev/null | cut -c1-200 >>"$summary"
 
 # --- memory and prefetch benches, then the baseline-vs-tuned bench ----------
-step memory-bench 30 "${stoke[@]}" "$bundle/bin/stoke_bench_memory" --benchmark_filter=cuda \
+bench memory-bench 30 "${stoke[@]}" "$bundle/bin/stoke_bench_memory" --benchmark_filter=cuda \
   --benchmark_min_time=0.1
-bench_result memory-bench
 grep -E '^BM_' "$scratch/memory-bench.txt" 2>/dev/null | grep -v 'ERROR OCCURRED' | head -20 >>"$summary"
 if [ -x "$bundle/bin/stoke-bench" ]; then
-  step tuned-bench 90 "${stoke[@]}" "$bundle/bin/stoke-bench" --images 128 --epochs 1 --steps-per-trial 12 --json --config-out "$scratch/tuned.conf"
-  bench_result tuned-bench
+  bench tuned-bench 90 "${stoke[@]}" "$bundle/bin/stoke-bench" --images 128 --epochs 1 \
+    --steps-per-trial 12 --json --config-out "$scratch/tuned.conf"
   tail -15 "$scratch/tuned-bench.txt" 2>/dev/null | cut -c1-200 >>"$summary"
 fi
 
 # --- out-of-bounds accesses of the custom kernels ---------------------------
+# Pooling, ReLU, softmax, dropout, the elementwise ops, the optimizer updates
+# and the uint8 normalize: stoke's own kernels (convolutions and linear layers
+# are cuDNN's and cuBLAS's).
+memcheck() {
+  local name=$1 bin=$2 filter=$3 missing
+  missing=$(LD_LIBRARY_PATH="$sanitizer_ld" timeout 10 ldd "$bin" 2>&1 |
+    grep -E 'not found' | awk '{print $1}' | sort -u | tr '\n' ' ')
+  if [ -n "$missing" ]; then
+    outcome "$name" "inconclusive: $(basename "$bin") does not load without the bundled C++ runtime: $missing"
+    return
+  fi
+  step "$name" 90 env "LD_LIBRARY_PATH=$sanitizer_ld" "STOKE_CUDA_PLUGIN=$bundle/lib/libstoke_cuda.so" \
+    "$sanitizer" --tool memcheck --error-exitcode 99 "$bin" --gtest_filter="$filter"
+  outcome "$name" "$(sanitizer_verdict $? "$scratch/$name.txt")"
+  grep -E 'ERROR SUMMARY|Invalid' "$scratch/$name.txt" 2>/dev/null | head -10 >>"$summary"
+}
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ -n "$sanitizer" ]; then
-  step memcheck 90 "${stoke[@]}" "$sanitizer" --tool memcheck --error-exitcode 99 \
-    "$bundle/bin/stoke_gpu_tests" \
-    --gtest_filter='Gpu/OpSuite.Pool*:Gpu/OpSuite.GlobalAvgPool*:Gpu/OpSuite.Relu*:Gpu/OpSuite.Softmax*:Gpu/OpSuite.Sgd*:Gpu/OpSuite.Adam*:Gpu/OpSuite.Linear*:Gpu/OpSuite.Dropout*'
-  mrc=$?
-  ((mrc == 0 || mrc == 125)) || failed=1
-  grep -E 'ERROR SUMMARY|Invalid' "$scratch/memcheck.txt" 2>/dev/null | head -10 >>"$summary"
+  memcheck memcheck "$bundle/bin/stoke_gpu_tests" \
+    'Gpu/OpSuite.Pool*:Gpu/OpSuite.GlobalAvgPool*:Gpu/OpSuite.Relu*:Gpu/OpSuite.Softmax*:Gpu/OpSuite.Dropout*:Gpu/OpSuite.AddAccumulate*:Gpu/OpSuite.Elementwise*:Gpu/OpSuite.Sgd*:Gpu/OpSuite.Adam*:Gpu/OpSuite.Update*:DeviceStreams.DeviceNormalize*'
+  memcheck memcheck-kernels "$bundle/bin/stoke_cuda_tests" '*GpuKernels.*'
 else
-  log "memcheck: no compute-sanitizer on this machine"
+  outcome memcheck "inconclusive: no compute-sanitizer on this machine"
 fi
 
-# --- reruns, one test per process (a CUDA fault is sticky) -------------------
-i=0
-for entry in "${not_passed[@]}"; do
-  i=$((i + 1))
-  bin=${entry%% *} t=${entry#* }
-  step "rerun-$i" 30 "${stoke[@]}" "$bin" --gtest_filter="$t" || true
-  result=$(grep -oE '^\[ +(OK|FAILED|SKIPPED) +\]' "$scratch/rerun-$i.txt" 2>/dev/null | tail -1)
-  note "  rerun alone: $t: ${result:-no result}"
-  grep -m3 -E 'Failure|error:' "$scratch/rerun-$i.txt" 2>/dev/null | cut -c1-200 | sed 's/^/    /' >>"$summary"
-done
-
-if ((failed)); then finish 1 "FAILED: see the lines above; logs in results.tgz"; fi
-finish 0 "every GPU test passed"
+verdict_exit "${outcomes[@]}"
+case $? in
+  0) finish 0 "every step passed" ;;
+  2) finish 2 "nothing failed, something inconclusive: see the lines above; logs in results.tgz" ;;
+  *) finish 1 "FAILED: see the lines above; logs in results.tgz" ;;
+esac
