@@ -195,4 +195,17 @@ Shape checked_conv_output(OpCheck& check, const Tensor& x, const Tensor& w, cons
   }
 }
 
+void check_batch_norm_training(OpCheck& check, const Tensor& x, const Tensor& gamma,
+                               const Tensor& beta, const Tensor& y, const Tensor& running_mean,
+                               const Tensor& running_var, const Tensor& save_mean,
+                               const Tensor& save_invstd, const BatchNormParams& params) {
+  check.supported("x", x).rank("x", x, 4);
+  const Shape c{x.dim(1)};
+  check.input("x", x, x.shape()).input("gamma", gamma, c).input("beta", beta, c);
+  check.output("y", y, x.shape()).output("running_mean", running_mean, c);
+  check.output("running_var", running_var, c).output("save_mean", save_mean, c);
+  check.output("save_invstd", save_invstd, c);
+  check.require(params.epsilon > 0.0f, "epsilon must be > 0").done();
+}
+
 }  // namespace stoke::detail

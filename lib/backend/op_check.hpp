@@ -73,4 +73,12 @@ class STOKE_INTERNAL OpCheck {
 STOKE_INTERNAL Shape checked_conv_output(OpCheck& check, const Tensor& x, const Tensor& w,
                                          const Conv2dParams& p);
 
+// The checks of a training batch norm's arguments (batch_norm_forward_training
+// and its fused ReLU variant), done() included.
+STOKE_INTERNAL void check_batch_norm_training(OpCheck& check, const Tensor& x, const Tensor& gamma,
+                                              const Tensor& beta, const Tensor& y,
+                                              const Tensor& running_mean, const Tensor& running_var,
+                                              const Tensor& save_mean, const Tensor& save_invstd,
+                                              const BatchNormParams& params);
+
 }  // namespace stoke::detail

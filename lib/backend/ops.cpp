@@ -61,13 +61,8 @@ void Backend::batch_norm_forward_training(const Tensor& x, const Tensor& gamma, 
                                           Tensor& save_mean, Tensor& save_invstd,
                                           const BatchNormParams& params) {
   OpCheck check(*this, Op::kBatchNormForwardTraining);
-  check.supported("x", x).rank("x", x, 4);
-  const Shape c{x.dim(1)};
-  check.input("x", x, x.shape()).input("gamma", gamma, c).input("beta", beta, c);
-  check.output("y", y, x.shape()).output("running_mean", running_mean, c);
-  check.output("running_var", running_var, c).output("save_mean", save_mean, c);
-  check.output("save_invstd", save_invstd, c);
-  check.require(params.epsilon > 0.0f, "epsilon must be > 0").done();
+  detail::check_batch_norm_training(check, x, gamma, beta, y, running_mean, running_var, save_mean,
+                                    save_invstd, params);
   do_batch_norm_forward_training(x, gamma, beta, y, running_mean, running_var, save_mean,
                                  save_invstd, params);
 }

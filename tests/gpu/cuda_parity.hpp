@@ -7,10 +7,12 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "gpu/gpu_fixture.hpp"
 #include "stoke/backend.hpp"
 #include "stoke/cuda.hpp"
+#include "stoke/nn/model.hpp"
 #include "unit/op_test_util.hpp"
 
 namespace stoke::testing {
@@ -58,5 +60,18 @@ class CudaParity : public GpuTest {
 
   std::unique_ptr<GpuBackend> gpu_;
 };
+
+// Copies parameters and buffers of `from` (CPU) into `to` so both start equal.
+inline void copy_model(const nn::Model& from, nn::Model& to) {
+  const std::vector<float> params = from.parameters().to_vector();
+  to.parameters().copy_from_host(params.data());
+  const auto src = from.named_buffers();
+  auto dst = to.named_buffers();
+  ASSERT_EQ(src.size(), dst.size());
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    const std::vector<float> v = src[i].tensor.to_vector();
+    dst[i].tensor.copy_from_host(v.data());
+  }
+}
 
 }  // namespace stoke::testing

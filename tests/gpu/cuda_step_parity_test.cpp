@@ -32,19 +32,6 @@ nn::ModelSpec small_resnet() {
   return spec;
 }
 
-// Copies parameters and buffers of `from` (CPU) into `to` so both start equal.
-void copy_model(const nn::Model& from, nn::Model& to) {
-  const std::vector<float> params = from.parameters().to_vector();
-  to.parameters().copy_from_host(params.data());
-  const auto src = from.named_buffers();
-  auto dst = to.named_buffers();
-  ASSERT_EQ(src.size(), dst.size());
-  for (std::size_t i = 0; i < src.size(); ++i) {
-    const std::vector<float> v = src[i].tensor.to_vector();
-    dst[i].tensor.copy_from_host(v.data());
-  }
-}
-
 TEST_F(CudaParity, TrainingStepsMatchTheCpu) {
   const nn::ModelSpec spec = small_resnet();
   auto cpu_model = nn::build_model(cpu(), spec, 7);

@@ -22,18 +22,6 @@ nn::ModelSpec plan_resnet() {
   return spec;
 }
 
-void copy_model(const nn::Model& from, nn::Model& to) {
-  const std::vector<float> params = from.parameters().to_vector();
-  to.parameters().copy_from_host(params.data());
-  const auto src = from.named_buffers();
-  auto dst = to.named_buffers();
-  ASSERT_EQ(src.size(), dst.size());
-  for (std::size_t i = 0; i < src.size(); ++i) {
-    const std::vector<float> v = src[i].tensor.to_vector();
-    dst[i].tensor.copy_from_host(v.data());
-  }
-}
-
 TEST_F(CudaParity, InferencePlanMatchesTheCpuAndRefoldsAfterAStep) {
   gpu().set_strict_fp32(true);
   const nn::ModelSpec spec = plan_resnet();
