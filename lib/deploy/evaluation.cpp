@@ -5,13 +5,14 @@
 #include <sstream>
 
 #include "core/text.hpp"
-#include "deploy/model_file.hpp"
-#include "deploy/text.hpp"
+#include "modelfile/model_file.hpp"
+#include "modelfile/text.hpp"
+#include "stoke/deploy.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke {
 
-using deploy_detail::float_text;
+using modelfile_detail::float_text;
 
 namespace {
 
@@ -157,12 +158,12 @@ Evaluation evaluate(Predictor& predictor, const Dataset& dataset, const Evaluati
   const ModelInfo& info = predictor.info();
   if (dataset.class_names() != info.class_names) {
     throw InvalidArgument("stoke::evaluate: the dataset's classes (" +
-                          deploy_detail::join(dataset.class_names(), ",") +
-                          ") are not the model's (" + deploy_detail::join(info.class_names, ",") +
-                          ")");
+                          modelfile_detail::join(dataset.class_names(), ",") +
+                          ") are not the model's (" +
+                          modelfile_detail::join(info.class_names, ",") + ")");
   }
   const std::size_t n = dataset.size(), k = info.class_names.size();
-  Loader loader(dataset, deploy_detail::loader_options_for(
+  Loader loader(dataset, modelfile_detail::loader_options_for(
                              info, std::max<std::size_t>(1, options.batch_size)));
   std::vector<float> batch(loader.batch_size() * predictor.sample_size());
   std::vector<std::int32_t> labels(n), batch_labels(loader.batch_size());

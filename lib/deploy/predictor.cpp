@@ -8,11 +8,12 @@
 #include <functional>
 #include <mutex>
 
-#include "deploy/model_file.hpp"
 #include "deploy/preprocess.hpp"
-#include "deploy/text.hpp"
+#include "modelfile/model_file.hpp"
+#include "modelfile/text.hpp"
 #include "nn/fused_inference.hpp"
 #include "stoke/backend.hpp"
+#include "stoke/deploy.hpp"
 #include "stoke/error.hpp"
 #include "stoke/program.hpp"
 
@@ -134,7 +135,7 @@ struct ForwardWorker {
 };
 
 struct Predictor::Impl {
-  deploy_detail::LoadedModel loaded;
+  modelfile_detail::LoadedModel loaded;
   SimdLevel level = SimdLevel::kScalar;
   SelfCheckResult check;
   std::unique_ptr<nn::FusedInference> plan;
@@ -217,7 +218,7 @@ struct Predictor::Impl {
 Predictor::Predictor(const std::filesystem::path& model_file, PredictorOptions options)
     : impl_(std::make_unique<Impl>()) {
   Backend& backend = options.backend ? *options.backend : default_backend();
-  impl_->loaded = deploy_detail::load_model_file(model_file, backend);
+  impl_->loaded = modelfile_detail::load_model_file(model_file, backend);
   impl_->level = default_simd_level();
   impl_->plan = std::make_unique<nn::FusedInference>(impl_->loaded.model->network());
   std::unique_ptr<Backend> probe = backend.make_worker();

@@ -28,7 +28,7 @@ constexpr const char* kUsage =
   Writes the best model (by validation accuracy) to MODEL, or the final one without validation;
   Ctrl-C writes MODEL.stop and exits. --report DIR evaluates MODEL on the validation set.
   --log writes the per-epoch train log (loss, accuracy, images/s, each profiler stage's time).
-  --resume continues a MODEL.stop (or best) checkpoint exactly. --nproc N trains data-parallel
+  --resume continues a MODEL.stop checkpoint exactly (or a best MODEL, with a fresh optimizer). --nproc N trains data-parallel
   with N processes on this machine (CPU ranks sharing the cores, or one per device of a
   STOKE_GPU_DEVICE list; a list without --nproc starts one rank per listed device; see
   docs/distributed.md); CPU ranks average gradients in buckets of K KiB (25600) while backward
