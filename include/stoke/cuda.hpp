@@ -147,11 +147,16 @@ class STOKE_API GpuBackend : public Backend {
   // backend has no device collectives.
   virtual std::vector<std::uint8_t> new_device_group_id();
   // This rank's member of group `id` of `world_size` ranks on this backend's
-  // device and stream; blocks until every rank joined. InvalidArgument for a
-  // rank outside the world or an id of the wrong size, Unsupported without
-  // device collectives, CommunicationError when the library fails.
+  // device and stream; blocks until every rank joined, at most
+  // `timeout_seconds`, and so does every later wait on the group (a
+  // collective's enqueue, a synchronize of the stream while a collective is
+  // queued, the group's destruction): past it, or on an error the library
+  // reports while waiting, the group is aborted and the call throws
+  // CommunicationError. InvalidArgument for a rank outside the world or an id
+  // of the wrong size, Unsupported without device collectives.
   virtual std::unique_ptr<DeviceCommunicator> join_device_group(int rank, int world_size,
-                                                                std::span<const std::uint8_t> id);
+                                                                std::span<const std::uint8_t> id,
+                                                                double timeout_seconds = 60.0);
 };
 
 // The backend's GPU surface, or nullptr for a host backend: backend.gpu().

@@ -87,6 +87,9 @@ class STOKE_API Communicator {
   // their next collective fails (the file store's directory), so that their
   // error names it. Never throws; a no-op where the store cannot hold it.
   virtual void report_failure(const std::string& cause) noexcept { (void)cause; }
+  // The bound on every collective (DistributedOptions::timeout_seconds); a
+  // device group made beside this communicator uses the same bound.
+  virtual double timeout_seconds() const noexcept { return 60.0; }
 
   // The element-wise mean over ranks: allreduce_sum, then * 1/world_size.
   void allreduce_mean(std::span<float> data);

@@ -24,7 +24,8 @@ std::vector<std::uint8_t> GpuBackend::new_device_group_id() {
 }
 
 std::unique_ptr<DeviceCommunicator> GpuBackend::join_device_group(int, int,
-                                                                  std::span<const std::uint8_t>) {
+                                                                  std::span<const std::uint8_t>,
+                                                                  double) {
   throw Unsupported("device group on " + name() + ": " + device_collectives_unavailable());
 }
 

@@ -67,6 +67,7 @@ class GlooCommunicator final : public Communicator {
   int rank() const noexcept override { return options_.rank; }
   int world_size() const noexcept override { return options_.world_size; }
   std::string name() const override { return "gloo/tcp"; }
+  double timeout_seconds() const noexcept override { return options_.timeout_seconds; }
 
   void allreduce_sum(std::span<float> data) override {
     if (data.empty()) return;

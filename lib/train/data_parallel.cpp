@@ -75,7 +75,7 @@ DeviceCommunicator* DataParallel::device_communicator(Tensor& tensor) {
   }
   const std::vector<std::uint8_t> id = share_group_id(
       comm_, [gpu] { return gpu->new_device_group_id(); }, kDeviceGroupIdBytes);
-  device_ = gpu->join_device_group(comm_.rank(), comm_.world_size(), id);
+  device_ = gpu->join_device_group(comm_.rank(), comm_.world_size(), id, comm_.timeout_seconds());
   device_backend_ = gpu;
   log_info("data-parallel gradients on " + device_->name() + " (" + gpu->name() +
            ", compute stream)");

@@ -5,6 +5,8 @@
 // before it, with no host synchronization in between.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <string>
 #include <vector>
 
 #include "distributed/group_id.hpp"
@@ -71,6 +73,44 @@ TEST_F(NcclGroup, RefusesBadRanksIdsAndTensorsByName) {
   EXPECT_THROW(group->allreduce_sum(host), InvalidArgument);
   Tensor u8(*gpu_, Shape{4}, DType::kUInt8);
   EXPECT_THROW(group->allreduce_mean(u8), InvalidArgument);
+}
+
+// Fault injection on one device: a group of two whose second rank never
+// joins. The non-blocking init is polled under the deadline and aborted, so
+// this rank gets a CommunicationError instead of waiting for ever.
+TEST_F(NcclGroup, APeerThatNeverJoinsIsAbortedAtTheDeadline) {
+  const auto id = gpu_->new_device_group_id();
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    auto group = gpu_->join_device_group(0, 2, id, 3.0);
+    FAIL() << "a group of two formed with one rank";
+  } catch (const CommunicationError& e) {
+    EXPECT_NE(std::string(e.what()).find("did not complete on rank 0 within 3.0 s"),
+              std::string::npos)
+        << e.what();
+  }
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(waited, 3.0);
+  EXPECT_LT(waited, 30.0);
+  // The backend stays usable after the abort.
+  Tensor t(*gpu_, Shape{8});
+  t.copy_from_host(ramp(8).data());
+  gpu_->scale(t, 2.0f);
+  EXPECT_EQ(t.to_vector()[1], 2.0f * ramp(8)[1]);
+}
+
+// A synchronize while a collective is queued goes through the group's
+// bounded wait and returns once the stream is idle; the group then finalizes.
+TEST_F(NcclGroup, SynchronizeWithAQueuedCollectiveWaitsThroughTheGroup) {
+  auto group = join_one();
+  const std::vector<float> input = ramp(4096);
+  Tensor t(*gpu_, Shape{4096});
+  t.copy_from_host(input.data());
+  group->allreduce_sum(t);
+  gpu_->synchronize();
+  group.reset();  // finalize + destroy, bounded
+  EXPECT_EQ(t.to_vector(), input);
 }
 
 }  // namespace

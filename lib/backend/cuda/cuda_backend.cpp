@@ -211,6 +211,10 @@ void CudaBackend::write_values(Tensor& tensor, std::span<const float> values) {
 
 void CudaBackend::synchronize() {
   make_current();
+  if (collective_watch_ && collective_watch_->collective_queued()) {
+    collective_watch_->wait_stream();  // bounded: a dead peer cannot hang it
+    return;
+  }
   STOKE_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 

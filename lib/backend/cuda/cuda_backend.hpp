@@ -75,7 +75,19 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   std::string device_collectives_unavailable() const override;
   std::vector<std::uint8_t> new_device_group_id() override;
   std::unique_ptr<DeviceCommunicator> join_device_group(int rank, int world_size,
-                                                        std::span<const std::uint8_t> id) override;
+                                                        std::span<const std::uint8_t> id,
+                                                        double timeout_seconds) override;
+  // A device group on this backend's stream (nccl_communicator.cpp) while it
+  // lives: synchronize() then waits through it, bounded, when a collective is
+  // queued, instead of blocking in the driver on a peer that never comes.
+  struct CollectiveWatch {
+    virtual ~CollectiveWatch() = default;
+    virtual bool collective_queued() const noexcept = 0;
+    // Waits until the stream is idle; CommunicationError (group aborted) on
+    // an error or past the group's deadline.
+    virtual void wait_stream() = 0;
+  };
+  void set_collective_watch(CollectiveWatch* watch) noexcept { collective_watch_ = watch; }
 
   // --- for the op files ----------------------------------------------------
   cudaStream_t stream() const noexcept { return stream_; }
@@ -111,7 +123,8 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   std::shared_ptr<MemoryPool> pool_;
   CudaBackendOptions options_;
   cudaStream_t stream_ = nullptr;
-  std::unique_ptr<KernelSet> kernels_;  // loaded on first use
+  CollectiveWatch* collective_watch_ = nullptr;  // the live device group, if any
+  std::unique_ptr<KernelSet> kernels_;           // loaded on first use
   std::mutex kernels_mutex_;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;

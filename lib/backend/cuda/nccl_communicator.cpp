@@ -2,9 +2,14 @@
 // a ncclUniqueId (rank 0 makes it, the host communicator carries it to the
 // others), allreduce on the backend's compute stream in stream order.
 // libnccl is loaded on first use (dlopen), so the plugin still loads where
-// CUDA is but NCCL is not. Without NCCL at build time (STOKE_HAVE_NCCL unset)
-// or at run time the backend says why, and data-parallel training averages
-// gradients through the host.
+// CUDA is but NCCL is not. The communicator is non-blocking: init, each
+// collective's enqueue, a synchronize while a collective is queued and the
+// destruction are polled (ncclCommGetAsyncError, cudaStreamQuery) under the
+// host communicator's timeout, and an error or the deadline aborts the group
+// (ncclCommAbort) with a CommunicationError: a dead or absent peer cannot
+// hang this rank (lib/distributed/deadline_wait.hpp). Without NCCL at build time (STOKE_HAVE_NCCL
+// unset) or at run time the backend says why, and data-parallel training averages gradients through
+// the host.
 #include <dlfcn.h>
 
 #include <cstring>
@@ -12,6 +17,7 @@
 
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/device_runtime.hpp"
+#include "distributed/deadline_wait.hpp"
 #include "stoke/distributed.hpp"
 #include "stoke/error.hpp"
 
@@ -33,7 +39,10 @@ static_assert(sizeof(ncclUniqueId) == kDeviceGroupIdBytes, "ncclUniqueId is not 
 struct NcclApi {
   decltype(&::ncclGetVersion) get_version = nullptr;
   decltype(&::ncclGetUniqueId) get_unique_id = nullptr;
-  decltype(&::ncclCommInitRank) comm_init_rank = nullptr;
+  decltype(&::ncclCommInitRankConfig) comm_init_rank_config = nullptr;
+  decltype(&::ncclCommGetAsyncError) comm_get_async_error = nullptr;
+  decltype(&::ncclCommFinalize) comm_finalize = nullptr;
+  decltype(&::ncclCommAbort) comm_abort = nullptr;
   decltype(&::ncclCommDestroy) comm_destroy = nullptr;
   decltype(&::ncclAllReduce) all_reduce = nullptr;
   decltype(&::ncclGetErrorString) error_string = nullptr;
@@ -60,7 +69,10 @@ const NcclApi& nccl() {
     }
     resolve(library, "ncclGetVersion", a.get_version, a.error);
     resolve(library, "ncclGetUniqueId", a.get_unique_id, a.error);
-    resolve(library, "ncclCommInitRank", a.comm_init_rank, a.error);
+    resolve(library, "ncclCommInitRankConfig", a.comm_init_rank_config, a.error);
+    resolve(library, "ncclCommGetAsyncError", a.comm_get_async_error, a.error);
+    resolve(library, "ncclCommFinalize", a.comm_finalize, a.error);
+    resolve(library, "ncclCommAbort", a.comm_abort, a.error);
     resolve(library, "ncclCommDestroy", a.comm_destroy, a.error);
     resolve(library, "ncclAllReduce", a.all_reduce, a.error);
     resolve(library, "ncclGetErrorString", a.error_string, a.error);
@@ -133,25 +145,62 @@ std::string nccl_version() {
          "." + std::to_string(version % 100);
 }
 
-class NcclCommunicator final : public DeviceCommunicator {
+using distributed_detail::Progress;
+
+// The message of an asynchronous NCCL status, with NCCL's last error.
+std::string async_error_text(ncclResult_t status) {
+  std::string why =
+      std::string(nccl().error_string(status)) + " (status " + std::to_string(status) + ")";
+  if (const char* last = nccl().last_error(nullptr); last && *last) why += ": " + std::string(last);
+  if (const char* hint = nccl_hint(status)) why += "; " + std::string(hint);
+  return why;
+}
+
+class NcclCommunicator final : public DeviceCommunicator, public CudaBackend::CollectiveWatch {
  public:
-  NcclCommunicator(CudaBackend& backend, int rank, int world, const ncclUniqueId& id)
-      : backend_(backend), rank_(rank), world_(world) {
+  NcclCommunicator(CudaBackend& backend, int rank, int world, const ncclUniqueId& id,
+                   double timeout_seconds)
+      : backend_(backend), rank_(rank), world_(world), timeout_(timeout_seconds) {
     const DeviceScope scope(backend_.device());
-    STOKE_NCCL_CHECK(nccl().comm_init_rank(&comm_, world_, id, rank_), rank_, world_);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // every wait below is ours to bound
+    const ncclResult_t status = nccl().comm_init_rank_config(&comm_, world_, id, rank_, &config);
+    if (status != ncclSuccess && status != ncclInProgress) {
+      if (comm_) nccl().comm_abort(comm_);
+      nccl_failure(status, "ncclCommInitRankConfig", __FILE__, __LINE__, rank_, world_);
+    }
+    wait_group("NCCL init (ncclCommInitRankConfig, " + std::to_string(world_) + " ranks)");
+    backend_.set_collective_watch(this);
   }
 
   ~NcclCommunicator() override {
-    // Queued collectives finish before the communicator goes.
+    backend_.set_collective_watch(nullptr);
+    // Queued collectives finish before the communicator goes, within the
+    // deadline; a failed or late group is aborted instead (never a hang,
+    // never a throw).
     try {
       const DeviceScope scope(backend_.device());
-      STOKE_CUDA_WARN(cudaStreamSynchronize(backend_.stream()));
+      if (!aborted_) wait_stream();
+      if (!aborted_) {
+        const ncclResult_t status = nccl().comm_finalize(comm_);
+        if (status != ncclSuccess && status != ncclInProgress) {
+          log_warn("ncclCommFinalize on rank " + std::to_string(rank_) + ": " +
+                   async_error_text(status));
+          abort_group();
+        } else {
+          wait_group("ncclCommFinalize");
+        }
+      }
+    } catch (const std::exception& e) {
+      log_warn(std::string("NCCL group on ") + backend_.name() + ": " + e.what());
+    } catch (...) {
+      // The device is gone: nothing left to release (never throw here).
+    }
+    if (!aborted_) {
       if (const ncclResult_t status = nccl().comm_destroy(comm_); status != ncclSuccess) {
         log_warn("ncclCommDestroy on rank " + std::to_string(rank_) + ": " +
                  nccl().error_string(status));
       }
-    } catch (...) {
-      // The device is gone: nothing left to release (never throw here).
     }
   }
 
@@ -165,24 +214,85 @@ class NcclCommunicator final : public DeviceCommunicator {
   void allreduce_sum(Tensor& tensor) override { allreduce(tensor, ncclSum, "allreduce_sum"); }
   void allreduce_mean(Tensor& tensor) override { allreduce(tensor, ncclAvg, "allreduce_mean"); }
 
+  // CudaBackend::CollectiveWatch
+  bool collective_queued() const noexcept override { return queued_; }
+  void wait_stream() override {
+    if (aborted_) throw CommunicationError(aborted_message(), rank_);
+    const cudaStream_t stream = backend_.stream();
+    distributed_detail::wait_or_abort(
+        [&](std::string& why) {
+          const cudaError_t e = cudaStreamQuery(stream);
+          if (e == cudaSuccess) return Progress::kDone;
+          if (e != cudaErrorNotReady) {
+            why = std::string("the stream failed: ") + cudaGetErrorString(e);
+            return Progress::kFailed;
+          }
+          return poll_group(why);
+        },
+        [this] { abort_group(); }, timeout_,
+        "waiting for the NCCL collectives queued on " + backend_.name(), rank_);
+    queued_ = false;
+  }
+
  private:
   void allreduce(Tensor& tensor, ncclRedOp_t op, const char* what) {
     if (!tensor.defined() || &tensor.backend() != &backend_ || tensor.dtype() != DType::kFloat32) {
       throw InvalidArgument(std::string("NCCL ") + what + " on " + backend_.name() +
                             ": the tensor must be float32 on this backend");
     }
+    if (aborted_) throw CommunicationError(aborted_message(), rank_);
     float* data = tensor.data<float>();
     const auto count = static_cast<std::size_t>(tensor.numel());
     const DeviceScope scope(backend_.device());
-    STOKE_NCCL_CHECK(
-        nccl().all_reduce(data, data, count, ncclFloat32, op, comm_, backend_.stream()), rank_,
-        world_);
+    const ncclResult_t status =
+        nccl().all_reduce(data, data, count, ncclFloat32, op, comm_, backend_.stream());
+    if (status != ncclSuccess && status != ncclInProgress) {
+      abort_group();
+      nccl_failure(status, "ncclAllReduce", __FILE__, __LINE__, rank_, world_);
+    }
+    queued_ = true;
+    if (status == ncclInProgress) wait_group(std::string("ncclAllReduce (") + what + ") enqueue");
+  }
+
+  // The group's asynchronous state: in progress, done, or an error.
+  Progress poll_group(std::string& why) const {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t status = nccl().comm_get_async_error(comm_, &state);
+    if (status != ncclSuccess) state = status;
+    if (state == ncclSuccess) return Progress::kDone;
+    if (state == ncclInProgress) return Progress::kPending;
+    why = async_error_text(state);
+    return Progress::kFailed;
+  }
+
+  // Waits until the group's last call completed (init, an enqueue, finalize).
+  void wait_group(const std::string& what) {
+    distributed_detail::wait_or_abort([this](std::string& why) { return poll_group(why); },
+                                      [this] { abort_group(); }, timeout_, what, rank_);
+  }
+
+  void abort_group() noexcept {
+    if (aborted_ || !comm_) return;
+    aborted_ = true;
+    queued_ = false;
+    if (const ncclResult_t status = nccl().comm_abort(comm_); status != ncclSuccess) {
+      log_warn("ncclCommAbort on rank " + std::to_string(rank_) + ": " +
+               nccl().error_string(status));
+    }
+  }
+
+  std::string aborted_message() const {
+    return "the NCCL group on " + backend_.name() + " (rank " + std::to_string(rank_) + " of " +
+           std::to_string(world_) + ") was aborted after an earlier failure";
   }
 
   CudaBackend& backend_;
   int rank_;
   int world_;
+  double timeout_;
   ncclComm_t comm_ = nullptr;
+  bool queued_ = false;   // a collective was enqueued since the stream was last idle
+  bool aborted_ = false;  // ncclCommAbort ran: the group is gone
 };
 
 }  // namespace
@@ -200,8 +310,9 @@ std::vector<std::uint8_t> CudaBackend::new_device_group_id() {
   return bytes;
 }
 
-std::unique_ptr<DeviceCommunicator> CudaBackend::join_device_group(
-    int rank, int world_size, std::span<const std::uint8_t> id) {
+std::unique_ptr<DeviceCommunicator> CudaBackend::join_device_group(int rank, int world_size,
+                                                                   std::span<const std::uint8_t> id,
+                                                                   double timeout_seconds) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     throw InvalidArgument("NCCL group on " + name() + ": rank " + std::to_string(rank) +
                           " outside a world of " + std::to_string(world_size));
@@ -214,7 +325,7 @@ std::unique_ptr<DeviceCommunicator> CudaBackend::join_device_group(
   nccl_or_throw(name());
   ncclUniqueId unique{};
   std::memcpy(&unique, id.data(), sizeof unique);
-  return std::make_unique<NcclCommunicator>(*this, rank, world_size, unique);
+  return std::make_unique<NcclCommunicator>(*this, rank, world_size, unique, timeout_seconds);
 }
 
 #else  // no NCCL at build time
@@ -228,7 +339,8 @@ std::vector<std::uint8_t> CudaBackend::new_device_group_id() {
 }
 
 std::unique_ptr<DeviceCommunicator> CudaBackend::join_device_group(int, int,
-                                                                   std::span<const std::uint8_t>) {
+                                                                   std::span<const std::uint8_t>,
+                                                                   double) {
   throw Unsupported("NCCL group on " + name() + ": " + device_collectives_unavailable());
 }
 
