@@ -160,6 +160,16 @@ class STOKE_API MemoryPool {
   // Blocks until every pending free's fence has passed and makes those blocks free.
   void synchronize();
 
+  // While a CUDA graph is captured on the pool's device (CudaBackend::capture),
+  // between begin_capture() and end_capture(): no chunk goes back to the
+  // provider and no fence is queried or waited on (a cudaFree or an event
+  // query from the capturing thread would break the capture, and a refused
+  // free would drop the chunk from the books while it stays allocated). An
+  // allocation that would need either fails with OutOfMemory; the chunks stay
+  // reserved and counted against the cap. Calls nest.
+  void begin_capture();
+  void end_capture();
+
   PoolStats stats() const;
   void reset_peak();
   std::uint64_t cap() const noexcept { return options_.cap; }
@@ -196,6 +206,7 @@ class STOKE_API MemoryPool {
   std::uint64_t peak_ = 0;                      // peak in use seen under the lock (with small_)
   std::uint64_t retired_hits_ = 0;              // cache hits of caches already retired
   std::uint64_t failed_ = 0;
+  int captures_ = 0;  // begin_capture() calls not yet ended
 };
 
 // Move-only owner of one pool block; frees it on its stream when it dies.

@@ -87,7 +87,7 @@ std::string MemoryPool::name() const {
 }
 
 void MemoryPool::collect_locked(bool wait) {
-  if (blocks_->pending_count() == 0) return;
+  if (captures_ > 0 || blocks_->pending_count() == 0) return;
   blocks_->reclaim(
       [&](std::uint64_t fence) {
         if (wait) provider_->wait_fence(fence);
@@ -128,6 +128,7 @@ bool MemoryPool::grow_locked(std::size_t bytes) {
 }
 
 std::uint64_t MemoryPool::release_free_chunks_locked() {
+  if (captures_ > 0) return 0;  // see begin_capture()
   std::uint64_t released = 0;
   for (const auto& chunk : blocks_->take_free_chunks()) {
     provider_->free_chunk(reinterpret_cast<void*>(chunk.base), chunk.size);
@@ -218,6 +219,16 @@ std::uint64_t MemoryPool::trim() {
 void MemoryPool::synchronize() {
   std::lock_guard lock(shared_->mutex);
   collect_locked(true);
+}
+
+void MemoryPool::begin_capture() {
+  std::lock_guard lock(shared_->mutex);
+  ++captures_;
+}
+
+void MemoryPool::end_capture() {
+  std::lock_guard lock(shared_->mutex);
+  if (captures_ > 0) --captures_;
 }
 
 PoolStats MemoryPool::stats() const {

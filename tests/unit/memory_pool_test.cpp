@@ -90,6 +90,30 @@ TEST(MemoryPool, GrowsLazilyInChunksUpToTheCap) {
   EXPECT_EQ(pool.stats().peak_in_use, 1024u + 5 * kMiB + 6 * kMiB);
 }
 
+// During a graph capture the pool neither hands chunks back (a refused
+// cudaFree would drop a chunk from the books while it stays allocated) nor
+// queries or waits on fences; after the capture both resume.
+TEST(MemoryPool, DuringACaptureNoChunkIsFreedAndNoFenceIsWaitedOn) {
+  FakeState fake;
+  MemoryPool pool(std::make_unique<FakeChunks>(&fake), options(16 * kMiB));
+  void* x = pool.allocate(1 * kMiB);   // a 4 MiB chunk
+  void* a = pool.allocate(10 * kMiB);  // a 10 MiB chunk: 14 MiB reserved
+  pool.deallocate(x, stream_a());      // pending behind fence 1
+  pool.deallocate(a);                  // a whole free chunk
+  pool.begin_capture();
+  EXPECT_THROW(pool.allocate(12 * kMiB), OutOfMemory);  // would free a chunk and wait
+  EXPECT_EQ(pool.trim(), 0u);
+  EXPECT_TRUE(fake.waited.empty());
+  EXPECT_EQ(fake.chunks.size(), 2u);
+  EXPECT_EQ(pool.stats().reserved, 14 * kMiB) << "the chunks stay on the books";
+  pool.end_capture();
+  void* b = pool.allocate(12 * kMiB);  // waits for fence 1, frees both chunks, grows 12 MiB
+  EXPECT_NE(b, nullptr);
+  EXPECT_EQ(fake.waited, std::vector<std::uint64_t>{1});
+  EXPECT_EQ(fake.chunks.size(), 1u);
+  pool.deallocate(b);
+}
+
 TEST(MemoryPool, OutOfMemoryNamesCapRequestUseAndKnobAndPoolRecovers) {
   FakeState fake;
   MemoryPool pool(std::make_unique<FakeChunks>(&fake), options(16 * kMiB));

@@ -67,6 +67,7 @@ std::unique_ptr<CapturedStep> CudaBackend::capture(const std::function<void()>& 
     return fail(std::string("cudaStreamBeginCapture: ") + cudaGetErrorString(status));
   }
   capturing_ = true;
+  pool_->begin_capture();  // no cudaFree, no fence query until it ends
   held_during_capture_.clear();
   std::string error;
   try {
@@ -79,6 +80,7 @@ std::unique_ptr<CapturedStep> CudaBackend::capture(const std::function<void()>& 
   cudaGraph_t graph = nullptr;
   status = cudaStreamEndCapture(stream_, &graph);
   capturing_ = false;
+  pool_->end_capture();
   std::vector<void*> held = std::move(held_during_capture_);
   held_during_capture_.clear();
   const auto release_held = [&] {
