@@ -8,3 +8,8 @@ add_test(NAME Anomaly.PatchCoreParityWithPyTorch
                  $<TARGET_FILE:stoke_anomaly_tool> ${CMAKE_CURRENT_BINARY_DIR}/anomaly_parity)
 set_tests_properties(Anomaly.PatchCoreParityWithPyTorch
                      PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS python)
+
+# The CLI's anomaly path (train --task anomaly -> eval -> predict, the memory cap).
+add_test(NAME Cli.AnomalyTrainEvalPredict
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_anomaly.sh $<TARGET_FILE:stoke_cli>)
+set_tests_properties(Cli.AnomalyTrainEvalPredict PROPERTIES TIMEOUT 300)

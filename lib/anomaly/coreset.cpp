@@ -2,10 +2,12 @@
 #include "anomaly/coreset.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
 
+#include "anomaly/knn.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
 
@@ -36,16 +38,19 @@ std::pair<float, std::int64_t> farthest_in_block(std::span<const float> rows, st
   const std::size_t end = std::min(static_cast<std::size_t>(count), (block + 1) * kGrain);
   for (std::size_t r = block * kGrain; r < end; ++r) {
     const float* row = rows.data() + r * static_cast<std::size_t>(width);
-    double sq = 0.0;
-    for (std::int64_t i = 0; i < width; ++i) {
-      const double d = static_cast<double>(row[i]) - center[i];
-      sq += d * d;
-    }
     float& m = min_distance[r];
-    m = std::min(m, static_cast<float>(std::sqrt(sq)));
+    m = std::min(m, static_cast<float>(euclidean_distance(row, center, width)));
     if (m > local.first) local = {m, static_cast<std::int64_t>(r)};
   }
   return local;
+}
+
+// The progress line: at every tenth of the coreset, with the time so far.
+void progress(std::int64_t done, std::int64_t total, std::chrono::steady_clock::time_point start) {
+  if (total < 10 || done % (total / 10) != 0) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  log_info("anomaly: coreset " + std::to_string(done) + "/" + std::to_string(total) + " (" +
+           std::to_string(static_cast<int>(s)) + " s)");
 }
 
 }  // namespace
@@ -112,6 +117,7 @@ std::vector<std::int64_t> k_center_greedy(std::span<const float> rows, std::int6
   chosen.reserve(static_cast<std::size_t>(select));
   const std::size_t blocks = (static_cast<std::size_t>(count) + kGrain - 1) / kGrain;
   std::vector<std::pair<float, std::int64_t>> best(blocks);
+  const auto start = std::chrono::steady_clock::now();
   while (static_cast<std::int64_t>(chosen.size()) < select) {
     const float* c = rows.data() + center * width;
     // Fixed blocks of kGrain rows, whatever chunks the arena makes of them.
@@ -129,6 +135,7 @@ std::vector<std::int64_t> k_center_greedy(std::span<const float> rows, std::int6
     center = far.second;
     min_distance[static_cast<std::size_t>(center)] = 0.0f;
     chosen.push_back(center);
+    progress(static_cast<std::int64_t>(chosen.size()), select, start);
   }
   return chosen;
 }

@@ -37,9 +37,22 @@ void check_k(std::int64_t k, std::int64_t rows) {
 
 }  // namespace
 
+double euclidean_distance(const float* a, const float* b, std::int64_t width) noexcept {
+  double sq = 0.0;
+  for (std::int64_t c = 0; c < width; ++c) {
+    const double d = static_cast<double>(a[c]) - b[c];
+    sq += d * d;
+  }
+  return std::sqrt(sq);
+}
+
 BankSearch::BankSearch(Backend& backend, std::span<const float> bank, std::int64_t rows,
                        std::int64_t width, std::size_t chunk_bytes)
-    : backend_(&backend), rows_(rows), width_(width), chunk_bytes_(chunk_bytes) {
+    : backend_(&backend),
+      rows_(rows),
+      width_(width),
+      bank_(bank.begin(), bank.end()),
+      chunk_bytes_(chunk_bytes) {
   if (rows < 1 || width < 1 || bank.size() != static_cast<std::size_t>(rows * width)) {
     throw InvalidArgument("anomaly: memory bank of " + std::to_string(bank.size()) +
                           " floats is not " + std::to_string(rows) + " rows of " +
@@ -110,7 +123,29 @@ Neighbours BankSearch::nearest(std::span<const float> queries, std::int64_t coun
       });
     }
   }
+  refine(queries, out);
   return out;
+}
+
+void BankSearch::refine(std::span<const float> queries, Neighbours& out) const {
+  const std::int64_t k = out.k;
+  const auto count = static_cast<std::int64_t>(out.indices.size()) / k;
+  parallel_for(0, static_cast<std::size_t>(count), 64, [&](std::size_t lo, std::size_t hi) {
+    std::vector<std::pair<double, std::int64_t>> found(static_cast<std::size_t>(k));
+    for (std::size_t i = lo; i < hi; ++i) {
+      const float* q = queries.data() + i * static_cast<std::size_t>(width_);
+      float* dist = out.distances.data() + static_cast<std::int64_t>(i) * k;
+      std::int64_t* idx = out.indices.data() + static_cast<std::int64_t>(i) * k;
+      for (std::int64_t j = 0; j < k; ++j)
+        found[static_cast<std::size_t>(j)] = {
+            euclidean_distance(q, bank_.data() + idx[j] * width_, width_), idx[j]};
+      std::sort(found.begin(), found.end());
+      for (std::int64_t j = 0; j < k; ++j) {
+        dist[j] = static_cast<float>(found[static_cast<std::size_t>(j)].first);
+        idx[j] = found[static_cast<std::size_t>(j)].second;
+      }
+    }
+  });
 }
 
 Neighbours nearest_brute_force(std::span<const float> bank, std::int64_t rows, std::int64_t width,
@@ -121,14 +156,9 @@ Neighbours nearest_brute_force(std::span<const float> bank, std::int64_t rows, s
   for (std::int64_t i = 0; i < count; ++i) {
     std::int64_t filled = 0;
     for (std::int64_t r = 0; r < rows; ++r) {
-      double sq = 0.0;
-      for (std::int64_t c = 0; c < width; ++c) {
-        const double d = static_cast<double>(queries[static_cast<std::size_t>(i * width + c)]) -
-                         bank[static_cast<std::size_t>(r * width + c)];
-        sq += d * d;
-      }
-      offer(static_cast<float>(std::sqrt(sq)), r, k, out.distances.data() + i * k,
-            out.indices.data() + i * k, filled);
+      offer(static_cast<float>(
+                euclidean_distance(queries.data() + i * width, bank.data() + r * width, width)),
+            r, k, out.distances.data() + i * k, out.indices.data() + i * k, filled);
     }
   }
   return out;

@@ -30,13 +30,8 @@ float image_score(const Neighbours& nearest, std::span<const float> patches,
   const float* patch = patches.data() + worst * width;
   std::vector<double> d(static_cast<std::size_t>(k));
   for (std::int64_t j = 0; j < k; ++j) {
-    const float* b = bank.data() + support.indices[static_cast<std::size_t>(j)] * width;
-    double sq = 0.0;
-    for (std::int64_t c = 0; c < width; ++c) {
-      const double diff = static_cast<double>(patch[c]) - b[c];
-      sq += diff * diff;
-    }
-    d[static_cast<std::size_t>(j)] = std::sqrt(sq);
+    d[static_cast<std::size_t>(j)] = euclidean_distance(
+        patch, bank.data() + support.indices[static_cast<std::size_t>(j)] * width, width);
   }
   const double top = *std::max_element(d.begin(), d.end());
   double sum = 0.0;

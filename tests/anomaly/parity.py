@@ -1,7 +1,8 @@
-"""PatchCore parity: a seeded random torchvision ResNet-18 (batch-norm
-statistics away from the identity) saved as safetensors; stoke and a PyTorch
-reference fit PatchCore with coreset ratio 1 on the same raw inputs, and the
-embeddings, anomaly maps and image scores agree within 1e-4 relative.
+"""PatchCore parity: seeded random torchvision backbones (ResNet-18 and
+Wide-ResNet-50-2, batch-norm statistics away from the identity) saved as
+safetensors; stoke and a PyTorch reference fit PatchCore with coreset ratio 1
+on the same raw inputs, and the embeddings, anomaly maps and image scores
+agree within 1e-4 relative.
 
 The reference is anomalib's PatchcoreModel (pre_trained=False, the same
 weights loaded into its timm feature extractor) where anomalib imports;
@@ -19,36 +20,24 @@ import torchvision
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interchange"))
 from safetensors_np import save_safetensors  # noqa: E402
+from torch_batch_norm import perturb_batch_norm  # noqa: E402
 
 tool, work = sys.argv[1], sys.argv[2]
 SIZE, NTRAIN, NTEST = 64, 3, 2
-torch.manual_seed(0)
-net = torchvision.models.resnet18().eval()
-with torch.no_grad():
-    for m in net.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.running_mean.uniform_(-0.2, 0.2)
-            m.running_var.uniform_(0.5, 1.5)
-            m.weight.uniform_(0.5, 1.5)
-            m.bias.uniform_(-0.2, 0.2)
-save_safetensors({k: v.numpy() for k, v in net.state_dict().items()}, f"{work}/r18.safetensors")
-train = torch.rand(NTRAIN, 3, SIZE, SIZE) * 2 - 1
-test = torch.rand(NTEST, 3, SIZE, SIZE) * 2 - 1
-test[1, :, 20:30, 20:30] += 2.0  # a bright square: a patch far from the bank
-train.numpy().tofile(f"{work}/train.bin")
-test.numpy().tofile(f"{work}/test.bin")
 
 
-def embed_reference(x):
-    feats = {}
-    h = net.maxpool(net.relu(net.bn1(net.conv1(x))))
-    h = net.layer1(h)
-    feats["layer2"] = h = net.layer2(h)
-    feats["layer3"] = net.layer3(h)
+def backbone(arch):
+    torch.manual_seed(0)
+    return perturb_batch_norm(getattr(torchvision.models, arch)().eval())
+
+
+def embed_reference(net, x):
+    h = net.layer1(net.maxpool(net.relu(net.bn1(net.conv1(x)))))
+    l2 = net.layer2(h)
+    l3 = net.layer3(l2)
     pool = torch.nn.AvgPool2d(3, 1, 1)
-    e = pool(feats["layer2"])
-    e3 = F.interpolate(pool(feats["layer3"]), size=e.shape[-2:], mode="bilinear")
-    e = torch.cat((e, e3), 1)
+    e = pool(l2)
+    e = torch.cat((e, F.interpolate(pool(l3), size=e.shape[-2:], mode="bilinear")), 1)
     return e.permute(0, 2, 3, 1).reshape(-1, e.size(1)), e.shape[-2:]
 
 
@@ -66,14 +55,13 @@ def blur(m, sigma=4.0):
     return F.conv2d(F.pad(m, (k // 2,) * 4, mode="reflect"), kernel)
 
 
-def reference_plain():
+def reference_plain(net, train, test):
     with torch.no_grad():
-        bank, _ = embed_reference(train)
+        bank, _ = embed_reference(net, train)
         out = []
         for i in range(NTEST):
-            e, grid = embed_reference(test[i : i + 1])
-            d = euclidean_dist(e, bank)
-            scores, locs = d.min(1)
+            e, grid = embed_reference(net, test[i : i + 1])
+            scores, locs = euclidean_dist(e, bank).min(1)
             j = int(torch.argmax(scores))
             support = euclidean_dist(bank[locs[j]][None], bank).topk(9, largest=False).indices[0]
             w = 1 - F.softmax(euclidean_dist(e[j][None], bank[support]), 1)[0, 0]
@@ -82,65 +70,75 @@ def reference_plain():
         return bank, out
 
 
-def reference_anomalib():
+def reference_anomalib(net, arch, train, test):
     from anomalib.models.image.patchcore.torch_model import PatchcoreModel
 
-    model = PatchcoreModel(layers=["layer2", "layer3"], backbone="resnet18", pre_trained=False)
+    model = PatchcoreModel(layers=["layer2", "layer3"], backbone=arch, pre_trained=False)
     model.feature_extractor.feature_extractor.load_state_dict(net.state_dict(), strict=False)
-    model.train()
     with torch.no_grad():
+        model.train()
         model(train)
         bank = torch.vstack(model.embedding_store)
         model.subsample_embedding(1.0)
-        model.eval()
         out = []
         for i in range(NTEST):
+            model.eval()
             r = model(test[i : i + 1])
             model.train()
             e = model(test[i : i + 1])
             model.embedding_store.clear()
-            model.eval()
             out.append((e, r.anomaly_map.flatten(), float(r.pred_score)))
         return bank, out
-
-
-try:
-    import anomalib  # noqa: F401
-
-    reference, (bank, results) = "anomalib " + anomalib.__version__, reference_anomalib()
-except ImportError:
-    reference, (bank, results) = "plain PyTorch (anomalib's definitions)", reference_plain()
-
-r = subprocess.run([tool, f"{work}/r18.safetensors", "resnet18", str(SIZE), f"{work}/train.bin", str(NTRAIN),
-                    f"{work}/test.bin", str(NTEST), work], capture_output=True, text=True)
-if r.returncode != 0:
-    print("FAIL: anomaly_tool:", r.stderr.strip())
-    sys.exit(1)
-width = bank.shape[1]
-got_bank = np.fromfile(f"{work}/train_embeddings.bin", dtype=np.float32).reshape(-1, width)
-got_emb = np.fromfile(f"{work}/test_embeddings.bin", dtype=np.float32).reshape(NTEST, -1, width)
-got_maps = np.fromfile(f"{work}/maps.bin", dtype=np.float32).reshape(NTEST, -1)
-got_scores = np.fromfile(f"{work}/scores.bin", dtype=np.float32)
 
 
 def rel(a, b):
     return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
 
 
+def check(arch, failures):
+    net = backbone(arch)
+    weights = f"{work}/{arch}.safetensors"
+    save_safetensors({k: v.numpy() for k, v in net.state_dict().items()}, weights)
+    train = torch.rand(NTRAIN, 3, SIZE, SIZE) * 2 - 1
+    test = torch.rand(NTEST, 3, SIZE, SIZE) * 2 - 1
+    test[1, :, 20:30, 20:30] += 2.0  # a bright square: patches far from the bank
+    train.numpy().tofile(f"{work}/train.bin")
+    test.numpy().tofile(f"{work}/test.bin")
+    try:
+        import anomalib
+
+        reference, (bank, results) = f"anomalib {anomalib.__version__}", reference_anomalib(net, arch, train, test)
+    except ImportError:
+        reference, (bank, results) = "plain PyTorch (anomalib's definitions)", reference_plain(net, train, test)
+    r = subprocess.run([tool, weights, arch, str(SIZE), f"{work}/train.bin", str(NTRAIN), f"{work}/test.bin",
+                        str(NTEST), work], capture_output=True, text=True)
+    os.remove(weights)
+    if r.returncode != 0:
+        failures.append(f"{arch}: anomaly_tool: {r.stderr.strip()}")
+        return
+    width = bank.shape[1]
+    got_bank = np.fromfile(f"{work}/train_embeddings.bin", dtype=np.float32).reshape(-1, width)
+    got_emb = np.fromfile(f"{work}/test_embeddings.bin", dtype=np.float32).reshape(NTEST, -1, width)
+    got_maps = np.fromfile(f"{work}/maps.bin", dtype=np.float32).reshape(NTEST, -1)
+    got_scores = np.fromfile(f"{work}/scores.bin", dtype=np.float32)
+    checks = [("train embeddings", rel(got_bank, bank.numpy()))]
+    for i, (e, amap, score) in enumerate(results):
+        checks += [(f"test {i} embeddings", rel(got_emb[i], e.numpy())),
+                   (f"test {i} anomaly map", rel(got_maps[i], amap.numpy())),
+                   (f"test {i} image score", abs(float(got_scores[i]) - score) / max(1.0, abs(score)))]
+    for name, d in checks:
+        print(f"{arch:16s} {name:20s} max rel diff {d:.2e} (against {reference})")
+        if not d <= 1e-4:
+            failures.append(f"{arch} {name}: {d:.3e} > 1e-4 against {reference}")
+    print(f"{arch:16s} scores stoke {[float(s) for s in got_scores]} reference {[s for _, _, s in results]}")
+    if not got_scores[1] > got_scores[0]:
+        failures.append(f"{arch}: the test image with the bright square does not score higher")
+
+
 failures = []
-checks = [("train embeddings", rel(got_bank, bank.numpy()))]
-for i, (e, amap, score) in enumerate(results):
-    checks += [(f"test {i} embeddings", rel(got_emb[i], e.numpy())),
-               (f"test {i} anomaly map", rel(got_maps[i], amap.numpy())),
-               (f"test {i} image score", abs(float(got_scores[i]) - score) / max(1.0, abs(score)))]
-for name, d in checks:
-    print(f"{name:22s} max rel diff {d:.2e}")
-    if not d <= 1e-4:
-        failures.append(f"{name}: {d:.3e} > 1e-4")
-print("scores stoke", [float(s) for s in got_scores], "reference", [s for _, _, s in results])
-if not got_scores[1] > got_scores[0]:
-    failures.append("the test image with the bright square does not score higher")
+for arch in ("resnet18", "wide_resnet50_2"):
+    check(arch, failures)
 if failures:
-    print(f"FAIL against {reference}:\n  " + "\n  ".join(failures))
+    print("FAIL:\n  " + "\n  ".join(failures))
     sys.exit(1)
-print(f"OK: PatchCore embeddings, maps and scores equal {reference} within 1e-4 relative")
+print("OK: PatchCore embeddings, maps and scores of resnet18 and wide_resnet50_2 equal the reference within 1e-4")
