@@ -1,5 +1,5 @@
 // PatchCore end to end on the CPU backend: synthetic good parts train a bank
-// that scores the synthetic defects higher; the memory cap and broken model
+// that scores a painted defect higher and finds it in the map; the memory cap and broken model
 // files are clear errors; a saved model scores as the trained one.
 #include <gtest/gtest.h>
 
@@ -62,26 +62,36 @@ class AnomalyModel : public ::testing::Test {
   std::vector<fs::path> good_, defect_;
 };
 
-TEST_F(AnomalyModel, SyntheticDefectsScoreAboveHeldOutGoodParts) {
+// Random backbone features (no pretrained weights here) do not separate the
+// generator's thin scratches from its good parts (image AUROC about 0.54 at
+// 128 px, the same for PyTorch's random ResNet-18: docs/anomaly.md), so the
+// defect is one random features do see: a dark 12 x 12 spot painted into
+// held-out good parts. Each spotted part must score above itself unspotted,
+// and its map must peak on the spot.
+TEST_F(AnomalyModel, SpottedPartsScoreAboveThemselvesAndTheMapFindsTheSpot) {
   ASSERT_GE(good_.size(), 8u);
-  ASSERT_GE(defect_.size(), 8u);
   anomaly::PatchCoreOptions o;
   o.coreset_ratio = 0.25;
   anomaly::PatchCore core(backbone(1), preprocess(), o);
   const std::vector<fs::path> train(good_.begin(), good_.end() - 4);
   core.fit(train);
-  std::vector<float> good, defect;
-  for (auto it = good_.end() - 4; it != good_.end(); ++it)
-    good.push_back(core.score_file(*it).score);
-  for (const auto& f : defect_) defect.push_back(core.score_file(f).score);
-  const double auroc = anomaly::image_auroc(good, defect);
-  std::printf("synthetic image AUROC (random ResNet-18/2 features, %zu good, %zu defect): %.3f\n",
-              good.size(), defect.size(), auroc);
-  EXPECT_GE(auroc, 0.8);
-  const anomaly::AnomalyResult r = core.score_file(defect_.front());
-  EXPECT_EQ(r.height, kSize);
-  EXPECT_EQ(r.map.size(), static_cast<std::size_t>(kSize * kSize));
-  EXPECT_GT(*std::max_element(r.map.begin(), r.map.end()), 0.0f);
+  for (auto it = good_.end() - 4; it != good_.end(); ++it) {
+    std::vector<float> x = core.preprocess_file(*it);
+    const anomaly::AnomalyResult clean = core.score_input(x);
+    const int y0 = 20 + static_cast<int>(it - good_.begin()) % 3 * 20, x0 = 60;
+    for (int c = 0; c < 3; ++c)
+      for (int y = y0; y < y0 + 12; ++y)
+        for (int xx = x0; xx < x0 + 12; ++xx)
+          x[static_cast<std::size_t>((c * kSize + y) * kSize + xx)] = -2.0f;
+    const anomaly::AnomalyResult spotted = core.score_input(x);
+    EXPECT_GT(spotted.score, clean.score * 1.2f) << it->string();
+    ASSERT_EQ(spotted.map.size(), static_cast<std::size_t>(kSize * kSize));
+    const auto peak =
+        std::max_element(spotted.map.begin(), spotted.map.end()) - spotted.map.begin();
+    const int py = static_cast<int>(peak / kSize), px = static_cast<int>(peak % kSize);
+    EXPECT_NEAR(py, y0 + 6, 12) << it->string();
+    EXPECT_NEAR(px, x0 + 6, 12) << it->string();
+  }
 }
 
 TEST_F(AnomalyModel, BankOverTheMemoryCapNamesTheOption) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include "args.hpp"
 #include "commands.hpp"
@@ -17,14 +18,15 @@ using stoke_cli::UsageError;
 
 constexpr const char* kTrainUsage =
     R"(usage: stoke train --task anomaly --data GOOD_DIR [--val GOOD_OR_MIXED_DIR]
-                   --arch resnet18|resnet34|resnet50|wide_resnet50_2 [--init WEIGHTS] --size N
+                   --arch resnet18|resnet34|resnet50|wide_resnet50_2 [--init WEIGHTS|MODEL.stoke] --size N
                    [--channels 1|3] [--normalize imagenet(default)|minmax|mean=..,std=..]
                    [--method patchcore] [--coreset RATIO (0.1)] [--max-bank BYTES[K|M|G] (4G)]
                    [--false-reject R (0.005)] [--seed N] --out MODEL [--json]
   Fits PatchCore's memory bank on the good images of GOOD_DIR (images under a subfolder other
   than good/ or ok/ are listed and left out). The threshold rejects at most R of the good
   images of --val (its good/ or ok/ subfolder, or the folder itself); without --val every 10th
-  training image is held out for it. --init loads torchvision-named safetensors (or ONNX).
+  training image is held out for it. --init loads torchvision-named safetensors (or ONNX) into
+  --arch, or takes the backbone of a classifier stoke trained (MODEL.stoke, its size and channels).
 )";
 
 constexpr const char* kPredictUsage =
@@ -88,6 +90,52 @@ stoke::anomaly::PatchCoreOptions patchcore_options(const stoke_cli::Args& args) 
   return o;
 }
 
+// --init MODEL.stoke: a classifier stoke trained (its backbone, input size and
+// channels); --init FILE.safetensors|.onnx: torchvision weights into --arch;
+// no --init: --arch with random weights.
+std::unique_ptr<stoke::nn::Model> load_backbone(const stoke_cli::Args& args, std::uint64_t seed) {
+  const std::string f = args.get("init");
+  const auto ends = [&](const char* tail) {
+    const std::string t = tail;
+    return f.size() > t.size() && f.compare(f.size() - t.size(), t.size(), t) == 0;
+  };
+  if (ends(".stoke")) {
+    auto model = stoke::nn::load_model(f, stoke::default_backend());
+    const auto& s = model->spec();
+    if (!stoke::nn::is_torchvision_resnet(s.architecture))
+      throw UsageError(
+          "--init " + f + ": a " + stoke::nn::architecture_name(s.architecture) +
+          " classifier; anomaly needs resnet18, resnet34, resnet50 or wide_resnet50_2");
+    if ((args.has("size") && args.get_int("size", 0) != s.height) ||
+        (args.has("channels") && args.get_int("channels", 0) != s.in_channels))
+      throw UsageError("--init " + f + " takes " + std::to_string(s.in_channels) + "x" +
+                       std::to_string(s.height) + "x" + std::to_string(s.width) +
+                       " inputs: leave out --size/--channels or give those");
+    std::fprintf(stderr, "init: the backbone of the classifier %s (%s, %dx%d)\n", f.c_str(),
+                 stoke::nn::architecture_name(s.architecture), s.height, s.width);
+    return model;
+  }
+  stoke::nn::ModelSpec spec;
+  spec.architecture = backbone(args);
+  spec.in_channels = args.get_int("channels", 3);
+  spec.height = spec.width = args.get_int("size", 224);
+  spec.classes = 1000;  // torchvision's head: unused, kept so a classifier's file loads whole
+  spec.width_multiplier = static_cast<float>(args.get_double("width-mult", 1.0));
+  auto model = stoke::nn::build_model(stoke::default_backend(), spec, seed);
+  if (f.empty()) {
+    std::fprintf(stderr, "stoke train: no --init: random backbone weights (seed %llu)\n",
+                 static_cast<unsigned long long>(seed));
+    return model;
+  }
+  stoke::interchange::ImportOptions io;
+  io.load_classifier = false;
+  const auto r = ends(".onnx") ? stoke::interchange::import_onnx(*model, f, io)
+                               : stoke::interchange::load_safetensors(*model, f, io);
+  std::fprintf(stderr, "init: %zu tensors from %s%s\n", r.loaded.size(), f.c_str(),
+               r.stem_summed ? ", RGB stem summed to gray" : "");
+  return model;
+}
+
 int train(int argc, char** argv) {
   stoke_cli::Args args(
       argc, argv,
@@ -119,26 +167,8 @@ int train(int argc, char** argv) {
     throw UsageError("no good images to train on or to calibrate with");
   const auto options = patchcore_options(args);
   stoke::init();
-  stoke::nn::ModelSpec spec;
-  spec.architecture = backbone(args);
-  spec.in_channels = args.get_int("channels", 3);
-  spec.height = spec.width = args.get_int("size", 224);
-  spec.classes = 1000;  // torchvision's head: unused, kept so a classifier's file loads whole
-  spec.width_multiplier = static_cast<float>(args.get_double("width-mult", 1.0));
-  auto model = stoke::nn::build_model(stoke::default_backend(), spec, options.seed);
-  if (args.has("init")) {
-    stoke::interchange::ImportOptions io;
-    io.load_classifier = false;
-    const std::string f = args.get("init");
-    const auto r = f.size() > 5 && f.compare(f.size() - 5, 5, ".onnx") == 0
-                       ? stoke::interchange::import_onnx(*model, f, io)
-                       : stoke::interchange::load_safetensors(*model, f, io);
-    std::fprintf(stderr, "init: %zu tensors from %s%s\n", r.loaded.size(), f.c_str(),
-                 r.stem_summed ? ", RGB stem summed to gray" : "");
-  } else {
-    std::fprintf(stderr, "stoke train: no --init: random backbone weights (seed %llu)\n",
-                 static_cast<unsigned long long>(options.seed));
-  }
+  auto model = load_backbone(args, options.seed);
+  const stoke::nn::ModelSpec& spec = model->spec();
   stoke::PreprocessOptions pre;
   pre.width = pre.height = spec.height;
   pre.channels = spec.in_channels;
@@ -148,7 +178,6 @@ int train(int argc, char** argv) {
   core.fit(good);
   core.calibrate(val);
   core.save(out);
-  std::vector<float> val_scores;
   std::size_t escapes = 0;
   for (const auto& f : val_defects) escapes += core.score_file(f).anomalous ? 0 : 1;
   if (args.has("json")) {
