@@ -65,6 +65,9 @@ STOKE_API float threshold_at_false_reject(std::vector<float> good_scores,
 STOKE_API double image_auroc(std::span<const float> good_scores,
                              std::span<const float> defect_scores);
 
+// A PatchCore model: its backbone, memory bank, options and threshold. One
+// caller at a time (the feature programs and the preprocessor keep state):
+// one PatchCore per thread.
 class STOKE_API PatchCore {
  public:
   // backbone: a torchvision ResNet (resnet18/34/50, wide_resnet50_2) on the

@@ -39,6 +39,11 @@ grep -q '"file".*"score".*"anomalous": \(true\|false\)' "$work/predict.json" || 
   || fail "train --task anomaly --init MODEL.stoke" "$work/from_cls.err"
 grep -q '"bank_width": 96' "$work/from_cls.json" || fail "bank width of resnet18/4 is not 32 + 64" "$work/from_cls.json"
 
+# Gray input: a 1-channel backbone, the images read as gray.
+"$stoke" train --task anomaly --data "$work/data/ok" --arch resnet18 --width-mult 0.25 --size 64 --channels 1 \
+  --out "$work/gray.stoke" >/dev/null 2>"$work/gray.err" || fail "train --channels 1" "$work/gray.err"
+"$stoke" predict --model "$work/gray.stoke" "$one" --json 2>/dev/null | grep -q '"score"' || fail "gray predict"
+
 # The bank over the cap: an error naming the option, no model written.
 if "$stoke" train --task anomaly --data "$work/data/ok" --arch resnet18 --width-mult 0.5 --size 96 --max-bank 1K \
   --out "$work/capped.stoke" >/dev/null 2>"$work/cap.err"; then

@@ -47,7 +47,7 @@ bool is_good_folder(const std::string& name) {
 void split_folder(const fs::path& root, std::vector<fs::path>& good,
                   std::vector<fs::path>& defect) {
   for (const auto& f : stoke_cli::list_images(root)) {
-    const fs::path rel = fs::relative(f, root);
+    const fs::path rel = f.lexically_relative(root);
     const bool top = rel.parent_path().empty();
     (top || is_good_folder(rel.begin()->string()) ? good : defect).push_back(f);
   }
@@ -236,8 +236,11 @@ int eval(int argc, char** argv) {
   const std::string good_class = args.required("good");
   std::vector<float> good, defect;
   std::vector<fs::path> classes;
-  for (const auto& entry : fs::directory_iterator(data))
-    if (entry.is_directory()) classes.push_back(entry.path());
+  std::error_code ec;
+  if (!fs::is_directory(data, ec)) throw stoke::IoError("'" + data.string() + "' is not a folder");
+  for (fs::directory_iterator it(data, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_directory(ec)) classes.push_back(it->path());
+  if (ec) throw stoke::IoError("cannot list '" + data.string() + "': " + ec.message());
   std::sort(classes.begin(), classes.end());
   stoke::init();
   auto core = stoke::anomaly::PatchCore::load(args.required("model"), stoke::default_backend());
