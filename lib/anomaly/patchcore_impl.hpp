@@ -26,7 +26,8 @@ STOKE_INTERNAL float image_score(const Neighbours& nearest, std::span<const floa
 
 namespace stoke::anomaly {
 
-struct PatchCore::Impl {
+// Hidden: as a member of an exported class it would otherwise be exported.
+struct __attribute__((visibility("hidden"))) PatchCore::Impl {
   std::unique_ptr<nn::Model> model;
   PreprocessOptions preprocess;
   PatchCoreOptions options;
