@@ -1,6 +1,7 @@
 // Umbrella header: everything a trainer or inspection application needs.
 #pragma once
 
+#include "stoke/anomaly.hpp"
 #include "stoke/backend.hpp"
 #include "stoke/config.hpp"
 #include "stoke/data.hpp"

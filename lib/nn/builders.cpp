@@ -57,22 +57,26 @@ const char* architecture_name(Architecture architecture) noexcept {
       return "resnet34";
     case Architecture::kResNet50:
       return "resnet50";
+    case Architecture::kWideResNet50_2:
+      return "wide_resnet50_2";
   }
   return "unknown";
 }
 
 Architecture architecture_from_name(const std::string& name) {
-  for (Architecture a : {Architecture::kResNet, Architecture::kPlainCnn, Architecture::kResNet18,
-                         Architecture::kResNet34, Architecture::kResNet50}) {
+  for (Architecture a :
+       {Architecture::kResNet, Architecture::kPlainCnn, Architecture::kResNet18,
+        Architecture::kResNet34, Architecture::kResNet50, Architecture::kWideResNet50_2}) {
     if (name == architecture_name(a)) return a;
   }
-  throw InvalidArgument("architecture '" + name +
-                        "' is not one of resnet, plain_cnn, resnet18, resnet34, resnet50");
+  throw InvalidArgument(
+      "architecture '" + name +
+      "' is not one of resnet, plain_cnn, resnet18, resnet34, resnet50, wide_resnet50_2");
 }
 
 bool is_torchvision_resnet(Architecture architecture) noexcept {
   return architecture == Architecture::kResNet18 || architecture == Architecture::kResNet34 ||
-         architecture == Architecture::kResNet50;
+         architecture == Architecture::kResNet50 || architecture == Architecture::kWideResNet50_2;
 }
 
 namespace {

@@ -26,19 +26,20 @@ struct Builder {
   std::vector<std::pair<FusedInference::Source, std::pair<std::size_t, int>>> folds;
 
   // Conv2d at layers[i], with a BatchNorm2d of its channels and a Relu after
-  // it taken in; advances i past what it took.
-  FusedConv take_conv(const Layers& layers, std::size_t& i, FusedInference::Source& src) {
+  // it (before `end`) taken in; advances i past what it took.
+  FusedConv take_conv(const Layers& layers, std::size_t& i, std::size_t end,
+                      FusedInference::Source& src) {
     src.conv = as<Conv2d>(layers[i]);
     FusedConv fc;
     fc.params = src.conv->params();
     fc.w = Tensor(be, src.conv->weight().shape());
     fc.bias = Tensor(be, {src.conv->weight().dim(0)});
-    const auto* bn = i + 1 < layers.size() ? as<BatchNorm2d>(layers[i + 1]) : nullptr;
+    const auto* bn = i + 1 < end ? as<BatchNorm2d>(layers[i + 1]) : nullptr;
     if (bn && bn->gamma().numel() == src.conv->weight().dim(0)) {
       src.bn = bn;
       ++i;
     }
-    if (i + 1 < layers.size() && as<Relu>(layers[i + 1])) {
+    if (i + 1 < end && as<Relu>(layers[i + 1])) {
       fc.activation = Activation::kRelu;
       ++i;
     }
@@ -70,7 +71,7 @@ struct Builder {
     for (std::size_t i = 0; i < m.size(); ++i) {
       if (!as<Conv2d>(m[i])) return fail();
       FusedInference::Source src;
-      FusedConv fc = take_conv(m, i, src);
+      FusedConv fc = take_conv(m, i, m.size(), src);
       const bool last = i + 1 == m.size();
       if (!src.bn || (fc.activation == Activation::kRelu) == last) return fail();
       add_conv(step, std::move(fc), src, static_cast<int>(step.chain.size()));
@@ -82,7 +83,7 @@ struct Builder {
       std::size_t i = 0;
       if (s.size() != 2 || !as<Conv2d>(s[0])) return fail();
       FusedInference::Source src;
-      FusedConv fc = take_conv(s, i, src);
+      FusedConv fc = take_conv(s, i, s.size(), src);
       if (!src.bn || i + 1 != s.size()) return fail();
       add_conv(step, std::move(fc), src, -1);
     }
@@ -122,9 +123,11 @@ struct Builder {
         [&](const Dropout& l) { return identity(l); }, [](const Layer&) { return false; });
   }
 
-  void build(const Sequential& seq) {
-    const Layers& layers = seq.layers();
-    for (std::size_t i = 0; i < layers.size(); ++i) {
+  void build(const Sequential& seq) { build(seq.layers(), 0, seq.layers().size()); }
+
+  // The layers [first, end) of one Sequential.
+  void build(const Layers& layers, std::size_t first, std::size_t end) {
+    for (std::size_t i = first; i < end; ++i) {
       if (const auto* inner = as<Sequential>(layers[i])) {
         build(*inner);
         continue;
@@ -135,7 +138,7 @@ struct Builder {
       if (as<Conv2d>(layers[i])) {
         step.kind = Kind::kConv;
         FusedInference::Source src;
-        FusedConv fc = take_conv(layers, i, src);
+        FusedConv fc = take_conv(layers, i, end, src);
         add_conv(step, std::move(fc), src, 0);
       } else if (!take_simple(*layers[i], step)) {
         Layer* layer = layers[i].get();
@@ -172,10 +175,18 @@ void fold(const FusedInference::Source& src) {
 }  // namespace
 
 FusedInference::FusedInference(Sequential& net, Layout layout)
+    : FusedInference(net, 0, net.layers().size(), layout) {}
+
+FusedInference::FusedInference(Sequential& net, std::size_t first, std::size_t end, Layout layout)
     : backend_(&net.backend()),
       layout_(layout == Layout::kPlain ? ProgramLayout::kPlain : ProgramLayout::kBackend) {
+  if (first >= end || end > net.layers().size()) {
+    throw InvalidArgument("FusedInference: layers [" + std::to_string(first) + ", " +
+                          std::to_string(end) + ") of '" + net.name() + "', which has " +
+                          std::to_string(net.layers().size()));
+  }
   Builder b{*backend_, steps_, {}};
-  b.build(net);
+  b.build(net.layers(), first, end);
   for (auto& [src, where] : b.folds) {  // steps_ is complete: pointers into it stay valid
     InferenceStep& step = steps_[where.first];
     src.target =

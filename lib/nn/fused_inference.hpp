@@ -16,6 +16,7 @@
 // evaluation and validation inside fit(); the bench and tests use it directly.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <utility>
@@ -33,6 +34,11 @@ class STOKE_INTERNAL FusedInference {
   // Folds the network's current weights and statistics. The network must
   // outlive this object; call refold() after its parameters change.
   explicit FusedInference(Sequential& net, Layout layout = Layout::kAuto);
+  // The top-level layers [first, end) of `net` only: a part of the network
+  // (feature extraction runs the stem..layer2 and layer3 of a backbone as
+  // two such programs). InvalidArgument for an empty or out-of-range span.
+  FusedInference(Sequential& net, std::size_t first, std::size_t end,
+                 Layout layout = Layout::kAuto);
   ~FusedInference();
   FusedInference(const FusedInference&) = delete;
   FusedInference& operator=(const FusedInference&) = delete;

@@ -1,4 +1,4 @@
-// torchvision's ResNet-18/34/50 and the Residual block they are built from.
+// torchvision's ResNet-18/34/50, Wide-ResNet-50-2 and the Residual block they are built from.
 #include "nn/resnet.hpp"
 
 #include <algorithm>
@@ -24,17 +24,19 @@ void add_conv_bn(Sequential& seq, Backend& be, const std::string& conv, const st
   seq.add(std::make_unique<BatchNorm2d>(be, bn, out, BatchNormParams{}, BnNames::kWeightBias));
 }
 
-// torchvision BasicBlock (expansion 1) or Bottleneck (expansion 4, stride on the 3x3 conv).
+// torchvision BasicBlock (expansion 1) or Bottleneck (expansion 4, stride on
+// the 3x3 conv, inner width planes x inner_factor: 2 for wide_resnet50_2).
 std::unique_ptr<Layer> make_block(Backend& be, const std::string& name, int in, int planes,
-                                  int stride, bool bottleneck) {
+                                  int stride, bool bottleneck, int inner_factor) {
   auto main = std::make_unique<Sequential>(be, name);
   const int out = bottleneck ? planes * 4 : planes;
   if (bottleneck) {
-    add_conv_bn(*main, be, name + ".conv1", name + ".bn1", in, planes, 1, 1);
+    const int inner = planes * inner_factor;
+    add_conv_bn(*main, be, name + ".conv1", name + ".bn1", in, inner, 1, 1);
     main->add(std::make_unique<Relu>(be, name + ".relu1"));
-    add_conv_bn(*main, be, name + ".conv2", name + ".bn2", planes, planes, 3, stride);
+    add_conv_bn(*main, be, name + ".conv2", name + ".bn2", inner, inner, 3, stride);
     main->add(std::make_unique<Relu>(be, name + ".relu2"));
-    add_conv_bn(*main, be, name + ".conv3", name + ".bn3", planes, out, 1, 1);
+    add_conv_bn(*main, be, name + ".conv3", name + ".bn3", inner, out, 1, 1);
   } else {
     add_conv_bn(*main, be, name + ".conv1", name + ".bn1", in, planes, 3, stride);
     main->add(std::make_unique<Relu>(be, name + ".relu1"));
@@ -65,7 +67,8 @@ std::unique_ptr<Sequential> build_torchvision_resnet(Backend& be, const ModelSpe
         "multiplier > 0 (got " + std::to_string(spec.classes) + ", " +
         std::to_string(spec.in_channels) + ", " + std::to_string(spec.width_multiplier) + ")");
   }
-  const bool bottleneck = spec.architecture == Architecture::kResNet50;
+  const bool wide = spec.architecture == Architecture::kWideResNet50_2;
+  const bool bottleneck = wide || spec.architecture == Architecture::kResNet50;
   const int blocks18[] = {2, 2, 2, 2}, blocks34[] = {3, 4, 6, 3};
   const int* blocks = spec.architecture == Architecture::kResNet18 ? blocks18 : blocks34;
   const int base = torchvision_base_width(spec);
@@ -81,7 +84,7 @@ std::unique_ptr<Sequential> build_torchvision_resnet(Backend& be, const ModelSpe
     const int planes = base << st;
     for (int b = 0; b < blocks[st]; ++b) {
       seq->add(make_block(be, stage + "." + std::to_string(b), channels, planes,
-                          b == 0 && st > 0 ? 2 : 1, bottleneck));
+                          b == 0 && st > 0 ? 2 : 1, bottleneck, wide ? 2 : 1));
       channels = bottleneck ? planes * 4 : planes;
     }
     net->add(std::move(seq));

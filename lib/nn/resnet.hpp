@@ -8,7 +8,7 @@
 
 namespace stoke::nn {
 
-// The network of a kResNet18/34/50 spec, with torchvision's layer names:
+// The network of a kResNet18/34/50 or kWideResNet50_2 spec, with torchvision's layer names:
 // conv1, bn1, relu, maxpool, layer1..layer4 (blocks layerS.B with conv1, bn1,
 // conv2, bn2[, conv3, bn3] and downsample.0/.1), avgpool, [dropout], fc.
 // InvalidArgument for a bad channel count, class count, multiplier or input size.

@@ -33,7 +33,8 @@ TEST(TorchResNet, ParameterCountsEqualTorchvision) {
   const std::pair<nn::Architecture, std::int64_t> expected[] = {
       {nn::Architecture::kResNet18, 11689512},
       {nn::Architecture::kResNet34, 21797672},
-      {nn::Architecture::kResNet50, 25557032}};
+      {nn::Architecture::kResNet50, 25557032},
+      {nn::Architecture::kWideResNet50_2, 68883240}};
   for (const auto& [arch, count] : expected) {
     auto net = nn::build_torchvision_resnet(cpu_backend(), torch_spec(arch, 1.0f, 3, 224, 1000), 1);
     std::vector<nn::ParamSlot> slots;
@@ -43,6 +44,19 @@ TEST(TorchResNet, ParameterCountsEqualTorchvision) {
     EXPECT_EQ(n, count) << nn::architecture_name(arch);
     EXPECT_EQ(net->output_shape({2, 3, 224, 224}), (Shape{2, 1000}));
   }
+}
+
+TEST(TorchResNet, WideResNetDoublesTheBottleneckInnerWidth) {
+  auto wrn = nn::build_model(cpu_backend(),
+                             torch_spec(nn::Architecture::kWideResNet50_2, 0.25f, 3, 32, 5), 1);
+  const auto p = wrn->named_parameters();
+  // torchvision wide_resnet50_2: width_per_group 128, so layer1's inner width is 2 x 64.
+  EXPECT_TRUE(has_name(p, "layer1.0.conv1.weight", {32, 16, 1, 1}));
+  EXPECT_TRUE(has_name(p, "layer1.0.conv2.weight", {32, 32, 3, 3}));
+  EXPECT_TRUE(has_name(p, "layer1.0.conv3.weight", {64, 32, 1, 1}));
+  EXPECT_TRUE(has_name(p, "layer3.5.conv2.weight", {128, 128, 3, 3}));
+  EXPECT_TRUE(has_name(p, "fc.weight", {5, 512}));
+  EXPECT_EQ(nn::architecture_from_name("wide_resnet50_2"), nn::Architecture::kWideResNet50_2);
 }
 
 TEST(TorchResNet, TorchvisionParameterNames) {

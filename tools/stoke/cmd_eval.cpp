@@ -68,5 +68,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int cmd_eval(int argc, char** argv) {
+  if (stoke_cli::is_anomaly_model(argc, argv)) return stoke_cli::anomaly_eval(argc, argv);
   return stoke_cli::run_guarded("eval", kUsage, run, argc, argv);
 }

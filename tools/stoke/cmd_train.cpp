@@ -15,33 +15,6 @@
 
 namespace {
 
-constexpr const char* kUsage =
-    R"(usage: stoke train --data DIR --out MODEL [--val DIR | --split 80,20] [--size N]
-                   [--channels 1|3] [--epochs N] [--batch N|auto] [--lr X (0.002)]
-                   [--optimizer sgd|adam(default)|adamw]
-                   [--normalize minmax|imagenet|mean=a:b:c,std=a:b:c]
-                   [--augment hflip,vflip,crop,brightness=X,contrast=X] [--arch resnet|plain]
-                   [--seed N] [--report DIR] [--json] [--log FILE.json|FILE.csv]
-                   [--resume CHECKPOINT] [--class-weights balanced|w0,w1,...] [--balanced-sampler]
-                   [--nproc N [--bucket-kb K]] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult M]
-                   [--freeze K]]
-  Writes the best model (by validation accuracy) to MODEL, or the final one without validation;
-  Ctrl-C writes MODEL.stop and exits. --report DIR evaluates MODEL on the validation set.
-  --log writes the per-epoch train log (loss, accuracy, images/s, each profiler stage's time).
-  --resume continues a MODEL.stop checkpoint exactly (or a best MODEL, with a fresh optimizer). --nproc N trains data-parallel
-  with N processes on this machine (CPU ranks sharing the cores, or one per device of a
-  STOKE_GPU_DEVICE list; a list without --nproc starts one rank per listed device; see
-  docs/distributed.md); CPU ranks average gradients in buckets of K KiB (25600) while backward
-  runs, 0 = one allreduce after it. --init starts from pretrained weights (a .safetensors with torchvision
-  names or an .onnx export, docs/interchange.md) with a new head for the folder's classes;
-  --freeze K keeps the stem and the first K stages fixed.
-)";
-
-stoke::Trainer* g_trainer = nullptr;  // for the signal handler only
-extern "C" void on_interrupt(int) {
-  if (g_trainer) g_trainer->request_stop();  // an atomic store: async-signal-safe
-}
-
 std::vector<float> floats(const std::string& text, const std::string& what) {
   std::vector<float> out;
   std::stringstream ss(text);
@@ -54,7 +27,9 @@ std::vector<float> floats(const std::string& text, const std::string& what) {
   return out;
 }
 
-stoke::Normalization normalization(const std::string& text) {
+}  // namespace
+
+stoke::Normalization stoke_cli::parse_normalization(const std::string& text) {
   if (text == "minmax") return stoke::Normalization::min_max(0.f, 1.f);
   if (text == "imagenet") {
     return stoke::Normalization::mean_std(std::vector<float>{0.485f, 0.456f, 0.406f},
@@ -70,6 +45,36 @@ stoke::Normalization normalization(const std::string& text) {
   if (mean.size() == 1) mean.assign(3, mean[0]);
   if (sd.size() == 1) sd.assign(3, sd[0]);
   return stoke::Normalization::mean_std(mean, sd);
+}
+
+namespace {
+
+constexpr const char* kUsage =
+    R"(usage: stoke train --data DIR --out MODEL [--val DIR | --split 80,20] [--size N]
+                   [--channels 1|3] [--epochs N] [--batch N|auto] [--lr X (0.002)]
+                   [--optimizer sgd|adam(default)|adamw]
+                   [--normalize minmax|imagenet|mean=a:b:c,std=a:b:c]
+                   [--augment hflip,vflip,crop,brightness=X,contrast=X] [--arch resnet|plain]
+                   [--seed N] [--report DIR] [--json] [--log FILE.json|FILE.csv]
+                   [--resume CHECKPOINT] [--class-weights balanced|w0,w1,...] [--balanced-sampler]
+                   [--nproc N [--bucket-kb K]] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult M]
+                   [--freeze K]]
+       stoke train --task anomaly ... (stoke train --task anomaly --help)
+  Writes the best model (by validation accuracy) to MODEL, or the final one without validation;
+  Ctrl-C writes MODEL.stop and exits. --report DIR evaluates MODEL on the validation set.
+  --log writes the per-epoch train log (loss, accuracy, images/s, each profiler stage's time).
+  --resume continues a MODEL.stop checkpoint exactly (or a best MODEL, with a fresh optimizer). --nproc N trains data-parallel
+  with N processes on this machine (CPU ranks sharing the cores, or one per device of a
+  STOKE_GPU_DEVICE list; a list without --nproc starts one rank per listed device; see
+  docs/distributed.md); CPU ranks average gradients in buckets of K KiB (25600) while backward
+  runs, 0 = one allreduce after it. --init starts from pretrained weights (a .safetensors with torchvision
+  names or an .onnx export, docs/interchange.md) with a new head for the folder's classes;
+  --freeze K keeps the stem and the first K stages fixed.
+)";
+
+stoke::Trainer* g_trainer = nullptr;  // for the signal handler only
+extern "C" void on_interrupt(int) {
+  if (g_trainer) g_trainer->request_stop();  // an atomic store: async-signal-safe
 }
 
 void augment(const std::string& text, stoke::LoaderOptions& l) {
@@ -111,12 +116,14 @@ stoke::nn::ModelSpec model_spec(const stoke_cli::Args& args, int channels, int s
     spec.stem_width = 16;
     spec.widths = {16, 32, 64};
     spec.blocks_per_stage = 1;
-  } else if (arch == "resnet18" || arch == "resnet34" || arch == "resnet50") {
+  } else if (arch == "resnet18" || arch == "resnet34" || arch == "resnet50" ||
+             arch == "wide_resnet50_2") {
     spec.architecture =
         stoke::nn::architecture_from_name(arch);  // torchvision's topology and names
     spec.width_multiplier = static_cast<float>(args.get_double("width-mult", 1.0));
   } else {
-    throw stoke_cli::UsageError("--arch is resnet, plain, resnet18, resnet34 or resnet50");
+    throw stoke_cli::UsageError(
+        "--arch is resnet, plain, resnet18, resnet34, resnet50 or wide_resnet50_2");
   }
   return spec;
 }
@@ -323,7 +330,7 @@ int run(int argc, char** argv) {
   loader.seed = seed;
   loader.preprocess.width = loader.preprocess.height = size;
   loader.preprocess.channels = channels;
-  loader.preprocess.normalization = normalization(args.get("normalize", "minmax"));
+  loader.preprocess.normalization = stoke_cli::parse_normalization(args.get("normalize", "minmax"));
   augment(args.get("augment", ""), loader);
 
   const bool validate = !sets.val.empty();
@@ -387,5 +394,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int cmd_train(int argc, char** argv) {
+  if (stoke_cli::wants_anomaly_task(argc, argv)) return stoke_cli::anomaly_train(argc, argv);
   return stoke_cli::run_guarded("train", kUsage, run, argc, argv);
 }

@@ -10,3 +10,22 @@ int cmd_predict(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_export(int argc, char** argv);
 int cmd_import(int argc, char** argv);
+
+#include <string>
+
+#include "stoke/image.hpp"
+
+namespace stoke_cli {
+
+// --normalize minmax | imagenet | mean=a:b:c,std=a:b:c (cmd_train.cpp).
+stoke::Normalization parse_normalization(const std::string& text);
+
+// Anomaly detection (cmd_anomaly.cpp): `stoke train --task anomaly`, and
+// predict / eval when --model names an anomaly model file.
+bool wants_anomaly_task(int argc, char** argv);
+bool is_anomaly_model(int argc, char** argv);
+int anomaly_train(int argc, char** argv);
+int anomaly_predict(int argc, char** argv);
+int anomaly_eval(int argc, char** argv);
+
+}  // namespace stoke_cli

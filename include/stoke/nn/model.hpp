@@ -23,13 +23,16 @@ enum class Architecture : std::uint8_t {
   kResNet18,  // basic blocks 2-2-2-2
   kResNet34,  // basic blocks 3-4-6-3
   kResNet50,  // bottleneck blocks 3-4-6-3 (expansion 4, stride on the 3x3)
+  // torchvision's wide_resnet50_2: kResNet50 with each bottleneck's inner
+  // (1x1 -> 3x3) width doubled; block outputs as kResNet50.
+  kWideResNet50_2,
 };
 
-// "resnet", "plain_cnn", "resnet18", "resnet34", "resnet50" and back;
+// "resnet", "plain_cnn", "resnet18", "resnet34", "resnet50", "wide_resnet50_2" and back;
 // architecture_from_name: InvalidArgument listing the names for anything else.
 STOKE_API const char* architecture_name(Architecture architecture) noexcept;
 STOKE_API Architecture architecture_from_name(const std::string& name);
-// True for the torchvision backbones (kResNet18/34/50).
+// True for the torchvision backbones (kResNet18/34/50, kWideResNet50_2).
 STOKE_API bool is_torchvision_resnet(Architecture architecture) noexcept;
 
 struct STOKE_API ModelSpec {

@@ -1,0 +1,124 @@
+// Anomaly detection trained on good parts only: PatchCore (Roth et al. 2022,
+// as anomalib defines it) on a torchvision backbone's layer2 and layer3
+// features, extracted through the inference plan (the same fused program as
+// Model::forward(x, false)). docs/anomaly.md describes the algorithm, the
+// model file and where stoke's definitions differ from anomalib's.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stoke/data.hpp"
+#include "stoke/export.hpp"
+#include "stoke/nn/model.hpp"
+
+namespace stoke::anomaly {
+
+struct PatchCoreOptions {
+  // Share of the training patches kept by the greedy k-center coreset, in
+  // (0, 1]; 1 keeps every patch (no coreset).
+  double coreset_ratio = 0.1;
+  // The memory cap: the full bank (training patches x feature width x 4
+  // bytes), checked before any patch is stored; InvalidArgument naming
+  // max_bank_bytes (the CLI's --max-bank) when the training set needs more.
+  std::uint64_t max_bank_bytes = std::uint64_t{4} << 30;
+  std::uint64_t seed = 0;  // the coreset's projection and starting patch
+  int num_neighbors = 9;   // the image score's re-weighting (1: the plain maximum)
+  float sigma = 4.0f;      // the anomaly map's Gaussian smoothing
+  // The threshold's target: the share of good validation parts rejected.
+  double target_false_reject = 0.005;
+};
+
+// One image's result. map: (height, width) at the input size, row-major.
+struct AnomalyResult {
+  float score = 0.0f;
+  bool anomalous = false;
+  int height = 0, width = 0;
+  std::vector<float> map;
+};
+
+// Patch embeddings of a batch: rows (N x grid_h x grid_w) of `width` floats,
+// row (n, y, x) at ((n * grid_h + y) * grid_w + x) * width; channels are
+// layer2's then layer3's (anomalib's generate_embedding + reshape_embedding).
+struct Embeddings {
+  std::int64_t count = 0, grid_h = 0, grid_w = 0, width = 0;
+  std::vector<float> rows;
+};
+
+// Bank size x feature width x 4 bytes: the memory figure the training prints
+// before the coreset runs.
+STOKE_API std::uint64_t bank_bytes(std::uint64_t patches, std::uint64_t width) noexcept;
+
+// The threshold at which at most `target_false_reject` of `good_scores` are
+// above it (anomalous = score > threshold): the smallest good score that
+// leaves at most floor(target x n) scores above. InvalidArgument for no
+// score or a target outside [0, 1).
+STOKE_API float threshold_at_false_reject(std::vector<float> good_scores,
+                                          double target_false_reject);
+
+// Area under the ROC curve of defect (positive) vs good scores, ties counted
+// half; InvalidArgument when either list is empty.
+STOKE_API double image_auroc(std::span<const float> good_scores,
+                             std::span<const float> defect_scores);
+
+// A PatchCore model: its backbone, memory bank, options and threshold. One
+// caller at a time (the feature programs and the preprocessor keep state):
+// one PatchCore per thread.
+class STOKE_API PatchCore {
+ public:
+  // backbone: a torchvision ResNet (resnet18/34/50, wide_resnet50_2) on the
+  // backend that computes; preprocess: how files become its input (its
+  // channels and size must match the backbone's spec). InvalidArgument for
+  // another architecture or a mismatch.
+  PatchCore(std::unique_ptr<nn::Model> backbone, PreprocessOptions preprocess,
+            PatchCoreOptions options);
+  ~PatchCore();
+  PatchCore(PatchCore&&) noexcept;
+  PatchCore& operator=(PatchCore&&) noexcept;
+
+  // Embeddings of preprocessed inputs x (count, C, H, W).
+  Embeddings embed(std::span<const float> inputs, std::int64_t count);
+  // One preprocessed image file (the same code the Predictor runs).
+  std::vector<float> preprocess_file(const std::filesystem::path& file);
+
+  // The memory bank from good images: every patch of every file, then the
+  // coreset. Progress and the bank's memory figure go to the log.
+  void fit(const std::vector<std::filesystem::path>& good_files);
+  // The same from embeddings already computed (tests, parity).
+  void fit_embeddings(const Embeddings& embeddings);
+  // Sets the threshold from good-only validation files (options' target).
+  void calibrate(const std::vector<std::filesystem::path>& good_files);
+
+  AnomalyResult score_input(std::span<const float> input);  // (C, H, W)
+  AnomalyResult score_file(const std::filesystem::path& file);
+
+  // Writes the model file (a checkpoint of the backbone with the bank,
+  // options, preprocessing and threshold in its metadata), atomically.
+  void save(const std::filesystem::path& path) const;
+  // CorruptFile naming the path and the field for a malformed, truncated or
+  // inconsistent file (a bank shorter than its stated size among them).
+  static PatchCore load(const std::filesystem::path& path, Backend& backend);
+
+  const PatchCoreOptions& options() const noexcept;
+  const PreprocessOptions& preprocess() const noexcept;
+  const nn::ModelSpec& backbone_spec() const noexcept;
+  std::int64_t bank_rows() const noexcept;
+  std::int64_t bank_width() const noexcept;
+  const std::vector<float>& bank() const noexcept;  // bank_rows x bank_width
+  float threshold() const noexcept;
+  void set_threshold(float threshold) noexcept;
+
+  struct Impl;
+
+ private:
+  explicit PatchCore(std::unique_ptr<Impl> impl);
+  // CorruptFile unless the stored reference scores as stored (1e-3 relative).
+  void self_check(const std::filesystem::path& path);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stoke::anomaly

@@ -1,0 +1,143 @@
+// Greedy k-center coreset (see coreset.hpp).
+#include "anomaly/coreset.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "anomaly/knn.hpp"
+#include "stoke/error.hpp"
+#include "stoke/log.hpp"
+
+namespace stoke::anomaly_detail {
+
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+double uniform01(std::uint64_t& state) {
+  return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;
+}
+
+constexpr std::size_t kGrain = 256;
+
+// Block b's rows: their distance to the new center folded into min_distance;
+// returns the largest (the lowest row on ties).
+std::pair<float, std::int64_t> farthest_in_block(std::span<const float> rows, std::int64_t width,
+                                                 const float* center, std::size_t block,
+                                                 std::int64_t count,
+                                                 std::vector<float>& min_distance) {
+  std::pair<float, std::int64_t> local{-1.0f, -1};
+  const std::size_t end = std::min(static_cast<std::size_t>(count), (block + 1) * kGrain);
+  for (std::size_t r = block * kGrain; r < end; ++r) {
+    const float* row = rows.data() + r * static_cast<std::size_t>(width);
+    float& m = min_distance[r];
+    m = std::min(m, static_cast<float>(euclidean_distance(row, center, width)));
+    if (m > local.first) local = {m, static_cast<std::int64_t>(r)};
+  }
+  return local;
+}
+
+// The progress line: at every tenth of the coreset, with the time so far.
+void progress(std::int64_t done, std::int64_t total, std::chrono::steady_clock::time_point start) {
+  if (total < 10 || done % (total / 10) != 0) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  log_info("anomaly: coreset " + std::to_string(done) + "/" + std::to_string(total) + " (" +
+           std::to_string(static_cast<int>(s)) + " s)");
+}
+
+}  // namespace
+
+std::int64_t projection_dim(std::int64_t samples, std::int64_t width) noexcept {
+  const double eps = 0.9;
+  const double denominator = eps * eps / 2.0 - eps * eps * eps / 3.0;
+  const auto dim = static_cast<std::int64_t>(
+      4.0 * std::log(static_cast<double>(std::max<std::int64_t>(samples, 2))) / denominator);
+  return std::clamp<std::int64_t>(dim, 1, width);
+}
+
+std::vector<float> sparse_project(std::span<const float> rows, std::int64_t count,
+                                  std::int64_t width, std::int64_t dim, std::uint64_t seed,
+                                  Execution execution) {
+  // Per output component: its non-zero input columns and signs.
+  const double density = 1.0 / std::sqrt(static_cast<double>(width));
+  const auto value =
+      static_cast<float>(std::sqrt(1.0 / density) / std::sqrt(static_cast<double>(dim)));
+  std::vector<std::vector<std::pair<std::int64_t, float>>> taps(static_cast<std::size_t>(dim));
+  std::uint64_t state = seed ^ 0x5EED0F0C0BE5E7ull;
+  for (auto& component : taps) {
+    for (std::int64_t c = 0; c < width; ++c) {
+      const double u = uniform01(state);
+      if (u < density / 2.0) {
+        component.emplace_back(c, -value);
+      } else if (u < density) {
+        component.emplace_back(c, value);
+      }
+    }
+  }
+  std::vector<float> out(static_cast<std::size_t>(count * dim));
+  parallel_for(
+      0, static_cast<std::size_t>(count), kGrain,
+      [&](std::size_t lo, std::size_t hi) {
+        for (std::size_t r = lo; r < hi; ++r) {
+          const float* row = rows.data() + r * static_cast<std::size_t>(width);
+          for (std::int64_t d = 0; d < dim; ++d) {
+            double acc = 0.0;
+            for (const auto& [c, v] : taps[static_cast<std::size_t>(d)])
+              acc += row[c] * static_cast<double>(v);
+            out[r * static_cast<std::size_t>(dim) + static_cast<std::size_t>(d)] =
+                static_cast<float>(acc);
+          }
+        }
+      },
+      execution);
+  return out;
+}
+
+std::vector<std::int64_t> k_center_greedy(std::span<const float> rows, std::int64_t count,
+                                          std::int64_t width, std::int64_t select,
+                                          std::uint64_t seed, Execution execution) {
+  if (select < 1 || select > count) {
+    throw InvalidArgument("anomaly: coreset of " + std::to_string(select) + " rows out of " +
+                          std::to_string(count));
+  }
+  std::vector<float> min_distance(static_cast<std::size_t>(count),
+                                  std::numeric_limits<float>::infinity());
+  std::uint64_t state = seed;
+  std::int64_t center =
+      static_cast<std::int64_t>(splitmix64(state) % static_cast<std::uint64_t>(count));
+  std::vector<std::int64_t> chosen{center};
+  chosen.reserve(static_cast<std::size_t>(select));
+  const std::size_t blocks = (static_cast<std::size_t>(count) + kGrain - 1) / kGrain;
+  std::vector<std::pair<float, std::int64_t>> best(blocks);
+  const auto start = std::chrono::steady_clock::now();
+  while (static_cast<std::int64_t>(chosen.size()) < select) {
+    const float* c = rows.data() + center * width;
+    // Fixed blocks of kGrain rows, whatever chunks the arena makes of them.
+    parallel_for(
+        0, blocks, 1,
+        [&](std::size_t first, std::size_t last) {
+          for (std::size_t b = first; b < last; ++b) {
+            best[b] = farthest_in_block(rows, width, c, b, count, min_distance);
+          }
+        },
+        execution);
+    std::pair<float, std::int64_t> far{-1.0f, -1};
+    for (const auto& b : best)
+      if (b.first > far.first) far = b;
+    center = far.second;
+    min_distance[static_cast<std::size_t>(center)] = 0.0f;
+    chosen.push_back(center);
+    progress(static_cast<std::int64_t>(chosen.size()), select, start);
+  }
+  return chosen;
+}
+
+}  // namespace stoke::anomaly_detail

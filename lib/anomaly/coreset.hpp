@@ -1,0 +1,34 @@
+// Internal: PatchCore's greedy k-center coreset on a seeded sparse random
+// projection (anomalib's KCenterGreedy with SparseRandomProjection(eps=0.9)).
+// Every step is deterministic per seed and independent of the thread count:
+// rows are projected and their distances updated independently, and the
+// farthest row is the largest distance with the lowest index on ties.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "stoke/export.hpp"
+#include "stoke/threads.hpp"
+
+namespace stoke::anomaly_detail {
+
+// The Johnson-Lindenstrauss dimension for `samples` at eps 0.9 (what
+// sklearn's johnson_lindenstrauss_min_dim gives), at most `width`.
+STOKE_INTERNAL std::int64_t projection_dim(std::int64_t samples, std::int64_t width) noexcept;
+
+// rows x width -> rows x dim: Achlioptas/Li sparse projection, density
+// 1 / sqrt(width), entries +-sqrt(1 / density) / sqrt(dim), drawn from `seed`.
+STOKE_INTERNAL std::vector<float> sparse_project(std::span<const float> rows, std::int64_t count,
+                                                 std::int64_t width, std::int64_t dim,
+                                                 std::uint64_t seed,
+                                                 Execution execution = Execution::kParallel);
+
+// Indices of `select` rows chosen greedily (each the row farthest from those
+// already chosen), the first drawn from `seed`. requires 1 <= select <= count.
+STOKE_INTERNAL std::vector<std::int64_t> k_center_greedy(
+    std::span<const float> rows, std::int64_t count, std::int64_t width, std::int64_t select,
+    std::uint64_t seed, Execution execution = Execution::kParallel);
+
+}  // namespace stoke::anomaly_detail

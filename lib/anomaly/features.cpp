@@ -1,0 +1,79 @@
+// PatchCore's patch embeddings through the inference plan (see features.hpp).
+#include "anomaly/features.hpp"
+
+#include <cstring>
+
+#include "anomaly/resample.hpp"
+#include "stoke/error.hpp"
+
+namespace stoke::anomaly_detail {
+
+namespace {
+
+std::size_t layer_index(const nn::Sequential& net, const std::string& name) {
+  const auto& layers = net.layers();
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    if (layers[i]->name() == name) return i;
+  throw InvalidArgument("anomaly: the backbone has no top-level layer '" + name +
+                        "' (a torchvision ResNet is needed: resnet18, resnet34, resnet50, "
+                        "wide_resnet50_2)");
+}
+
+// torch.nn.AvgPool2d(3, 1, 1): the padding counts in the divisor.
+Tensor pool3x3(Backend& be, const Tensor& x) {
+  const Pool2dParams p{3, 3, 1, 1, 1, 1};
+  Tensor y(be, pool2d_output_shape(x.shape(), p, "anomaly feature pooling"));
+  be.avg_pool2d_forward(x, y, p);
+  return y;
+}
+
+}  // namespace
+
+FeatureExtractor::FeatureExtractor(nn::Model& model) : model_(&model) {
+  if (!nn::is_torchvision_resnet(model.spec().architecture)) {
+    throw InvalidArgument(std::string("anomaly: backbone '") +
+                          nn::architecture_name(model.spec().architecture) +
+                          "' is not a torchvision ResNet (resnet18, resnet34, resnet50, "
+                          "wide_resnet50_2)");
+  }
+  nn::Sequential& net = model.network();
+  const std::size_t l2 = layer_index(net, "layer2"), l3 = layer_index(net, "layer3");
+  to_layer2_ = std::make_unique<nn::FusedInference>(net, 0, l2 + 1);
+  layer3_ = std::make_unique<nn::FusedInference>(net, l3, l3 + 1);
+}
+
+FeatureExtractor::~FeatureExtractor() = default;
+
+anomaly::Embeddings FeatureExtractor::embed(std::span<const float> inputs, std::int64_t count) {
+  Backend& be = model_->backend();
+  const Shape in_shape = model_->input_shape(count);
+  if (count < 1 || inputs.size() != static_cast<std::size_t>(shape_numel(in_shape))) {
+    throw InvalidArgument("anomaly: " + std::to_string(inputs.size()) + " input floats for " +
+                          std::to_string(count) + " images of " +
+                          shape_to_string(model_->input_shape(1)));
+  }
+  Tensor x(be, in_shape);
+  x.copy_from_host(inputs.data());
+  const Tensor& f2 = to_layer2_->forward(x);
+  const std::vector<float> p2 = pool3x3(be, f2).to_vector();
+  const Tensor& f3 = layer3_->forward(f2);
+  const Tensor pooled3 = pool3x3(be, f3);
+  const std::int64_t c2 = f2.dim(1), h = f2.dim(2), w = f2.dim(3);
+  const std::int64_t c3 = pooled3.dim(1);
+  const std::vector<float> p3 =
+      resize_bilinear(pooled3.to_vector(), count * c3, pooled3.dim(2), pooled3.dim(3), h, w);
+  anomaly::Embeddings e{count, h, w, c2 + c3, {}};
+  e.rows.resize(static_cast<std::size_t>(count * h * w * e.width));
+  for (std::int64_t n = 0; n < count; ++n) {
+    for (std::int64_t pos = 0; pos < h * w; ++pos) {
+      float* row = e.rows.data() + ((n * h * w) + pos) * e.width;
+      for (std::int64_t c = 0; c < c2; ++c)
+        row[c] = p2[static_cast<std::size_t>((n * c2 + c) * h * w + pos)];
+      for (std::int64_t c = 0; c < c3; ++c)
+        row[c2 + c] = p3[static_cast<std::size_t>((n * c3 + c) * h * w + pos)];
+    }
+  }
+  return e;
+}
+
+}  // namespace stoke::anomaly_detail

@@ -1,0 +1,165 @@
+// The anomaly model file: a checkpoint of the backbone whose metadata holds
+// the preprocessing and provenance (ModelInfo's "model.*" keys) and
+// PatchCore's bank, options, threshold and a self-check reference
+// ("anomaly.*" keys; the bank as raw little-endian float32 bytes). Every
+// value read is checked: a missing, malformed or out-of-range key, or a bank
+// shorter or longer than rows x width x 4 bytes, is a CorruptFile naming the
+// path and the key.
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+#include "anomaly/patchcore_impl.hpp"
+#include "modelfile/text.hpp"
+#include "stoke/error.hpp"
+#include "stoke/log.hpp"
+#include "stoke/nn/checkpoint.hpp"
+#include "stoke/version.hpp"
+
+namespace stoke::anomaly {
+
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "the bank is stored little-endian");
+
+constexpr const char* kMethod = "patchcore";
+constexpr int kFormatVersion = 1;
+
+class MetaReader {
+ public:
+  MetaReader(const std::map<std::string, std::string>& m, std::string path)
+      : m_(m), path_(std::move(path)) {}
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
+    throw CorruptFile("anomaly model '" + path_ + "': " + key + " " + why);
+  }
+  const std::string& text(const std::string& key) const {
+    auto it = m_.find(key);
+    if (it == m_.end()) fail(key, "is missing");
+    return it->second;
+  }
+  std::int64_t integer(const std::string& key, std::int64_t lo, std::int64_t hi) const {
+    const std::string& t = text(key);
+    std::int64_t v = 0;
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc() || end != t.data() + t.size()) fail(key, "'" + t + "' is not an integer");
+    if (v < lo || v > hi)
+      fail(key, std::to_string(v) + " is outside [" + std::to_string(lo) + ", " +
+                    std::to_string(hi) + "]");
+    return v;
+  }
+  double real(const std::string& key, double lo, double hi) const {
+    const std::string& t = text(key);
+    double v = 0;
+    try {
+      std::size_t used = 0;
+      v = std::stod(t, &used);
+      if (used != t.size()) fail(key, "'" + t + "' is not a number");
+    } catch (const std::logic_error&) {
+      fail(key, "'" + t + "' is not a number");
+    }
+    if (!(v >= lo && v <= hi))
+      fail(key, t + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return v;
+  }
+  std::vector<float> floats(const std::string& key, std::int64_t count) const {
+    const std::string& t = text(key);
+    const auto expected = static_cast<std::uint64_t>(count) * sizeof(float);
+    if (t.size() != expected) {
+      fail(key, "holds " + std::to_string(t.size()) + " bytes, " + std::to_string(count) +
+                    " floats need " + std::to_string(expected) + " (truncated or corrupt)");
+    }
+    std::vector<float> v(static_cast<std::size_t>(count));
+    std::memcpy(v.data(), t.data(), t.size());
+    for (float f : v)
+      if (!std::isfinite(f)) fail(key, "holds a value that is not finite");
+    return v;
+  }
+
+ private:
+  const std::map<std::string, std::string>& m_;
+  std::string path_;
+};
+
+std::string raw(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+}  // namespace
+
+void PatchCore::save(const std::filesystem::path& path) const {
+  const Impl& s = *impl_;
+  if (s.bank.empty()) throw InvalidArgument("anomaly: nothing to save before fit()");
+  for (float f : s.bank)
+    if (!std::isfinite(f))
+      throw NonFinite("anomaly: the memory bank holds a non-finite value; '" + path.string() +
+                      "' not written");
+  ModelInfo info;
+  info.class_names = {"good", "anomalous"};
+  info.preprocess = s.preprocess;
+  info.stoke_version = version();
+  info.created = modelfile_detail::utc_now();
+  std::map<std::string, std::string> m;
+  info.to_metadata(m);
+  const PatchCoreOptions& o = s.options;
+  m["anomaly.method"] = kMethod;
+  m["anomaly.version"] = std::to_string(kFormatVersion);
+  m["anomaly.coreset_ratio"] = modelfile_detail::float_text(o.coreset_ratio);
+  m["anomaly.seed"] = std::to_string(o.seed);
+  m["anomaly.num_neighbors"] = std::to_string(o.num_neighbors);
+  m["anomaly.sigma"] = modelfile_detail::float_text(o.sigma);
+  m["anomaly.target_false_reject"] = modelfile_detail::float_text(o.target_false_reject);
+  m["anomaly.threshold"] = modelfile_detail::float_text(s.threshold);
+  m["anomaly.bank.rows"] = std::to_string(s.bank_rows);
+  m["anomaly.bank.width"] = std::to_string(s.bank_width);
+  m["anomaly.bank"] = raw(s.bank);
+  // The self-check: one training image's input and the score it had here.
+  m["anomaly.reference.count"] = s.reference_input.empty() ? "0" : "1";
+  m["anomaly.reference.input"] = raw(s.reference_input);
+  m["anomaly.reference.score"] = modelfile_detail::float_text(s.reference_score);
+  nn::save_checkpoint(path.string(), *s.model, nullptr, m);
+}
+
+PatchCore PatchCore::load(const std::filesystem::path& path, Backend& backend) {
+  nn::CheckpointInfo ck;
+  std::unique_ptr<nn::Model> model = nn::load_model(path.string(), backend, &ck);
+  const MetaReader r(ck.metadata, path.string());
+  if (r.text("anomaly.method") != kMethod)
+    r.fail("anomaly.method", "'" + r.text("anomaly.method") + "' is not " + kMethod);
+  r.integer("anomaly.version", kFormatVersion, kFormatVersion);
+  const ModelInfo info = ModelInfo::from_metadata(ck.metadata, path.string());
+  PatchCoreOptions o;
+  o.coreset_ratio = r.real("anomaly.coreset_ratio", 1e-12, 1.0);
+  o.seed = static_cast<std::uint64_t>(r.integer("anomaly.seed", 0, INT64_MAX));
+  o.num_neighbors = static_cast<int>(r.integer("anomaly.num_neighbors", 1, 1 << 20));
+  o.sigma = static_cast<float>(r.real("anomaly.sigma", 1e-6, 1e6));
+  o.target_false_reject = r.real("anomaly.target_false_reject", 0.0, 0.999999);
+  auto impl = std::make_unique<Impl>(std::move(model), info.preprocess, o);
+  impl->threshold = static_cast<float>(r.real("anomaly.threshold", -HUGE_VAL, HUGE_VAL));
+  const std::int64_t rows = r.integer("anomaly.bank.rows", 1, INT64_MAX / 4);
+  const std::int64_t width = r.integer("anomaly.bank.width", 1, 1 << 20);
+  if (rows > INT64_MAX / 4 / width) r.fail("anomaly.bank.rows", "x anomaly.bank.width overflows");
+  impl->set_bank(r.floats("anomaly.bank", rows * width), rows, width);
+  const auto sample = static_cast<std::int64_t>(impl->reader->sample_size());
+  const bool checked = r.integer("anomaly.reference.count", 0, 1) == 1;
+  impl->reference_input = r.floats("anomaly.reference.input", checked ? sample : 0);
+  impl->reference_score =
+      static_cast<float>(r.real("anomaly.reference.score", -HUGE_VAL, HUGE_VAL));
+  PatchCore p(std::move(impl));
+  if (checked) p.self_check(path);
+  return p;
+}
+
+void PatchCore::self_check(const std::filesystem::path& path) {
+  const float again = score_input(impl_->reference_input).score;
+  const float ref = impl_->reference_score;
+  if (!(std::fabs(again - ref) <= 1e-3f * std::max(1.0f, std::fabs(ref)))) {
+    throw CorruptFile("anomaly model '" + path.string() +
+                      "': self-check failed: the reference image scores " +
+                      modelfile_detail::float_text(again) + " on " +
+                      impl_->model->backend().name() + ", the model file says " +
+                      modelfile_detail::float_text(ref) + " (tolerance 1e-3 relative)");
+  }
+}
+
+}  // namespace stoke::anomaly

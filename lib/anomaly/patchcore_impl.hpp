@@ -1,0 +1,48 @@
+// Internal: PatchCore's state (the public class's Impl), shared by the
+// scoring (patchcore.cpp) and the model file (model_file.cpp).
+#pragma once
+
+#include <limits>
+#include <memory>
+#include <optional>
+
+#include "anomaly/features.hpp"
+#include "anomaly/knn.hpp"
+#include "deploy/preprocess.hpp"
+#include "stoke/anomaly.hpp"
+
+namespace stoke::anomaly_detail {
+
+// The image score from its patch distances (anomalib's compute_anomaly_score):
+// s* the largest nearest distance, m* the bank row nearest to that patch;
+// with k = min(num_neighbors, bank rows) > 1 the support set is m*'s k
+// nearest bank rows, and the score is (1 - softmax(distances from the patch
+// to the support set))[0] x s*.
+STOKE_INTERNAL float image_score(const Neighbours& nearest, std::span<const float> patches,
+                                 std::span<const float> bank, std::int64_t width,
+                                 const BankSearch& search, int num_neighbors);
+
+}  // namespace stoke::anomaly_detail
+
+namespace stoke::anomaly {
+
+// Hidden: as a member of an exported class it would otherwise be exported.
+struct __attribute__((visibility("hidden"))) PatchCore::Impl {
+  std::unique_ptr<nn::Model> model;
+  PreprocessOptions preprocess;
+  PatchCoreOptions options;
+  std::vector<float> bank;
+  std::int64_t bank_rows = 0, bank_width = 0;
+  float threshold = std::numeric_limits<float>::infinity();
+  std::vector<float> reference_input;  // (C, H, W); empty: no self-check
+  float reference_score = 0.0f;
+  std::unique_ptr<anomaly_detail::FeatureExtractor> extractor;
+  std::unique_ptr<anomaly_detail::BankSearch> search;
+  std::unique_ptr<deploy_detail::SamplePreprocessor> reader;
+
+  Impl(std::unique_ptr<nn::Model> m, PreprocessOptions p, PatchCoreOptions o);
+  anomaly_detail::FeatureExtractor& features();
+  void set_bank(std::vector<float> rows, std::int64_t count, std::int64_t width);
+};
+
+}  // namespace stoke::anomaly

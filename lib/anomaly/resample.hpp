@@ -1,0 +1,34 @@
+// Internal: the host-side resampling of PatchCore's maps, each matching the
+// PyTorch definition anomalib calls.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "stoke/export.hpp"
+
+namespace stoke::anomaly_detail {
+
+// F.interpolate(mode="bilinear", align_corners=False) of `planes` planes
+// (in_h, in_w) -> (out_h, out_w).
+STOKE_INTERNAL std::vector<float> resize_bilinear(std::span<const float> in, std::int64_t planes,
+                                                  std::int64_t in_h, std::int64_t in_w,
+                                                  std::int64_t out_h, std::int64_t out_w);
+
+// F.interpolate(mode="nearest") of one plane: source floor(dst x in / out).
+STOKE_INTERNAL std::vector<float> resize_nearest(std::span<const float> in, std::int64_t in_h,
+                                                 std::int64_t in_w, std::int64_t out_h,
+                                                 std::int64_t out_w);
+
+// anomalib's kernel size for sigma: 2 x int(4 sigma + 0.5) + 1.
+STOKE_INTERNAL int gaussian_kernel_size(float sigma) noexcept;
+
+// anomalib's GaussianBlur2d on one plane: the normalized separable Gaussian
+// of gaussian_kernel_size(sigma) taps, reflect padding (the edge sample not
+// repeated), same output size. Planes smaller than the kernel's half width
+// reflect repeatedly.
+STOKE_INTERNAL std::vector<float> gaussian_blur(std::span<const float> in, std::int64_t h,
+                                                std::int64_t w, float sigma);
+
+}  // namespace stoke::anomaly_detail

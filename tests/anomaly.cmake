@@ -1,0 +1,15 @@
+# PatchCore parity with a PyTorch reference (tests/anomaly/): anomalib's
+# PatchcoreModel where it imports, else anomalib's definitions in plain
+# PyTorch; skips (77) with the reason where PyTorch is missing.
+add_executable(stoke_anomaly_tool ${CMAKE_CURRENT_SOURCE_DIR}/tools/anomaly_tool.cpp)
+target_link_libraries(stoke_anomaly_tool PRIVATE stoke stoke_warnings)
+add_test(NAME Anomaly.PatchCoreParityWithPyTorch
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/anomaly/run.sh
+                 $<TARGET_FILE:stoke_anomaly_tool> ${CMAKE_CURRENT_BINARY_DIR}/anomaly_parity)
+set_tests_properties(Anomaly.PatchCoreParityWithPyTorch
+                     PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS python)
+
+# The CLI's anomaly path (train --task anomaly -> eval -> predict, the memory cap).
+add_test(NAME Cli.AnomalyTrainEvalPredict
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_anomaly.sh $<TARGET_FILE:stoke_cli>)
+set_tests_properties(Cli.AnomalyTrainEvalPredict PROPERTIES TIMEOUT 300)

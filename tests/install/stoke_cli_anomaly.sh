@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The `stoke` command's anomaly path end to end on a small synthetic set:
+# train --task anomaly on the good parts -> eval (image AUROC, false-reject and
+# escape rates) -> predict --json (file, score, anomalous), the memory cap
+# naming its option, and unimplemented options refused by name.
+#   stoke_cli_anomaly.sh <stoke binary>
+set -euo pipefail
+stoke=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export STOKE_LOG_LEVEL=error
+fail() { echo "FAIL: $1"; shift; for f in "$@"; do cat "$f"; done; exit 1; }
+
+"$stoke" dataset --out "$work/data" --count 40 --size 192x192 --format png --defects 0.4 --seed 5 >/dev/null
+"$stoke" train --task anomaly --data "$work/data/ok" --arch resnet18 --width-mult 0.5 --size 96 --coreset 0.2 \
+  --out "$work/m.stoke" --json >"$work/train.json" 2>"$work/train.err" || fail "train --task anomaly" "$work/train.err"
+grep -q '"bank_rows"' "$work/train.json" || fail "train json" "$work/train.json"
+grep -q 'full bank .* MiB' "$work/train.err" || fail "no memory figure before the coreset" "$work/train.err"
+
+"$stoke" eval --model "$work/m.stoke" --data "$work/data" --good ok --json >"$work/eval.json" 2>"$work/eval.err" \
+  || fail "eval" "$work/eval.err"
+for key in image_auroc false_reject_rate escape_rate threshold; do
+  grep -q "\"$key\"" "$work/eval.json" || fail "eval json has no $key" "$work/eval.json"
+done
+# A number in [0, 1] (the set's good parts include the training ones, so its value says
+# nothing about detection: the unit tests and the parity test check that).
+auroc=$(sed 's/.*"image_auroc": \([0-9.]*\).*/\1/' "$work/eval.json")
+awk -v a="$auroc" 'BEGIN { exit !(a >= 0 && a <= 1) }' || fail "image AUROC '$auroc' not in [0, 1]" "$work/eval.json"
+
+one=$(find "$work/data/defect" -name '*.png' | sort | head -1)
+"$stoke" predict --model "$work/m.stoke" "$one" --json >"$work/predict.json" 2>/dev/null || fail "predict" "$work/predict.json"
+grep -q '"file".*"score".*"anomalous": \(true\|false\)' "$work/predict.json" || fail "predict json" "$work/predict.json"
+
+# The backbone of a classifier stoke trained (its size and channels come with it).
+"$stoke" train --data "$work/data" --arch resnet18 --width-mult 0.25 --size 48 --epochs 1 --batch 8 \
+  --out "$work/cls.stoke" >/dev/null 2>"$work/cls.err" || fail "classifier training" "$work/cls.err"
+"$stoke" train --task anomaly --data "$work/data/ok" --init "$work/cls.stoke" --coreset 0.5 \
+  --out "$work/from_cls.stoke" --json >"$work/from_cls.json" 2>"$work/from_cls.err" \
+  || fail "train --task anomaly --init MODEL.stoke" "$work/from_cls.err"
+grep -q '"bank_width": 96' "$work/from_cls.json" || fail "bank width of resnet18/4 is not 32 + 64" "$work/from_cls.json"
+
+# Gray input: a 1-channel backbone, the images read as gray.
+"$stoke" train --task anomaly --data "$work/data/ok" --arch resnet18 --width-mult 0.25 --size 64 --channels 1 \
+  --out "$work/gray.stoke" >/dev/null 2>"$work/gray.err" || fail "train --channels 1" "$work/gray.err"
+"$stoke" predict --model "$work/gray.stoke" "$one" --json 2>/dev/null | grep -q '"score"' || fail "gray predict"
+
+# The bank over the cap: an error naming the option, no model written.
+if "$stoke" train --task anomaly --data "$work/data/ok" --arch resnet18 --width-mult 0.5 --size 96 --max-bank 1K \
+  --out "$work/capped.stoke" >/dev/null 2>"$work/cap.err"; then
+  fail "a bank over --max-bank was accepted" "$work/cap.err"
+fi
+grep -q 'max_bank_bytes (--max-bank)' "$work/cap.err" || fail "the cap error does not name --max-bank" "$work/cap.err"
+test ! -e "$work/capped.stoke" || fail "a model was written past the cap"
+if "$stoke" train --task anomaly --data "$work/data/ok" --arch resnet18 --size 96 --method padim \
+  --out "$work/p.stoke" >/dev/null 2>"$work/padim.err"; then
+  fail "--method padim accepted" "$work/padim.err"
+fi
+grep -q 'padim is not implemented' "$work/padim.err" || fail "padim refusal" "$work/padim.err"
+echo "OK: stoke train --task anomaly -> eval (AUROC $auroc) -> predict"

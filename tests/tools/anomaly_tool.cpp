@@ -1,0 +1,81 @@
+// The anomaly parity test's stoke side (tests/anomaly/parity.py): a
+// torchvision-named safetensors backbone, PatchCore fitted with coreset
+// ratio 1 on raw float inputs, then per test input its embeddings, anomaly
+// map and image score, written as float32 files.
+//   anomaly_tool WEIGHTS ARCH SIZE TRAIN.bin NTRAIN TEST.bin NTEST OUTDIR
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "stoke/stoke.hpp"
+
+namespace {
+
+std::vector<float> read_floats(const std::string& path, std::size_t count) {
+  std::vector<float> v(count);
+  std::ifstream f(path, std::ios::binary);
+  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(count * sizeof(float)));
+  if (!f) throw stoke::IoError("cannot read " + std::to_string(count) + " floats from " + path);
+  return v;
+}
+
+void write_floats(const std::string& path, const std::vector<float>& v) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(v.data()),
+          static_cast<std::streamsize>(v.size() * sizeof(float)));
+  if (!f) throw stoke::IoError("cannot write " + path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 9) {
+    std::fprintf(stderr,
+                 "usage: anomaly_tool WEIGHTS ARCH SIZE TRAIN.bin NTRAIN TEST.bin NTEST OUTDIR\n");
+    return 2;
+  }
+  try {
+    stoke::init();
+    stoke::nn::ModelSpec spec;
+    spec.architecture = stoke::nn::architecture_from_name(argv[2]);
+    spec.in_channels = 3;
+    spec.height = spec.width = std::stoi(argv[3]);
+    spec.classes = 1000;
+    auto model = stoke::nn::build_model(stoke::default_backend(), spec, 1);
+    stoke::interchange::ImportOptions io;
+    io.load_classifier = false;
+    stoke::interchange::load_safetensors(*model, argv[1], io);
+    stoke::PreprocessOptions pre;
+    pre.width = pre.height = spec.height;
+    stoke::anomaly::PatchCoreOptions o;
+    o.coreset_ratio = 1.0;
+    stoke::anomaly::PatchCore core(std::move(model), pre, o);
+    const auto sample = static_cast<std::size_t>(3 * spec.height * spec.width);
+    const int ntrain = std::stoi(argv[5]), ntest = std::stoi(argv[7]);
+    const auto train = read_floats(argv[4], sample * static_cast<std::size_t>(ntrain));
+    const stoke::anomaly::Embeddings e = core.embed(train, ntrain);
+    core.fit_embeddings(e);
+    const auto test = read_floats(argv[6], sample * static_cast<std::size_t>(ntest));
+    std::vector<float> emb, maps, scores;
+    for (int i = 0; i < ntest; ++i) {
+      const std::span<const float> x(test.data() + static_cast<std::size_t>(i) * sample, sample);
+      const auto te = core.embed(x, 1);
+      emb.insert(emb.end(), te.rows.begin(), te.rows.end());
+      const auto r = core.score_input(x);
+      maps.insert(maps.end(), r.map.begin(), r.map.end());
+      scores.push_back(r.score);
+    }
+    const std::string out = argv[8];
+    write_floats(out + "/train_embeddings.bin", e.rows);
+    write_floats(out + "/test_embeddings.bin", emb);
+    write_floats(out + "/maps.bin", maps);
+    write_floats(out + "/scores.bin", scores);
+    std::printf("%lld %lld %lld\n", static_cast<long long>(e.grid_h),
+                static_cast<long long>(e.grid_w), static_cast<long long>(e.width));
+    return 0;
+  } catch (const stoke::Error& err) {
+    std::fprintf(stderr, "anomaly_tool: %s\n", err.what());
+    return 1;
+  }
+}

@@ -1,0 +1,321 @@
+// stoke train --task anomaly, and stoke predict / stoke eval on an anomaly
+// model file (PatchCore, stoke/anomaly.hpp; docs/anomaly.md).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "stoke/interchange.hpp"
+#include "stoke/stoke.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using stoke_cli::UsageError;
+
+constexpr const char* kTrainUsage =
+    R"(usage: stoke train --task anomaly --data GOOD_DIR [--val GOOD_OR_MIXED_DIR]
+                   --arch resnet18|resnet34|resnet50|wide_resnet50_2 [--init WEIGHTS|MODEL.stoke] --size N
+                   [--channels 1|3] [--normalize imagenet(default)|minmax|mean=..,std=..]
+                   [--method patchcore] [--coreset RATIO (0.1)] [--max-bank BYTES[K|M|G] (4G)]
+                   [--false-reject R (0.005)] [--seed N] --out MODEL [--json]
+  Fits PatchCore's memory bank on the good images of GOOD_DIR (images under a subfolder other
+  than good/ or ok/ are listed and left out). The threshold rejects at most R of the good
+  images of --val (its good/ or ok/ subfolder, or the folder itself); without --val every 10th
+  training image is held out for it. --init loads torchvision-named safetensors (or ONNX) into
+  --arch, or takes the backbone of a classifier stoke trained (MODEL.stoke, its size and channels).
+)";
+
+constexpr const char* kPredictUsage =
+    "usage: stoke predict --model ANOMALY_MODEL (FILE... | --data DIR) [--json]\n"
+    "  prints file, score and anomalous (score above the model's threshold) per image.\n";
+
+constexpr const char* kEvalUsage =
+    "usage: stoke eval --model ANOMALY_MODEL --data DIR --good CLASS [--json]\n"
+    "  DIR holds one subfolder per class; CLASS is the good one, every other is a defect.\n"
+    "  Reports image_auroc and, at the model's threshold, the false-reject and escape rates.\n";
+
+bool is_good_folder(const std::string& name) {
+  return name == "good" || name == "ok";
+}
+
+// The images of `root`: those directly in it or under good/ or ok/ as good,
+// the others (under any other subfolder) as defects.
+void split_folder(const fs::path& root, std::vector<fs::path>& good,
+                  std::vector<fs::path>& defect) {
+  for (const auto& f : stoke_cli::list_images(root)) {
+    const fs::path rel = f.lexically_relative(root);
+    const bool top = rel.parent_path().empty();
+    (top || is_good_folder(rel.begin()->string()) ? good : defect).push_back(f);
+  }
+}
+
+std::uint64_t byte_count(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  double scale = 1.0;
+  if (*end == 'K' || *end == 'k') scale = 1024.0;
+  if (*end == 'M' || *end == 'm') scale = 1024.0 * 1024.0;
+  if (*end == 'G' || *end == 'g') scale = 1024.0 * 1024.0 * 1024.0;
+  if (text.empty() || end == text.c_str() || (*end && end[1]) || !(v > 0) || !std::isfinite(v))
+    throw UsageError("--max-bank: '" + text + "' is not a byte count (e.g. 512M, 4G)");
+  return static_cast<std::uint64_t>(v * scale);
+}
+
+stoke::nn::Architecture backbone(const stoke_cli::Args& args) {
+  const std::string arch = args.required("arch");
+  const auto a = stoke::nn::architecture_from_name(arch);
+  if (!stoke::nn::is_torchvision_resnet(a))
+    throw UsageError("--arch for anomaly is resnet18, resnet34, resnet50 or wide_resnet50_2");
+  return a;
+}
+
+stoke::anomaly::PatchCoreOptions patchcore_options(const stoke_cli::Args& args) {
+  const std::string method = args.get("method", "patchcore");
+  if (method == "padim")
+    throw stoke::Unsupported("--method padim is not implemented yet (issue 26)");
+  if (method != "patchcore") throw UsageError("--method is patchcore");
+  for (const char* name : {"tile", "stride"})
+    if (args.has(name))
+      throw stoke::Unsupported(std::string("--") + name +
+                               ": tiling is not implemented yet (issue 26)");
+  stoke::anomaly::PatchCoreOptions o;
+  o.coreset_ratio = args.get_double("coreset", 0.1);
+  o.target_false_reject = args.get_double("false-reject", 0.005);
+  o.seed = static_cast<std::uint64_t>(args.get_int("seed", 0));
+  if (args.has("max-bank")) o.max_bank_bytes = byte_count(args.get("max-bank"));
+  return o;
+}
+
+// --init MODEL.stoke: a classifier stoke trained (its backbone, input size and
+// channels); --init FILE.safetensors|.onnx: torchvision weights into --arch;
+// no --init: --arch with random weights.
+std::unique_ptr<stoke::nn::Model> load_backbone(const stoke_cli::Args& args, std::uint64_t seed) {
+  const std::string f = args.get("init");
+  const auto ends = [&](const char* tail) {
+    const std::string t = tail;
+    return f.size() > t.size() && f.compare(f.size() - t.size(), t.size(), t) == 0;
+  };
+  if (ends(".stoke")) {
+    auto model = stoke::nn::load_model(f, stoke::default_backend());
+    const auto& s = model->spec();
+    if (!stoke::nn::is_torchvision_resnet(s.architecture))
+      throw UsageError(
+          "--init " + f + ": a " + stoke::nn::architecture_name(s.architecture) +
+          " classifier; anomaly needs resnet18, resnet34, resnet50 or wide_resnet50_2");
+    if ((args.has("size") && args.get_int("size", 0) != s.height) ||
+        (args.has("channels") && args.get_int("channels", 0) != s.in_channels))
+      throw UsageError("--init " + f + " takes " + std::to_string(s.in_channels) + "x" +
+                       std::to_string(s.height) + "x" + std::to_string(s.width) +
+                       " inputs: leave out --size/--channels or give those");
+    std::fprintf(stderr, "init: the backbone of the classifier %s (%s, %dx%d)\n", f.c_str(),
+                 stoke::nn::architecture_name(s.architecture), s.height, s.width);
+    return model;
+  }
+  stoke::nn::ModelSpec spec;
+  spec.architecture = backbone(args);
+  spec.in_channels = args.get_int("channels", 3);
+  spec.height = spec.width = args.get_int("size", 224);
+  spec.classes = 1000;  // torchvision's head: unused, kept so a classifier's file loads whole
+  spec.width_multiplier = static_cast<float>(args.get_double("width-mult", 1.0));
+  auto model = stoke::nn::build_model(stoke::default_backend(), spec, seed);
+  if (f.empty()) {
+    std::fprintf(stderr, "stoke train: no --init: random backbone weights (seed %llu)\n",
+                 static_cast<unsigned long long>(seed));
+    return model;
+  }
+  stoke::interchange::ImportOptions io;
+  io.load_classifier = false;
+  const auto r = ends(".onnx") ? stoke::interchange::import_onnx(*model, f, io)
+                               : stoke::interchange::load_safetensors(*model, f, io);
+  std::fprintf(stderr, "init: %zu tensors from %s%s\n", r.loaded.size(), f.c_str(),
+               r.stem_summed ? ", RGB stem summed to gray" : "");
+  return model;
+}
+
+int train(int argc, char** argv) {
+  stoke_cli::Args args(
+      argc, argv,
+      {"task", "data", "val", "arch", "init", "size", "channels", "normalize", "method", "coreset",
+       "max-bank", "false-reject", "seed", "out", "tile", "stride", "width-mult"},
+      {"json"});
+  const std::string out = args.required("out");
+  std::vector<fs::path> good, mixed_in;
+  split_folder(args.required("data"), good, mixed_in);
+  if (!mixed_in.empty()) {
+    std::fprintf(stderr, "stoke train: %zu images under non-good subfolders of %s are left out:\n",
+                 mixed_in.size(), args.get("data").c_str());
+    for (const auto& f : mixed_in) std::fprintf(stderr, "  %s\n", f.c_str());
+  }
+  std::vector<fs::path> val, val_defects;
+  if (args.has("val")) {
+    split_folder(args.get("val"), val, val_defects);
+  } else if (good.size() >= 10) {
+    std::vector<fs::path> fit;
+    for (std::size_t i = 0; i < good.size(); ++i) (i % 10 == 9 ? val : fit).push_back(good[i]);
+    good = std::move(fit);
+  } else {
+    std::fprintf(stderr,
+                 "stoke train: fewer than 10 images and no --val: the threshold comes "
+                 "from the training images themselves (optimistic)\n");
+    val = good;
+  }
+  if (good.empty() || val.empty())
+    throw UsageError("no good images to train on or to calibrate with");
+  const auto options = patchcore_options(args);
+  stoke::init();
+  auto model = load_backbone(args, options.seed);
+  const stoke::nn::ModelSpec& spec = model->spec();
+  stoke::PreprocessOptions pre;
+  pre.width = pre.height = spec.height;
+  pre.channels = spec.in_channels;
+  pre.normalization = stoke_cli::parse_normalization(args.get("normalize", "imagenet"));
+  stoke::set_log_level(stoke::LogLevel::kInfo);  // the bank's memory figure and the coreset
+  stoke::anomaly::PatchCore core(std::move(model), pre, options);
+  core.fit(good);
+  core.calibrate(val);
+  core.save(out);
+  std::size_t escapes = 0;
+  for (const auto& f : val_defects) escapes += core.score_file(f).anomalous ? 0 : 1;
+  if (args.has("json")) {
+    std::printf(
+        "{\"model\": %s, \"train_images\": %zu, \"val_images\": %zu, \"bank_rows\": %lld, "
+        "\"bank_width\": %lld, \"threshold\": %.9g, \"val_defects\": %zu, \"val_escapes\": %zu}\n",
+        stoke_cli::json_string(out).c_str(), good.size(), val.size(),
+        static_cast<long long>(core.bank_rows()), static_cast<long long>(core.bank_width()),
+        core.threshold(), val_defects.size(), escapes);
+  } else {
+    std::printf("model: %s (%zu good images, bank %lld x %lld, threshold %.6g from %zu good)\n",
+                out.c_str(), good.size(), static_cast<long long>(core.bank_rows()),
+                static_cast<long long>(core.bank_width()), core.threshold(), val.size());
+  }
+  return 0;
+}
+
+void print_result(bool json, const fs::path& file, const stoke::anomaly::AnomalyResult& r) {
+  if (json) {
+    std::printf("{\"file\": %s, \"score\": %.9g, \"anomalous\": %s}\n",
+                stoke_cli::json_string(file.string()).c_str(), r.score,
+                r.anomalous ? "true" : "false");
+  } else {
+    std::printf("%-48s %12.6g %s\n", file.c_str(), r.score, r.anomalous ? "anomalous" : "good");
+  }
+}
+
+int predict(int argc, char** argv) {
+  stoke_cli::Args args(argc, argv, {"model", "data"}, {"json"});
+  std::vector<fs::path> files(args.positional().begin(), args.positional().end());
+  if (args.has("data")) {
+    const auto found = stoke_cli::list_images(args.get("data"));
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  if (files.empty()) throw UsageError("no images: give FILE... or --data DIR");
+  stoke::init();
+  auto core = stoke::anomaly::PatchCore::load(args.required("model"), stoke::default_backend());
+  std::size_t failed = 0;
+  for (const auto& f : files) {
+    try {
+      print_result(args.has("json"), f, core.score_file(f));
+    } catch (const stoke::Error& e) {
+      ++failed;
+      std::fprintf(stderr, "stoke predict: %s\n", e.what());
+      if (args.has("json"))
+        std::printf("{\"file\": %s, \"error\": %s}\n", stoke_cli::json_string(f.string()).c_str(),
+                    stoke_cli::json_string(e.what()).c_str());
+    }
+  }
+  return failed ? 1 : 0;
+}
+
+int eval(int argc, char** argv) {
+  stoke_cli::Args args(argc, argv, {"model", "data", "good"}, {"json"});
+  const fs::path data = args.required("data");
+  const std::string good_class = args.required("good");
+  std::vector<float> good, defect;
+  std::vector<fs::path> classes;
+  std::error_code ec;
+  if (!fs::is_directory(data, ec)) throw stoke::IoError("'" + data.string() + "' is not a folder");
+  for (fs::directory_iterator it(data, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_directory(ec)) classes.push_back(it->path());
+  if (ec) throw stoke::IoError("cannot list '" + data.string() + "': " + ec.message());
+  std::sort(classes.begin(), classes.end());
+  stoke::init();
+  auto core = stoke::anomaly::PatchCore::load(args.required("model"), stoke::default_backend());
+  bool found_good = false;
+  for (const auto& dir : classes) {
+    const bool is_good = dir.filename() == good_class;
+    found_good |= is_good;
+    for (const auto& f : stoke_cli::list_images(dir))
+      (is_good ? good : defect).push_back(core.score_file(f).score);
+  }
+  if (!found_good)
+    throw UsageError("--good " + good_class + ": no such subfolder of " + data.string());
+  const float t = core.threshold();
+  std::size_t rejected = 0, escaped = 0;
+  for (float s : good) rejected += s > t;
+  for (float s : defect) escaped += !(s > t);
+  const double frr =
+      good.empty() ? 0.0 : static_cast<double>(rejected) / static_cast<double>(good.size());
+  const double esc =
+      defect.empty() ? 0.0 : static_cast<double>(escaped) / static_cast<double>(defect.size());
+  const double auroc =
+      good.empty() || defect.empty() ? NAN : stoke::anomaly::image_auroc(good, defect);
+  if (args.has("json")) {
+    std::printf(
+        "{\"good\": %zu, \"defect\": %zu, \"image_auroc\": %s, \"threshold\": %.9g, "
+        "\"false_reject_rate\": %.6f, \"escape_rate\": %.6f}\n",
+        good.size(), defect.size(), std::isfinite(auroc) ? std::to_string(auroc).c_str() : "null",
+        t, frr, esc);
+  } else {
+    std::printf(
+        "%zu good, %zu defect: image AUROC %.4f; threshold %.6g: false-reject rate %.4f, "
+        "escape rate %.4f\n",
+        good.size(), defect.size(), auroc, t, frr, esc);
+  }
+  return 0;
+}
+
+}  // namespace
+
+namespace stoke_cli {
+
+bool wants_anomaly_task(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--task=anomaly" ||
+        (a == "--task" && i + 1 < argc && std::string(argv[i + 1]) == "anomaly"))
+      return true;
+  }
+  return false;
+}
+
+bool is_anomaly_model(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    std::string path;
+    if (a == "--model" && i + 1 < argc) path = argv[i + 1];
+    if (a.rfind("--model=", 0) == 0) path = a.substr(8);
+    if (path.empty()) continue;
+    try {
+      return stoke::nn::read_checkpoint_info(path).metadata.count("anomaly.method") != 0;
+    } catch (const stoke::Error&) {
+      return false;  // the classifier path reports the file's problem
+    }
+  }
+  return false;
+}
+
+int anomaly_train(int argc, char** argv) {
+  return run_guarded("train", kTrainUsage, train, argc, argv);
+}
+int anomaly_predict(int argc, char** argv) {
+  return run_guarded("predict", kPredictUsage, predict, argc, argv);
+}
+int anomaly_eval(int argc, char** argv) {
+  return run_guarded("eval", kEvalUsage, eval, argc, argv);
+}
+
+}  // namespace stoke_cli
