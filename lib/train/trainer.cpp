@@ -227,6 +227,12 @@ int Trainer::resume_from(const std::string& path, State& st) {
   }
   TrainState s = TrainState::from_metadata(info.metadata, "checkpoint '" + path + "'");
   check_resume_world(path, info.metadata, s);
+  if (s.epoch >= options_.epochs) {  // a finished run: fit() would claim a model it never trains
+    throw InvalidArgument("Trainer::fit: checkpoint '" + path + "' finished " +
+                          std::to_string(s.epoch) +
+                          " epochs; resuming it with epochs = " + std::to_string(options_.epochs) +
+                          " leaves nothing to train (raise epochs to continue it)");
+  }
   st.batch = s.batch_size;
   st.multiplier = s.batch_multiplier;
   st.step = s.step;
