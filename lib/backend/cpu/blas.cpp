@@ -45,7 +45,7 @@ void check_blas_headroom(int m, int n, int k) {
   void* p = mmap(nullptr, kBlasBufferProbe, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
-    throw OutOfMemory("stoke: out of memory: a " + std::to_string(m) + "x" + std::to_string(k) +
+    throw OutOfMemory("out of memory: a " + std::to_string(m) + "x" + std::to_string(k) +
                           " by " + std::to_string(k) + "x" + std::to_string(n) +
                           " matrix product needs BLAS work space (" +
                           std::to_string(kBlasBufferProbe >> 20) +
