@@ -261,8 +261,10 @@ std::optional<EpochRecord> Trainer::run_epoch_with_retries(int epoch, Loaders& l
         const std::int64_t pad_to = st.runner && st.runner->keeps_graphs() ? st.batch : 0;
         detail::validate(model_, *loaders.val_loader, st.settings, record, &st.rings, pad_to);
       }
+      // A rank with an empty share of the validation set has finished it too.
       st.epoch_finished =
-          st.epoch_finished && (!due || record.validated || loaders.val_data->empty());
+          st.epoch_finished && (!due || record.validated || loaders.val_data->empty() ||
+                                loaders.val_loader->batches_per_epoch() == 0);
       return record;
     } catch (const OutOfMemory& e) {
       release_step_memory();

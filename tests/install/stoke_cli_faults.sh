@@ -398,5 +398,50 @@ case_report_bounded() {  # item 14: the HTML report does not grow with classes s
   grep -q 'largest' "$work/krep/report.html" || fail "no top confusions in the report"
 }
 
+case_sigterm_under_nproc() {  # item 17: SIGTERM to the launcher stops every rank with one checkpoint
+  "$stoke" info --json 2>/dev/null | grep -q '"distributed": *true' || skip "a build without Gloo"
+  setup
+  STOKE_DIST_TIMEOUT=20 "$stoke" train --nproc 2 --data "$work/d" --out "$work/p.stoke" --epochs 100000 \
+    --size 16 --batch 4 --arch plain >/dev/null 2>"$work/err" &
+  pid=$!
+  for _ in $(seq 1 600); do grep -q '^train ' "$work/err" 2>/dev/null && break; sleep 0.1; done
+  grep -q '^train ' "$work/err" || { cat "$work/err"; fail "the ranks never started training"; }
+  ranks=$(pgrep -P $pid | tr '\n' ' ')
+  kill -TERM $pid
+  wait $pid
+  rc=$?
+  test "$rc" -eq 130 || { cat "$work/err"; fail "SIGTERM under --nproc: status $rc"; }
+  test -s "$work/p.stoke.stop" || { cat "$work/err"; fail "SIGTERM under --nproc wrote no stop checkpoint"; }
+  for r in $ranks; do ! kill -0 "$r" 2>/dev/null || fail "rank process $r still runs"; done
+  ! grep -q 'killing rank' "$work/err" || { cat "$work/err"; fail "a rank had to be killed"; }
+}
+
+case_address_space_limit() {  # item 4: out of memory under ulimit -v is a message, never a hang
+  skip_under_asan
+  setup
+  img=$(find "$work/d" -type f | head -1)
+  (ulimit -v 400000 && true) 2>/dev/null || skip "this machine refuses ulimit -v"
+  for limit in 1300000 1000000 800000 600000; do
+    (ulimit -v $limit && timeout -k 5 60 "$stoke" predict --model "$work/m.stoke" "$img") \
+      >"$work/out" 2>"$work/err"
+    rc=$?
+    if [ "$rc" -ne 0 ]; then
+      expect_clean_failure "predict under ulimit -v $limit"
+      grep -qi 'out of memory' "$work/err" || { cat "$work/err"; fail "ulimit -v $limit: no out-of-memory message"; }
+    fi
+    for batch in 4 auto; do
+      (ulimit -v $limit && timeout -k 5 120 "$stoke" train --data "$work/d" --out "$work/l.stoke" --epochs 1 \
+        --size 32 --batch $batch) >"$work/out" 2>"$work/err"
+      rc=$?
+      # 0: it fit; 130: the documented back-off stopped with its checkpoint; 1: a message.
+      case $rc in
+        0 | 130) ;;
+        1) grep -qi 'out of memory\|stoke train' "$work/err" || { cat "$work/err"; fail "train $limit/$batch: no message"; } ;;
+        *) cat "$work/err"; fail "train --batch $batch under ulimit -v $limit: status $rc (crash, signal or hang)" ;;
+      esac
+    done
+  done
+}
+
 "case_$case_name"
 echo "PASS: $case_name"
