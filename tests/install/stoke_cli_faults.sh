@@ -443,5 +443,15 @@ case_address_space_limit() {  # item 4: out of memory under ulimit -v is a messa
   done
 }
 
+case_model_without_training_images() {  # item 20: a model file that embeds no training data
+  setup
+  run "$stoke" train --data "$work/d" --out "$work/private.stoke" "${T[@]}" --no-reference-images
+  test "$rc" -eq 0 || { cat "$work/err"; fail "--no-reference-images: status $rc"; }
+  ! grep -a -q "$work/d" "$work/private.stoke" || fail "the model file names the dataset folder"
+  grep -a -q "$work/d" "$work/m.stoke" || fail "the default model file should name its dataset (the test is blind)"
+  run "$stoke" predict --model "$work/private.stoke" "$(find "$work/d" -type f | head -1)"
+  test "$rc" -eq 0 && grep -q 'self-check skipped' "$work/err" || { cat "$work/err"; fail "predict of the private model"; }
+}
+
 "case_$case_name"
 echo "PASS: $case_name"

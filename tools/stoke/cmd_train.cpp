@@ -27,7 +27,7 @@ constexpr const char* kUsage =
                    [--augment hflip,vflip,crop,brightness=X,contrast=X] [--arch resnet|plain]
                    [--seed N] [--report DIR] [--json] [--log FILE.json|FILE.csv]
                    [--resume CHECKPOINT [--force]] [--class-weights balanced|w0,w1,...]
-                   [--balanced-sampler] [--skip-corrupt]
+                   [--balanced-sampler] [--skip-corrupt] [--no-reference-images]
                    [--nproc N [--bucket-kb K]] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult M]
                    [--freeze K]]
   Writes the best model (by validation accuracy) to MODEL, or the final one without validation;
@@ -39,7 +39,9 @@ constexpr const char* kUsage =
   listed on stderr with the reason. --skip-corrupt leaves unreadable images out (listed) up to
   max(10, 1 %) of them instead of stopping at the first. --out, --log and --report are checked
   for writing before the first epoch; one run at a time writes MODEL (MODEL.lock). SIGINT and
-  SIGTERM write MODEL.stop and exit 130. --nproc N trains data-parallel
+  SIGTERM write MODEL.stop and exit 130. MODEL embeds up to four training or validation images
+  (their paths, pixels and files up to 256 KiB, for the predictor's self-check) and the --data
+  path; --no-reference-images leaves them out (no self-check) for models that leave the building. --nproc N trains data-parallel
   with N processes on this machine (CPU ranks sharing the cores, or one per device of a
   STOKE_GPU_DEVICE list; a list without --nproc starts one rank per listed device; see
   docs/distributed.md); CPU ranks average gradients in buckets of K KiB (25600) while backward
@@ -173,6 +175,7 @@ stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t
                                 "bucket-kb", static_cast<int>(o.gradient_bucket_bytes >> 10)))
                             << 10;
   o.balanced_sampler = args.has("balanced-sampler");
+  o.embed_training_images = !args.has("no-reference-images");
   const std::string weights = args.get("class-weights", "");
   if (weights == "balanced") {
     o.balanced_class_weights = true;
@@ -512,12 +515,12 @@ int train_here(const stoke_cli::Args& args, const stoke::Config& config, Plan p)
 }
 
 int run(int argc, char** argv) {
-  stoke_cli::Args args(argc, argv,
-                       {"data",   "val",    "split",      "out",       "size",          "channels",
-                        "epochs", "batch",  "lr",         "optimizer", "normalize",     "augment",
-                        "arch",   "seed",   "report",     "resume",    "class-weights", "nproc",
-                        "init",   "freeze", "width-mult", "log",       "bucket-kb"},
-                       {"json", "balanced-sampler", "skip-corrupt", "force"});
+  stoke_cli::Args args(
+      argc, argv, {"data",   "val",    "split",      "out",       "size",          "channels",
+                   "epochs", "batch",  "lr",         "optimizer", "normalize",     "augment",
+                   "arch",   "seed",   "report",     "resume",    "class-weights", "nproc",
+                   "init",   "freeze", "width-mult", "log",       "bucket-kb"},
+      {"json", "balanced-sampler", "skip-corrupt", "force", "no-reference-images"});
   const std::string out = args.required("out");
   args.required("data");
   refuse_outputs_onto_inputs(args);
