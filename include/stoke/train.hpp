@@ -49,13 +49,15 @@ struct TrainerOptions {
   OptimizerKind optimizer = OptimizerKind::kSgd;
   nn::SgdOptions sgd;
   nn::AdamOptions adam;
-  nn::LrSchedule schedule;                // total_steps 0 = set from the run length
-  int validate_every_epochs = 1;          // 0 = never
-  std::size_t validation_subset = 0;      // validate on the first N samples; 0 = all
-  int log_every_steps = 50;               // 0 = never; written by an asynchronous logger
-  std::ostream* log_stream = nullptr;     // where step logs go; null = stoke's log at info level
-  int early_stopping_patience = 0;        // epochs without validation improvement; 0 = off
-  std::filesystem::path best_checkpoint;  // written when validation accuracy improves; empty = off
+  nn::LrSchedule schedule;             // total_steps 0 = set from the run length
+  int validate_every_epochs = 1;       // 0 = never
+  std::size_t validation_subset = 0;   // validate on the first N samples; 0 = all
+  int log_every_steps = 50;            // 0 = never; written by an asynchronous logger
+  std::ostream* log_stream = nullptr;  // where step logs go; null = stoke's log at info level
+  int early_stopping_patience = 0;     // epochs without validation improvement; 0 = off
+  // Written when validation accuracy improves: a deployable model (weights,
+  // buffers, metadata, no optimizer state); empty = off.
+  std::filesystem::path best_checkpoint;
   // Written when fit() stops before its last epoch (stop requested, or out of
   // memory with a fixed batch size); empty = off.
   std::filesystem::path stop_checkpoint;
@@ -93,8 +95,10 @@ struct TrainerOptions {
   std::size_t gradient_bucket_bytes = std::size_t{25} << 20;
   // A stop or best checkpoint written by fit() to continue from: the model,
   // the optimizer state and the TrainState it carries (epoch, position in the
-  // epoch, schedule position, batch size, early-stopping state). The run then
-  // equals one that never stopped, bit for bit on the CPU. Empty = none.
+  // epoch, schedule position, batch size, early-stopping state). From a stop
+  // checkpoint the run then equals one that never stopped, bit for bit on the
+  // CPU; a best checkpoint is a deployable model without optimizer state, so
+  // the optimizer starts fresh (said in the log). Empty = none.
   std::string resume;
   // Per-class loss weights (one per class; empty = none), or weights
   // balanced from the training set's class counts (n / (classes * count)).

@@ -6,13 +6,14 @@
 #include <sstream>
 
 #include "core/text.hpp"
-#include "deploy/model_file.hpp"
-#include "deploy/text.hpp"
+#include "modelfile/model_file.hpp"
+#include "modelfile/text.hpp"
+#include "stoke/deploy.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke {
 
-using deploy_detail::float_text;
+using modelfile_detail::float_text;
 
 namespace {
 
@@ -176,10 +177,10 @@ std::vector<std::int32_t> model_labels(const Dataset& dataset, const ModelInfo& 
   for (const auto& name : dataset.class_names()) {
     const auto it = std::find(info.class_names.begin(), info.class_names.end(), name);
     if (it == info.class_names.end()) {
-      throw InvalidArgument("stoke::evaluate: the dataset's classes (" +
-                            deploy_detail::join(dataset.class_names(), ",") +
-                            ") are not the model's (" + deploy_detail::join(info.class_names, ",") +
-                            "): '" + name + "' is not one of them");
+      throw InvalidArgument(
+          "stoke::evaluate: the dataset's classes (" +
+          modelfile_detail::join(dataset.class_names(), ",") + ") are not the model's (" +
+          modelfile_detail::join(info.class_names, ",") + "): '" + name + "' is not one of them");
     }
     out.push_back(static_cast<std::int32_t>(it - info.class_names.begin()));
   }
@@ -252,7 +253,7 @@ Evaluation evaluate(Predictor& predictor, const Dataset& dataset, const Evaluati
   const bool skip = options.skip_corrupt.value_or(dataset.skip_corrupt());
   const std::size_t n = dataset.size();
   LoaderOptions lo =
-      deploy_detail::loader_options_for(info, std::max<std::size_t>(1, options.batch_size));
+      modelfile_detail::loader_options_for(info, std::max<std::size_t>(1, options.batch_size));
   lo.skip_corrupt = false;  // a bad file is classified apart below, not replaced by the next
   lo.max_image_pixels = predictor.max_image_pixels();
   Loader loader(dataset, lo);

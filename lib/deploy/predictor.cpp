@@ -8,11 +8,12 @@
 #include <functional>
 #include <mutex>
 
-#include "deploy/model_file.hpp"
 #include "deploy/preprocess.hpp"
-#include "deploy/text.hpp"
+#include "modelfile/model_file.hpp"
+#include "modelfile/text.hpp"
 #include "nn/fused_inference.hpp"
 #include "stoke/backend.hpp"
+#include "stoke/deploy.hpp"
 #include "stoke/error.hpp"
 #include "stoke/program.hpp"
 
@@ -134,7 +135,7 @@ struct ForwardWorker {
 };
 
 struct Predictor::Impl {
-  deploy_detail::LoadedModel loaded;
+  modelfile_detail::LoadedModel loaded;
   SimdLevel level = SimdLevel::kScalar;
   std::uint64_t max_pixels = kDefaultMaxImagePixels;  // PredictorOptions::max_image_pixels
   SelfCheckResult check;
@@ -218,7 +219,7 @@ struct Predictor::Impl {
 Predictor::Predictor(const std::filesystem::path& model_file, PredictorOptions options)
     : impl_(std::make_unique<Impl>()) {
   Backend& backend = options.backend ? *options.backend : default_backend();
-  impl_->loaded = deploy_detail::load_model_file(model_file, backend);
+  impl_->loaded = modelfile_detail::load_model_file(model_file, backend);
   impl_->level = default_simd_level();
   impl_->max_pixels = options.max_image_pixels
                           ? *options.max_image_pixels

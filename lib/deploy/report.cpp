@@ -5,14 +5,14 @@
 #include <sstream>
 
 #include "core/atomic_file.hpp"
-#include "deploy/text.hpp"
+#include "modelfile/text.hpp"
 #include "stoke/deploy.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke {
 
-using deploy_detail::float_text;
-using deploy_detail::html_escape;
+using modelfile_detail::float_text;
+using modelfile_detail::html_escape;
 
 namespace {
 
@@ -76,7 +76,7 @@ std::string line_chart(const std::string& title,
 std::string history_charts(const ModelInfo& info) {
   std::vector<double> tl, vl, ta, va;
   for (const auto& line : info.history) {
-    auto f = deploy_detail::split(line, ',');
+    auto f = modelfile_detail::split(line, ',');
     f.resize(5);
     auto num = [](const std::string& s) {
       return s.empty() ? NAN : std::strtod(s.c_str(), nullptr);
@@ -188,7 +188,7 @@ std::string thumbnail(const std::string& file, Decoder& decoder, Resampler& resa
     small.reshape(w, h, 3);
     resampler.resize(full.view(), small.mutable_view(), ResizeFilter::kArea);
     const auto png = encode_png(small.view());
-    return "data:image/png;base64," + deploy_detail::base64_encode(png);
+    return "data:image/png;base64," + modelfile_detail::base64_encode(png);
   } catch (const Error&) {
     return "";
   }

@@ -8,16 +8,20 @@ namespace stoke::interchange {
 namespace {
 
 void find_ends(const nn::Layer& l, ModelEnds& e) {
-  if (const auto* s = dynamic_cast<const nn::Sequential*>(&l)) {
-    for (const auto& c : s->layers()) find_ends(*c, e);
-  } else if (const auto* r = dynamic_cast<const nn::Residual*>(&l)) {
-    find_ends(r->main(), e);
-  } else if (const auto* c = dynamic_cast<const nn::Conv2d*>(&l)) {
-    if (e.stem_weight.empty()) e.stem_weight = c->name() + ".weight";
-  } else if (const auto* fc = dynamic_cast<const nn::Linear*>(&l)) {
-    e.head_weight = fc->name() + ".weight";
-    e.head_bias = fc->name() + ".bias";
-  }
+  nn::visit_layer(
+      l,
+      [&](const nn::Sequential& s) {
+        for (const auto& c : s.layers()) find_ends(*c, e);
+      },
+      [&](const nn::Residual& r) { find_ends(r.main(), e); },
+      [&](const nn::Conv2d& c) {
+        if (e.stem_weight.empty()) e.stem_weight = c.name() + ".weight";
+      },
+      [&](const nn::Linear& fc) {
+        e.head_weight = fc.name() + ".weight";
+        e.head_bias = fc.name() + ".bias";
+      },
+      [](const nn::Layer&) {});
 }
 
 // (O, 3, k, k) summed over the input channels into (O, 1, k, k).

@@ -130,9 +130,9 @@ std::string GraphBuilder::conv(const nn::Conv2d& c, const nn::BatchNorm2d* bn,
 std::string GraphBuilder::sequential(const nn::Sequential& seq, std::string x) {
   const auto& layers = seq.layers();
   for (std::size_t i = 0; i < layers.size(); ++i) {
-    const auto* c = dynamic_cast<const nn::Conv2d*>(layers[i].get());
+    const auto* c = nn::layer_as<nn::Conv2d>(*layers[i]);
     const auto* bn =
-        i + 1 < layers.size() ? dynamic_cast<const nn::BatchNorm2d*>(layers[i + 1].get()) : nullptr;
+        i + 1 < layers.size() ? nn::layer_as<nn::BatchNorm2d>(*layers[i + 1]) : nullptr;
     if (c && bn && options_.fold_batch_norm) {
       x = conv(*c, bn, x);
       ++i;
@@ -152,45 +152,47 @@ std::string GraphBuilder::residual(const std::string& name, const nn::Sequential
 
 std::string GraphBuilder::layer(const nn::Layer& l, const std::string& x) {
   const std::string& name = l.name();
-  if (const auto* s = dynamic_cast<const nn::Sequential*>(&l)) return sequential(*s, x);
-  if (const auto* c = dynamic_cast<const nn::Conv2d*>(&l)) return conv(*c, nullptr, x);
-  if (const auto* bn = dynamic_cast<const nn::BatchNorm2d*>(&l)) {
-    const std::int64_t ch = bn->channels();
-    return node("BatchNormalization",
-                {x, initializer(bn->scale_name(), {ch}, value(bn->scale_name())),
-                 initializer(bn->shift_name(), {ch}, value(bn->shift_name())),
-                 initializer(name + ".running_mean", {ch}, value(name + ".running_mean")),
-                 initializer(name + ".running_var", {ch}, value(name + ".running_var"))},
-                name, {float_attr("epsilon", bn->params().epsilon)});
-  }
-  if (dynamic_cast<const nn::Relu*>(&l)) return node("Relu", {x}, name);
-  if (const auto* p = dynamic_cast<const nn::Pool2d*>(&l)) {
-    const Pool2dParams& q = p->params();
-    std::vector<Attr> a = {ints_attr("kernel_shape", {q.kernel_h, q.kernel_w}),
-                           ints_attr("strides", {q.stride_h, q.stride_w}),
-                           ints_attr("pads", {q.pad_h, q.pad_w, q.pad_h, q.pad_w})};
-    if (p->kind() == nn::PoolKind::kMax) return node("MaxPool", {x}, name, a);
-    a.push_back(int_attr("count_include_pad", 1));  // stoke's average divides by the full window
-    return node("AveragePool", {x}, name, a);
-  }
-  if (dynamic_cast<const nn::GlobalAvgPool*>(&l)) {
-    return node("Flatten", {node("GlobalAveragePool", {x}, name)}, name + ".flat",
-                {int_attr("axis", 1)});
-  }
-  if (dynamic_cast<const nn::Flatten*>(&l))
-    return node("Flatten", {x}, name, {int_attr("axis", 1)});
-  if (dynamic_cast<const nn::Dropout*>(&l)) return x;  // identity at inference
-  if (const auto* fc = dynamic_cast<const nn::Linear*>(&l)) {
-    return node("Gemm",
-                {x,
-                 initializer(name + ".weight", {fc->out_features(), fc->in_features()},
-                             value(name + ".weight")),
-                 initializer(name + ".bias", {fc->out_features()}, value(name + ".bias"))},
-                name, {int_attr("transB", 1)});
-  }
-  if (const auto* r = dynamic_cast<const nn::Residual*>(&l))
-    return residual(name, r->main(), r->shortcut(), x);
-  throw Unsupported("export_onnx: layer '" + name + "' has no ONNX form");
+  return nn::visit_layer(
+      l, [&](const nn::Sequential& s) { return sequential(s, x); },
+      [&](const nn::Conv2d& c) { return conv(c, nullptr, x); },
+      [&](const nn::BatchNorm2d& bn) {
+        const std::int64_t ch = bn.channels();
+        return node("BatchNormalization",
+                    {x, initializer(bn.scale_name(), {ch}, value(bn.scale_name())),
+                     initializer(bn.shift_name(), {ch}, value(bn.shift_name())),
+                     initializer(name + ".running_mean", {ch}, value(name + ".running_mean")),
+                     initializer(name + ".running_var", {ch}, value(name + ".running_var"))},
+                    name, {float_attr("epsilon", bn.params().epsilon)});
+      },
+      [&](const nn::Relu&) { return node("Relu", {x}, name); },
+      [&](const nn::Pool2d& p) {
+        const Pool2dParams& q = p.params();
+        std::vector<Attr> a = {ints_attr("kernel_shape", {q.kernel_h, q.kernel_w}),
+                               ints_attr("strides", {q.stride_h, q.stride_w}),
+                               ints_attr("pads", {q.pad_h, q.pad_w, q.pad_h, q.pad_w})};
+        if (p.kind() == nn::PoolKind::kMax) return node("MaxPool", {x}, name, a);
+        a.push_back(
+            int_attr("count_include_pad", 1));  // stoke's average divides by the full window
+        return node("AveragePool", {x}, name, a);
+      },
+      [&](const nn::GlobalAvgPool&) {
+        return node("Flatten", {node("GlobalAveragePool", {x}, name)}, name + ".flat",
+                    {int_attr("axis", 1)});
+      },
+      [&](const nn::Flatten&) { return node("Flatten", {x}, name, {int_attr("axis", 1)}); },
+      [&](const nn::Dropout&) { return x; },  // identity at inference
+      [&](const nn::Linear& fc) {
+        return node("Gemm",
+                    {x,
+                     initializer(name + ".weight", {fc.out_features(), fc.in_features()},
+                                 value(name + ".weight")),
+                     initializer(name + ".bias", {fc.out_features()}, value(name + ".bias"))},
+                    name, {int_attr("transB", 1)});
+      },
+      [&](const nn::Residual& r) { return residual(name, r.main(), r.shortcut(), x); },
+      [&](const nn::Layer&) -> std::string {
+        throw Unsupported("export_onnx: layer '" + name + "' has no ONNX form");
+      });
 }
 
 Writer value_info(const std::string& name, std::vector<std::int64_t> dims) {

@@ -102,10 +102,9 @@ std::string Matcher::sequential(const nn::Sequential& seq, std::string v, const 
   const auto& layers = seq.layers();
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const OnnxNode* f = i == 0 ? forced : nullptr;
-    if (const auto* c = dynamic_cast<const nn::Conv2d*>(layers[i].get())) {
-      const auto* bn = i + 1 < layers.size()
-                           ? dynamic_cast<const nn::BatchNorm2d*>(layers[i + 1].get())
-                           : nullptr;
+    if (const auto* c = nn::layer_as<nn::Conv2d>(*layers[i])) {
+      const auto* bn =
+          i + 1 < layers.size() ? nn::layer_as<nn::BatchNorm2d>(*layers[i + 1]) : nullptr;
       bool bn_used = false;
       v = conv(*c, bn, v, f, bn_used);
       if (bn_used) ++i;
@@ -270,27 +269,31 @@ void Matcher::pool(const nn::Pool2d& p, const OnnxNode& n) {
 
 std::string Matcher::layer(const nn::Layer& l, const std::string& v0, const OnnxNode* forced) {
   const std::string v = skip(v0, false);
-  if (const auto* s = dynamic_cast<const nn::Sequential*>(&l)) return sequential(*s, v, forced);
+  if (const auto* s = nn::layer_as<nn::Sequential>(l)) return sequential(*s, v, forced);
   if (forced) fail(l, "the graph branches here, stoke's layer does not");
-  if (const auto* bn = dynamic_cast<const nn::BatchNorm2d*>(&l)) return batch_norm(*bn, v, nullptr);
-  if (dynamic_cast<const nn::Relu*>(&l)) return next(l, v, {"Relu"}).outputs[0];
-  if (const auto* p = dynamic_cast<const nn::Pool2d*>(&l)) {
-    const OnnxNode& n = next(l, v, {p->kind() == nn::PoolKind::kMax ? "MaxPool" : "AveragePool"});
-    pool(*p, n);
-    return n.outputs[0];
-  }
-  if (dynamic_cast<const nn::GlobalAvgPool*>(&l))
-    return skip(next(l, v, {"GlobalAveragePool", "ReduceMean"}).outputs[0], true);
-  if (dynamic_cast<const nn::Flatten*>(&l) || dynamic_cast<const nn::Dropout*>(&l))
-    return skip(v, true);
-  if (const auto* fc = dynamic_cast<const nn::Linear*>(&l)) return linear(*fc, v);
-  if (const auto* r = dynamic_cast<const nn::Residual*>(&l))
-    return residual(l, r->main(), r->shortcut(), v);
-  if (const auto* c = dynamic_cast<const nn::Conv2d*>(&l)) {
-    bool unused = false;
-    return conv(*c, nullptr, v, nullptr, unused);
-  }
-  fail(l, "this layer has no ONNX counterpart to import from");
+  return nn::visit_layer(
+      l, [&](const nn::BatchNorm2d& bn) { return batch_norm(bn, v, nullptr); },
+      [&](const nn::Relu&) { return next(l, v, {"Relu"}).outputs[0]; },
+      [&](const nn::Pool2d& p) {
+        const OnnxNode& n =
+            next(l, v, {p.kind() == nn::PoolKind::kMax ? "MaxPool" : "AveragePool"});
+        pool(p, n);
+        return n.outputs[0];
+      },
+      [&](const nn::GlobalAvgPool&) {
+        return skip(next(l, v, {"GlobalAveragePool", "ReduceMean"}).outputs[0], true);
+      },
+      [&](const nn::Flatten&) { return skip(v, true); },
+      [&](const nn::Dropout&) { return skip(v, true); },
+      [&](const nn::Linear& fc) { return linear(fc, v); },
+      [&](const nn::Residual& r) { return residual(l, r.main(), r.shortcut(), v); },
+      [&](const nn::Conv2d& c) {
+        bool unused = false;
+        return conv(c, nullptr, v, nullptr, unused);
+      },
+      [&](const nn::Layer&) -> std::string {
+        fail(l, "this layer has no ONNX counterpart to import from");
+      });
 }
 
 }  // namespace

@@ -334,7 +334,7 @@ CheckpointInfo load_checkpoint(const std::string& path, Model& model, Optimizer*
   }
   for (auto& t : model.named_parameters()) restore(path, p.tensors, "param:" + t.name, t.tensor);
   for (auto& t : model.named_buffers()) restore(path, p.tensors, "buffer:" + t.name, t.tensor);
-  if (optimizer) {
+  if (optimizer && !p.info.optimizer_kind.empty()) {
     if (p.info.optimizer_kind != optimizer->kind()) {
       throw CorruptFile("checkpoint '" + path + "': optimizer state is '" + p.info.optimizer_kind +
                         "', the optimizer is '" + optimizer->kind() + "'");

@@ -21,8 +21,8 @@ namespace {
 
 // Layer i is a BatchNorm2d followed by a Relu: the pair Sequential fuses in training.
 BatchNorm2d* fusable_bn(const std::vector<std::unique_ptr<Layer>>& layers, std::size_t i) {
-  if (i + 1 >= layers.size() || !dynamic_cast<Relu*>(layers[i + 1].get())) return nullptr;
-  return dynamic_cast<BatchNorm2d*>(layers[i].get());
+  if (i + 1 >= layers.size() || !layer_as<Relu>(*layers[i + 1])) return nullptr;
+  return layer_as<BatchNorm2d>(*layers[i]);
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ using Layers = std::vector<std::unique_ptr<Layer>>;
 
 template <class T>
 const T* as(const std::unique_ptr<Layer>& layer) {
-  return dynamic_cast<const T*>(layer.get());
+  return layer_as<T>(*layer);
 }
 
 struct Builder {
@@ -92,24 +92,34 @@ struct Builder {
 
   // A layer that maps to one op; false for any other.
   bool take_simple(const Layer& layer, InferenceStep& step) {
-    if (const auto* pool = dynamic_cast<const Pool2d*>(&layer)) {
-      step.kind = pool->kind() == PoolKind::kMax ? Kind::kMaxPool : Kind::kAvgPool;
-      step.pool = pool->params();
-    } else if (dynamic_cast<const GlobalAvgPool*>(&layer)) {
-      step.kind = Kind::kGlobalAvgPool;
-    } else if (const auto* linear = dynamic_cast<const Linear*>(&layer)) {
-      step.kind = Kind::kLinear;
-      step.linear_w = linear->weight();
-      step.linear_bias = linear->bias();
-    } else if (dynamic_cast<const Relu*>(&layer)) {
-      step.kind = Kind::kRelu;
-    } else if (dynamic_cast<const Flatten*>(&layer) || dynamic_cast<const Dropout*>(&layer)) {
+    const auto identity = [&](const Layer&) {
       step.kind = Kind::kIdentity;
       step.output_shape = [&layer](const Shape& in) { return layer.output_shape(in); };
-    } else {
-      return false;
-    }
-    return true;
+      return true;
+    };
+    return visit_layer(
+        layer,
+        [&](const Pool2d& pool) {
+          step.kind = pool.kind() == PoolKind::kMax ? Kind::kMaxPool : Kind::kAvgPool;
+          step.pool = pool.params();
+          return true;
+        },
+        [&](const GlobalAvgPool&) {
+          step.kind = Kind::kGlobalAvgPool;
+          return true;
+        },
+        [&](const Linear& linear) {
+          step.kind = Kind::kLinear;
+          step.linear_w = linear.weight();
+          step.linear_bias = linear.bias();
+          return true;
+        },
+        [&](const Relu&) {
+          step.kind = Kind::kRelu;
+          return true;
+        },
+        [&](const Flatten& l) { return identity(l); },
+        [&](const Dropout& l) { return identity(l); }, [](const Layer&) { return false; });
   }
 
   void build(const Sequential& seq) {

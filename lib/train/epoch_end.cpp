@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "deploy/model_file.hpp"
+#include "modelfile/model_file.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
 #include "stoke/nn/checkpoint.hpp"
@@ -70,10 +70,10 @@ bool EarlyStopping::observe(double val_accuracy) {
 }
 
 void write_checkpoint(const std::filesystem::path& path, const nn::Model& model,
-                      const nn::Optimizer& optimizer,
+                      const nn::Optimizer* optimizer,
                       const std::map<std::string, std::string>& metadata) {
-  deploy_detail::require_finite(model, &optimizer, path);
-  nn::save_checkpoint(path.string(), model, &optimizer, metadata);
+  modelfile_detail::require_finite(model, optimizer, path);
+  nn::save_checkpoint(path.string(), model, optimizer, metadata);
 }
 
 bool write_stop_checkpoint(const std::filesystem::path& path, const nn::Model& model,
@@ -81,7 +81,7 @@ bool write_stop_checkpoint(const std::filesystem::path& path, const nn::Model& m
                            const std::map<std::string, std::string>& metadata) {
   if (path.empty()) return false;
   try {
-    write_checkpoint(path, model, optimizer, metadata);
+    write_checkpoint(path, model, &optimizer, metadata);
     const auto why = metadata.find("stopped");
     log_info("checkpoint written to " + path.string() +
              (why == metadata.end() ? std::string() : " (" + why->second + ")"));

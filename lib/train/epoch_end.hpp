@@ -55,11 +55,12 @@ class EarlyStopping {
   int stale_ = 0;
 };
 
-// Writes a checkpoint of the model and optimizer with `metadata`. The best
-// checkpoint's errors reach the caller; write_stop_checkpoint logs them (the
-// run is ending anyway) and returns whether it wrote the file.
+// Writes a checkpoint of the model (and optimizer, null for a deployable
+// model such as the best checkpoint) with `metadata`. The best checkpoint's
+// errors reach the caller; write_stop_checkpoint logs them (the run is ending
+// anyway) and returns whether it wrote the file.
 void write_checkpoint(const std::filesystem::path& path, const nn::Model& model,
-                      const nn::Optimizer& optimizer,
+                      const nn::Optimizer* optimizer,
                       const std::map<std::string, std::string>& metadata);
 bool write_stop_checkpoint(const std::filesystem::path& path, const nn::Model& model,
                            const nn::Optimizer& optimizer,

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "prefetch/ring.hpp"
-#include "stoke/deploy.hpp"
+#include "stoke/model_file.hpp"
 #include "stoke/train.hpp"
 #include "train/async_logger.hpp"
 #include "train/data_parallel.hpp"

@@ -136,7 +136,7 @@ namespace detail {
 std::vector<std::uint64_t> dropout_streams(nn::Model& model) {
   std::vector<std::uint64_t> out;
   for (const auto& layer : model.network().layers()) {
-    if (const auto* d = dynamic_cast<const nn::Dropout*>(layer.get())) {
+    if (const auto* d = nn::layer_as<nn::Dropout>(*layer)) {
       out.push_back(d->seed());
       out.push_back(d->draws());
     }
@@ -153,7 +153,7 @@ void restore_dropout_streams(nn::Model& model, const std::vector<std::uint64_t>&
   }
   std::size_t i = 0;
   for (const auto& layer : model.network().layers()) {
-    if (auto* d = dynamic_cast<nn::Dropout*>(layer.get())) {
+    if (auto* d = nn::layer_as<nn::Dropout>(*layer)) {
       d->restore_stream(streams[i], streams[i + 1]);
       i += 2;
     }

@@ -9,7 +9,7 @@
 #include <new>
 #include <utility>
 
-#include "deploy/model_file.hpp"
+#include "modelfile/model_file.hpp"
 #include "stoke/distributed.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
@@ -219,6 +219,12 @@ void Trainer::plan_fit(Loaders& loaders) {
 // returns the epoch to continue.
 int Trainer::resume_from(const std::string& path, State& st) {
   const nn::CheckpointInfo info = nn::load_checkpoint(path, model_, optimizer_.get());
+  if (!TrainState::present(info.metadata) && info.optimizer_kind.empty()) {
+    throw CorruptFile("Trainer::fit: cannot resume from '" + path +
+                      "': a plain checkpoint, with neither trainer state (train.* metadata) nor "
+                      "optimizer state; only stop and best checkpoints written by Trainer::fit "
+                      "can be resumed");
+  }
   if (!TrainState::present(info.metadata)) {
     throw InvalidArgument(
         "Trainer::fit: cannot resume from '" + path +
@@ -241,6 +247,11 @@ int Trainer::resume_from(const std::string& path, State& st) {
   detail::restore_dropout_streams(model_, s.dropout_streams, "checkpoint '" + path + "'");
   log_info("resuming " + path + " at epoch " + std::to_string(s.epoch) + ", batch " +
            std::to_string(s.batch) + ", step " + std::to_string(s.step));
+  if (info.optimizer_kind.empty()) {
+    log_info("resuming " + path +
+             ": it holds no optimizer state (a best or final model, not a stop checkpoint); the "
+             "optimizer starts fresh, so the run continues but not bit-exactly");
+  }
   st.resumed_history = history_before(info.metadata, s.epoch);
   st.resumed = s;
   return s.epoch;
@@ -323,7 +334,7 @@ bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
   const bool writes = !st.dp || st.dp->writes_files();
   const std::string non_finite = !std::isfinite(record.train_loss)
                                      ? std::string("the training loss")
-                                     : deploy_detail::first_non_finite(model_, optimizer_.get());
+                                     : modelfile_detail::first_non_finite(model_, optimizer_.get());
   if (!non_finite.empty()) {
     save_stop_checkpoint(epoch, "diverged");  // the last finite state (save_stop_checkpoint)
     throw NonFinite("training diverged in epoch " + std::to_string(epoch + 1) + ": " + non_finite +
@@ -343,7 +354,9 @@ bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
       metadata["epoch"] = std::to_string(epoch);
       metadata["val_accuracy"] = std::to_string(record.val_accuracy);
       if (!st.model_info.class_names.empty()) add_model_metadata(metadata, model_, st.model_info);
-      detail::write_checkpoint(options_.best_checkpoint, model_, *optimizer_, metadata);
+      // The best model is deployable: weights, buffers and metadata, no
+      // optimizer state (the stop checkpoint keeps that for exact resume).
+      detail::write_checkpoint(options_.best_checkpoint, model_, nullptr, metadata);
     }
   }
   if (callbacks_.on_epoch) callbacks_.on_epoch(record);
@@ -433,7 +446,7 @@ void Trainer::save_stop_checkpoint(int epoch, const char* why) {
   auto metadata = stop_metadata(train_state(epoch), epoch);
   // A non-finite model is never written: the state where the run last stood
   // finite goes in its place (a resume with a lower rate continues from there).
-  if (!deploy_detail::first_non_finite(model_, optimizer_.get()).empty()) {
+  if (!modelfile_detail::first_non_finite(model_, optimizer_.get()).empty()) {
     if (!state_->finite.restore(model_, *optimizer_)) {
       log_error("no stop checkpoint: the model is not finite and no finite state was kept");
       return;

@@ -134,8 +134,12 @@ TEST_F(DataCorrupt, ReportAccountsForEveryEntryWithReasons) {
   EXPECT_EQ(r.candidates, r.used + r.skipped.size()) << r.to_string();
   for (std::size_t i = 0; i < d.size(); ++i) {
     const fs::path p = d.path(i);
-    if (p.filename() == "inner.png") EXPECT_EQ(d.class_names()[d.label(i)], "a");
-    if (p.filename() == "nested.png") EXPECT_EQ(d.class_names()[d.label(i)], "b");
+    if (p.filename() == "inner.png") {
+      EXPECT_EQ(d.class_names()[d.label(i)], "a");
+    }
+    if (p.filename() == "nested.png") {
+      EXPECT_EQ(d.class_names()[d.label(i)], "b");
+    }
   }
   auto reason_of = [&](const std::string& name) {
     for (const auto& s : r.skipped) {

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "deploy/model_file.hpp"
 #include "deploy/preprocess.hpp"
+#include "modelfile/model_file.hpp"
 #include "stoke/data.hpp"
 #include "unit/image_tiff_files.hpp"
 
@@ -72,8 +72,8 @@ TEST(DeploySixteenBit, PreprocessorEqualsTheValidationLoaderOnSixteenBitFiles) {
         l.cache = cached ? CacheSpec{CacheSpec::Kind::kRam, 0, ""} : CacheSpec{};
         ModelInfo info;
         info.preprocess = l.preprocess;
-        info.staged = deploy_detail::loader_is_staged(l);
-        Loader loader(dataset, deploy_detail::loader_options_for(info, dataset.size()));
+        info.staged = modelfile_detail::loader_is_staged(l);
+        Loader loader(dataset, modelfile_detail::loader_options_for(info, dataset.size()));
         std::vector<float> expected(loader.sample_bytes() / sizeof(float) * dataset.size());
         std::vector<std::int32_t> labels(dataset.size());
         loader.fill_batch(0, 0, std::as_writable_bytes(std::span<float>(expected)), labels);

@@ -163,6 +163,44 @@ TEST_F(TinyDataset, EarlyStoppingAndBestCheckpoint) {
   EXPECT_NO_THROW(nn::load_checkpoint(options_.best_checkpoint.string(), *restored));
 }
 
+// The best checkpoint is a deployable model (no optimizer state); the stop
+// checkpoint keeps it. Resuming from the best model continues with a fresh
+// optimizer: its step count covers only the resumed epochs.
+TEST_F(TinyDataset, BestCheckpointHoldsNoOptimizerStateAndResumesWithAFreshOne) {
+  options_.epochs = 3;
+  options_.best_checkpoint = dir_ / "best.ckpt";
+  options_.stop_checkpoint = dir_ / "stop.ckpt";
+  {
+    auto m = model();
+    Callbacks cb;
+    Trainer* self = nullptr;
+    cb.on_epoch = [&](const EpochRecord& r) {
+      if (r.epoch == 1) self->request_stop();
+    };
+    Trainer trainer(*m, options_, cb);
+    self = &trainer;
+    ASSERT_EQ(trainer.fit(data_, &data_, loader_).reason, StopReason::kRequested);
+  }
+  const auto best = nn::read_checkpoint_info(options_.best_checkpoint.string());
+  const auto stop = nn::read_checkpoint_info(options_.stop_checkpoint.string());
+  EXPECT_TRUE(best.optimizer_kind.empty()) << best.optimizer_kind;
+  EXPECT_FALSE(stop.optimizer_kind.empty());
+  EXPECT_LT(fs::file_size(options_.best_checkpoint), fs::file_size(options_.stop_checkpoint));
+
+  TrainerOptions resumed = options_;
+  resumed.resume = options_.best_checkpoint.string();
+  resumed.stop_checkpoint.clear();
+  auto m = model();
+  Trainer trainer(*m, resumed);
+  const auto result = trainer.fit(data_, &data_, loader_);
+  ASSERT_EQ(result.reason, StopReason::kCompleted);
+  ASSERT_FALSE(result.log.epochs.empty());
+  std::int64_t resumed_steps = 0;
+  for (const auto& e : result.log.epochs) resumed_steps += static_cast<std::int64_t>(e.steps);
+  EXPECT_GT(stop.optimizer_steps, 0);
+  EXPECT_EQ(trainer.optimizer().steps(), resumed_steps);  // fresh: not stop's count + these
+}
+
 TEST_F(TinyDataset, TrainLogExportsJsonAndCsv) {
   auto m = model();
   options_.epochs = 2;

@@ -33,15 +33,17 @@ constexpr const char* kUsage =
   Writes the best model (by validation accuracy) to MODEL, or the final one without validation;
   Ctrl-C writes MODEL.stop and exits. --report DIR evaluates MODEL on the validation set.
   --log writes the per-epoch train log (loss, accuracy, images/s, each profiler stage's time).
-  --resume continues a MODEL.stop (or best) checkpoint exactly, on the dataset it trained on
-  (another is refused unless --force; a finished checkpoint is refused: raise --epochs).
+  --resume continues a MODEL.stop checkpoint exactly (or a best MODEL, with a fresh optimizer),
+  on the dataset it trained on (another is refused unless --force; a finished checkpoint is
+  refused: raise --epochs).
   DIR/<class>/ may hold subfolders (their images belong to the class); every entry not used is
   listed on stderr with the reason. --skip-corrupt leaves unreadable images out (listed) up to
   max(10, 1 %) of them instead of stopping at the first. --out, --log and --report are checked
   for writing before the first epoch; one run at a time writes MODEL (MODEL.lock). SIGINT and
   SIGTERM write MODEL.stop and exit 130. MODEL embeds up to four training or validation images
   (their paths, pixels and files up to 256 KiB, for the predictor's self-check) and the --data
-  path; --no-reference-images leaves them out (no self-check) for models that leave the building. --nproc N trains data-parallel
+  path; --no-reference-images leaves them out (no self-check) for models that leave the building.
+  --nproc N trains data-parallel
   with N processes on this machine (CPU ranks sharing the cores, or one per device of a
   STOKE_GPU_DEVICE list; a list without --nproc starts one rank per listed device; see
   docs/distributed.md); CPU ranks average gradients in buckets of K KiB (25600) while backward

@@ -43,7 +43,10 @@ STOKE_API void save_checkpoint(const std::string& path, const Model& model,
 STOKE_API CheckpointInfo read_checkpoint_info(const std::string& path);
 
 // Loads weights and buffers into model (and state into optimizer when given
-// and saved). CorruptFile when the spec, a tensor name or a shape differs.
+// and saved: a file without optimizer state, such as a deployable model,
+// leaves `optimizer` as it is and returns an empty optimizer_kind).
+// CorruptFile when the spec, a tensor name or a shape differs, or the saved
+// optimizer state is of another kind.
 STOKE_API CheckpointInfo load_checkpoint(const std::string& path, Model& model,
                                          Optimizer* optimizer = nullptr);
 

@@ -10,7 +10,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "stoke/backend.hpp"
@@ -35,6 +38,38 @@ struct ParamSlot {
 struct BufferSlot {
   std::string name;
   Tensor* value = nullptr;
+};
+
+class Conv2d;
+class BatchNorm2d;
+class Relu;
+class Pool2d;
+class GlobalAvgPool;
+class Flatten;
+class Linear;
+class Dropout;
+class Sequential;
+class Residual;
+
+// One overload per layer type: Layer::accept calls the one of the layer's own
+// type, so code that treats layer types differently (inference planning, ONNX
+// export and import, weight import, trainer state) names the types it handles
+// instead of trying casts. A new layer type adds its overload here and in
+// visit_layer's adapter (below the layers); every visit_layer call then
+// decides about it explicitly or through its `const Layer&` fallback.
+class STOKE_API LayerVisitor {
+ public:
+  virtual ~LayerVisitor() = default;
+  virtual void visit(const Conv2d& layer) = 0;
+  virtual void visit(const BatchNorm2d& layer) = 0;
+  virtual void visit(const Relu& layer) = 0;
+  virtual void visit(const Pool2d& layer) = 0;
+  virtual void visit(const GlobalAvgPool& layer) = 0;
+  virtual void visit(const Flatten& layer) = 0;
+  virtual void visit(const Linear& layer) = 0;
+  virtual void visit(const Dropout& layer) = 0;
+  virtual void visit(const Sequential& layer) = 0;
+  virtual void visit(const Residual& layer) = 0;  // and its subclasses (BasicBlock)
 };
 
 class STOKE_API Layer {
@@ -66,6 +101,8 @@ class STOKE_API Layer {
   virtual void set_input_grad(bool needed) { input_grad_ = needed; }
   // One line per layer, indented by depth.
   virtual void describe(std::string& out, int depth, const Shape& in) const;
+  // Calls visitor.visit with this layer as its own type (see LayerVisitor).
+  virtual void accept(LayerVisitor& visitor) const = 0;
   // Frees the tensors kept between forward and backward (outputs, saved
   // statistics, input gradients); the next forward allocates them again.
   // After a failed step (out of memory) the trainer calls it so that the
@@ -90,6 +127,7 @@ class STOKE_API Layer {
 
 class STOKE_API Conv2d final : public Layer {
  public:
+  void accept(LayerVisitor& visitor) const override { visitor.visit(*this); }
   Conv2d(Backend& backend, std::string name, int in_channels, int out_channels, int kernel,
          Conv2dParams params = {}, bool bias = false);
   Shape output_shape(const Shape& in) const override;
@@ -122,6 +160,7 @@ enum class BnNames : std::uint8_t { kGammaBeta, kWeightBias };
 
 class STOKE_API BatchNorm2d final : public Layer {
  public:
+  void accept(LayerVisitor& visitor) const override { visitor.visit(*this); }
   BatchNorm2d(Backend& backend, std::string name, int channels, BatchNormParams params = {},
               BnNames names = BnNames::kGammaBeta);
   Shape output_shape(const Shape& in) const override;
@@ -162,6 +201,7 @@ class STOKE_API BatchNorm2d final : public Layer {
 
 class STOKE_API Relu final : public Layer {
  public:
+  void accept(LayerVisitor& visitor) const override { visitor.visit(*this); }
   using Layer::Layer;
   Shape output_shape(const Shape& in) const override { return in; }
   const Tensor& forward(const Tensor& x, bool training) override;
@@ -182,6 +222,7 @@ enum class PoolKind : std::uint8_t { kMax, kAverage };
 
 class STOKE_API Pool2d final : public Layer {
  public:
+  void accept(LayerVisitor& visitor) const override { visitor.visit(*this); }
   Pool2d(Backend& backend, std::string name, PoolKind kind, Pool2dParams params);
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, bool training) override;
@@ -200,6 +241,7 @@ class STOKE_API Pool2d final : public Layer {
 // (N, C, H, W) -> (N, C)
 class STOKE_API GlobalAvgPool final : public Layer {
  public:
+  void accept(LayerVisitor& visitor) const override { visitor.visit(*this); }
   using Layer::Layer;
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, bool training) override;
@@ -215,6 +257,7 @@ class STOKE_API GlobalAvgPool final : public Layer {
 // (N, ...) -> (N, rest) as a view: no memory, no copy.
 class STOKE_API Flatten final : public Layer {
  public:
+  void accept(LayerVisitor& visitor) const override { visitor.visit(*this); }
   using Layer::Layer;
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, bool training) override;
@@ -230,6 +273,7 @@ class STOKE_API Flatten final : public Layer {
 // x (N, in) -> (N, out), with bias.
 class STOKE_API Linear final : public Layer {
  public:
+  void accept(LayerVisitor& visitor) const override { visitor.visit(*this); }
   Linear(Backend& backend, std::string name, int in_features, int out_features);
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, bool training) override;
@@ -251,6 +295,7 @@ class STOKE_API Linear final : public Layer {
 // with the same seed draw the same masks. Identity at inference.
 class STOKE_API Dropout final : public Layer {
  public:
+  void accept(LayerVisitor& visitor) const override { visitor.visit(*this); }
   Dropout(Backend& backend, std::string name, float p, std::uint64_t seed);
   Shape output_shape(const Shape& in) const override { return in; }
   const Tensor& forward(const Tensor& x, bool training) override;
@@ -276,6 +321,7 @@ class STOKE_API Dropout final : public Layer {
 // Layers applied in order.
 class STOKE_API Sequential : public Layer {
  public:
+  void accept(LayerVisitor& visitor) const override { visitor.visit(*this); }
   using Layer::Layer;
   void add(std::unique_ptr<Layer> layer);
   const std::vector<std::unique_ptr<Layer>>& layers() const noexcept { return layers_; }
@@ -310,6 +356,7 @@ class STOKE_API Sequential : public Layer {
 // (layer1.0.conv1.weight, layer1.0.downsample.0.weight).
 class STOKE_API Residual : public Layer {
  public:
+  void accept(LayerVisitor& visitor) const override { visitor.visit(*this); }
   Residual(Backend& backend, std::string name, std::unique_ptr<Sequential> main,
            std::unique_ptr<Sequential> shortcut);
   Shape output_shape(const Shape& in) const override;
@@ -340,5 +387,71 @@ class STOKE_API BasicBlock final : public Residual {
  public:
   BasicBlock(Backend& backend, std::string name, int in_channels, int out_channels, int stride);
 };
+
+namespace visit_detail {
+
+template <class... F>
+struct Handlers : F... {
+  using F::operator()...;
+};
+
+// Hands each layer type to the handler overload that takes it.
+template <class Fn, class R>
+class HandlerVisitor final : public LayerVisitor {
+ public:
+  explicit HandlerVisitor(Fn& fn) : fn_(fn) {}
+  void visit(const Conv2d& l) override { call(l); }
+  void visit(const BatchNorm2d& l) override { call(l); }
+  void visit(const Relu& l) override { call(l); }
+  void visit(const Pool2d& l) override { call(l); }
+  void visit(const GlobalAvgPool& l) override { call(l); }
+  void visit(const Flatten& l) override { call(l); }
+  void visit(const Linear& l) override { call(l); }
+  void visit(const Dropout& l) override { call(l); }
+  void visit(const Sequential& l) override { call(l); }
+  void visit(const Residual& l) override { call(l); }
+  R result() { return std::move(*result_); }
+
+ private:
+  template <class T>
+  void call(const T& l) {
+    if constexpr (std::is_void_v<R>) {
+      fn_(l);
+    } else {
+      result_.emplace(fn_(l));
+    }
+  }
+  Fn& fn_;
+  std::optional<std::conditional_t<std::is_void_v<R>, int, R>> result_;
+};
+
+}  // namespace visit_detail
+
+// Runs the handler (lambdas, one per layer type it treats specially) that
+// takes `layer`'s own type, and returns its result; a handler taking
+// `const Layer&` is required and takes every other type (it may throw, or
+// return a default). Example:
+//   visit_layer(l, [](const Conv2d& c) { return c.kernel(); },
+//                  [](const Layer&) { return 0; });
+template <class... F>
+auto visit_layer(const Layer& layer, F&&... handlers) {
+  visit_detail::Handlers<std::decay_t<F>...> fn{std::forward<F>(handlers)...};
+  using R = decltype(fn(layer));
+  visit_detail::HandlerVisitor<decltype(fn), R> v(fn);
+  layer.accept(v);
+  if constexpr (!std::is_void_v<R>) return v.result();
+}
+
+// `layer` as a T when it is one (or derives from one, for Residual), else null.
+template <class T>
+const T* layer_as(const Layer& layer) {
+  return visit_layer(
+      layer, [](const T& t) { return &t; }, [](const Layer&) -> const T* { return nullptr; });
+}
+// The same for a layer the caller may change.
+template <class T>
+T* layer_as(Layer& layer) {
+  return const_cast<T*>(layer_as<T>(std::as_const(layer)));
+}
 
 }  // namespace stoke::nn

@@ -10,7 +10,7 @@
 
 #include "stoke/export.hpp"
 
-namespace stoke::deploy_detail {
+namespace stoke::modelfile_detail {
 
 STOKE_INTERNAL std::string base64_encode(std::span<const std::uint8_t> bytes);
 // InvalidArgument naming `what` for characters outside the alphabet or a bad length.
@@ -26,4 +26,4 @@ STOKE_INTERNAL std::string utc_now();
 // HTML text escaping (&, <, >, ", ').
 STOKE_INTERNAL std::string html_escape(std::string_view text);
 
-}  // namespace stoke::deploy_detail
+}  // namespace stoke::modelfile_detail

@@ -1,12 +1,12 @@
 // Base64, float text, lists, time and HTML escaping for lib/deploy.
-#include "deploy/text.hpp"
+#include "modelfile/text.hpp"
 
 #include <cstdio>
 #include <ctime>
 
 #include "stoke/error.hpp"
 
-namespace stoke::deploy_detail {
+namespace stoke::modelfile_detail {
 
 namespace {
 constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -134,4 +134,4 @@ std::string html_escape(std::string_view text) {
   return out;
 }
 
-}  // namespace stoke::deploy_detail
+}  // namespace stoke::modelfile_detail

@@ -5,25 +5,25 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "deploy/text.hpp"
-#include "stoke/deploy.hpp"
+#include "modelfile/text.hpp"
 #include "stoke/error.hpp"
+#include "stoke/model_file.hpp"
 
 namespace stoke {
 
-using deploy_detail::float_text;
+using modelfile_detail::float_text;
 
 namespace {
 
 using Meta = std::map<std::string, std::string>;
 
 std::string floats_base64(std::span<const float> values) {
-  return deploy_detail::base64_encode(
+  return modelfile_detail::base64_encode(
       {reinterpret_cast<const std::uint8_t*>(values.data()), values.size() * sizeof(float)});
 }
 
 std::vector<float> base64_floats(const std::string& text, const std::string& what) {
-  const auto bytes = deploy_detail::base64_decode(text, what);
+  const auto bytes = modelfile_detail::base64_decode(text, what);
   if (bytes.size() % sizeof(float) != 0)
     throw InvalidArgument(what + ": not a whole number of float32 values");
   std::vector<float> out(bytes.size() / sizeof(float));
@@ -124,8 +124,8 @@ void write_preprocess(const PreprocessOptions& p, bool staged, Meta& m) {
     mean.push_back(float_text(n.mean[c]));
     sd.push_back(float_text(n.std[c]));
   }
-  m["model.preprocess.mean"] = deploy_detail::join(mean, ",");
-  m["model.preprocess.std"] = deploy_detail::join(sd, ",");
+  m["model.preprocess.mean"] = modelfile_detail::join(mean, ",");
+  m["model.preprocess.std"] = modelfile_detail::join(sd, ",");
   m["model.preprocess.lo"] = float_text(n.lo);
   m["model.preprocess.hi"] = float_text(n.hi);
 }
@@ -154,7 +154,7 @@ void read_preprocess(MetaReader& r, ModelInfo& info) {
   if (kind != "mean_std" && kind != "min_max") r.bad("unknown normalization '" + kind + "'");
   p.normalization.kind =
       kind == "mean_std" ? Normalization::Kind::kMeanStd : Normalization::Kind::kMinMax;
-  const auto m = deploy_detail::split(mean, ','), s = deploy_detail::split(sd, ',');
+  const auto m = modelfile_detail::split(mean, ','), s = modelfile_detail::split(sd, ',');
   if (m.size() != 3 || s.size() != 3) r.bad("normalization mean/std need 3 values");
   for (int c = 0; c < 3; ++c) {
     p.normalization.mean[c] = std::strtof(m[c].c_str(), nullptr);
@@ -196,12 +196,12 @@ void ModelInfo::to_metadata(Meta& m) const {
   m["model.provenance.dataset_fingerprint"] = std::to_string(dataset_fingerprint);
   std::vector<std::string> counts;
   for (auto c : class_counts) counts.push_back(std::to_string(c));
-  m["model.provenance.class_counts"] = deploy_detail::join(counts, ",");
+  m["model.provenance.class_counts"] = modelfile_detail::join(counts, ",");
   m["model.provenance.validation_samples"] = std::to_string(validation_samples);
   for (const auto& [k, v] : trainer_options) m["model.trainer." + k] = v;
   for (const auto& [k, v] : configuration) m["model.config." + k] = v;
   for (const auto& [k, v] : metrics) m["model.metrics." + k] = v;
-  m["model.history"] = deploy_detail::join(history, ";");
+  m["model.history"] = modelfile_detail::join(history, ";");
   m["model.reference.backend"] = reference_backend;
   m["model.reference.tolerance"] = float_text(reference_tolerance);
   m["model.reference.count"] = std::to_string(references.size());
@@ -211,7 +211,7 @@ void ModelInfo::to_metadata(Meta& m) const {
     m[k + "input"] = floats_base64(references[i].input);
     m[k + "logits"] = floats_base64(references[i].logits);
     if (!references[i].encoded.empty())
-      m[k + "encoded"] = deploy_detail::base64_encode(references[i].encoded);
+      m[k + "encoded"] = modelfile_detail::base64_encode(references[i].encoded);
   }
 }
 
@@ -234,14 +234,14 @@ ModelInfo ModelInfo::from_metadata(const Meta& m, const std::string& path) {
   info.created = r.text("model.provenance.created");
   info.dataset_source = r.text("model.provenance.dataset_source");
   info.dataset_fingerprint = r.count("model.provenance.dataset_fingerprint");
-  for (const auto& c : deploy_detail::split(r.text("model.provenance.class_counts"), ',')) {
+  for (const auto& c : modelfile_detail::split(r.text("model.provenance.class_counts"), ',')) {
     info.class_counts.push_back(std::strtoull(c.c_str(), nullptr, 10));
   }
   info.validation_samples = r.count("model.provenance.validation_samples");
   info.trainer_options = r.section("model.trainer.");
   info.configuration = r.section("model.config.");
   info.metrics = r.section("model.metrics.");
-  info.history = deploy_detail::split(r.text("model.history"), ';');
+  info.history = modelfile_detail::split(r.text("model.history"), ';');
   info.reference_backend = r.text("model.reference.backend");
   info.reference_tolerance = static_cast<float>(r.number("model.reference.tolerance"));
   const std::uint64_t refs = r.count("model.reference.count");
@@ -253,7 +253,7 @@ ModelInfo ModelInfo::from_metadata(const Meta& m, const std::string& path) {
       s.input = base64_floats(r.text(k + "input"), k + "input");
       s.logits = base64_floats(r.text(k + "logits"), k + "logits");
       if (auto it = m.find(k + "encoded"); it != m.end())
-        s.encoded = deploy_detail::base64_decode(it->second, k + "encoded");
+        s.encoded = modelfile_detail::base64_decode(it->second, k + "encoded");
     } catch (const InvalidArgument& e) {
       r.bad(e.what());
     }

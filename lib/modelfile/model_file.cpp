@@ -1,13 +1,13 @@
 // Writing model files: what a fit knows (describe_training), the epoch
 // history, and save_model, which recomputes the reference logits.
-#include "deploy/model_file.hpp"
+#include "modelfile/model_file.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
 
-#include "deploy/text.hpp"
+#include "modelfile/text.hpp"
 #include "stoke/backend.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
@@ -16,7 +16,7 @@
 
 namespace stoke {
 
-using deploy_detail::float_text;
+using modelfile_detail::float_text;
 
 namespace {
 
@@ -110,7 +110,7 @@ std::vector<ReferenceSample> reference_inputs(const Dataset& source, const Loade
 
 }  // namespace
 
-namespace deploy_detail {
+namespace modelfile_detail {
 
 LoaderOptions loader_options_for(const ModelInfo& info, std::size_t batch) {
   LoaderOptions l;
@@ -193,7 +193,7 @@ std::vector<float> run_logits(nn::Model& model, std::span<const float> inputs, s
   return out;
 }
 
-}  // namespace deploy_detail
+}  // namespace modelfile_detail
 
 ModelInfo describe_training(const Dataset& train, const Dataset* val, const LoaderOptions& loader,
                             const TrainerOptions& options, std::size_t references) {
@@ -202,9 +202,9 @@ ModelInfo describe_training(const Dataset& train, const Dataset* val, const Load
   info.preprocess = loader.preprocess;
   if (!info.preprocess.resize_width) info.preprocess.resize_width = info.preprocess.width;
   if (!info.preprocess.resize_height) info.preprocess.resize_height = info.preprocess.height;
-  info.staged = deploy_detail::loader_is_staged(loader);
+  info.staged = modelfile_detail::loader_is_staged(loader);
   info.stoke_version = version();
-  info.created = deploy_detail::utc_now();
+  info.created = modelfile_detail::utc_now();
   info.dataset_source = train.report().source;
   info.dataset_fingerprint = train.fingerprint();
   info.class_counts.assign(info.class_names.size(), 0);
@@ -229,7 +229,7 @@ std::vector<std::string> history_before(const std::map<std::string, std::string>
   std::vector<std::string> kept;
   const auto it = metadata.find("model.history");
   if (it == metadata.end()) return kept;
-  for (auto& line : deploy_detail::split(it->second, ';')) {
+  for (auto& line : modelfile_detail::split(it->second, ';')) {
     // "epoch,train_loss,train_accuracy,val_loss,val_accuracy" (record_epoch)
     if (!line.empty() && std::atoi(line.c_str()) < epoch) kept.push_back(std::move(line));
   }
@@ -268,7 +268,7 @@ void add_model_metadata(std::map<std::string, std::string>& metadata, nn::Model&
       inputs.insert(inputs.end(), r.input.begin(), r.input.end());
     const std::vector<float> logits =
         out.references.empty() ? std::vector<float>{}
-                               : deploy_detail::run_logits(model, inputs, out.references.size());
+                               : modelfile_detail::run_logits(model, inputs, out.references.size());
     // Leave the model's memory as the writer had it (a trainer between
     // epochs, possibly after running out of memory).
     model.release_activations();
@@ -296,7 +296,7 @@ void add_model_metadata(std::map<std::string, std::string>& metadata, nn::Model&
 
 void save_model(const std::filesystem::path& path, nn::Model& model, const ModelInfo& info,
                 const nn::Optimizer* optimizer, const std::map<std::string, std::string>& extra) {
-  deploy_detail::require_finite(model, optimizer, path);
+  modelfile_detail::require_finite(model, optimizer, path);
   std::map<std::string, std::string> metadata = extra;
   add_model_metadata(metadata, model, info);
   nn::save_checkpoint(path.string(), model, optimizer, metadata);

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "stoke/deploy.hpp"
+#include "stoke/model_file.hpp"
 
-namespace stoke::deploy_detail {
+namespace stoke::modelfile_detail {
 
 struct LoadedModel {
   ModelInfo info;
@@ -39,4 +39,4 @@ STOKE_INTERNAL void require_finite(const nn::Model& model, const nn::Optimizer* 
 STOKE_INTERNAL std::vector<float> run_logits(nn::Model& model, std::span<const float> inputs,
                                              std::size_t count);
 
-}  // namespace stoke::deploy_detail
+}  // namespace stoke::modelfile_detail
