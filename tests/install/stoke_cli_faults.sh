@@ -443,6 +443,16 @@ case_address_space_limit() {  # item 4: out of memory under ulimit -v is a messa
   done
 }
 
+case_dist_store_not_created() {  # item 20: STOKE_DIST_STORE=file:DIR makes no chain of folders
+  "$stoke" info --json 2>/dev/null | grep -q '"distributed": *true' || skip "a build without Gloo"
+  setup
+  RANK=0 WORLD_SIZE=2 STOKE_DIST_TIMEOUT=5 STOKE_DIST_STORE=file:$work/no/such/store \
+    run "$stoke" train --data "$work/d" --out "$work/ds.stoke" "${T[@]}"
+  expect_clean_failure "a store under folders that do not exist"
+  grep -q 'does not exist' "$work/err" || { cat "$work/err"; fail "message"; }
+  test ! -e "$work/no" || fail "STOKE_DIST_STORE created $work/no"
+}
+
 case_model_without_training_images() {  # item 20: a model file that embeds no training data
   setup
   run "$stoke" train --data "$work/d" --out "$work/private.stoke" "${T[@]}" --no-reference-images
