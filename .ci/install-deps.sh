@@ -21,6 +21,9 @@ test_packages=(
   dataset-fashion-mnist
   clang-format-14  # tests/format/check_format.sh (the format check CTest)
   python3-venv python3-pip  # test-time only: tests/interchange/run.sh makes a venv with onnx + onnxruntime
+  # test-time only: the PyTorch references (Interchange.TorchvisionExport,
+  # Anomaly.PatchCoreParityWithPyTorch) skip without them
+  python3-torch python3-torchvision
 )
 packages=("${demo_packages[@]}")
 if [ "${1:-}" != "--demo" ]; then packages+=("${test_packages[@]}"); fi

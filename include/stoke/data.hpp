@@ -59,11 +59,29 @@ struct DatasetOptions {
   // (runtime.context; the default context holds the default limit).
   Context context;
   // Manifest: the accepted labels in label order; empty: the sorted distinct
-  // labels found (numerically sorted when all are integers).
+  // labels found (numerically sorted when all are integers). Folder: the
+  // classes in label order (a model's, the training set's); every class
+  // folder must be one of them (InvalidArgument naming it and the classes
+  // otherwise); empty: the sorted class folder names.
   std::vector<std::string> classes;
+  // With `classes` given: a class without images (no folder, no manifest
+  // line) is listed in report.empty_classes instead of an error (a validation
+  // or evaluation set may hold only some of the classes).
+  bool allow_missing_classes = false;
   // Folder source: file extensions taken as images (lower case).
   std::vector<std::string> extensions = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff"};
 };
+
+// The files a folder contributes, the one rule every folder source and the
+// `stoke` command use: every entry under `root`, in its subfolders too
+// (symbolic links to folders are not followed), whose extension (lower case)
+// is one of `extensions`, sorted; such an entry that turns out to be no
+// readable image (a dangling link, a FIFO) is the reader's to report. Every
+// other entry is appended to `skipped` with the reason. IoError when `root`
+// is not a folder.
+STOKE_API std::vector<std::filesystem::path> list_image_files(
+    const std::filesystem::path& root, const std::vector<std::string>& extensions,
+    std::vector<DatasetReport::Skipped>& skipped);
 
 // Pixel layouts of application-held frames (camera buffers). Mono16 keeps its
 // 16-bit samples (native byte order) through resize and normalization, as
@@ -88,7 +106,9 @@ class STOKE_API Dataset {
  public:
   Dataset();
 
-  // root/<class>/<image>; classes in sorted folder-name order.
+  // root/<class>/<image> (images in subfolders of a class folder belong to
+  // it; list_image_files); classes in sorted folder-name order, or
+  // options.classes.
   static Dataset from_folder(const std::filesystem::path& root, const DatasetOptions& options = {});
   // CSV lines `path,label[,split]` (a header line starting with `path` is
   // skipped); relative paths are relative to the manifest's folder. split is

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -66,6 +67,11 @@ struct PredictorOptions {
   // Verify the reference logits at load; throw Unsupported when they are not
   // reproduced within the stored tolerance. Off: the result is only reported.
   bool require_self_check = true;
+  // Images whose header claims more pixels are refused (DecodeError naming
+  // STOKE_MAX_IMAGE_PIXELS); empty: the context's value (runtime.context of
+  // init() carries the environment's); 0: no limit.
+  std::optional<std::uint64_t> max_image_pixels;
+  Context context;
 };
 
 // Classifies images with the model file's own preprocessing, running the
@@ -95,6 +101,8 @@ class STOKE_API Predictor {
   const SelfCheckResult& self_check() const noexcept;
   // Elements per preprocessed sample (C * H * W).
   std::size_t sample_size() const noexcept;
+  // The pixel limit its decoding applies (PredictorOptions::max_image_pixels).
+  std::uint64_t max_image_pixels() const noexcept;
 
   class STOKE_API Session {
    public:
@@ -149,8 +157,16 @@ struct EvaluationOptions {
   double escape_rate = 0.01;  // target share of defects passed as good
   std::size_t batch_size = 32;
   std::size_t misclassified_limit = 200;  // kept in the result, worst first
+  // An image that cannot be read or decoded is listed in Evaluation::skipped
+  // (with the dataset's own skipped files) and left out of the metrics,
+  // within the loader's budget (LoaderOptions::max_corrupt_samples and
+  // max_corrupt_fraction: past it, DecodeError listing them); off: the first
+  // one throws. Empty: the dataset's DatasetOptions::skip_corrupt.
+  std::optional<bool> skip_corrupt;
 };
 
+// A class without samples (an evaluation folder holding only some of the
+// model's classes) has no recall or F1: NaN (null in JSON), left out of macro F1.
 struct ClassMetrics {
   std::uint64_t support = 0;  // true samples of the class
   double precision = 0;
@@ -189,6 +205,8 @@ struct STOKE_API Evaluation {
   double false_reject_rate = 0;  // its cost: good parts rejected
 
   std::vector<Misclassified> misclassified;  // by confidence, highest first
+  // Files not evaluated (EvaluationOptions::skip_corrupt), in "skipped".
+  std::vector<CorruptSample> skipped;
 
   std::string to_json() const;
 };
@@ -204,7 +222,10 @@ STOKE_API Evaluation evaluate_scores(const std::vector<std::string>& class_names
 
 // Classifies every sample of `dataset` with a Loader running the model file's
 // preprocessing (the trainer's validation loader) and evaluates. The dataset's
-// classes must be the model's (InvalidArgument naming both otherwise).
+// classes must be the model's, or some of them (its labels are mapped; a
+// class it lacks has support 0); InvalidArgument naming both otherwise.
+// With a good class and only good parts (or only defects), the ROC, AUC,
+// threshold and rates are NaN (null in JSON): they need both.
 // `on_progress(done, total)` may be empty.
 STOKE_API Evaluation
 evaluate(Predictor& predictor, const Dataset& dataset, const EvaluationOptions& options = {},

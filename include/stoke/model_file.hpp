@@ -76,7 +76,8 @@ struct STOKE_API ModelInfo {
 // What a fit() knows before training: classes, preprocessing as the
 // validation loader runs it, provenance, and up to `references` reference
 // inputs (the first validation images, else the first training images),
-// preprocessed by a validation loader.
+// preprocessed by a validation loader; none, and no dataset folder, when
+// options.embed_training_images is false.
 STOKE_API ModelInfo describe_training(const Dataset& train, const Dataset* val,
                                       const LoaderOptions& loader, const TrainerOptions& options,
                                       std::size_t references = 4);

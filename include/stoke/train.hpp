@@ -32,6 +32,13 @@ enum class OptimizerKind { kSgd, kAdam, kAdamW };
 
 struct TrainerOptions {
   int epochs = 1;
+  // The model files and checkpoints fit() writes (describe_training) carry up
+  // to four reference samples for the predictor's self-check: the image
+  // files' paths, their preprocessed pixels and, for files up to 256 KiB, the
+  // encoded files themselves; and the dataset's folder. false leaves all of
+  // them out (the self-check then reports itself skipped) for models that
+  // leave the building.
+  bool embed_training_images = true;
   // Samples per device batch; 0 = auto: the largest power of two whose memory
   // plan fits under max_memory (see auto_batch_size).
   int batch_size = 32;

@@ -8,7 +8,8 @@
 
 namespace stoke::detail {
 
-// `s` as a JSON string literal, quotes included.
+// `s` as a JSON string literal, quotes included, always valid UTF-8: a byte
+// that is not part of well-formed UTF-8 (a Latin-1 file name) becomes \u00XX.
 STOKE_INTERNAL std::string json_quote(std::string_view s);
 
 STOKE_INTERNAL std::string_view trim(std::string_view s);

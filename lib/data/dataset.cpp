@@ -125,7 +125,9 @@ void validate_files(Dataset::Storage& s, const DatasetOptions& options) {
     if (!problems[i].empty()) {
       if (!options.skip_corrupt) {
         throw DecodeError("dataset " + s.report.source + ": image '" + s.paths[i] +
-                          "': " + problems[i] + " (set skip_corrupt to skip and list such files)");
+                          "': " + problems[i] +
+                          " (skip_corrupt, the stoke command's --skip-corrupt, skips and lists "
+                          "such files)");
       }
       s.report.skipped.push_back({s.paths[i], problems[i]});
       continue;
@@ -163,10 +165,11 @@ void check_classes_nonempty(Dataset::Storage& s, const DatasetOptions& options) 
   for (auto label : s.labels) ++counts[label];
   for (std::size_t c = 0; c < counts.size(); ++c) {
     if (counts[c] != 0) continue;
-    if (!options.skip_corrupt) {
+    if (!options.skip_corrupt && !(options.allow_missing_classes && !options.classes.empty())) {
       throw InvalidArgument(
           "dataset " + s.report.source + ": class '" + s.classes[c] +
-          "' has no usable images (set skip_corrupt to list it in the report instead)");
+          "' has no usable images (skip_corrupt, the stoke command's --skip-corrupt, lists it "
+          "in the report instead)");
     }
     s.report.empty_classes.push_back(s.classes[c]);
   }
@@ -186,26 +189,53 @@ Dataset finish(std::shared_ptr<Dataset::Storage> storage, const DatasetOptions& 
 
 namespace {
 
-// One class folder: entries with an image extension become samples (whatever
-// they turn out to be: validate_files reports directories, dangling links and
-// special files); every other entry is listed as ignored.
-void list_class_folder(Dataset::Storage& s, const fs::path& dir, const DatasetOptions& options) {
-  const auto label = static_cast<std::int32_t>(s.classes.size());
-  s.classes.push_back(dir.filename().string());
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    ++s.report.candidates;
-    const std::string ext = lower(entry.path().extension().string());
-    if (std::find(options.extensions.begin(), options.extensions.end(), ext) ==
-        options.extensions.end()) {
-      s.report.skipped.push_back(
-          {entry.path().string(), "ignored: extension not taken as an image"});
-      continue;
-    }
-    files.push_back(entry.path());
+// The entries of one folder, recursively (images_under's worker).
+void collect_images(const fs::path& dir, const std::vector<std::string>& extensions,
+                    std::vector<fs::path>& files, std::vector<DatasetReport::Skipped>& skipped) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  if (ec) {
+    skipped.push_back({dir.string(), "ignored: cannot list the folder: " + ec.message()});
+    return;
   }
-  std::sort(files.begin(), files.end());
-  for (auto& f : files) {
+  for (; it != end; it.increment(ec)) {
+    const fs::path& path = it->path();
+    std::error_code kind_ec;
+    if (it->is_symlink(kind_ec) && it->is_directory(kind_ec)) {
+      skipped.push_back({path.string(), "ignored: a symbolic link to a folder (not followed)"});
+    } else if (it->is_directory(kind_ec)) {
+      collect_images(path, extensions, files, skipped);
+    } else if (std::find(extensions.begin(), extensions.end(), lower(path.extension().string())) ==
+               extensions.end()) {
+      skipped.push_back({path.string(), "ignored: extension not taken as an image"});
+    } else {
+      files.push_back(path);
+    }
+  }
+  if (ec) skipped.push_back({dir.string(), "ignored: listing stopped: " + ec.message()});
+}
+
+// One class folder: every image under it (list_image_files); labels index
+// into options.classes when given.
+void list_class_folder(Dataset::Storage& s, const fs::path& dir, const DatasetOptions& options) {
+  const std::string name = dir.filename().string();
+  std::int32_t label = static_cast<std::int32_t>(s.classes.size());
+  if (options.classes.empty()) {
+    s.classes.push_back(name);
+  } else {
+    const auto it = std::find(options.classes.begin(), options.classes.end(), name);
+    if (it == options.classes.end()) {
+      std::string known;
+      for (const auto& c : options.classes) known += (known.empty() ? "" : ",") + c;
+      throw InvalidArgument("dataset folder '" + s.report.source + "': class folder '" + name +
+                            "' is not one of the classes (" + known + ")");
+    }
+    label = static_cast<std::int32_t>(it - options.classes.begin());
+  }
+  const std::size_t skipped_before = s.report.skipped.size();
+  const auto files = list_image_files(dir, options.extensions, s.report.skipped);
+  s.report.candidates += files.size() + (s.report.skipped.size() - skipped_before);
+  for (const auto& f : files) {
     s.paths.push_back(f.string());
     s.labels.push_back(label);
   }
@@ -235,11 +265,24 @@ Dataset folder_dataset(const fs::path& root, const DatasetOptions& options) {
     throw InvalidArgument("dataset folder '" + root.string() +
                           "' has no class subfolders (expected root/<class>/<image>)");
   }
+  if (!options.classes.empty()) s.classes = options.classes;
   for (const auto& dir : class_dirs) list_class_folder(s, dir, options);
   return finish(std::move(storage), options);
 }
 
 }  // namespace
+
+std::vector<fs::path> list_image_files(const fs::path& root,
+                                       const std::vector<std::string>& extensions,
+                                       std::vector<DatasetReport::Skipped>& skipped) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec))
+    throw IoError("'" + root.string() + "' does not exist or is not a folder");
+  std::vector<fs::path> files;
+  collect_images(root, extensions, files, skipped);
+  std::sort(files.begin(), files.end());
+  return files;
+}
 
 Dataset Dataset::from_folder(const fs::path& root, const DatasetOptions& options) {
   return data_detail::guarded("dataset folder '" + root.string() + "'",

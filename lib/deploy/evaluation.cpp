@@ -2,6 +2,7 @@
 // defect-vs-good ROC, AUC and the threshold meeting a target escape rate.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "core/text.hpp"
@@ -24,6 +25,7 @@ void class_metrics(Evaluation& e) {
   const std::size_t k = e.class_names.size();
   e.per_class.assign(k, {});
   std::uint64_t correct = 0;
+  std::size_t present = 0;  // classes with samples
   double f1_sum = 0;
   for (std::size_t c = 0; c < k; ++c) {
     std::uint64_t predicted = 0, actual = 0;
@@ -34,13 +36,18 @@ void class_metrics(Evaluation& e) {
     auto& m = e.per_class[c];
     m.support = actual;
     m.precision = ratio(double(e.confusion[c][c]), double(predicted));
+    correct += e.confusion[c][c];
+    if (actual == 0) {  // not in the evaluated set: no recall, no F1
+      m.recall = m.f1 = std::numeric_limits<double>::quiet_NaN();
+      continue;
+    }
     m.recall = ratio(double(e.confusion[c][c]), double(actual));
     m.f1 = m.precision + m.recall > 0 ? 2 * m.precision * m.recall / (m.precision + m.recall) : 0.0;
-    correct += e.confusion[c][c];
     f1_sum += m.f1;
+    ++present;
   }
   e.accuracy = ratio(double(correct), double(e.samples));
-  e.macro_f1 = k ? f1_sum / double(k) : 0.0;
+  e.macro_f1 = present ? f1_sum / double(present) : 0.0;
 }
 
 // Defect score = 1 - p(good); a part is rejected when its score >= threshold.
@@ -88,6 +95,14 @@ void good_analysis(Evaluation& e, std::span<const std::int32_t> labels,
   }
   e.escape_rate = ratio(double(escapes), double(defects));
   e.false_reject_rate = ratio(double(rejects), double(goods));
+  // Only good parts, or only defects: no ROC; the rates of the side present keep a meaning.
+  constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+  if (defects == 0 || goods == 0) {
+    e.roc.clear();
+    e.auc = kNone;
+  }
+  if (defects == 0) e.threshold = e.escape_rate = kNone;
+  if (defects == 0 || goods == 0) e.false_reject_rate = kNone;
 }
 
 // The library's one JSON string escaper (core/text.hpp).
@@ -153,37 +168,124 @@ Evaluation evaluate_scores(const std::vector<std::string>& class_names,
   return e;
 }
 
+namespace {
+
+// The model's label of each dataset class: the dataset's classes must be
+// some of the model's.
+std::vector<std::int32_t> model_labels(const Dataset& dataset, const ModelInfo& info) {
+  std::vector<std::int32_t> out;
+  for (const auto& name : dataset.class_names()) {
+    const auto it = std::find(info.class_names.begin(), info.class_names.end(), name);
+    if (it == info.class_names.end()) {
+      throw InvalidArgument(
+          "stoke::evaluate: the dataset's classes (" +
+          modelfile_detail::join(dataset.class_names(), ",") + ") are not the model's (" +
+          modelfile_detail::join(info.class_names, ",") + "): '" + name + "' is not one of them");
+    }
+    out.push_back(static_cast<std::int32_t>(it - info.class_names.begin()));
+  }
+  return out;
+}
+
+// What evaluate() gathers: per evaluated sample its model label, file and
+// probabilities; the files it could not read.
+struct Scores {
+  std::vector<std::int32_t> labels;
+  std::vector<std::string> files;
+  std::vector<float> probs;
+  std::vector<CorruptSample> skipped;
+  std::size_t decode_failures = 0;
+
+  void add(std::int32_t label, std::string file, const std::vector<float>& p) {
+    labels.push_back(label);
+    files.push_back(std::move(file));
+    probs.insert(probs.end(), p.begin(), p.end());
+  }
+};
+
+bool is_data_error(const Error& e) {
+  return e.code() == ErrorCode::kDecode || e.code() == ErrorCode::kIo;
+}
+
+// A batch held a file that cannot be read: its samples one by one, the bad
+// ones into scores.skipped.
+void classify_one_by_one(Predictor& predictor, const Dataset& dataset,
+                         const std::vector<std::int32_t>& to_model, std::size_t first,
+                         std::size_t count, Scores& scores) {
+  for (std::size_t i = first; i < first + count; ++i) {
+    try {
+      const auto p = predictor.predict_file(dataset.path(i));
+      scores.add(to_model[static_cast<std::size_t>(dataset.label(i))], dataset.path(i),
+                 p.probabilities);
+    } catch (const Error& e) {
+      if (!is_data_error(e)) throw;
+      scores.skipped.push_back({dataset.path(i), e.what()});
+      ++scores.decode_failures;
+    }
+  }
+}
+
+// The loader's corruption budget over the files refused at load and those
+// found bad while evaluating.
+void check_budget(const Dataset& dataset, const Scores& scores) {
+  const LoaderOptions defaults;
+  const std::size_t total = dataset.size() + dataset.report().skipped.size();
+  const std::size_t budget = std::max(
+      defaults.max_corrupt_samples,
+      static_cast<std::size_t>(defaults.max_corrupt_fraction * static_cast<double>(total)));
+  std::size_t bad = scores.decode_failures;
+  for (const auto& s : dataset.report().skipped) bad += s.reason.rfind("ignored:", 0) != 0;
+  if (bad <= budget) return;
+  std::string list;
+  for (const auto& s : scores.skipped) list += "\n  " + s.path + ": " + s.reason;
+  throw DecodeError("stoke::evaluate: dataset " + dataset.report().source +
+                    ": too many unreadable images (" + std::to_string(bad) + ", budget " +
+                    std::to_string(budget) +
+                    " = max(max_corrupt_samples, max_corrupt_fraction * size)):" + list);
+}
+
+}  // namespace
+
 Evaluation evaluate(Predictor& predictor, const Dataset& dataset, const EvaluationOptions& options,
                     const std::function<void(std::size_t, std::size_t)>& on_progress) {
   const ModelInfo& info = predictor.info();
-  if (dataset.class_names() != info.class_names) {
-    throw InvalidArgument("stoke::evaluate: the dataset's classes (" +
-                          modelfile_detail::join(dataset.class_names(), ",") +
-                          ") are not the model's (" +
-                          modelfile_detail::join(info.class_names, ",") + ")");
-  }
-  const std::size_t n = dataset.size(), k = info.class_names.size();
-  Loader loader(dataset, modelfile_detail::loader_options_for(
-                             info, std::max<std::size_t>(1, options.batch_size)));
+  const std::vector<std::int32_t> to_model = model_labels(dataset, info);
+  const bool skip = options.skip_corrupt.value_or(dataset.skip_corrupt());
+  const std::size_t n = dataset.size();
+  LoaderOptions lo =
+      modelfile_detail::loader_options_for(info, std::max<std::size_t>(1, options.batch_size));
+  lo.skip_corrupt = false;  // a bad file is classified apart below, not replaced by the next
+  lo.max_image_pixels = predictor.max_image_pixels();
+  Loader loader(dataset, lo);
   std::vector<float> batch(loader.batch_size() * predictor.sample_size());
-  std::vector<std::int32_t> labels(n), batch_labels(loader.batch_size());
-  std::vector<float> probs(n * k);
-  std::vector<std::string> files(n);
-  std::size_t done = 0;
+  std::vector<std::int32_t> batch_labels(loader.batch_size());
+  Scores scores;
+  for (const auto& s : dataset.report().skipped) scores.skipped.push_back({s.path, s.reason});
   for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b) {
-    const std::size_t count =
-        loader.fill_batch(0, b, std::as_writable_bytes(std::span<float>(batch)), batch_labels);
+    const std::size_t first = b * loader.batch_size();
+    const std::size_t count = std::min(loader.batch_size(), n - first);
+    try {
+      loader.fill_batch(0, b, std::as_writable_bytes(std::span<float>(batch)), batch_labels);
+    } catch (const Error& e) {
+      if (!skip || !is_data_error(e)) throw;
+      classify_one_by_one(predictor, dataset, to_model, first, count, scores);
+      check_budget(dataset, scores);
+      if (on_progress) on_progress(first + count, n);
+      continue;
+    }
     const auto preds = predictor.forward(
         std::span<const float>(batch).first(count * predictor.sample_size()), count);
-    for (std::size_t i = 0; i < count; ++i, ++done) {
-      labels[done] = batch_labels[i];
-      files[done] = dataset.path(done);
-      std::copy(preds[i].probabilities.begin(), preds[i].probabilities.end(),
-                probs.begin() + done * k);
+    for (std::size_t i = 0; i < count; ++i) {
+      scores.add(to_model[static_cast<std::size_t>(batch_labels[i])], dataset.path(first + i),
+                 preds[i].probabilities);
     }
-    if (on_progress) on_progress(done, n);
+    if (on_progress) on_progress(first + count, n);
   }
-  return evaluate_scores(info.class_names, labels, probs, files, options);
+  if (skip) check_budget(dataset, scores);
+  Evaluation e =
+      evaluate_scores(info.class_names, scores.labels, scores.probs, scores.files, options);
+  e.skipped = std::move(scores.skipped);
+  return e;
 }
 
 std::string Evaluation::to_json() const {
@@ -224,6 +326,11 @@ std::string Evaluation::to_json() const {
       << ", \"label\": " << json_string(class_names[static_cast<std::size_t>(m.label)])
       << ", \"predicted\": " << json_string(class_names[static_cast<std::size_t>(m.predicted)])
       << ", \"confidence\": " << json_number(m.confidence) << "}";
+  }
+  o << "\n  ],\n  \"skipped\": [";
+  for (std::size_t i = 0; i < skipped.size(); ++i) {
+    o << (i ? "," : "") << "\n    {\"file\": " << json_string(skipped[i].path)
+      << ", \"reason\": " << json_string(skipped[i].reason) << "}";
   }
   o << "\n  ]\n}\n";
   return o.str();

@@ -137,6 +137,7 @@ struct ForwardWorker {
 struct Predictor::Impl {
   modelfile_detail::LoadedModel loaded;
   SimdLevel level = SimdLevel::kScalar;
+  std::uint64_t max_pixels = kDefaultMaxImagePixels;  // PredictorOptions::max_image_pixels
   SelfCheckResult check;
   std::unique_ptr<nn::FusedInference> plan;
   bool concurrent = false;
@@ -220,6 +221,9 @@ Predictor::Predictor(const std::filesystem::path& model_file, PredictorOptions o
   Backend& backend = options.backend ? *options.backend : default_backend();
   impl_->loaded = modelfile_detail::load_model_file(model_file, backend);
   impl_->level = default_simd_level();
+  impl_->max_pixels = options.max_image_pixels
+                          ? *options.max_image_pixels
+                          : options.context.settings().max_image_pixels.value_or(0);
   impl_->plan = std::make_unique<nn::FusedInference>(impl_->loaded.model->network());
   std::unique_ptr<Backend> probe = backend.make_worker();
   impl_->concurrent = impl_->plan->concurrent() && probe != nullptr;
@@ -248,6 +252,10 @@ const SelfCheckResult& Predictor::self_check() const noexcept {
 std::size_t Predictor::sample_size() const noexcept {
   const auto& p = impl_->loaded.info.preprocess;
   return static_cast<std::size_t>(p.channels) * p.width * p.height;
+}
+
+std::uint64_t Predictor::max_image_pixels() const noexcept {
+  return impl_->max_pixels;
 }
 
 std::vector<float> Predictor::logits(std::span<const float> inputs, std::size_t count) {
@@ -298,7 +306,8 @@ std::vector<Prediction> Predictor::predict_files(std::span<const std::filesystem
 // ---- Session ------------------------------------------------------------------------
 
 struct Predictor::Session::Impl {
-  Impl(Predictor& p) : owner(p), pre(p.info(), p.impl_->level), input(pre.sample_size()) {}
+  Impl(Predictor& p)
+      : owner(p), pre(p.info(), p.impl_->level, p.impl_->max_pixels), input(pre.sample_size()) {}
   Predictor& owner;
   deploy_detail::SamplePreprocessor pre;
   std::vector<float> input;

@@ -8,8 +8,9 @@
 
 namespace stoke::deploy_detail {
 
-SamplePreprocessor::SamplePreprocessor(const ModelInfo& info, SimdLevel level)
-    : pre_(info.preprocess), staged_(info.staged), resampler_(level) {
+SamplePreprocessor::SamplePreprocessor(const ModelInfo& info, SimdLevel level,
+                                       std::uint64_t max_pixels)
+    : pre_(info.preprocess), staged_(info.staged), max_pixels_(max_pixels), resampler_(level) {
   if (!pre_.resize_width) pre_.resize_width = pre_.width;
   if (!pre_.resize_height) pre_.resize_height = pre_.height;
   // The network computes in float32; a uint8 loader output was normalized
@@ -39,6 +40,7 @@ void SamplePreprocessor::from_bytes(std::span<const std::uint8_t> bytes, std::st
   DecodeOptions options =
       pre_.dct_scaling ? DecodeOptions{pre_.channels, w, h} : DecodeOptions{pre_.channels, 0, 0};
   options.keep_16_bit = true;  // the validation loader's float output keeps 16-bit samples
+  options.max_pixels = max_pixels_;
   decoder_.decode(bytes, name, options, decoded_);
   finish(decoded_.view(), out);
 }

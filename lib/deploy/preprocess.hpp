@@ -24,7 +24,9 @@ namespace stoke::deploy_detail {
 
 class STOKE_INTERNAL SamplePreprocessor {
  public:
-  SamplePreprocessor(const ModelInfo& info, SimdLevel level);
+  // max_pixels: DecodeOptions::max_pixels of every decode (0: no limit).
+  SamplePreprocessor(const ModelInfo& info, SimdLevel level,
+                     std::uint64_t max_pixels = kDefaultMaxImagePixels);
 
   std::size_t sample_size() const noexcept { return sample_; }
   void from_file(const std::filesystem::path& path, std::span<float> out);
@@ -37,6 +39,7 @@ class STOKE_INTERNAL SamplePreprocessor {
 
   PreprocessOptions pre_;
   bool staged_;
+  std::uint64_t max_pixels_;
   std::size_t sample_;
   Decoder decoder_;
   Resampler resampler_;

@@ -16,13 +16,17 @@ using modelfile_detail::html_escape;
 
 namespace {
 
+// Non-finite values (a metric without meaning, e.g. the recall of a class
+// the evaluated set lacks) print as "n/a".
 std::string pct(double v) {
+  if (!std::isfinite(v)) return "n/a";
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f %%", 100 * v);
   return buf;
 }
 
 std::string fixed(double v, int digits) {
+  if (!std::isfinite(v)) return "n/a";
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
@@ -86,8 +90,41 @@ std::string history_charts(const ModelInfo& info) {
          line_chart("accuracy per epoch", {{"train accuracy", ta}, {"val accuracy", va}});
 }
 
+// Beyond this many classes the page lists the largest confusions instead of
+// the k x k matrix (which grows with the square of the classes).
+constexpr std::size_t kMatrixClasses = 30;
+constexpr std::size_t kTopConfusions = 50;
+
+// The kTopConfusions largest off-diagonal cells, largest first.
+std::string top_confusions(const Evaluation& e) {
+  struct Cell {
+    std::uint64_t count;
+    std::size_t truth, predicted;
+  };
+  std::vector<Cell> cells;
+  for (std::size_t r = 0; r < e.confusion.size(); ++r) {
+    for (std::size_t c = 0; c < e.confusion[r].size(); ++c) {
+      if (r != c && e.confusion[r][c] != 0) cells.push_back({e.confusion[r][c], r, c});
+    }
+  }
+  const std::size_t shown = std::min(cells.size(), kTopConfusions);
+  std::partial_sort(cells.begin(), cells.begin() + static_cast<std::ptrdiff_t>(shown), cells.end(),
+                    [](const Cell& a, const Cell& b) { return a.count > b.count; });
+  std::ostringstream o;
+  o << "<p>" << e.class_names.size() << " classes: the " << shown << " largest of " << cells.size()
+    << " confusions (the full matrix is in report.json).</p><table><tr><th>true</th>"
+       "<th>predicted</th><th>images</th></tr>";
+  for (std::size_t i = 0; i < shown; ++i) {
+    o << "<tr><td>" << html_escape(e.class_names[cells[i].truth]) << "</td><td>"
+      << html_escape(e.class_names[cells[i].predicted]) << "</td><td>" << cells[i].count
+      << "</td></tr>";
+  }
+  return o.str() + "</table>";
+}
+
 std::string confusion_svg(const Evaluation& e) {
   const std::size_t k = e.class_names.size();
+  if (k > kMatrixClasses) return top_confusions(e);
   const int cell = 56, left = 110, top = 40;
   std::uint64_t peak = 1;
   for (const auto& row : e.confusion) {
@@ -119,6 +156,8 @@ std::string confusion_svg(const Evaluation& e) {
 }
 
 std::string roc_svg(const Evaluation& e) {
+  if (e.roc.empty())
+    return "<p>No ROC: the evaluated set holds only good parts or only defects.</p>";
   const double s = 260, m = 30;
   std::ostringstream o, pts;
   for (const auto& p : e.roc) {
@@ -211,7 +250,16 @@ std::string summary(const Evaluation& e) {
       << fixed(m.precision, 4) << "</td><td>" << fixed(m.recall, 4) << "</td><td>" << fixed(m.f1, 4)
       << "</td></tr>";
   }
-  return o.str() + "</table>";
+  o << "</table>";
+  if (!e.skipped.empty()) {
+    o << "<details><summary>" << e.skipped.size()
+      << " files skipped (not evaluated)</summary><table>";
+    for (const auto& s : e.skipped)
+      o << "<tr><td>" << html_escape(s.path) << "</td><td>" << html_escape(s.reason)
+        << "</td></tr>";
+    o << "</table></details>";
+  }
+  return o.str();
 }
 
 std::string worst(const Evaluation& e, std::size_t thumbnails) {

@@ -30,8 +30,15 @@ using Clock = std::chrono::steady_clock;
 std::unique_ptr<gloo::rendezvous::Store> open_store(const DistributedOptions& o) {
   if (o.store.rfind("file:", 0) == 0) {
     const std::filesystem::path dir = o.store.substr(5);
+    // The store folder itself may be made here (every rank races to), but not
+    // a chain of parents: a typo must not create folders anywhere.
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
+    const std::filesystem::path parent = dir.parent_path().empty() ? "." : dir.parent_path();
+    if (!std::filesystem::is_directory(parent, ec)) {
+      throw IoError("rendezvous store " + o.store + ": the folder '" + parent.string() +
+                    "' that would hold it does not exist (stoke creates only the store folder)");
+    }
+    std::filesystem::create_directory(dir, ec);
     if (!std::filesystem::is_directory(dir)) {
       throw IoError("rendezvous store " + o.store + ": '" + dir.string() +
                     "' is not a directory stoke can create");

@@ -215,6 +215,10 @@ ModelInfo describe_training(const Dataset& train, const Dataset* val, const Load
   info.validation_samples = val ? val->size() : 0;
   info.trainer_options = flatten(options, loader);
   for (const KnobValue& k : loader.context.config().knobs()) info.configuration[k.name] = k.value;
+  if (!options.embed_training_images) {  // no image, no path of the training data
+    info.dataset_source.clear();
+    return info;
+  }
   const Dataset& source = val && !val->empty() ? *val : train;
   info.references = reference_inputs(source, loader, info.staged, references);
   return info;

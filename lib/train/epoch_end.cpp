@@ -14,6 +14,13 @@ namespace stoke::detail {
 
 void validate(nn::Model& model, Loader& loader, const Settings& settings, EpochRecord& record,
               PrefetchRings* rings, std::int64_t pad_to) {
+  // A rank whose share of a small validation set is empty (fewer samples
+  // than batch x ranks) validates nothing; the reduction still counts it.
+  if (loader.batches_per_epoch() == 0) {
+    record.validated = false;
+    record.val_images = 0;
+    return;
+  }
   Backend& be = model.backend();
   const auto shape = loader.output_shape();
   const PrefetchOptions po = prefetch_options(settings, loader, 0, 0, be.gpu());

@@ -233,6 +233,12 @@ int Trainer::resume_from(const std::string& path, State& st) {
   }
   TrainState s = TrainState::from_metadata(info.metadata, "checkpoint '" + path + "'");
   check_resume_world(path, info.metadata, s);
+  if (s.epoch >= options_.epochs) {  // a finished run: fit() would claim a model it never trains
+    throw InvalidArgument("Trainer::fit: checkpoint '" + path + "' finished " +
+                          std::to_string(s.epoch) +
+                          " epochs; resuming it with epochs = " + std::to_string(options_.epochs) +
+                          " leaves nothing to train (raise epochs to continue it)");
+  }
   st.batch = s.batch_size;
   st.multiplier = s.batch_multiplier;
   st.step = s.step;
@@ -266,8 +272,10 @@ std::optional<EpochRecord> Trainer::run_epoch_with_retries(int epoch, Loaders& l
         const std::int64_t pad_to = st.runner && st.runner->keeps_graphs() ? st.batch : 0;
         detail::validate(model_, *loaders.val_loader, st.settings, record, &st.rings, pad_to);
       }
+      // A rank with an empty share of the validation set has finished it too.
       st.epoch_finished =
-          st.epoch_finished && (!due || record.validated || loaders.val_data->empty());
+          st.epoch_finished && (!due || record.validated || loaders.val_data->empty() ||
+                                loaders.val_loader->batches_per_epoch() == 0);
       return record;
     } catch (const OutOfMemory& e) {
       release_step_memory();

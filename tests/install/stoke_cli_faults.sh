@@ -201,5 +201,267 @@ case_sigterm_writes_stop_checkpoint() {  # item 17: SIGTERM is treated as Ctrl-C
   test -s "$work/t.stoke.stop" || fail "SIGTERM wrote no stop checkpoint"
 }
 
+images=$(dirname "$0")/tiny_images.py
+
+# A copy of the dataset with one truncated and one unsupported image in ok/.
+damaged_copy() {
+  cp -r "$work/d" "$work/c"
+  local first
+  first=$(find "$work/c/ok" -type f | sort | head -1)
+  head -c 100 "$first" >"$work/c/ok/cut.png"
+  rm "$first"
+  echo "not an image" >"$work/c/ok/text.jpg"
+}
+
+case_skip_corrupt() {  # item 10: --skip-corrupt for train and eval, per-file reports
+  setup
+  damaged_copy
+  run "$stoke" eval --model "$work/m.stoke" --data "$work/c" --good ok
+  expect_clean_failure "eval of a folder with bad files"
+  grep -q -- '--skip-corrupt' "$work/err" || { cat "$work/err"; fail "eval: no --skip-corrupt hint"; }
+  run "$stoke" eval --model "$work/m.stoke" --data "$work/c" --good ok --skip-corrupt --json
+  test "$rc" -eq 0 || { cat "$work/err"; fail "eval --skip-corrupt: status $rc"; }
+  grep -q 'skipped .*cut.png' "$work/err" && grep -q 'skipped .*text.jpg' "$work/err" \
+    || { cat "$work/err"; fail "eval --skip-corrupt does not list what it skipped"; }
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); names = [s["file"] for s in d["skipped"]]
+assert any(n.endswith("cut.png") for n in names) and any(n.endswith("text.jpg") for n in names), names
+assert d["samples"] == 23, d["samples"]' "$work/out" || fail "eval --json: skipped files or samples"
+  run "$stoke" train --data "$work/c" --out "$work/x.stoke" "${T[@]}"
+  expect_clean_failure "train on a folder with bad files"
+  grep -q -- '--skip-corrupt' "$work/err" || { cat "$work/err"; fail "train: no --skip-corrupt hint"; }
+  run "$stoke" train --data "$work/c" --out "$work/x.stoke" "${T[@]}" --skip-corrupt
+  test "$rc" -eq 0 && test -s "$work/x.stoke" || { cat "$work/err"; fail "train --skip-corrupt: status $rc"; }
+  grep -q 'skipped .*cut.png' "$work/err" || { cat "$work/err"; fail "train does not list what it skipped"; }
+  # Past the budget (max(10, 1 %)) it stops, naming the budget.
+  for i in $(seq 1 11); do echo bad >"$work/c/defect/bad$i.png"; done
+  run "$stoke" eval --model "$work/m.stoke" --data "$work/c" --skip-corrupt
+  expect_clean_failure "eval past the corruption budget"
+  grep -q 'budget' "$work/err" || { cat "$work/err"; fail "no budget message"; }
+  # A folder with only some of the model's classes: evaluated, with the metrics that still mean something.
+  mkdir -p "$work/g"
+  cp -r "$work/d/ok" "$work/g/ok"
+  run "$stoke" eval --model "$work/m.stoke" --data "$work/g" --good ok --json
+  test "$rc" -eq 0 || { cat "$work/err"; fail "eval of good parts only: status $rc"; }
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); c = {x["name"]: x for x in d["classes"]}
+assert c["defect"]["support"] == 0 and c["defect"]["recall"] is None, c
+assert d["auc"] is None and d["false_reject_rate"] is None, d' "$work/out" \
+    || { cat "$work/out"; fail "good parts only: metrics without meaning are not null"; }
+}
+
+case_folder_rule() {  # item 11: subfolders, other extensions, BMP/TIFF, FIFOs, broken links
+  setup
+  cp -r "$work/d" "$work/s"
+  mkdir -p "$work/s/ok/sub/deeper"
+  for f in $(find "$work/s/ok" -maxdepth 1 -type f | sort | head -5); do mv "$f" "$work/s/ok/sub/deeper/"; done
+  echo notes >"$work/s/ok/notes.txt"
+  run "$stoke" train --data "$work/s" --out "$work/s.stoke" "${T[@]}" --json
+  test "$rc" -eq 0 || { cat "$work/err"; fail "train with a class subfolder: status $rc"; }
+  python3 -c 'import json, sys; d = json.loads(open(sys.argv[1]).read())
+assert d["train_samples"] + d["val_samples"] == 24, d' "$work/out" || fail "images in ok/sub/ were dropped"
+  grep -q 'skipped .*notes.txt: ignored' "$work/err" || { cat "$work/err"; fail "notes.txt dropped without a word"; }
+  mkdir "$work/p"
+  python3 "$images" bmp "$work/p/a.bmp"
+  mkfifo "$work/p/pipe.png"
+  ln -s "$work/nowhere.jpg" "$work/p/dangling.jpg"
+  echo x >"$work/p/readme.md"
+  run "$stoke" predict --model "$work/m.stoke" --data "$work/p" --csv
+  test "$rc" -eq 1 || { cat "$work/err"; fail "predict --data with bad entries: status $rc"; }
+  grep -q 'a.bmp,[a-z]' "$work/out" || { cat "$work/out" "$work/err"; fail "predict --data skipped a BMP"; }
+  for name in pipe.png dangling.jpg readme.md; do
+    grep -q "$name" "$work/err" || { cat "$work/err"; fail "predict --data said nothing about $name"; }
+  done
+}
+
+case_success_only_when_written() {  # item 12: no success claimed for a model never written
+  setup
+  run "$stoke" train --data "$work/d" --out '' "${T[@]}"
+  test "$rc" -eq 2 || { cat "$work/err"; fail "--out '': status $rc"; }
+  run "$stoke" train --data "$work/d" --out "$work/r.stoke" "${T[@]}" --resume "$work/m.stoke"
+  expect_clean_failure "--resume of a finished checkpoint"
+  grep -q 'nothing to train' "$work/err" || { cat "$work/err"; fail "finished resume: message"; }
+  test ! -e "$work/r.stoke" || fail "a finished resume wrote a model"
+  "$stoke" train --data "$work/d" --out "$work/shared.stoke" --epochs 100000 --size 16 --batch 4 \
+    --arch plain >/dev/null 2>"$work/first.err" &
+  pid=$!
+  for _ in $(seq 1 600); do grep -q 'train ' "$work/first.err" 2>/dev/null && break; sleep 0.1; done
+  run "$stoke" train --data "$work/d" --out "$work/shared.stoke" "${T[@]}"
+  kill -TERM $pid
+  wait $pid
+  test "$rc" -eq 2 && grep -q 'being written by another run' "$work/err" \
+    || { cat "$work/err"; fail "two runs onto one --out: status $rc"; }
+  test ! -e "$work/shared.stoke.lock" || fail "the lock file stayed"
+}
+
+case_outputs_checked_first() {  # item 16: --out, --log, --report writable before the first epoch
+  setup
+  for args in "--log $work/missing/x.json" "--report $work/m.stoke" "--out $work/missing/y.stoke"; do
+    # shellcheck disable=SC2086
+    run "$stoke" train --data "$work/d" --out "$work/o.stoke" "${T[@]}" $args
+    test "$rc" -eq 2 || { cat "$work/err"; fail "$args: status $rc"; }
+    ! grep -q '^epoch 1/' "$work/err" || fail "$args: refused only after training"
+  done
+  mkdir "$work/ro"
+  chmod 555 "$work/ro"
+  if [ -w "$work/ro" ]; then
+    echo "note: running as a user that writes into read-only folders; that part is skipped"
+  else
+    run "$stoke" train --data "$work/d" --out "$work/ro/z.stoke" "${T[@]}"
+    test "$rc" -eq 2 && grep -q 'cannot write' "$work/err" || { cat "$work/err"; fail "read-only --out"; }
+    ! grep -q '^epoch 1/' "$work/err" || fail "read-only --out refused only after training"
+  fi
+  chmod 755 "$work/ro"
+}
+
+case_val_classes_checked() {  # item 13: --val classes are the training classes, or some of them
+  setup
+  mkdir -p "$work/v"
+  cp -r "$work/d/ok" "$work/v/ok"
+  cp -r "$work/d/defect" "$work/v/other"
+  run "$stoke" train --data "$work/d" --val "$work/v" --out "$work/v.stoke" "${T[@]}"
+  expect_clean_failure "--val with a class the training set lacks"
+  grep -q "'other' is not one of the classes" "$work/err" || { cat "$work/err"; fail "message"; }
+  rm -r "$work/v/other"
+  run "$stoke" train --data "$work/d" --val "$work/v" --out "$work/v.stoke" "${T[@]}"
+  test "$rc" -eq 0 || { cat "$work/err"; fail "--val with only some classes: status $rc"; }
+  grep -q "no images of class 'defect'" "$work/err" || { cat "$work/err"; fail "missing class not said"; }
+}
+
+case_bad_values_refused() {  # item 18: bad values, and --resume onto another dataset
+  setup
+  for args in "--normalize mean=nan,std=1" "--normalize mean=0,std=0" "--augment brightness=abc" \
+    "--augment contrast=5" "--lr -5" "--split 50,abc" "--channels 2" "--epochs 0"; do
+    # shellcheck disable=SC2086
+    run "$stoke" train --data "$work/d" --out "$work/b.stoke" "${T[@]}" $args
+    test "$rc" -eq 2 || { cat "$work/err"; fail "train $args: status $rc"; }
+  done
+  run "$stoke" import /dev/null --arch resnet18 --size 0 --out "$work/i.stoke"
+  test "$rc" -eq 2 || { cat "$work/err"; fail "import --size 0: status $rc"; }
+  run "$stoke" eval --model "$work/m.stoke" --data "$work/d" --good ok --escape-rate nan
+  test "$rc" -eq 2 || { cat "$work/err"; fail "--escape-rate nan: status $rc"; }
+  "$stoke" dataset --out "$work/t" --count 24 --size 32x32 --seed 7 >/dev/null 2>&1 || fail "dataset"
+  run "$stoke" train --data "$work/t" --out "$work/rr.stoke" "${T[@]}" --epochs 2 --resume "$work/m.stoke"
+  test "$rc" -eq 2 && grep -q 'another dataset' "$work/err" || { cat "$work/err"; fail "--resume on another dataset"; }
+  run "$stoke" train --data "$work/t" --out "$work/rr.stoke" "${T[@]}" --epochs 2 --resume "$work/m.stoke" --force
+  test "$rc" -eq 0 || { cat "$work/err"; fail "--resume --force: status $rc"; }
+}
+
+case_max_image_pixels() {  # item 15: predict and eval apply STOKE_MAX_IMAGE_PIXELS
+  setup
+  img=$(find "$work/d" -type f | head -1)
+  STOKE_MAX_IMAGE_PIXELS=100 run "$stoke" predict --model "$work/m.stoke" "$img"
+  test "$rc" -eq 1 && grep -q 'STOKE_MAX_IMAGE_PIXELS' "$work/err" || { cat "$work/err"; fail "predict ignores the limit"; }
+  STOKE_MAX_IMAGE_PIXELS=100 run "$stoke" eval --model "$work/m.stoke" --data "$work/d"
+  expect_clean_failure "eval over the pixel limit"
+  grep -q 'STOKE_MAX_IMAGE_PIXELS' "$work/err" || { cat "$work/err"; fail "eval ignores the limit"; }
+}
+
+case_json_is_utf8() {  # item 19: names with bytes that are no UTF-8 are escaped
+  setup
+  mkdir "$work/u"
+  img=$(find "$work/d/ok" -type f | head -1)
+  cp "$img" "$work/u/$(printf 'part\377').${img##*.}"
+  run "$stoke" predict --model "$work/m.stoke" --data "$work/u" --json
+  test "$rc" -eq 0 || { cat "$work/err"; fail "predict --json: status $rc"; }
+  python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]' "$work/out" \
+    || fail "predict --json is not UTF-8 JSON"
+  cp -r "$work/d" "$work/e"
+  echo bad >"$work/e/ok/$(printf 'bad\377').png"
+  run "$stoke" eval --model "$work/m.stoke" --data "$work/e" --json --skip-corrupt --report "$work/rep"
+  test "$rc" -eq 0 || { cat "$work/err"; fail "eval --json: status $rc"; }
+  for f in "$work/out" "$work/rep/report.json"; do
+    python3 -c 'import json, sys; json.load(open(sys.argv[1], encoding="utf-8"))' "$f" \
+      || fail "$f is not UTF-8 JSON"
+  done
+}
+
+case_impossible_splits() {  # item 20: splits and rank counts checked up front
+  setup
+  run "$stoke" train --data "$work/d" --out "$work/q.stoke" "${T[@]}" --split 0,100
+  test "$rc" -eq 2 && grep -q 'no training' "$work/err" || { cat "$work/err"; fail "--split 0,100: status $rc"; }
+  run "$stoke" train --data "$work/d" --out "$work/q.stoke" "${T[@]}" --split 60,60
+  test "$rc" -eq 2 || { cat "$work/err"; fail "--split 60,60: status $rc"; }
+  run "$stoke" train --data "$work/d" --out "$work/q.stoke" "${T[@]}" --nproc 64
+  test "$rc" -eq 2 || { cat "$work/err"; fail "--nproc 64: status $rc"; }
+  ! grep -q 'started' "$work/err" || fail "--nproc 64 started ranks"
+}
+
+case_report_bounded() {  # item 14: the HTML report does not grow with classes squared
+  mkdir "$work/k"
+  python3 "$images" classes "$work/k" 1000
+  run "$stoke" train --data "$work/k" --out "$work/k.stoke" --epochs 1 --size 8 --batch 64 --arch plain \
+    --channels 1
+  test "$rc" -eq 0 || { cat "$work/err"; fail "train on 1000 classes: status $rc"; }
+  run "$stoke" eval --model "$work/k.stoke" --data "$work/k" --report "$work/krep"
+  test "$rc" -eq 0 || { cat "$work/err"; fail "eval of 1000 classes: status $rc"; }
+  size=$(stat -c %s "$work/krep/report.html")
+  test "$size" -lt 2000000 || fail "report.html of 1000 classes is $size bytes"
+  grep -q 'largest' "$work/krep/report.html" || fail "no top confusions in the report"
+}
+
+case_sigterm_under_nproc() {  # item 17: SIGTERM to the launcher stops every rank with one checkpoint
+  "$stoke" info --json 2>/dev/null | grep -q '"distributed": *true' || skip "a build without Gloo"
+  setup
+  STOKE_DIST_TIMEOUT=20 "$stoke" train --nproc 2 --data "$work/d" --out "$work/p.stoke" --epochs 100000 \
+    --size 16 --batch 4 --arch plain >/dev/null 2>"$work/err" &
+  pid=$!
+  for _ in $(seq 1 600); do grep -q '^train ' "$work/err" 2>/dev/null && break; sleep 0.1; done
+  grep -q '^train ' "$work/err" || { cat "$work/err"; fail "the ranks never started training"; }
+  ranks=$(pgrep -P $pid | tr '\n' ' ')
+  kill -TERM $pid
+  wait $pid
+  rc=$?
+  test "$rc" -eq 130 || { cat "$work/err"; fail "SIGTERM under --nproc: status $rc"; }
+  test -s "$work/p.stoke.stop" || { cat "$work/err"; fail "SIGTERM under --nproc wrote no stop checkpoint"; }
+  for r in $ranks; do ! kill -0 "$r" 2>/dev/null || fail "rank process $r still runs"; done
+  ! grep -q 'killing rank' "$work/err" || { cat "$work/err"; fail "a rank had to be killed"; }
+}
+
+case_address_space_limit() {  # item 4: out of memory under ulimit -v is a message, never a hang
+  skip_under_asan
+  setup
+  img=$(find "$work/d" -type f | head -1)
+  (ulimit -v 400000 && true) 2>/dev/null || skip "this machine refuses ulimit -v"
+  for limit in 1300000 1000000 800000 600000; do
+    (ulimit -v $limit && timeout -k 5 60 "$stoke" predict --model "$work/m.stoke" "$img") \
+      >"$work/out" 2>"$work/err"
+    rc=$?
+    if [ "$rc" -ne 0 ]; then
+      expect_clean_failure "predict under ulimit -v $limit"
+      grep -qi 'out of memory' "$work/err" || { cat "$work/err"; fail "ulimit -v $limit: no out-of-memory message"; }
+    fi
+    for batch in 4 auto; do
+      (ulimit -v $limit && timeout -k 5 120 "$stoke" train --data "$work/d" --out "$work/l.stoke" --epochs 1 \
+        --size 32 --batch $batch) >"$work/out" 2>"$work/err"
+      rc=$?
+      # 0: it fit; 130: the documented back-off stopped with its checkpoint; 1: a message.
+      case $rc in
+        0 | 130) ;;
+        1) grep -qi 'out of memory\|stoke train' "$work/err" || { cat "$work/err"; fail "train $limit/$batch: no message"; } ;;
+        *) cat "$work/err"; fail "train --batch $batch under ulimit -v $limit: status $rc (crash, signal or hang)" ;;
+      esac
+    done
+  done
+}
+
+case_dist_store_not_created() {  # item 20: STOKE_DIST_STORE=file:DIR makes no chain of folders
+  "$stoke" info --json 2>/dev/null | grep -q '"distributed": *true' || skip "a build without Gloo"
+  setup
+  RANK=0 WORLD_SIZE=2 STOKE_DIST_TIMEOUT=5 STOKE_DIST_STORE=file:$work/no/such/store \
+    run "$stoke" train --data "$work/d" --out "$work/ds.stoke" "${T[@]}"
+  expect_clean_failure "a store under folders that do not exist"
+  grep -q 'does not exist' "$work/err" || { cat "$work/err"; fail "message"; }
+  test ! -e "$work/no" || fail "STOKE_DIST_STORE created $work/no"
+}
+
+case_model_without_training_images() {  # item 20: a model file that embeds no training data
+  setup
+  run "$stoke" train --data "$work/d" --out "$work/private.stoke" "${T[@]}" --no-reference-images
+  test "$rc" -eq 0 || { cat "$work/err"; fail "--no-reference-images: status $rc"; }
+  ! grep -a -q "$work/d" "$work/private.stoke" || fail "the model file names the dataset folder"
+  grep -a -q "$work/d" "$work/m.stoke" || fail "the default model file should name its dataset (the test is blind)"
+  run "$stoke" predict --model "$work/private.stoke" "$(find "$work/d" -type f | head -1)"
+  test "$rc" -eq 0 && grep -q 'self-check skipped' "$work/err" || { cat "$work/err"; fail "predict of the private model"; }
+}
+
 "case_$case_name"
 echo "PASS: $case_name"

@@ -55,7 +55,7 @@ test $status -eq 1 && grep -q 'truncated' "$work/cut.err" || { echo "FAIL: cut m
 
 # Data-parallel: two rank processes on this machine, rank 0 writes the model
 # (skipped where the build has no Gloo: the launcher then says so and fails).
-if "$stoke" info --json 2>/dev/null | grep -q '"distributed": true'; then
+if "$stoke" info --json 2>/dev/null | grep -q '"distributed": *true'; then
   "$stoke" train --nproc 2 --data "$work/data" --out "$work/dp.stoke" --size 16 --epochs 1 --batch 4 --arch plain \
     --json >"$work/dp.json" 2>"$work/dp.err" || { echo "FAIL: train --nproc 2"; cat "$work/dp.err"; exit 1; }
   grep -q 'started 2 ranks' "$work/dp.err" || { echo "FAIL: --nproc 2 started no ranks"; cat "$work/dp.err"; exit 1; }

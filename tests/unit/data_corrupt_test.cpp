@@ -109,7 +109,12 @@ class DataCorrupt : public ::testing::Test {
 TEST_F(DataCorrupt, ReportAccountsForEveryEntryWithReasons) {
   write_file(root_ / "a" / "good.png", encode_png(gradient_image(8, 8, 1).view()));
   write_file(root_ / "b" / "good.png", encode_png(gradient_image(8, 8, 3).view()));
-  fs::create_directories(root_ / "a" / "folder.png");
+  fs::create_directories(root_ / "a" / "folder.png");  // a subfolder: its images belong to a
+  write_file(root_ / "a" / "folder.png" / "inner.png", encode_png(gradient_image(8, 8, 1).view()));
+  fs::create_directories(root_ / "b" / "sub" / "deeper");
+  write_file(root_ / "b" / "sub" / "deeper" / "nested.png",
+             encode_png(gradient_image(8, 8, 3).view()));
+  write_file(root_ / "b" / "sub" / "readme.md", std::vector<std::uint8_t>{'h', 'i'});
   fs::create_symlink(root_ / "missing.jpg", root_ / "a" / "dangling.jpg");
   ASSERT_EQ(::mkfifo((root_ / "a" / "pipe.png").c_str(), 0600), 0);
   write_file(root_ / "a" / "notes.txt", std::vector<std::uint8_t>{'h', 'i'});
@@ -125,15 +130,24 @@ TEST_F(DataCorrupt, ReportAccountsForEveryEntryWithReasons) {
   options.skip_corrupt = true;
   const Dataset d = Dataset::from_folder(root_, options);
   const auto& r = d.report();
-  EXPECT_EQ(r.used, 2u);
+  EXPECT_EQ(r.used, 4u);
   EXPECT_EQ(r.candidates, r.used + r.skipped.size()) << r.to_string();
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    const fs::path p = d.path(i);
+    if (p.filename() == "inner.png") {
+      EXPECT_EQ(d.class_names()[d.label(i)], "a");
+    }
+    if (p.filename() == "nested.png") {
+      EXPECT_EQ(d.class_names()[d.label(i)], "b");
+    }
+  }
   auto reason_of = [&](const std::string& name) {
     for (const auto& s : r.skipped) {
       if (fs::path(s.path).filename() == name) return s.reason;
     }
     return std::string("<not reported>");
   };
-  EXPECT_EQ(reason_of("folder.png"), "is a directory");
+  EXPECT_NE(reason_of("readme.md").find("extension"), std::string::npos);
   EXPECT_EQ(reason_of("dangling.jpg"), "dangling symbolic link");
   EXPECT_NE(reason_of("pipe.png").find("not a regular file"), std::string::npos);
   EXPECT_NE(reason_of("notes.txt").find("extension"), std::string::npos);
@@ -152,7 +166,7 @@ TEST_F(DataCorrupt, ReportAccountsForEveryEntryWithReasons) {
   // The limit comes from the options (or STOKE_MAX_IMAGE_PIXELS): lifted, the bomb passes the
   // header check.
   options.max_image_pixels = 0;
-  EXPECT_EQ(Dataset::from_folder(root_, options).report().used, 3u);
+  EXPECT_EQ(Dataset::from_folder(root_, options).report().used, 5u);
 }
 
 TEST_F(DataCorrupt, ManifestThatIsADirectoryOrDeviceIsAnIoError) {

@@ -1,6 +1,7 @@
 // Evaluation metrics against hand-computed cases, the end-to-end evaluate()
 // against the trainer, and the HTML report (self-contained; rendered by
 // headless Chromium where it is installed).
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -108,6 +109,54 @@ TEST(DeployEvaluation, BadInputsAreNamed) {
   EXPECT_THROW(evaluate_scores({"a", "b"}, ok, probs, {}, o), InvalidArgument);
   EXPECT_THROW(evaluate_scores({"a", "b"}, ok, std::span<const float>(probs).first(3), {}),
                InvalidArgument);
+}
+
+// Only good parts: the metrics that need defects are NaN (null in JSON),
+// the others keep their meaning; names that are no UTF-8 are escaped.
+TEST(DeployEvaluation, AClassWithoutSamplesHasNoRecallAndNoRoc) {
+  const std::vector<std::string> classes = {"defect", "ok"};
+  const std::vector<std::int32_t> labels = {1, 1, 1};
+  const std::vector<float> probs = {0.2f, 0.8f, 0.6f, 0.4f, 0.1f, 0.9f};
+  const std::vector<std::string> files = {"a", "b\xff", "c"};
+  EvaluationOptions o;
+  o.good_class = "ok";
+  const Evaluation e = evaluate_scores(classes, labels, probs, files, o);
+  EXPECT_EQ(e.per_class[0].support, 0u);
+  EXPECT_TRUE(std::isnan(e.per_class[0].recall));
+  EXPECT_TRUE(std::isnan(e.per_class[0].f1));
+  EXPECT_DOUBLE_EQ(e.per_class[1].recall, 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(e.macro_f1, e.per_class[1].f1);  // the absent class is left out
+  EXPECT_TRUE(std::isnan(e.auc));
+  EXPECT_TRUE(std::isnan(e.threshold));
+  EXPECT_TRUE(e.roc.empty());
+  const std::string json = e.to_json();
+  EXPECT_NE(json.find("\"recall\": null"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"auc\": null"), std::string::npos) << json;
+  EXPECT_NE(json.find("b\\u00ff"), std::string::npos) << json;
+  EXPECT_EQ(json.find('\xff'), std::string::npos);
+  const std::string html = evaluation_html(e, ModelInfo{}, 0);
+  EXPECT_NE(html.find("n/a"), std::string::npos);
+  const auto nan_at = html.find(">nan");
+  EXPECT_EQ(nan_at, std::string::npos) << html.substr(nan_at == std::string::npos ? 0 : nan_at, 80);
+}
+
+// Beyond 30 classes the page lists the largest confusions, not k x k cells.
+TEST(DeployEvaluation, TheReportOfManyClassesDoesNotGrowWithTheirSquare) {
+  const std::size_t k = 400;
+  std::vector<std::string> classes;
+  for (std::size_t c = 0; c < k; ++c) classes.push_back("class" + std::to_string(c));
+  std::vector<std::int32_t> labels;
+  std::vector<float> probs;
+  for (std::size_t i = 0; i < k; ++i) {
+    labels.push_back(static_cast<std::int32_t>(i));
+    std::vector<float> p(k, 0.0f);
+    p[(i * 7) % k] = 1.0f;
+    probs.insert(probs.end(), p.begin(), p.end());
+  }
+  const Evaluation e = evaluate_scores(classes, labels, probs, {});
+  const std::string html = evaluation_html(e, ModelInfo{}, 0);
+  EXPECT_LT(html.size(), 200000u);
+  EXPECT_NE(html.find("largest"), std::string::npos);
 }
 
 TEST_F(DeployFixture, EvaluateAgreesWithTheTrainerAndThePredictor) {

@@ -214,6 +214,13 @@ TEST_F(TrainResume, TheResumedRunsCheckpointsTellTheWholeHistory) {
     EXPECT_EQ(lines[e].substr(0, 2), std::to_string(e) + ",") << lines[e];
   EXPECT_EQ(lines[0], history_before(first, 100)[0]);
   EXPECT_EQ(history_before(first, 1).size(), 1u);
+  // The last checkpoint finished all 4 epochs: resuming it trains nothing, and says so.
+  try {
+    run(5, 0, options_.stop_checkpoint.string());
+    FAIL() << "a finished checkpoint was resumed";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("nothing to train"), std::string::npos) << e.what();
+  }
 }
 
 // fit() leaves its options as given; the batch it ended with is in the result.

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <string_view>
@@ -42,6 +44,32 @@ Args::Args(int argc, char** argv, std::set<std::string> values, std::set<std::st
   }
 }
 
+namespace {
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+}  // namespace
+
+int Args::get_int(const std::string& name, int fallback, int lo, int hi) const {
+  const int n = get_int(name, fallback);
+  if (n < lo || n > hi) {
+    throw UsageError("--" + name + " must be in [" + std::to_string(lo) + ", " +
+                     std::to_string(hi) + "], got " + get(name));
+  }
+  return n;
+}
+
+double Args::get_double(const std::string& name, double fallback, double lo, double hi) const {
+  const double d = get_double(name, fallback);
+  if (d < lo || d > hi) {
+    throw UsageError("--" + name + " must be in [" + number_text(lo) + ", " + number_text(hi) +
+                     "], got " + get(name));
+  }
+  return d;
+}
+
 std::string Args::get(const std::string& name, const std::string& fallback) const {
   auto it = options_.find(name);
   return it == options_.end() ? fallback : it->second;
@@ -49,6 +77,7 @@ std::string Args::get(const std::string& name, const std::string& fallback) cons
 
 std::string Args::required(const std::string& name) const {
   if (!has(name)) throw UsageError("--" + name + " is required");
+  if (get(name).empty()) throw UsageError("--" + name + " is empty");
   return get(name);
 }
 
@@ -67,25 +96,10 @@ double Args::get_double(const std::string& name, double fallback) const {
   const std::string v = get(name);
   char* end = nullptr;
   const double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0') throw UsageError("--" + name + " '" + v + "' is not a number");
+  // NaN and infinities are no value any option takes.
+  if (v.empty() || *end != '\0' || !std::isfinite(d))
+    throw UsageError("--" + name + " '" + v + "' is not a finite number");
   return d;
-}
-
-std::vector<std::filesystem::path> list_images(const std::filesystem::path& root) {
-  namespace fs = std::filesystem;
-  static const std::set<std::string> kExt = {".jpg", ".jpeg", ".png"};
-  std::vector<fs::path> out;
-  std::error_code ec;
-  if (!fs::is_directory(root, ec)) throw stoke::IoError("'" + root.string() + "' is not a folder");
-  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
-    std::string ext = it->path().extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(),
-                   [](unsigned char c) { return std::tolower(c); });
-    if (it->is_regular_file(ec) && kExt.count(ext)) out.push_back(it->path());
-  }
-  if (ec) throw stoke::IoError("cannot list '" + root.string() + "': " + ec.message());
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 // The library's one JSON string escaper (core/text.hpp).

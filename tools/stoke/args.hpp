@@ -29,15 +29,15 @@ class Args {
   std::string required(const std::string& name) const;
   int get_int(const std::string& name, int fallback) const;
   double get_double(const std::string& name, double fallback) const;
+  // The same, refusing a value outside [lo, hi] with a message naming the range.
+  int get_int(const std::string& name, int fallback, int lo, int hi) const;
+  double get_double(const std::string& name, double fallback, double lo, double hi) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:
   std::map<std::string, std::string> options_;
   std::vector<std::string> positional_;
 };
-
-// Image files under `root` (recursive, sorted) with a supported extension.
-std::vector<std::filesystem::path> list_images(const std::filesystem::path& root);
 
 // `s` as a JSON string literal.
 std::string json_string(const std::string& s);

@@ -8,6 +8,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "inputs.hpp"
 #include "stoke/interchange.hpp"
 #include "stoke/stoke.hpp"
 
@@ -46,7 +47,7 @@ bool is_good_folder(const std::string& name) {
 // the others (under any other subfolder) as defects.
 void split_folder(const fs::path& root, std::vector<fs::path>& good,
                   std::vector<fs::path>& defect) {
-  for (const auto& f : stoke_cli::list_images(root)) {
+  for (const auto& f : stoke_cli::list_images("train", root)) {
     const fs::path rel = f.lexically_relative(root);
     const bool top = rel.parent_path().empty();
     (top || is_good_folder(rel.begin()->string()) ? good : defect).push_back(f);
@@ -209,7 +210,7 @@ int predict(int argc, char** argv) {
   stoke_cli::Args args(argc, argv, {"model", "data"}, {"json"});
   std::vector<fs::path> files(args.positional().begin(), args.positional().end());
   if (args.has("data")) {
-    const auto found = stoke_cli::list_images(args.get("data"));
+    const auto found = stoke_cli::list_images("predict", args.get("data"));
     files.insert(files.end(), found.begin(), found.end());
   }
   if (files.empty()) throw UsageError("no images: give FILE... or --data DIR");
@@ -248,7 +249,7 @@ int eval(int argc, char** argv) {
   for (const auto& dir : classes) {
     const bool is_good = dir.filename() == good_class;
     found_good |= is_good;
-    for (const auto& f : stoke_cli::list_images(dir))
+    for (const auto& f : stoke_cli::list_images("eval", dir))
       (is_good ? good : defect).push_back(core.score_file(f).score);
   }
   if (!found_good)

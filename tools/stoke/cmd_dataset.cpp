@@ -26,9 +26,9 @@ int run(int argc, char** argv) {
   if (format != "jpg" && format != "png") throw stoke_cli::UsageError("--format is jpg or png");
   o.format = format == "png" ? stoke::SyntheticOptions::Format::kPng
                              : stoke::SyntheticOptions::Format::kJpeg;
-  o.defect_fraction = args.get_double("defects", 0.3);
+  o.defect_fraction = args.get_double("defects", 0.3, 0, 1);
   o.seed = static_cast<std::uint64_t>(args.get_int("seed", 1));
-  const auto count = static_cast<std::size_t>(args.get_int("count", 200));
+  const auto count = static_cast<std::size_t>(args.get_int("count", 200, 1, 1000000000));
   const auto root = stoke::write_synthetic_dataset(args.required("out"), count, o);
   std::printf("wrote %zu %dx%d images under %s\n", count, o.width, o.height, root.c_str());
   return 0;

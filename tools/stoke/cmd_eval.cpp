@@ -5,6 +5,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "inputs.hpp"
 #include "stoke/stoke.hpp"
 
 namespace {
@@ -12,15 +13,19 @@ namespace {
 constexpr const char* kUsage =
     "usage: stoke eval --model MODEL --data DIR [--good CLASS [--escape-rate R]] [--report DIR] "
     "[--json]\n"
-    "  DIR holds one subfolder per class (the model's classes). With --good, the defect-vs-good "
-    "ROC,\n"
+    "                  [--skip-corrupt]\n"
+    "  DIR holds one subfolder per class (the model's classes, or some of them; images in\n"
+    "  subfolders of a class folder belong to it). With --good, the defect-vs-good ROC,\n"
     "  AUC, and the threshold passing at most R of the defects (default 0.01) with its "
     "false-reject\n"
-    "  rate. --report DIR writes DIR/report.json and DIR/report.html.\n";
+    "  rate. --report DIR writes DIR/report.json and DIR/report.html. --skip-corrupt leaves\n"
+    "  unreadable images out (listed on stderr and under \"skipped\"; at most max(10, 1 %))\n"
+    "  instead of stopping at the first.\n";
 
 void summary(const stoke::Evaluation& e) {
   std::printf("%llu images, accuracy %.4f, macro F1 %.4f\n",
               static_cast<unsigned long long>(e.samples), e.accuracy, e.macro_f1);
+  if (!e.skipped.empty()) std::printf("%zu files skipped (see stderr)\n", e.skipped.size());
   std::printf("%-14s %8s %9s %7s %7s\n", "class", "support", "precision", "recall", "F1");
   for (std::size_t c = 0; c < e.class_names.size(); ++c) {
     const auto& m = e.per_class[c];
@@ -39,20 +44,39 @@ void summary(const stoke::Evaluation& e) {
 }
 
 int run(int argc, char** argv) {
-  stoke_cli::Args args(argc, argv, {"model", "data", "good", "escape-rate", "report"}, {"json"});
+  stoke_cli::Args args(argc, argv, {"model", "data", "good", "escape-rate", "report"},
+                       {"json", "skip-corrupt"});
   const std::string model = args.required("model"), data = args.required("data");
   stoke::EvaluationOptions o;
   o.good_class = args.get("good");
-  o.escape_rate = args.get_double("escape-rate", 0.01);
+  o.escape_rate = args.get_double("escape-rate", 0.01, 0, 1);
   if (args.has("escape-rate") && o.good_class.empty())
     throw stoke_cli::UsageError("--escape-rate needs --good");
-  stoke::init();
-  stoke::Predictor predictor(model);
+  if (args.has("report")) stoke_cli::check_writable("--report", args.get("report"), true);
+  const auto runtime = stoke::init();
+  stoke::PredictorOptions po;
+  po.context = runtime.context;  // STOKE_MAX_IMAGE_PIXELS
+  stoke::Predictor predictor(model, po);
   std::fprintf(stderr, "%s\n", predictor.self_check().message.c_str());
-  const auto dataset = stoke::Dataset::from_folder(data);
+  stoke_cli::FolderRequest request;
+  request.skip_corrupt = args.has("skip-corrupt");
+  o.skip_corrupt = request.skip_corrupt;
+  request.context = runtime.context;
+  request.classes = predictor.info().class_names;  // the model's, or some of them
+  const auto dataset = stoke_cli::load_folder("eval", data, request);
   stoke_cli::Progress progress("eval", dataset.size(), "images");
-  const auto e = stoke::evaluate(predictor, dataset, o,
-                                 [&](std::size_t done, std::size_t) { progress.update(done); });
+  stoke::Evaluation e;
+  try {
+    e = stoke::evaluate(predictor, dataset, o,
+                        [&](std::size_t done, std::size_t) { progress.update(done); });
+  } catch (const stoke::Error&) {
+    stoke_cli::rethrow_with_skip_hint(*o.skip_corrupt);
+  }
+  // The dataset's own skipped entries were printed as it loaded.
+  stoke_cli::print_skipped(
+      "eval", std::vector<stoke::CorruptSample>(
+                  e.skipped.begin() + static_cast<std::ptrdiff_t>(dataset.report().skipped.size()),
+                  e.skipped.end()));
   if (args.has("report")) {
     stoke::write_evaluation_report(args.get("report"), e, predictor.info());
     std::fprintf(stderr, "report: %s/report.html\n", args.get("report").c_str());

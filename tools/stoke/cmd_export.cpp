@@ -8,6 +8,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "inputs.hpp"
 #include "stoke/deploy.hpp"
 #include "stoke/interchange.hpp"
 #include "stoke/nn/checkpoint.hpp"
@@ -29,6 +30,7 @@ int run(int argc, char** argv) {
     throw stoke_cli::UsageError("--onnx " + out + " is the input --model " + model_path +
                                 "; refusing to overwrite it");
   }
+  stoke_cli::check_writable("--onnx", out);
   stoke::nn::CheckpointInfo info;
   auto model = stoke::nn::load_model(model_path, stoke::cpu_backend(), &info);
   stoke::interchange::OnnxExportOptions o;

@@ -10,6 +10,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "inputs.hpp"
 #include "stoke/interchange.hpp"
 #include "stoke/nn/checkpoint.hpp"
 #include "stoke/stoke.hpp"
@@ -35,12 +36,14 @@ int run(int argc, char** argv) {
   const std::string file = args.positional()[0], out = args.required("out");
   stoke::nn::ModelSpec spec;
   spec.architecture = stoke::nn::architecture_from_name(args.required("arch"));
-  spec.classes = args.get_int("classes", 1000);
-  spec.in_channels = args.get_int("channels", 3);
-  const int size = args.get_int("size", 224);
-  spec.height = args.get_int("height", size);
-  spec.width = args.get_int("width", size);
-  spec.width_multiplier = static_cast<float>(args.get_double("width-mult", 1.0));
+  spec.classes = args.get_int("classes", 1000, 1, 1000000);
+  spec.in_channels = args.get_int("channels", 3, 1, 3);
+  if (spec.in_channels == 2) throw stoke_cli::UsageError("--channels is 1 or 3");
+  const int size = args.get_int("size", 224, 1, 1 << 20);
+  spec.height = args.get_int("height", size, 1, 1 << 20);
+  spec.width = args.get_int("width", size, 1, 1 << 20);
+  spec.width_multiplier = static_cast<float>(args.get_double("width-mult", 1.0, 0.01, 16));
+  stoke_cli::check_writable("--out", out);
   auto model = stoke::nn::build_model(stoke::cpu_backend(), spec,
                                       static_cast<std::uint64_t>(args.get_int("seed", 1)));
   stoke::interchange::ImportOptions o;

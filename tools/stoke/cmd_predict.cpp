@@ -4,6 +4,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "inputs.hpp"
 #include "stoke/stoke.hpp"
 
 namespace {
@@ -14,7 +15,9 @@ constexpr const char* kUsage =
     "  class probability). The model's self-check runs first and must pass unless "
     "--no-self-check.\n"
     "  An image that cannot be read is reported (stderr, and an error row) and the others are\n"
-    "  classified; the exit status is then 1.\n";
+    "  classified; the exit status is then 1. --data DIR takes every JPEG, PNG, BMP and TIFF "
+    "under\n"
+    "  DIR (subfolders too); other entries are listed on stderr as skipped.\n";
 
 // A CSV field: quoted when it holds a comma, a quote or a line break.
 std::string csv(const std::string& field) {
@@ -63,12 +66,13 @@ int run(int argc, char** argv) {
   std::vector<std::filesystem::path> files;
   for (const auto& p : args.positional()) files.emplace_back(p);
   if (args.has("data")) {
-    const auto found = stoke_cli::list_images(args.get("data"));
+    const auto found = stoke_cli::list_images("predict", args.get("data"));
     files.insert(files.end(), found.begin(), found.end());
   }
   if (files.empty()) throw stoke_cli::UsageError("no images: give FILE... or --data DIR");
-  stoke::init();
+  const auto runtime = stoke::init();
   stoke::PredictorOptions po;
+  po.context = runtime.context;  // STOKE_MAX_IMAGE_PIXELS
   po.require_self_check = !args.has("no-self-check");
   stoke::Predictor predictor(args.required("model"), po);
   std::fprintf(stderr, "%s\n", predictor.self_check().message.c_str());

@@ -1,13 +1,17 @@
 // stoke train: a folder of images (one subfolder per class) -> a model file.
 // Ctrl-C stops after the current step and writes the stop checkpoint.
+#include <unistd.h>
+
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "inputs.hpp"
 #include "launch.hpp"
 #include "stoke/distributed.hpp"
 #include "stoke/interchange.hpp"
@@ -15,15 +19,60 @@
 
 namespace {
 
+constexpr const char* kUsage =
+    R"(usage: stoke train --data DIR --out MODEL [--val DIR | --split 80,20] [--size N]
+                   [--channels 1|3] [--epochs N] [--batch N|auto] [--lr X (0.002)]
+                   [--optimizer sgd|adam(default)|adamw]
+                   [--normalize minmax|imagenet|mean=a:b:c,std=a:b:c]
+                   [--augment hflip,vflip,crop,brightness=X,contrast=X] [--arch resnet|plain]
+                   [--seed N] [--report DIR] [--json] [--log FILE.json|FILE.csv]
+                   [--resume CHECKPOINT [--force]] [--class-weights balanced|w0,w1,...]
+                   [--balanced-sampler] [--skip-corrupt] [--no-reference-images]
+                   [--nproc N [--bucket-kb K]] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult M]
+                   [--freeze K]]
+       stoke train --task anomaly ... (stoke train --task anomaly --help)
+  Writes the best model (by validation accuracy) to MODEL, or the final one without validation;
+  Ctrl-C writes MODEL.stop and exits. --report DIR evaluates MODEL on the validation set.
+  --log writes the per-epoch train log (loss, accuracy, images/s, each profiler stage's time).
+  --resume continues a MODEL.stop checkpoint exactly (or a best MODEL, with a fresh optimizer),
+  on the dataset it trained on (another is refused unless --force; a finished checkpoint is
+  refused: raise --epochs).
+  DIR/<class>/ may hold subfolders (their images belong to the class); every entry not used is
+  listed on stderr with the reason. --skip-corrupt leaves unreadable images out (listed) up to
+  max(10, 1 %) of them instead of stopping at the first. --out, --log and --report are checked
+  for writing before the first epoch; one run at a time writes MODEL (MODEL.lock). SIGINT and
+  SIGTERM write MODEL.stop and exit 130. MODEL embeds up to four training or validation images
+  (their paths, pixels and files up to 256 KiB, for the predictor's self-check) and the --data
+  path; --no-reference-images leaves them out (no self-check) for models that leave the building.
+  --nproc N trains data-parallel
+  with N processes on this machine (CPU ranks sharing the cores, or one per device of a
+  STOKE_GPU_DEVICE list; a list without --nproc starts one rank per listed device; see
+  docs/distributed.md); CPU ranks average gradients in buckets of K KiB (25600) while backward
+  runs, 0 = one allreduce after it. --init starts from pretrained weights (a .safetensors with torchvision
+  names or an .onnx export, docs/interchange.md) with a new head for the folder's classes;
+  --freeze K keeps the stem and the first K stages fixed.
+)";
+
+stoke::Trainer* g_trainer = nullptr;  // for the signal handler only
+extern "C" void on_interrupt(int) {
+  if (g_trainer) g_trainer->request_stop();  // an atomic store: async-signal-safe
+}
+
+// One finite number of a list option (NaN and infinities are no setting).
+float finite_number(const std::string& item, const std::string& what) {
+  char* end = nullptr;
+  const float v = std::strtof(item.c_str(), &end);
+  if (item.empty() || *end || !std::isfinite(v))
+    throw stoke_cli::UsageError(what + ": '" + item + "' is not a finite number");
+  return v;
+}
+
 std::vector<float> floats(const std::string& text, const std::string& what) {
   std::vector<float> out;
   std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ':');) {
-    char* end = nullptr;
-    out.push_back(std::strtof(item.c_str(), &end));
-    if (item.empty() || *end)
-      throw stoke_cli::UsageError(what + ": '" + item + "' is not a number");
-  }
+  for (std::string item; std::getline(ss, item, ':');) out.push_back(finite_number(item, what));
+  if (out.size() != 1 && out.size() != 3)
+    throw stoke_cli::UsageError(what + ": one value or three (a:b:c), got '" + text + "'");
   return out;
 }
 
@@ -44,45 +93,25 @@ stoke::Normalization stoke_cli::parse_normalization(const std::string& text) {
   auto sd = floats(text.substr(comma + 5), "--normalize std");
   if (mean.size() == 1) mean.assign(3, mean[0]);
   if (sd.size() == 1) sd.assign(3, sd[0]);
+  for (float v : sd) {
+    if (!(v > 0)) throw stoke_cli::UsageError("--normalize std: every value must be above 0");
+  }
   return stoke::Normalization::mean_std(mean, sd);
 }
 
 namespace {
-
-constexpr const char* kUsage =
-    R"(usage: stoke train --data DIR --out MODEL [--val DIR | --split 80,20] [--size N]
-                   [--channels 1|3] [--epochs N] [--batch N|auto] [--lr X (0.002)]
-                   [--optimizer sgd|adam(default)|adamw]
-                   [--normalize minmax|imagenet|mean=a:b:c,std=a:b:c]
-                   [--augment hflip,vflip,crop,brightness=X,contrast=X] [--arch resnet|plain]
-                   [--seed N] [--report DIR] [--json] [--log FILE.json|FILE.csv]
-                   [--resume CHECKPOINT] [--class-weights balanced|w0,w1,...] [--balanced-sampler]
-                   [--nproc N [--bucket-kb K]] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult M]
-                   [--freeze K]]
-       stoke train --task anomaly ... (stoke train --task anomaly --help)
-  Writes the best model (by validation accuracy) to MODEL, or the final one without validation;
-  Ctrl-C writes MODEL.stop and exits. --report DIR evaluates MODEL on the validation set.
-  --log writes the per-epoch train log (loss, accuracy, images/s, each profiler stage's time).
-  --resume continues a MODEL.stop checkpoint exactly (or a best MODEL, with a fresh optimizer). --nproc N trains data-parallel
-  with N processes on this machine (CPU ranks sharing the cores, or one per device of a
-  STOKE_GPU_DEVICE list; a list without --nproc starts one rank per listed device; see
-  docs/distributed.md); CPU ranks average gradients in buckets of K KiB (25600) while backward
-  runs, 0 = one allreduce after it. --init starts from pretrained weights (a .safetensors with torchvision
-  names or an .onnx export, docs/interchange.md) with a new head for the folder's classes;
-  --freeze K keeps the stem and the first K stages fixed.
-)";
-
-stoke::Trainer* g_trainer = nullptr;  // for the signal handler only
-extern "C" void on_interrupt(int) {
-  if (g_trainer) g_trainer->request_stop();  // an atomic store: async-signal-safe
-}
 
 void augment(const std::string& text, stoke::LoaderOptions& l) {
   std::stringstream ss(text);
   for (std::string item; std::getline(ss, item, ',');) {
     const auto eq = item.find('=');
     const std::string name = item.substr(0, eq);
-    const float value = eq == std::string::npos ? 0.f : std::strtof(item.c_str() + eq + 1, nullptr);
+    const float value =
+        eq == std::string::npos ? 0.1f : finite_number(item.substr(eq + 1), "--augment " + name);
+    if ((name == "brightness" || name == "contrast") && !(value >= 0 && value <= 1))
+      throw stoke_cli::UsageError("--augment " + name + " must be in [0, 1], got " + item);
+    if (eq != std::string::npos && name != "brightness" && name != "contrast")
+      throw stoke_cli::UsageError("--augment " + name + " takes no value");
     if (name == "hflip") {
       l.augment.hflip_probability = 0.5f;
     } else if (name == "vflip") {
@@ -93,9 +122,9 @@ void augment(const std::string& text, stoke::LoaderOptions& l) {
       l.preprocess.resize_width = l.preprocess.width + std::max(1, l.preprocess.width / 8);
       l.preprocess.resize_height = l.preprocess.height + std::max(1, l.preprocess.height / 8);
     } else if (name == "brightness") {
-      l.augment.brightness = eq == std::string::npos ? 0.1f : value;
+      l.augment.brightness = value;
     } else if (name == "contrast") {
-      l.augment.contrast = eq == std::string::npos ? 0.1f : value;
+      l.augment.contrast = value;
     } else if (!name.empty() && name != "none") {
       throw stoke_cli::UsageError("--augment: unknown '" + name +
                                   "' (hflip, vflip, crop, brightness=X, contrast=X)");
@@ -120,7 +149,7 @@ stoke::nn::ModelSpec model_spec(const stoke_cli::Args& args, int channels, int s
              arch == "wide_resnet50_2") {
     spec.architecture =
         stoke::nn::architecture_from_name(arch);  // torchvision's topology and names
-    spec.width_multiplier = static_cast<float>(args.get_double("width-mult", 1.0));
+    spec.width_multiplier = static_cast<float>(args.get_double("width-mult", 1.0, 0.01, 16));
   } else {
     throw stoke_cli::UsageError(
         "--arch is resnet, plain, resnet18, resnet34, resnet50 or wide_resnet50_2");
@@ -128,11 +157,10 @@ stoke::nn::ModelSpec model_spec(const stoke_cli::Args& args, int channels, int s
   return spec;
 }
 
-stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t seed,
-                                      bool validate) {
+stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t seed) {
   stoke::TrainerOptions o;
-  o.epochs = args.get_int("epochs", 10);
-  o.batch_size = args.get("batch", "32") == "auto" ? 0 : args.get_int("batch", 32);
+  o.epochs = args.get_int("epochs", 10, 1, 1000000000);
+  o.batch_size = args.get("batch", "32") == "auto" ? 0 : args.get_int("batch", 32, 1, 1 << 20);
   o.seed = seed;
   o.schedule.kind = stoke::nn::ScheduleKind::kCosine;
   // Adam at 2e-3 with a cosine schedule: a default that learns the synthetic
@@ -149,15 +177,14 @@ stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t
                 : opt == "adam" ? stoke::OptimizerKind::kAdam
                                 : stoke::OptimizerKind::kAdamW;
   o.log_every_steps = 0;
-  const std::string out = args.get("out");
-  if (validate) o.best_checkpoint = out;  // the best model by validation accuracy
-  o.stop_checkpoint = out + ".stop";
+  o.stop_checkpoint = args.get("out") + ".stop";
   o.resume = args.get("resume", "");
   o.freeze_stages = args.get_int("freeze", 0);
   o.gradient_bucket_bytes = static_cast<std::size_t>(args.get_int(
                                 "bucket-kb", static_cast<int>(o.gradient_bucket_bytes >> 10)))
                             << 10;
   o.balanced_sampler = args.has("balanced-sampler");
+  o.embed_training_images = !args.has("no-reference-images");
   const std::string weights = args.get("class-weights", "");
   if (weights == "balanced") {
     o.balanced_class_weights = true;
@@ -177,17 +204,58 @@ struct Sets {
   stoke::Dataset train, val;
 };
 
-Sets datasets(const stoke_cli::Args& args, std::uint64_t seed) {
-  const auto data = stoke::Dataset::from_folder(args.required("data"));
+// --resume continues a run on the dataset it trained on: the checkpoint
+// holds that dataset's fingerprint (its files, sizes, modification times and
+// labels); another one is refused unless --force.
+void check_resume_dataset(const stoke_cli::Args& args, const stoke::Dataset& train) {
+  if (!args.has("resume")) return;
+  const auto metadata = stoke::nn::read_checkpoint_info(args.get("resume")).metadata;
+  const auto it = metadata.find("model.provenance.dataset_fingerprint");
+  if (it == metadata.end() || it->second == std::to_string(train.fingerprint())) return;
+  const std::string what = "--resume " + args.get("resume") +
+                           " was trained on another dataset than --data " + args.get("data") +
+                           " (other files, sizes, modification times or labels)";
+  if (!args.has("force")) throw stoke_cli::UsageError(what + "; --force continues anyway");
+  std::fprintf(stderr, "stoke train: warning: %s; continuing (--force)\n", what.c_str());
+}
+
+// --split train,val[,test]: percentages in [0, 100] that sum to 100.
+std::vector<double> split_percents(const std::string& text) {
+  std::vector<double> pct;
+  std::stringstream ss(text);
+  double sum = 0;
+  for (std::string item; std::getline(ss, item, ',');) {
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end || !(v >= 0 && v <= 100))
+      throw stoke_cli::UsageError("--split: '" + item + "' is not a percentage in [0, 100]");
+    pct.push_back(v);
+    sum += v;
+  }
+  if (pct.size() < 2 || pct.size() > 3 || std::abs(sum - 100) > 1e-6)
+    throw stoke_cli::UsageError("--split is train,val[,test] percentages summing to 100, got " +
+                                text);
+  return pct;
+}
+
+// --data (and --val, whose classes must be some of the training classes:
+// its labels index those) by the folder rule every command shares.
+Sets datasets(const stoke_cli::Args& args, std::uint64_t seed, const stoke::Context& context) {
+  stoke_cli::FolderRequest request;
+  request.skip_corrupt = args.has("skip-corrupt");
+  request.context = context;
+  const auto data = stoke_cli::load_folder("train", args.required("data"), request);
   if (args.has("val")) {
     if (args.has("split")) throw stoke_cli::UsageError("--val and --split exclude each other");
-    return {data, stoke::Dataset::from_folder(args.get("val"))};
+    request.classes = data.class_names();
+    return {data, stoke_cli::load_folder("train", args.get("val"), request)};
   }
-  std::vector<double> pct;
-  std::stringstream ss(args.get("split", "80,20"));
-  for (std::string item; std::getline(ss, item, ',');)
-    pct.push_back(std::strtod(item.c_str(), nullptr));
-  const auto split = stoke::stratified_split(data, pct, seed);
+  const auto split =
+      stoke::stratified_split(data, split_percents(args.get("split", "80,20")), seed);
+  if (split.train.empty()) {
+    throw stoke_cli::UsageError("--split " + args.get("split", "80,20") + " leaves no training " +
+                                "images of the " + std::to_string(data.size()));
+  }
   return {data.subset(split.train), data.subset(split.val)};
 }
 
@@ -199,6 +267,24 @@ void report(const stoke_cli::Args& args, const stoke::Dataset& val) {
   std::fprintf(stderr, "report: %s/report.html (validation accuracy %.4f)\n",
                args.get("report").c_str(), evaluation.accuracy);
 }
+
+// SIGINT and SIGTERM (what timeout, systemd, docker stop, Kubernetes and
+// SLURM send) stop the trainer after its current step with the stop
+// checkpoint, while this guard lives.
+struct StopOnSignal {
+  explicit StopOnSignal(stoke::Trainer& trainer) {
+    g_trainer = &trainer;
+    std::signal(SIGINT, on_interrupt);
+    std::signal(SIGTERM, on_interrupt);
+  }
+  ~StopOnSignal() {
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    g_trainer = nullptr;
+  }
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+};
 
 void print_result(const stoke_cli::Args& args, const stoke::FitResult& result, const Sets& sets,
                   bool stopped) {
@@ -217,6 +303,35 @@ void print_result(const stoke_cli::Args& args, const stoke::FitResult& result, c
                 stopped ? "stopped; checkpoint" : "model", (stopped ? out + ".stop" : out).c_str(),
                 result.best_val_accuracy);
   }
+}
+
+// After fit() on rank 0: the log, the model (without validation the final
+// one; with it the trainer wrote the best), the report, the result line.
+int conclude(const stoke_cli::Args& args, const stoke::FitResult& result, const Sets& sets,
+             const stoke::LoaderOptions& loader, const stoke::TrainerOptions& o,
+             stoke::nn::Model& model, stoke_cli::Progress& progress) {
+  const std::string out = args.get("out");
+  const bool validate = !sets.val.empty();
+  stoke_cli::print_skipped("train", result.corrupt_samples);
+  if (args.has("log")) result.log.save(args.get("log"));
+  if (result.reason == stoke::StopReason::kCorruptData)
+    throw stoke::DecodeError(result.message + " (stop checkpoint " + out + ".stop)");
+  if (!validate && result.reason == stoke::StopReason::kCompleted) {
+    stoke::ModelInfo info = stoke::describe_training(sets.train, nullptr, loader, o);
+    if (!result.log.epochs.empty() && args.has("resume")) {  // the resumed run's earlier epochs
+      info.history =
+          stoke::history_before(stoke::nn::read_checkpoint_info(args.get("resume")).metadata,
+                                result.log.epochs.front().epoch);
+    }
+    for (const auto& r : result.log.epochs) stoke::record_epoch(info, r);
+    stoke::save_model(out, model, info);
+  }
+  const bool stopped = result.reason == stoke::StopReason::kRequested ||
+                       result.reason == stoke::StopReason::kOutOfMemory;
+  progress.finish(std::string("stopped: ") + stoke::to_string(result.reason));
+  if (!stopped) report(args, sets.val);
+  print_result(args, result, sets, stopped);
+  return stopped ? 130 : 0;
 }
 
 // --init FILE: pretrained weights into every layer but the classifier, which
@@ -254,6 +369,23 @@ int process_count(const stoke_cli::Args& args, const std::vector<int>& devices) 
   if (args.has("nproc")) {
     const int nproc = args.get_int("nproc", 1);
     if (nproc < 1) throw stoke_cli::UsageError("--nproc must be at least 1");
+    // Every rank needs images of its own, and CPU ranks share the cores: more
+    // would start processes that only cost memory.
+    const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+    if (devices.size() <= 1 && nproc > cpus) {
+      throw stoke_cli::UsageError("--nproc " + std::to_string(nproc) + ": CPU ranks share the " +
+                                  std::to_string(cpus) + " logical CPUs; at most " +
+                                  std::to_string(cpus));
+    }
+    std::vector<stoke::DatasetReport::Skipped> ignored;
+    const std::size_t images =
+        stoke::list_image_files(args.required("data"), stoke::DatasetOptions{}.extensions, ignored)
+            .size();
+    if (static_cast<std::size_t>(nproc) > images) {
+      throw stoke_cli::UsageError("--nproc " + std::to_string(nproc) + ": " + args.get("data") +
+                                  " holds " + std::to_string(images) +
+                                  " images, fewer than one per rank");
+    }
     return nproc;
   }
   if (devices.size() > 1) {
@@ -300,15 +432,115 @@ void refuse_outputs_onto_inputs(const stoke_cli::Args& args) {
   }
 }
 
+// The options every rank trains with, from the command line: a bad value is
+// a usage error here, before a dataset is read or a rank is started.
+struct Plan {
+  std::uint64_t seed = 42;
+  int size = 64, channels = 3;
+  stoke::LoaderOptions loader;
+  stoke::TrainerOptions trainer;
+};
+
+Plan plan(const stoke_cli::Args& args) {
+  Plan p;
+  p.seed = static_cast<std::uint64_t>(args.get_int("seed", 42));
+  p.size = args.get_int("size", 64, 1, 1 << 20);
+  p.channels = args.get_int("channels", 3, 1, 3);
+  if (p.channels == 2) throw stoke_cli::UsageError("--channels is 1 or 3");
+  p.loader.seed = p.seed;
+  p.loader.preprocess.width = p.loader.preprocess.height = p.size;
+  p.loader.preprocess.channels = p.channels;
+  p.loader.preprocess.normalization =
+      stoke_cli::parse_normalization(args.get("normalize", "minmax"));
+  augment(args.get("augment", ""), p.loader);
+  p.trainer = trainer_options(args, p.seed);
+  if (!args.has("val")) split_percents(args.get("split", "80,20"));
+  model_spec(args, p.channels, p.size, 2);  // --arch, --width-mult
+  return p;
+}
+
+// Progress and the per-epoch line, on rank 0 alone.
+stoke::Callbacks progress_callbacks(stoke_cli::Progress& progress, int epochs, bool rank0) {
+  stoke::Callbacks cb;
+  if (!rank0) return cb;
+  cb.on_step = [&progress](const stoke::StepInfo& s) {
+    progress.update(s.step, "epoch " + std::to_string(s.epoch + 1));
+  };
+  cb.on_epoch = [epochs](const stoke::EpochRecord& r) {
+    std::fprintf(stderr, "epoch %d/%d: loss %.4f acc %.4f%s (%.1f images/s)\n", r.epoch + 1, epochs,
+                 r.train_loss, r.train_accuracy,
+                 r.validated ? (", val acc " + std::to_string(r.val_accuracy)).c_str() : "",
+                 r.images_per_second);
+  };
+  return cb;
+}
+
+// This process's part: the whole run, or one rank of a data-parallel one.
+int train_here(const stoke_cli::Args& args, const stoke::Config& config, Plan p) {
+  const std::string out = args.get("out");
+  const stoke_cli::FileStamp before = stoke_cli::FileStamp::of(out);
+  const auto runtime = stoke::init(config);
+  // A rank started by a launcher (ours or torchrun/mpirun): its communicator.
+  const auto dist = stoke::DistributedOptions::from_environment();
+  std::unique_ptr<stoke::Communicator> comm;
+  if (dist.world_size > 1) comm = stoke::make_communicator(dist);
+  const bool rank0 = !comm || comm->rank() == 0;
+  const Sets sets = datasets(args, p.seed, runtime.context);
+  check_resume_dataset(args, sets.train);
+  const bool validate = !sets.val.empty();
+  p.loader.context = p.trainer.context = runtime.context;
+  p.trainer.communicator = comm.get();
+  if (validate) p.trainer.best_checkpoint = out;  // the best model by validation accuracy
+  const auto spec =
+      model_spec(args, p.channels, p.size, static_cast<int>(sets.train.class_names().size()));
+  auto model = stoke::nn::build_model(stoke::default_backend(), spec, p.seed);
+  if (args.has("init")) initialize_from(args.get("init"), *model);
+  const std::size_t batch = p.trainer.batch_size ? static_cast<std::size_t>(p.trainer.batch_size)
+                                                 : 32;  // auto: an estimate
+  stoke_cli::Progress progress(
+      "train", (sets.train.size() + batch - 1) / batch * static_cast<std::size_t>(p.trainer.epochs),
+      "steps");
+  stoke::Trainer trainer(*model, p.trainer, progress_callbacks(progress, p.trainer.epochs, rank0));
+  stoke::FitResult result;
+  {
+    const StopOnSignal stop_on_signal(trainer);
+    try {
+      result = trainer.fit(sets.train, validate ? &sets.val : nullptr, p.loader);
+    } catch (const stoke::Error&) {
+      stoke_cli::rethrow_with_skip_hint(args.has("skip-corrupt"));
+    }
+  }
+  if (!rank0)
+    return result.reason == stoke::StopReason::kRequested ? 130 : 0;  // rank 0 writes and reports
+  const int status = conclude(args, result, sets, p.loader, p.trainer, *model, progress);
+  // Success is claimed only for a model this run wrote.
+  if (status == 0 && stoke_cli::FileStamp::of(out) == before) {
+    throw stoke::IoError("no model was written to " + out +
+                         (args.has("resume") ? ": no epoch improved the validation accuracy of "
+                                               "the resumed checkpoint " +
+                                                   args.get("resume")
+                                             : std::string()));
+  }
+  return status;
+}
+
 int run(int argc, char** argv) {
-  stoke_cli::Args args(argc, argv,
-                       {"data",   "val",    "split",      "out",       "size",          "channels",
-                        "epochs", "batch",  "lr",         "optimizer", "normalize",     "augment",
-                        "arch",   "seed",   "report",     "resume",    "class-weights", "nproc",
-                        "init",   "freeze", "width-mult", "log",       "bucket-kb"},
-                       {"json", "balanced-sampler"});
+  stoke_cli::Args args(
+      argc, argv, {"data",   "val",    "split",      "out",       "size",          "channels",
+                   "epochs", "batch",  "lr",         "optimizer", "normalize",     "augment",
+                   "arch",   "seed",   "report",     "resume",    "class-weights", "nproc",
+                   "init",   "freeze", "width-mult", "log",       "bucket-kb"},
+      {"json", "balanced-sampler", "skip-corrupt", "force", "no-reference-images"});
   const std::string out = args.required("out");
+  args.required("data");
   refuse_outputs_onto_inputs(args);
+  const Plan p = plan(args);
+  // Every output proven writable before the first epoch, and one run per --out.
+  stoke_cli::check_writable("--out", out);
+  if (args.has("log")) stoke_cli::check_writable("--log", args.get("log"));
+  if (args.has("report")) stoke_cli::check_writable("--report", args.get("report"), true);
+  std::optional<stoke_cli::OutputLock> lock;
+  if (!stoke_cli::launched_as_rank()) lock.emplace("--out", out);
   const stoke::Config config = stoke::Config::load();  // read once: the launch and this process
   if (!stoke_cli::launched_as_rank()) {
     const auto& request = config.settings().gpu_device;
@@ -317,78 +549,7 @@ int run(int argc, char** argv) {
     const int nproc = process_count(args, devices);
     if (nproc > 1) return launch(argc, argv, nproc, devices);
   }
-  const auto runtime = stoke::init(config);
-  // A rank started by a launcher (ours or torchrun/mpirun): its communicator.
-  const auto dist = stoke::DistributedOptions::from_environment();
-  std::unique_ptr<stoke::Communicator> comm;
-  if (dist.world_size > 1) comm = stoke::make_communicator(dist);
-  const bool rank0 = !comm || comm->rank() == 0;
-  const auto seed = static_cast<std::uint64_t>(args.get_int("seed", 42));
-  const Sets sets = datasets(args, seed);
-  const int size = args.get_int("size", 64), channels = args.get_int("channels", 3);
-  stoke::LoaderOptions loader;
-  loader.seed = seed;
-  loader.preprocess.width = loader.preprocess.height = size;
-  loader.preprocess.channels = channels;
-  loader.preprocess.normalization = stoke_cli::parse_normalization(args.get("normalize", "minmax"));
-  augment(args.get("augment", ""), loader);
-
-  const bool validate = !sets.val.empty();
-  loader.context = runtime.context;
-  stoke::TrainerOptions o = trainer_options(args, seed, validate);
-  o.context = runtime.context;
-  o.communicator = comm.get();
-
-  const auto spec =
-      model_spec(args, channels, size, static_cast<int>(sets.train.class_names().size()));
-  auto model = stoke::nn::build_model(stoke::default_backend(), spec, seed);
-  if (args.has("init")) initialize_from(args.get("init"), *model);
-  const std::size_t batch =
-      o.batch_size ? static_cast<std::size_t>(o.batch_size) : 32;  // auto: an estimate
-  const std::size_t steps_per_epoch = (sets.train.size() + batch - 1) / batch;
-  stoke_cli::Progress progress("train", steps_per_epoch * static_cast<std::size_t>(o.epochs),
-                               "steps");
-  stoke::Callbacks cb;
-  cb.on_step = [&](const stoke::StepInfo& s) {
-    if (!rank0) return;  // rank 0 alone reports
-    progress.update(s.step, "epoch " + std::to_string(s.epoch + 1));
-  };
-  cb.on_epoch = [&](const stoke::EpochRecord& r) {
-    if (!rank0) return;
-    std::fprintf(stderr, "epoch %d/%d: loss %.4f acc %.4f%s (%.1f images/s)\n", r.epoch + 1,
-                 o.epochs, r.train_loss, r.train_accuracy,
-                 r.validated ? (", val acc " + std::to_string(r.val_accuracy)).c_str() : "",
-                 r.images_per_second);
-  };
-  stoke::Trainer trainer(*model, o, cb);
-  g_trainer = &trainer;
-  std::signal(SIGINT, on_interrupt);
-  // SIGTERM is what timeout, systemd, docker stop, Kubernetes and SLURM send:
-  // the same stop checkpoint as Ctrl-C.
-  std::signal(SIGTERM, on_interrupt);
-  const auto result = trainer.fit(sets.train, validate ? &sets.val : nullptr, loader);
-  g_trainer = nullptr;
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
-  if (!rank0)
-    return result.reason == stoke::StopReason::kRequested ? 130 : 0;  // rank 0 writes and reports
-  if (args.has("log")) result.log.save(args.get("log"));
-  if (!validate && result.reason == stoke::StopReason::kCompleted) {
-    stoke::ModelInfo info = stoke::describe_training(sets.train, nullptr, loader, o);
-    if (!result.log.epochs.empty() && args.has("resume")) {  // the resumed run's earlier epochs
-      info.history =
-          stoke::history_before(stoke::nn::read_checkpoint_info(args.get("resume")).metadata,
-                                result.log.epochs.front().epoch);
-    }
-    for (const auto& r : result.log.epochs) stoke::record_epoch(info, r);
-    stoke::save_model(out, *model, info);
-  }
-  const bool stopped = result.reason == stoke::StopReason::kRequested ||
-                       result.reason == stoke::StopReason::kOutOfMemory;
-  progress.finish(std::string("stopped: ") + stoke::to_string(result.reason));
-  if (!stopped) report(args, sets.val);
-  print_result(args, result, sets, stopped);
-  return stopped ? 130 : 0;
+  return train_here(args, config, p);
 }
 
 }  // namespace

@@ -92,7 +92,7 @@ int launch_ranks(int nproc, const std::vector<std::string>& args, const std::vec
 
   const char* timeout_text = std::getenv("STOKE_DIST_TIMEOUT");
   const double timeout = timeout_text ? std::atof(timeout_text) : 60.0;
-  int first_failure = 0;
+  int first_failure = 0, failed_rank = -1;
   std::optional<std::chrono::steady_clock::time_point> kill_at;
   std::size_t running = pids.size();
   while (running > 0) {
@@ -112,6 +112,7 @@ int launch_ranks(int nproc, const std::vector<std::string>& args, const std::vec
         const int code = status_code(status);
         if (code != 0 && first_failure == 0) {
           first_failure = code;
+          failed_rank = static_cast<int>(r);
           std::fprintf(stderr, "stoke: rank %zu exited with status %d; waiting for the others\n", r,
                        code);
           kill_at = std::chrono::steady_clock::now() +
@@ -121,13 +122,15 @@ int launch_ranks(int nproc, const std::vector<std::string>& args, const std::vec
       continue;
     }
     if (kill_at && std::chrono::steady_clock::now() > *kill_at) {
-      for (pid_t& pid : pids) {
-        if (!pid) continue;
-        std::fprintf(stderr, "stoke: killing rank process %d, still running after a rank failed\n",
-                     pid);
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-        pid = 0;
+      for (std::size_t r = 0; r < pids.size(); ++r) {
+        if (!pids[r]) continue;
+        std::fprintf(stderr,
+                     "stoke: killing rank %zu (pid %d): still running %.0f s after rank %d "
+                     "failed (STOKE_DIST_TIMEOUT %.0f s + %.0f s)\n",
+                     r, pids[r], timeout + grace_seconds, failed_rank, timeout, grace_seconds);
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], nullptr, 0);
+        pids[r] = 0;
         --running;
       }
     }

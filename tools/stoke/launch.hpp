@@ -16,10 +16,11 @@ bool launched_as_rank();
 // Starts `nproc` ranks running `args` (the subcommand's argv without
 // --nproc), forwards SIGINT/SIGTERM to them, and waits. When one rank fails,
 // the others end on their own within STOKE_DIST_TIMEOUT (their collectives
-// fail); any still running `grace_seconds` after that are killed. Returns 0
+// fail); any still running `grace_seconds` after that are killed, each named
+// by its rank. Returns 0
 // when every rank succeeded, else the first failing rank's status. With more
 // than one entry in `devices`, rank r runs with STOKE_GPU_DEVICE=devices[r % size].
 int launch_ranks(int nproc, const std::vector<std::string>& args, const std::vector<int>& devices,
-                 double grace_seconds = 30);
+                 double grace_seconds = 5);
 
 }  // namespace stoke_cli

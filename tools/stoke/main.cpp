@@ -1,8 +1,11 @@
 // stoke: one command for the whole workflow, git-style subcommands.
 //
 //   stoke <command> [options]      stoke help      stoke <command> --help
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
@@ -37,9 +40,23 @@ int usage(std::FILE* out) {
   return out == stdout ? 0 : 2;
 }
 
+// OpenBLAS starts its worker threads when it is loaded, before main(), and
+// each maps a 128 MiB buffer at once; under an address-space limit
+// (ulimit -v) a worker whose mapping fails retries forever and the process
+// never exits. stoke calls BLAS on one thread per task anyway (blas.cpp), so
+// the command runs itself again with OPENBLAS_NUM_THREADS=1 (the variable
+// OpenBLAS reads at load; the ranks of --nproc inherit it) unless the user
+// set it. If the exec fails, the command goes on as it is.
+void pin_openblas_to_one_thread(char** argv) {
+  if (std::getenv("OPENBLAS_NUM_THREADS") != nullptr) return;
+  if (setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0) return;
+  execv("/proc/self/exe", argv);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  pin_openblas_to_one_thread(argv);
   // Past `ulimit -f` a write fails with EFBIG (and the atomic writer says so)
   // instead of SIGXFSZ killing the process with a partial file behind.
   std::signal(SIGXFSZ, SIG_IGN);

@@ -16,6 +16,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "backend/cpu/address_space.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "stoke/error.hpp"
 
@@ -64,6 +65,10 @@ struct Problem {
 
 Problem problem(const Shape& x, const Shape& w, const Conv2dParams& prm);
 
+// Address space that must be free before a primitive is created (its JIT
+// code, its descriptors; address_space.hpp).
+inline constexpr std::size_t kDnnlCreateHeadroom = std::size_t{64} << 20;
+
 // The T for pb made once by create(pb) (with one OpenMP thread) and kept for
 // the process; oneDNN's "no implementation" errors become stoke::Error.
 template <class T, class Create>
@@ -73,6 +78,8 @@ const T& cached(const Problem& pb, Create create) {
   std::lock_guard lock(mutex);
   auto& slot = cache[pb.key()];
   if (!slot) {
+    // oneDNN's JIT code generation crashes when its mapping fails.
+    require_address_space(kDnnlCreateHeadroom, "creating a oneDNN convolution");
     try {
       OneOmpThread one;
       slot = create(pb);
