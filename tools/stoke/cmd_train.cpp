@@ -11,6 +11,7 @@
 #include "launch.hpp"
 #include "stoke/distributed.hpp"
 #include "stoke/interchange.hpp"
+#include "stoke/recipe.hpp"
 #include "stoke/stoke.hpp"
 
 namespace {
@@ -42,146 +43,17 @@ extern "C" void on_interrupt(int) {
   if (g_trainer) g_trainer->request_stop();  // an atomic store: async-signal-safe
 }
 
-std::vector<float> floats(const std::string& text, const std::string& what) {
-  std::vector<float> out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ':');) {
-    char* end = nullptr;
-    out.push_back(std::strtof(item.c_str(), &end));
-    if (item.empty() || *end)
-      throw stoke_cli::UsageError(what + ": '" + item + "' is not a number");
+// The options that describe the run (stoke/recipe.hpp, shared with the C
+// ABI); a bad value is a usage error naming the flag.
+stoke::TrainRecipe recipe(const stoke_cli::Args& args) {
+  std::map<std::string, std::string> options;
+  for (const auto& key : stoke::train_recipe_keys())
+    if (args.has(key)) options[key] = args.get(key);
+  try {
+    return stoke::parse_train_recipe(options);
+  } catch (const stoke::InvalidArgument& e) {
+    throw stoke_cli::UsageError(std::string("--") + e.what());
   }
-  return out;
-}
-
-stoke::Normalization normalization(const std::string& text) {
-  if (text == "minmax") return stoke::Normalization::min_max(0.f, 1.f);
-  if (text == "imagenet") {
-    return stoke::Normalization::mean_std(std::vector<float>{0.485f, 0.456f, 0.406f},
-                                          std::vector<float>{0.229f, 0.224f, 0.225f});
-  }
-  // mean=a:b:c,std=a:b:c (or one value each)
-  const auto comma = text.find(",std=");
-  if (text.rfind("mean=", 0) != 0 || comma == std::string::npos) {
-    throw stoke_cli::UsageError("--normalize is minmax, imagenet or mean=a:b:c,std=a:b:c");
-  }
-  auto mean = floats(text.substr(5, comma - 5), "--normalize mean");
-  auto sd = floats(text.substr(comma + 5), "--normalize std");
-  if (mean.size() == 1) mean.assign(3, mean[0]);
-  if (sd.size() == 1) sd.assign(3, sd[0]);
-  return stoke::Normalization::mean_std(mean, sd);
-}
-
-void augment(const std::string& text, stoke::LoaderOptions& l) {
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');) {
-    const auto eq = item.find('=');
-    const std::string name = item.substr(0, eq);
-    const float value = eq == std::string::npos ? 0.f : std::strtof(item.c_str() + eq + 1, nullptr);
-    if (name == "hflip") {
-      l.augment.hflip_probability = 0.5f;
-    } else if (name == "vflip") {
-      l.augment.vflip_probability = 0.5f;
-    } else if (name ==
-               "crop") {  // random crop of a 1/8 larger resize (centre crop when validating)
-      l.augment.random_crop = true;
-      l.preprocess.resize_width = l.preprocess.width + std::max(1, l.preprocess.width / 8);
-      l.preprocess.resize_height = l.preprocess.height + std::max(1, l.preprocess.height / 8);
-    } else if (name == "brightness") {
-      l.augment.brightness = eq == std::string::npos ? 0.1f : value;
-    } else if (name == "contrast") {
-      l.augment.contrast = eq == std::string::npos ? 0.1f : value;
-    } else if (!name.empty() && name != "none") {
-      throw stoke_cli::UsageError("--augment: unknown '" + name +
-                                  "' (hflip, vflip, crop, brightness=X, contrast=X)");
-    }
-  }
-}
-
-stoke::nn::ModelSpec model_spec(const stoke_cli::Args& args, int channels, int size, int classes) {
-  stoke::nn::ModelSpec spec;
-  spec.in_channels = channels;
-  spec.height = spec.width = size;
-  spec.classes = classes;
-  const std::string arch = args.get("arch", "resnet");
-  if (arch == "plain") {
-    spec.architecture = stoke::nn::Architecture::kPlainCnn;
-    spec.widths = {16, 32, 64};
-  } else if (arch == "resnet") {
-    spec.stem_width = 16;
-    spec.widths = {16, 32, 64};
-    spec.blocks_per_stage = 1;
-  } else if (arch == "resnet18" || arch == "resnet34" || arch == "resnet50") {
-    spec.architecture =
-        stoke::nn::architecture_from_name(arch);  // torchvision's topology and names
-    spec.width_multiplier = static_cast<float>(args.get_double("width-mult", 1.0));
-  } else {
-    throw stoke_cli::UsageError("--arch is resnet, plain, resnet18, resnet34 or resnet50");
-  }
-  return spec;
-}
-
-stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t seed,
-                                      bool validate) {
-  stoke::TrainerOptions o;
-  o.epochs = args.get_int("epochs", 10);
-  o.batch_size = args.get("batch", "32") == "auto" ? 0 : args.get_int("batch", 32);
-  o.seed = seed;
-  o.schedule.kind = stoke::nn::ScheduleKind::kCosine;
-  // Adam at 2e-3 with a cosine schedule: a default that learns the synthetic
-  // inspection set in a few epochs (SGD at 0.05 stayed at the majority class).
-  const double lr = args.get_double("lr", 0.002);
-  // !(lr > 0) also refuses NaN, which every comparison lets through.
-  if (!(lr > 0.0) || !std::isfinite(lr) || lr > 10.0)
-    throw stoke_cli::UsageError("--lr must be a number in (0, 10], got " + args.get("lr"));
-  o.schedule.base_lr = static_cast<float>(lr);
-  const std::string opt = args.get("optimizer", "adam");
-  if (opt != "sgd" && opt != "adam" && opt != "adamw")
-    throw stoke_cli::UsageError("--optimizer is sgd, adam or adamw");
-  o.optimizer = opt == "sgd"    ? stoke::OptimizerKind::kSgd
-                : opt == "adam" ? stoke::OptimizerKind::kAdam
-                                : stoke::OptimizerKind::kAdamW;
-  o.log_every_steps = 0;
-  const std::string out = args.get("out");
-  if (validate) o.best_checkpoint = out;  // the best model by validation accuracy
-  o.stop_checkpoint = out + ".stop";
-  o.resume = args.get("resume", "");
-  o.freeze_stages = args.get_int("freeze", 0);
-  o.gradient_bucket_bytes = static_cast<std::size_t>(args.get_int(
-                                "bucket-kb", static_cast<int>(o.gradient_bucket_bytes >> 10)))
-                            << 10;
-  o.balanced_sampler = args.has("balanced-sampler");
-  const std::string weights = args.get("class-weights", "");
-  if (weights == "balanced") {
-    o.balanced_class_weights = true;
-  } else if (!weights.empty()) {
-    std::stringstream ss(weights);
-    for (std::string item; std::getline(ss, item, ',');) {
-      char* end = nullptr;
-      o.class_weights.push_back(std::strtof(item.c_str(), &end));
-      if (item.empty() || *end)
-        throw stoke_cli::UsageError("--class-weights: '" + item + "' is not a number");
-    }
-  }
-  return o;
-}
-
-struct Sets {
-  stoke::Dataset train, val;
-};
-
-Sets datasets(const stoke_cli::Args& args, std::uint64_t seed) {
-  const auto data = stoke::Dataset::from_folder(args.required("data"));
-  if (args.has("val")) {
-    if (args.has("split")) throw stoke_cli::UsageError("--val and --split exclude each other");
-    return {data, stoke::Dataset::from_folder(args.get("val"))};
-  }
-  std::vector<double> pct;
-  std::stringstream ss(args.get("split", "80,20"));
-  for (std::string item; std::getline(ss, item, ',');)
-    pct.push_back(std::strtod(item.c_str(), nullptr));
-  const auto split = stoke::stratified_split(data, pct, seed);
-  return {data.subset(split.train), data.subset(split.val)};
 }
 
 void report(const stoke_cli::Args& args, const stoke::Dataset& val) {
@@ -193,8 +65,8 @@ void report(const stoke_cli::Args& args, const stoke::Dataset& val) {
                args.get("report").c_str(), evaluation.accuracy);
 }
 
-void print_result(const stoke_cli::Args& args, const stoke::FitResult& result, const Sets& sets,
-                  bool stopped) {
+void print_result(const stoke_cli::Args& args, const stoke::FitResult& result,
+                  const stoke::TrainSets& sets, bool stopped) {
   const std::string out = args.get("out");
   if (args.has("json")) {
     std::printf(
@@ -302,6 +174,7 @@ int run(int argc, char** argv) {
                        {"json", "balanced-sampler"});
   const std::string out = args.required("out");
   refuse_outputs_onto_inputs(args);
+  const stoke::TrainRecipe plan = recipe(args);
   const stoke::Config config = stoke::Config::load();  // read once: the launch and this process
   if (!stoke_cli::launched_as_rank()) {
     const auto& request = config.settings().gpu_device;
@@ -316,25 +189,18 @@ int run(int argc, char** argv) {
   std::unique_ptr<stoke::Communicator> comm;
   if (dist.world_size > 1) comm = stoke::make_communicator(dist);
   const bool rank0 = !comm || comm->rank() == 0;
-  const auto seed = static_cast<std::uint64_t>(args.get_int("seed", 42));
-  const Sets sets = datasets(args, seed);
-  const int size = args.get_int("size", 64), channels = args.get_int("channels", 3);
-  stoke::LoaderOptions loader;
-  loader.seed = seed;
-  loader.preprocess.width = loader.preprocess.height = size;
-  loader.preprocess.channels = channels;
-  loader.preprocess.normalization = normalization(args.get("normalize", "minmax"));
-  augment(args.get("augment", ""), loader);
+  const stoke::TrainSets sets = stoke::recipe_datasets(plan);
+  stoke::LoaderOptions loader = plan.loader;
 
   const bool validate = !sets.val.empty();
   loader.context = runtime.context;
-  stoke::TrainerOptions o = trainer_options(args, seed, validate);
+  stoke::TrainerOptions o = stoke::recipe_trainer_options(plan, validate);
   o.context = runtime.context;
   o.communicator = comm.get();
 
   const auto spec =
-      model_spec(args, channels, size, static_cast<int>(sets.train.class_names().size()));
-  auto model = stoke::nn::build_model(stoke::default_backend(), spec, seed);
+      stoke::recipe_model_spec(plan, static_cast<int>(sets.train.class_names().size()));
+  auto model = stoke::nn::build_model(stoke::default_backend(), spec, plan.seed);
   if (args.has("init")) initialize_from(args.get("init"), *model);
   const std::size_t batch =
       o.batch_size ? static_cast<std::size_t>(o.batch_size) : 32;  // auto: an estimate
@@ -366,16 +232,7 @@ int run(int argc, char** argv) {
   if (!rank0)
     return result.reason == stoke::StopReason::kRequested ? 130 : 0;  // rank 0 writes and reports
   if (args.has("log")) result.log.save(args.get("log"));
-  if (!validate && result.reason == stoke::StopReason::kCompleted) {
-    stoke::ModelInfo info = stoke::describe_training(sets.train, nullptr, loader, o);
-    if (!result.log.epochs.empty() && args.has("resume")) {  // the resumed run's earlier epochs
-      info.history =
-          stoke::history_before(stoke::nn::read_checkpoint_info(args.get("resume")).metadata,
-                                result.log.epochs.front().epoch);
-    }
-    for (const auto& r : result.log.epochs) stoke::record_epoch(info, r);
-    stoke::save_model(out, *model, info);
-  }
+  stoke::save_final_model(plan, sets, loader, o, *model, result);
   const bool stopped = result.reason == stoke::StopReason::kRequested ||
                        result.reason == stoke::StopReason::kOutOfMemory;
   progress.finish(std::string("stopped: ") + stoke::to_string(result.reason));
