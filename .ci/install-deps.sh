@@ -21,6 +21,8 @@ test_packages=(
   dataset-fashion-mnist
   clang-format-14  # tests/format/check_format.sh (the format check CTest)
   python3-venv python3-pip  # test-time only: tests/interchange/run.sh makes a venv with onnx + onnxruntime
+  mono-mcs mono-runtime  # the C# host of the C ABI (CApi.CSharpPInvokeHost, examples/csharp)
+  python3-numpy  # the Python host's zero-copy array path (CApi.PythonCtypesHost; ctypes alone without it)
 )
 packages=("${demo_packages[@]}")
 if [ "${1:-}" != "--demo" ]; then packages+=("${test_packages[@]}"); fi

@@ -1,6 +1,7 @@
 // Status codes, the thread-local last error, the one Runtime.
 #include "c_api/boundary.hpp"
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -9,22 +10,44 @@
 namespace stoke::c_api {
 namespace {
 
-// A fixed buffer: recording an error never allocates (it may report a bad_alloc).
-constexpr std::size_t kMessageCapacity = 4096;
-thread_local char t_last_error[kMessageCapacity] = "";
+// This thread's last message, on the heap: libstoke's thread-locals are
+// static TLS (loaded by dlopen from a host's interpreter, a large one would
+// not fit the loader's surplus). Grown with realloc, which does not throw:
+// recording an error never throws (it may be reporting a bad_alloc).
+struct LastError {
+  char* text = nullptr;
+  std::size_t capacity = 0;
+  ~LastError() { std::free(text); }
+};
+thread_local LastError t_last_error;
+constexpr char kUnrecorded[] = "(the error message could not be stored: out of memory)";
 
-void append(std::size_t& at, const char* text) noexcept {
-  while (*text && at + 1 < kMessageCapacity) t_last_error[at++] = *text++;
-  t_last_error[at] = '\0';
+const char* last_error() noexcept {
+  return t_last_error.text ? t_last_error.text : "";
 }
 
 }  // namespace
 
 stoke_status fail(stoke_status status, const char* function, const char* message) noexcept {
-  std::size_t at = 0;
-  append(at, function);
-  append(at, ": ");
-  append(at, message);
+  const std::size_t f = std::strlen(function), m = std::strlen(message);
+  const std::size_t size = f + 2 + m + 1;
+  LastError& e = t_last_error;
+  if (size > e.capacity) {
+    if (char* grown = static_cast<char*>(std::realloc(e.text, size))) {
+      e.text = grown;
+      e.capacity = size;
+    }
+  }
+  if (size > e.capacity) {  // no memory for this message: keep a fixed one
+    if (e.capacity >= sizeof kUnrecorded)
+      std::memcpy(e.text, kUnrecorded, sizeof kUnrecorded);
+    else if (e.text)
+      e.text[0] = '\0';
+    return status;
+  }
+  std::memcpy(e.text, function, f);
+  std::memcpy(e.text + f, ": ", 2);
+  std::memcpy(e.text + f + 2, message, m + 1);
   return status;
 }
 
@@ -101,7 +124,7 @@ int32_t stoke_abi_version(void) {
 }
 
 const char* stoke_last_error(void) {
-  return stoke::c_api::t_last_error;
+  return stoke::c_api::last_error();
 }
 
 const char* stoke_status_name(stoke_status status) {
