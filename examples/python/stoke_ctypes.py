@@ -10,7 +10,7 @@
 numpy is optional: a uint8 (uint16 for "mono16") array of shape (H, W) or
 (H, W, 3) whose rows are contiguous is passed by pointer, row stride
 included, so a slice of a larger frame costs no copy either. The library is
-$STOKE_LIBRARY, else libstoke.so on the loader's path. Errors are
+$LIBSTOKE, else libstoke.so on the loader's path. Errors are
 StokeError with the library's status and message.
 """
 import ctypes
@@ -65,7 +65,7 @@ def library(path=None):
     global _lib
     if _lib is not None and path is None:
         return _lib
-    path = path or os.environ.get("STOKE_LIBRARY") or ctypes.util.find_library("stoke") or "libstoke.so"
+    path = path or os.environ.get("LIBSTOKE") or ctypes.util.find_library("stoke") or "libstoke.so"
     lib = ctypes.CDLL(path)
     c = ctypes
     sigs = {

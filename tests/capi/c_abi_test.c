@@ -108,6 +108,11 @@ static void check_predictor(stoke_predictor* p, const char* image) {
   for (i = 0; i < (int)sizeof gray; ++i) gray[i] = (unsigned char)(i * 7 % 251);
   CHECK(stoke_predict_pixels(p, gray, 24, 20, STOKE_PIXEL_MONO8, 31, &c, NULL, 0) == STOKE_OK,
         "predict pixels");
+  /* The same bytes as 12 x 20 Mono16 pixels (native byte order). */
+  CHECK(stoke_predict_pixels(p, gray, 12, 20, STOKE_PIXEL_MONO16, 31, &c, probabilities, 16) ==
+            STOKE_OK,
+        "predict Mono16 pixels");
+  CHECK(c.confidence == probabilities[c.label], "Mono16: the label's probability");
   CHECK(stoke_predict_pixels(p, gray, 24, 20, STOKE_PIXEL_MONO8, 20, &c, NULL, 0) ==
             STOKE_ERROR_INVALID_ARGUMENT,
         "a stride shorter than a row");

@@ -91,7 +91,7 @@ case "$host" in
     python=$5
     skip_under_asan python
     make_model
-    STOKE_LIBRARY="$libdir/libstoke.so" PYTHONPATH="$srcdir/examples/python" "$python" \
+    LIBSTOKE="$libdir/libstoke.so" PYTHONPATH="$srcdir/examples/python" "$python" \
       "$srcdir/examples/python/example.py" "$work/m.stoke" "$work/frames" "${images[@]}" \
       >"$work/host.json" 2>"$work/host.err" || { cat "$work/host.err"; fail "the Python example"; }
     cat "$work/host.err"
