@@ -1,6 +1,6 @@
 // The C# host of stoke's C ABI (Stoke.cs, P/Invoke).
 //
-//   mono stoke_example.exe MODEL FRAMES_DIR IMAGE...
+//   mono stoke_example.exe MODEL FRAMES_DIR DATA_DIR IMAGE...
 //
 // Prints one JSON line per prediction, as `stoke predict --json` does, plus
 // "via": each IMAGE from its file and from its bytes; two synthetic camera
@@ -9,7 +9,8 @@
 // The frames are also written to FRAMES_DIR as BMP (lossless) so that `stoke
 // predict` classifies the same pixels: tests/capi/hosts_test.sh checks every
 // line against it bit for bit (probabilities as 9 significant digits, which
-// give a float back exactly).
+// give a float back exactly). Then it trains on DATA_DIR for one epoch through
+// Stoke.Library.Train, counting the progress callbacks, and loads the result.
 using System;
 using System.Globalization;
 using System.IO;
@@ -73,15 +74,15 @@ static class Example {
   }
 
   static int Main(string[] args) {
-    if (args.Length < 3) {
-      Console.Error.WriteLine("usage: stoke_example.exe MODEL FRAMES_DIR IMAGE...");
+    if (args.Length < 4) {
+      Console.Error.WriteLine("usage: stoke_example.exe MODEL FRAMES_DIR DATA_DIR IMAGE...");
       return 2;
     }
     Directory.CreateDirectory(args[1]);
     Console.Error.WriteLine("stoke " + Stoke.Library.Version);
     try {
       using (var predictor = new Stoke.Predictor(args[0])) {
-        for (int i = 2; i < args.Length; ++i) {
+        for (int i = 3; i < args.Length; ++i) {
           Line(args[i], "file", predictor.PredictFile(args[i]), predictor.Classes);
           Line(args[i], "bytes", predictor.PredictBytes(File.ReadAllBytes(args[i])), predictor.Classes);
         }
@@ -118,10 +119,25 @@ static class Example {
           }
         }
       }
+      return Train(args[2], Path.Combine(args[1], "trained.stoke"));
     } catch (Stoke.StokeException e) {
       Console.Error.WriteLine("stoke: " + e.Message);
       return 1;
     }
-    return 0;
+  }
+
+  static int Train(string data, string model) {
+    int steps = 0, epochs = 0;
+    Stoke.TrainResult r = Stoke.Library.Train(data, model, "epochs=1; size=16; batch=4; arch=plain", p => {
+      if (p.Kind == Stoke.Progress.Step) ++steps; else ++epochs;
+      return false;
+    });
+    Console.Error.WriteLine("trained: " + steps + " steps, " + epochs + " epoch, validation accuracy " +
+                            r.BestValAccuracy);
+    if (steps == 0 || epochs != 1 || r.Epochs != 1 || r.WroteModel != 1) {
+      Console.Error.WriteLine("FAIL: training reported " + steps + " steps, " + epochs + " epochs");
+      return 1;
+    }
+    using (var trained = new Stoke.Predictor(model)) return trained.Classes.Length >= 2 ? 0 : 1;
   }
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Python host of stoke's C ABI (stoke_ctypes, ctypes only).
 
-usage: example.py MODEL FRAMES_DIR IMAGE...
+usage: example.py MODEL FRAMES_DIR DATA_DIR IMAGE...
 
 Prints one JSON line per prediction, as `stoke predict --json` does, plus
 "via": each IMAGE from its file and from its bytes; two synthetic camera
@@ -10,6 +10,8 @@ BGR8 one also as RGB8 with the channels swapped, and, when numpy is
 installed, the same frames as numpy arrays (zero copy). The frames are also
 written to FRAMES_DIR as BMP (lossless), so `stoke predict` can classify the
 same pixels: tests/capi/hosts_test.sh checks every line against it bit for bit.
+Then it trains on DATA_DIR for one epoch through stoke_ctypes.train, counting
+the progress callbacks, and loads the result.
 """
 import json
 import os
@@ -56,10 +58,10 @@ def line(file, via, p, classes):
 
 
 def main():
-    if len(sys.argv) < 4:
+    if len(sys.argv) < 5:
         print(__doc__)
         return 2
-    model, frames_dir, images = sys.argv[1], sys.argv[2], sys.argv[3:]
+    model, frames_dir, data, images = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     os.makedirs(frames_dir, exist_ok=True)
     print("stoke %s through %s" % (stoke.version(), stoke.library()._name), file=sys.stderr)
     with stoke.Predictor(model) as predictor:
@@ -100,14 +102,31 @@ def main():
             import numpy as np
         except ImportError:
             print("numpy absent: the zero-copy array path did not run", file=sys.stderr)
-            return 0
+            return train(data, os.path.join(frames_dir, "trained.stoke"))
         # Views into the padded buffers: the row stride comes from the array, nothing is copied.
         mono_view = np.frombuffer(mono, np.uint8).reshape(HEIGHT, mono_stride)[:, :WIDTH]
         line(mono_file, "numpy-mono8", predictor.predict_pixels(mono_view, "mono8"), predictor.classes)
         bgr_view = np.frombuffer(bgr, np.uint8).reshape(HEIGHT, bgr_stride)[:, :WIDTH * 3]
         line(bgr_file, "numpy-bgr8", predictor.predict_pixels(bgr_view.reshape(HEIGHT, WIDTH, 3), "bgr8"),
              predictor.classes)
-    return 0
+    return train(data, os.path.join(frames_dir, "trained.stoke"))
+
+
+def train(data, model):
+    seen = {stoke.Progress.STEP: 0, stoke.Progress.EPOCH: 0}
+
+    def progress(p):
+        seen[p.kind] += 1
+        return False
+
+    result = stoke.train(data, model, {"epochs": 1, "size": 16, "batch": 4, "arch": "plain"}, progress)
+    print("trained: %d steps, %d epoch, %s" % (seen[0], seen[1], result), file=sys.stderr)
+    if seen[stoke.Progress.STEP] == 0 or seen[stoke.Progress.EPOCH] != 1 or result["epochs"] != 1 \
+            or result["wrote_model"] != 1:
+        print("FAIL: training reported %s" % seen, file=sys.stderr)
+        return 1
+    with stoke.Predictor(model) as trained:
+        return 0 if len(trained.classes) >= 2 else 1
 
 
 if __name__ == "__main__":

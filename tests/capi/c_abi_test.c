@@ -5,6 +5,7 @@
  *   c_abi_test MODEL IMAGE DATA_DIR WORK_DIR
  * Exit 0: every check passed; 1: the failing check is printed. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +124,60 @@ static void check_predictor(stoke_predictor* p, const char* image) {
 }
 
 /* Counts the steps and epochs it is told of; asks to stop at step 2. */
+/* Threads on one predictor: each classifies the image (the results must be
+ * the single-threaded one's) and fails on a file of its own (each thread's
+ * last error must name its own file). */
+typedef struct {
+  stoke_predictor* predictor;
+  const char* image;
+  int index;
+  stoke_prediction result;
+  float probabilities[16];
+  int ok;
+} worker_args;
+
+static void* worker(void* arg) {
+  worker_args* w = (worker_args*)arg;
+  char missing[64];
+  int i;
+  snprintf(missing, sizeof missing, "/nonexistent/thread-%d.png", w->index);
+  w->ok = 1;
+  for (i = 0; i < 4; ++i) {
+    if (stoke_predict_file(w->predictor, w->image, &w->result, w->probabilities, 16) != STOKE_OK)
+      w->ok = 0;
+    if (stoke_predict_file(w->predictor, missing, &w->result, NULL, 0) != STOKE_ERROR_IO ||
+        !contains(stoke_last_error(), missing))
+      w->ok = 0;
+  }
+  if (stoke_predict_file(w->predictor, w->image, &w->result, w->probabilities, 16) != STOKE_OK)
+    w->ok = 0;
+  return NULL;
+}
+
+static void check_threads(stoke_predictor* p, const char* image) {
+  enum { kThreads = 4 };
+  pthread_t threads[kThreads];
+  worker_args args[kThreads];
+  stoke_prediction alone;
+  float probabilities[16];
+  int t;
+  CHECK(stoke_predict_file(p, image, &alone, probabilities, 16) == STOKE_OK, "one thread");
+  for (t = 0; t < kThreads; ++t) {
+    memset(&args[t], 0, sizeof args[t]);
+    args[t].predictor = p;
+    args[t].image = image;
+    args[t].index = t;
+    CHECK(pthread_create(&threads[t], NULL, worker, &args[t]) == 0, "start a thread");
+  }
+  for (t = 0; t < kThreads; ++t) {
+    pthread_join(threads[t], NULL);
+    CHECK(args[t].ok, "a thread's calls and its own last error");
+    CHECK(args[t].result.label == alone.label &&
+              memcmp(args[t].probabilities, probabilities, alone.class_count * sizeof(float)) == 0,
+          "a thread's probabilities equal one thread's bit for bit");
+  }
+}
+
 static int32_t cancel_at_second_step(void* user, const stoke_progress* progress) {
   int* calls = (int*)user;
   if (progress->kind == STOKE_PROGRESS_EPOCH) {
@@ -174,6 +229,7 @@ int main(int argc, char** argv) {
   check_open_errors(argv[4]);
   CHECK(stoke_predictor_open(argv[1], 0, &p) == STOKE_OK && p != NULL, "open the model");
   if (p) check_predictor(p, argv[2]);
+  if (p) check_threads(p, argv[2]);
   stoke_predictor_close(p);
   check_training(argv[3], argv[4]);
   printf("%s: %d failures\n", argv[0], failures);

@@ -6,7 +6,8 @@
 #   hosts_test.sh python STOKE LIBDIR SRCDIR PYTHON  examples/python (ctypes)
 # A host predicts dataset images from their files and their bytes and camera
 # frames from buffers it holds (written as BMP for `stoke predict`), and the
-# results must equal `stoke predict --json`'s on the same files bit for bit.
+# results must equal `stoke predict --json`'s on the same files bit for bit;
+# then it trains a model through the ABI with a progress callback.
 # Exit 0: pass; 77: skipped (the reason is printed); anything else: fail.
 set -uo pipefail
 host=$1 stoke=$2 libdir=$3 srcdir=$4
@@ -67,7 +68,7 @@ case "$host" in
       if [ "$lang" = c99 ]; then std=(-x c -std=c99); else std=(-x c++ -std=c++20); fi
       $cxx "${std[@]}" -Wall -Wextra -Werror -pedantic $cxxflags -I"$srcdir/include" \
         "$srcdir/tests/capi/c_abi_test.c" -x none -o "$work/c_abi_test_$lang" $ldflags -L"$libdir" \
-        -lstoke -lm -Wl,-rpath,"$libdir" 2>"$work/cc.err" || { cat "$work/cc.err"; fail "compile as $lang"; }
+        -lstoke -lm -pthread -Wl,-rpath,"$libdir" 2>"$work/cc.err" || { cat "$work/cc.err"; fail "compile as $lang"; }
     done
     make_model
     for lang in c99 c++; do
@@ -83,7 +84,8 @@ case "$host" in
     mcs -nologo -warnaserror -out:"$work/stoke_example.exe" "$srcdir/examples/csharp/Stoke.cs" \
       "$srcdir/examples/csharp/Example.cs" 2>&1 || fail "mcs"
     make_model
-    LD_LIBRARY_PATH="$libdir" mono "$work/stoke_example.exe" "$work/m.stoke" "$work/frames" "${images[@]}" \
+    LD_LIBRARY_PATH="$libdir" mono "$work/stoke_example.exe" "$work/m.stoke" "$work/frames" "$work/d" \
+      "${images[@]}" \
       >"$work/host.json" 2>"$work/host.err" || { cat "$work/host.err"; fail "the C# example"; }
     compare
     ;;
@@ -92,7 +94,7 @@ case "$host" in
     skip_under_asan python
     make_model
     LIBSTOKE="$libdir/libstoke.so" PYTHONPATH="$srcdir/examples/python" "$python" \
-      "$srcdir/examples/python/example.py" "$work/m.stoke" "$work/frames" "${images[@]}" \
+      "$srcdir/examples/python/example.py" "$work/m.stoke" "$work/frames" "$work/d" "${images[@]}" \
       >"$work/host.json" 2>"$work/host.err" || { cat "$work/host.err"; fail "the Python example"; }
     cat "$work/host.err"
     compare
