@@ -19,7 +19,7 @@
 namespace stoke {
 
 // The options a recipe reads: data, val, split, out, size, channels, epochs,
-// batch, lr, optimizer, normalize, augment, arch, width-mult, seed, resume,
+// batch, accumulate, lr, optimizer, normalize, augment, arch, width-mult, seed, resume,
 // freeze, class-weights, balanced-sampler, bucket-kb.
 STOKE_API const std::vector<std::string>& train_recipe_keys();
 

@@ -112,7 +112,8 @@ extern "C" stoke_status stoke_train(const char* data_dir, const char* model_out,
         stoke::recipe_model_spec(recipe, static_cast<int>(sets.train.class_names().size()));
     auto model = stoke::nn::build_model(stoke::default_backend(), spec, recipe.seed);
 
-    const std::uint64_t batch = o.batch_size ? static_cast<std::uint64_t>(o.batch_size) : 32;
+    const std::uint64_t batch = (o.batch_size ? static_cast<std::uint64_t>(o.batch_size) : 32) *
+                                static_cast<std::uint64_t>(o.batch_multiplier);
     const std::uint64_t total =
         (sets.train.size() + batch - 1) / batch * static_cast<std::uint64_t>(o.epochs);
     stoke::Trainer* trainer = nullptr;

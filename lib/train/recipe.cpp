@@ -109,6 +109,9 @@ TrainerOptions trainer_options(const Options& args, std::uint64_t seed) {
   TrainerOptions o;
   o.epochs = get_int(args, "epochs", 10);
   o.batch_size = get(args, "batch", "32") == "auto" ? 0 : get_int(args, "batch", 32);
+  // Gradient accumulation: device batches per optimizer step.
+  o.batch_multiplier = get_int(args, "accumulate", 1);
+  if (o.batch_multiplier < 1) throw InvalidArgument("accumulate must be at least 1");
   o.seed = seed;
   o.schedule.kind = nn::ScheduleKind::kCosine;
   // Adam at 2e-3 with a cosine schedule: a default that learns the synthetic
@@ -142,26 +145,12 @@ TrainerOptions trainer_options(const Options& args, std::uint64_t seed) {
 }  // namespace
 
 const std::vector<std::string>& train_recipe_keys() {
-  static const std::vector<std::string> keys = {"data",
-                                                "val",
-                                                "split",
-                                                "out",
-                                                "size",
-                                                "channels",
-                                                "epochs",
-                                                "batch",
-                                                "lr",
-                                                "optimizer",
-                                                "normalize",
-                                                "augment",
-                                                "arch",
-                                                "width-mult",
-                                                "seed",
-                                                "resume",
-                                                "freeze",
-                                                "class-weights",
-                                                "balanced-sampler",
-                                                "bucket-kb"};
+  static const std::vector<std::string> keys = {
+      "data",      "val",       "split",   "out",           "size",
+      "channels",  "epochs",    "batch",   "accumulate",    "lr",
+      "optimizer", "normalize", "augment", "arch",          "width-mult",
+      "seed",      "resume",    "freeze",  "class-weights", "balanced-sampler",
+      "bucket-kb"};
   return keys;
 }
 

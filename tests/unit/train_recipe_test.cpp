@@ -34,6 +34,7 @@ TEST(TrainRecipe, DefaultsAreTheCommands) {
   const auto r = parse({});
   EXPECT_EQ(r.trainer.epochs, 10);
   EXPECT_EQ(r.trainer.batch_size, 32);
+  EXPECT_EQ(r.trainer.batch_multiplier, 1);
   EXPECT_EQ(r.trainer.optimizer, stoke::OptimizerKind::kAdam);
   EXPECT_FLOAT_EQ(r.trainer.schedule.base_lr, 0.002f);
   EXPECT_EQ(r.trainer.schedule.kind, stoke::nn::ScheduleKind::kCosine);
@@ -60,6 +61,7 @@ TEST(TrainRecipe, DefaultsAreTheCommands) {
 TEST(TrainRecipe, EveryOptionReachesItsField) {
   const auto r = parse({{"epochs", "3"},
                         {"batch", "auto"},
+                        {"accumulate", "4"},
                         {"lr", "0.1"},
                         {"optimizer", "sgd"},
                         {"size", "40"},
@@ -75,6 +77,7 @@ TEST(TrainRecipe, EveryOptionReachesItsField) {
                         {"arch", "plain"}});
   EXPECT_EQ(r.trainer.epochs, 3);
   EXPECT_EQ(r.trainer.batch_size, 0);
+  EXPECT_EQ(r.trainer.batch_multiplier, 4);
   EXPECT_FLOAT_EQ(r.trainer.schedule.base_lr, 0.1f);
   EXPECT_EQ(r.trainer.optimizer, stoke::OptimizerKind::kSgd);
   EXPECT_EQ(r.loader.preprocess.channels, 1);
@@ -107,6 +110,7 @@ TEST(TrainRecipe, BadValuesAndUnknownNamesAreRefusedByName) {
       {"lr 'x'", {{"lr", "x"}}},
       {"epochs 'ten' is not a count", {{"epochs", "ten"}}},
       {"batch '-1' is not a count", {{"batch", "-1"}}},
+      {"accumulate must be at least 1", {{"accumulate", "0"}}},
       {"optimizer is", {{"optimizer", "rmsprop"}}},
       {"normalize is", {{"normalize", "zscore"}}},
       {"normalize mean: 'a'", {{"normalize", "mean=a,std=1"}}},

@@ -18,8 +18,8 @@ namespace {
 
 constexpr const char* kUsage =
     R"(usage: stoke train --data DIR --out MODEL [--val DIR | --split 80,20] [--size N]
-                   [--channels 1|3] [--epochs N] [--batch N|auto] [--lr X (0.002)]
-                   [--optimizer sgd|adam(default)|adamw]
+                   [--channels 1|3] [--epochs N] [--batch N|auto] [--accumulate N]
+                   [--lr X (0.002)] [--optimizer sgd|adam(default)|adamw]
                    [--normalize minmax|imagenet|mean=a:b:c,std=a:b:c]
                    [--augment hflip,vflip,crop,brightness=X,contrast=X] [--arch resnet|plain]
                    [--seed N] [--report DIR] [--json] [--log FILE.json|FILE.csv]
@@ -27,7 +27,9 @@ constexpr const char* kUsage =
                    [--nproc N [--bucket-kb K]] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult M]
                    [--freeze K]]
   Writes the best model (by validation accuracy) to MODEL, or the final one without validation;
-  Ctrl-C writes MODEL.stop and exits. --report DIR evaluates MODEL on the validation set.
+  Ctrl-C writes MODEL.stop and exits. --accumulate N accumulates the gradients of N batches
+  per update (an effective batch of N x --batch). --report DIR evaluates MODEL on the
+  validation set.
   --log writes the per-epoch train log (loss, accuracy, images/s, each profiler stage's time).
   --resume continues a MODEL.stop (or best) checkpoint exactly. --nproc N trains data-parallel
   with N processes on this machine (CPU ranks sharing the cores, or one per device of a
@@ -166,12 +168,12 @@ void refuse_outputs_onto_inputs(const stoke_cli::Args& args) {
 }
 
 int run(int argc, char** argv) {
-  stoke_cli::Args args(argc, argv,
-                       {"data",   "val",    "split",      "out",       "size",          "channels",
-                        "epochs", "batch",  "lr",         "optimizer", "normalize",     "augment",
-                        "arch",   "seed",   "report",     "resume",    "class-weights", "nproc",
-                        "init",   "freeze", "width-mult", "log",       "bucket-kb"},
-                       {"json", "balanced-sampler"});
+  stoke_cli::Args args(
+      argc, argv, {"data",   "val",    "split",      "out",       "size",          "channels",
+                   "epochs", "batch",  "lr",         "optimizer", "normalize",     "augment",
+                   "arch",   "seed",   "report",     "resume",    "class-weights", "nproc",
+                   "init",   "freeze", "width-mult", "log",       "bucket-kb",     "accumulate"},
+      {"json", "balanced-sampler"});
   const std::string out = args.required("out");
   refuse_outputs_onto_inputs(args);
   const stoke::TrainRecipe plan = recipe(args);
@@ -202,8 +204,8 @@ int run(int argc, char** argv) {
       stoke::recipe_model_spec(plan, static_cast<int>(sets.train.class_names().size()));
   auto model = stoke::nn::build_model(stoke::default_backend(), spec, plan.seed);
   if (args.has("init")) initialize_from(args.get("init"), *model);
-  const std::size_t batch =
-      o.batch_size ? static_cast<std::size_t>(o.batch_size) : 32;  // auto: an estimate
+  const std::size_t batch = (o.batch_size ? static_cast<std::size_t>(o.batch_size) : 32) *
+                            static_cast<std::size_t>(o.batch_multiplier);  // auto: an estimate
   const std::size_t steps_per_epoch = (sets.train.size() + batch - 1) / batch;
   stoke_cli::Progress progress("train", steps_per_epoch * static_cast<std::size_t>(o.epochs),
                                "steps");
