@@ -20,7 +20,8 @@ namespace stoke {
 
 // The options a recipe reads: data, val, split, out, size, channels, epochs,
 // batch, accumulate, lr, optimizer, normalize, augment, arch, width-mult, seed, resume,
-// freeze, class-weights, balanced-sampler, bucket-kb.
+// freeze, class-weights, balanced-sampler, bucket-kb, weight-decay,
+// decay-norm-and-bias.
 STOKE_API const std::vector<std::string>& train_recipe_keys();
 
 struct TrainRecipe {

@@ -127,6 +127,19 @@ TrainerOptions trainer_options(const Options& args, std::uint64_t seed) {
   o.optimizer = opt == "sgd"    ? OptimizerKind::kSgd
                 : opt == "adam" ? OptimizerKind::kAdam
                                 : OptimizerKind::kAdamW;
+  if (args.count("weight-decay")) {  // the optimizer's own default otherwise
+    const double wd = get_double(args, "weight-decay", 0.0);
+    if (!(wd >= 0.0) || !std::isfinite(wd) || wd > 1.0)
+      throw InvalidArgument("weight-decay must be a number in [0, 1], got " +
+                            get(args, "weight-decay"));
+    o.sgd.weight_decay = static_cast<float>(wd);
+    o.adam.weight_decay = static_cast<float>(wd);
+  }
+  if (args.count("decay-norm-and-bias")) {  // unset: excluded for AdamW, decayed for SGD
+    const bool decay_all = get_bool(args, "decay-norm-and-bias");
+    o.sgd.exclude_norm_and_bias_from_decay = !decay_all;
+    o.adam.exclude_norm_and_bias_from_decay = !decay_all;
+  }
   o.log_every_steps = 0;
   o.resume = get(args, "resume", "");
   o.freeze_stages = get_int(args, "freeze", 0);
@@ -145,12 +158,29 @@ TrainerOptions trainer_options(const Options& args, std::uint64_t seed) {
 }  // namespace
 
 const std::vector<std::string>& train_recipe_keys() {
-  static const std::vector<std::string> keys = {
-      "data",      "val",       "split",   "out",           "size",
-      "channels",  "epochs",    "batch",   "accumulate",    "lr",
-      "optimizer", "normalize", "augment", "arch",          "width-mult",
-      "seed",      "resume",    "freeze",  "class-weights", "balanced-sampler",
-      "bucket-kb"};
+  static const std::vector<std::string> keys = {"data",
+                                                "val",
+                                                "split",
+                                                "out",
+                                                "size",
+                                                "channels",
+                                                "epochs",
+                                                "batch",
+                                                "accumulate",
+                                                "lr",
+                                                "optimizer",
+                                                "normalize",
+                                                "augment",
+                                                "arch",
+                                                "width-mult",
+                                                "seed",
+                                                "resume",
+                                                "freeze",
+                                                "class-weights",
+                                                "balanced-sampler",
+                                                "bucket-kb",
+                                                "weight-decay",
+                                                "decay-norm-and-bias"};
   return keys;
 }
 

@@ -35,6 +35,8 @@ TEST(TrainRecipe, DefaultsAreTheCommands) {
   EXPECT_EQ(r.trainer.epochs, 10);
   EXPECT_EQ(r.trainer.batch_size, 32);
   EXPECT_EQ(r.trainer.batch_multiplier, 1);
+  EXPECT_FALSE(r.trainer.adam.weight_decay.has_value());  // the optimizer's default
+  EXPECT_FALSE(r.trainer.adam.exclude_norm_and_bias_from_decay.has_value());
   EXPECT_EQ(r.trainer.optimizer, stoke::OptimizerKind::kAdam);
   EXPECT_FLOAT_EQ(r.trainer.schedule.base_lr, 0.002f);
   EXPECT_EQ(r.trainer.schedule.kind, stoke::nn::ScheduleKind::kCosine);
@@ -62,6 +64,8 @@ TEST(TrainRecipe, EveryOptionReachesItsField) {
   const auto r = parse({{"epochs", "3"},
                         {"batch", "auto"},
                         {"accumulate", "4"},
+                        {"weight-decay", "0.05"},
+                        {"decay-norm-and-bias", "0"},
                         {"lr", "0.1"},
                         {"optimizer", "sgd"},
                         {"size", "40"},
@@ -78,6 +82,8 @@ TEST(TrainRecipe, EveryOptionReachesItsField) {
   EXPECT_EQ(r.trainer.epochs, 3);
   EXPECT_EQ(r.trainer.batch_size, 0);
   EXPECT_EQ(r.trainer.batch_multiplier, 4);
+  EXPECT_FLOAT_EQ(r.trainer.sgd.weight_decay, 0.05f);
+  EXPECT_TRUE(r.trainer.sgd.exclude_norm_and_bias_from_decay);
   EXPECT_FLOAT_EQ(r.trainer.schedule.base_lr, 0.1f);
   EXPECT_EQ(r.trainer.optimizer, stoke::OptimizerKind::kSgd);
   EXPECT_EQ(r.loader.preprocess.channels, 1);
@@ -111,6 +117,8 @@ TEST(TrainRecipe, BadValuesAndUnknownNamesAreRefusedByName) {
       {"epochs 'ten' is not a count", {{"epochs", "ten"}}},
       {"batch '-1' is not a count", {{"batch", "-1"}}},
       {"accumulate must be at least 1", {{"accumulate", "0"}}},
+      {"weight-decay must be", {{"weight-decay", "-1"}}},
+      {"decay-norm-and-bias 'x'", {{"decay-norm-and-bias", "x"}}},
       {"optimizer is", {{"optimizer", "rmsprop"}}},
       {"normalize is", {{"normalize", "zscore"}}},
       {"normalize mean: 'a'", {{"normalize", "mean=a,std=1"}}},

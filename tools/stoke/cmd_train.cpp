@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "args.hpp"
@@ -19,7 +20,8 @@ namespace {
 constexpr const char* kUsage =
     R"(usage: stoke train --data DIR --out MODEL [--val DIR | --split 80,20] [--size N]
                    [--channels 1|3] [--epochs N] [--batch N|auto] [--accumulate N]
-                   [--lr X (0.002)] [--optimizer sgd|adam(default)|adamw]
+                   [--lr X (0.002)] [--optimizer sgd|adam(default)|adamw] [--weight-decay X]
+                   [--decay-norm-and-bias 0|1]
                    [--normalize minmax|imagenet|mean=a:b:c,std=a:b:c]
                    [--augment hflip,vflip,crop,brightness=X,contrast=X] [--arch resnet|plain]
                    [--seed N] [--report DIR] [--json] [--log FILE.json|FILE.csv]
@@ -29,7 +31,8 @@ constexpr const char* kUsage =
   Writes the best model (by validation accuracy) to MODEL, or the final one without validation;
   Ctrl-C writes MODEL.stop and exits. --accumulate N accumulates the gradients of N batches
   per update (an effective batch of N x --batch). --report DIR evaluates MODEL on the
-  validation set.
+  validation set. --weight-decay: SGD 5e-4, Adam 0, AdamW 0.01 by default; AdamW leaves biases
+  and batch-norm parameters undecayed unless --decay-norm-and-bias 1 (SGD decays them unless 0).
   --log writes the per-epoch train log (loss, accuracy, images/s, each profiler stage's time).
   --resume continues a MODEL.stop (or best) checkpoint exactly. --nproc N trains data-parallel
   with N processes on this machine (CPU ranks sharing the cores, or one per device of a
@@ -167,13 +170,16 @@ void refuse_outputs_onto_inputs(const stoke_cli::Args& args) {
   }
 }
 
+// The options with a value: the recipe's (stoke/recipe.hpp) and the command's own.
+std::set<std::string> value_options() {
+  std::set<std::string> names(stoke::train_recipe_keys().begin(), stoke::train_recipe_keys().end());
+  names.erase("balanced-sampler");  // a switch here
+  names.insert({"report", "nproc", "init", "log"});
+  return names;
+}
+
 int run(int argc, char** argv) {
-  stoke_cli::Args args(
-      argc, argv, {"data",   "val",    "split",      "out",       "size",          "channels",
-                   "epochs", "batch",  "lr",         "optimizer", "normalize",     "augment",
-                   "arch",   "seed",   "report",     "resume",    "class-weights", "nproc",
-                   "init",   "freeze", "width-mult", "log",       "bucket-kb",     "accumulate"},
-      {"json", "balanced-sampler"});
+  stoke_cli::Args args(argc, argv, value_options(), {"json", "balanced-sampler"});
   const std::string out = args.required("out");
   refuse_outputs_onto_inputs(args);
   const stoke::TrainRecipe plan = recipe(args);
