@@ -71,8 +71,9 @@ STOKE_C_API int32_t stoke_abi_version(void);
 /* The message of this thread's last failing call ("" when none failed). Valid
  * until this thread's next failing call. Any thread. */
 STOKE_C_API const char* stoke_last_error(void);
-/* The name of a status, e.g. "STOKE_ERROR_IO". Any thread. */
-STOKE_C_API const char* stoke_status_name(stoke_status status);
+/* The name of a status, e.g. "STOKE_ERROR_IO" (any integer: an unknown one is
+ * named so). Any thread. */
+STOKE_C_API const char* stoke_status_name(int32_t status);
 
 /* ---- Prediction --------------------------------------------------------------------- */
 
@@ -130,13 +131,14 @@ STOKE_C_API stoke_status stoke_predict_file(stoke_predictor* predictor, const ch
 STOKE_C_API stoke_status stoke_predict_bytes(stoke_predictor* predictor, const void* bytes,
                                              size_t size, stoke_prediction* out,
                                              float* probabilities, size_t capacity);
-/* A camera buffer: width x height pixels of `format`, rows `stride` bytes
- * apart (0: packed). It gives what a lossless file of the same pixels gives. */
+/* A camera buffer: width x height pixels of `format` (a stoke_pixel_format
+ * value; an int32_t so that any value a host passes is defined behaviour and
+ * an unknown one is STOKE_ERROR_INVALID_ARGUMENT), rows `stride` bytes apart
+ * (0: packed). It gives what a lossless file of the same pixels gives. */
 STOKE_C_API stoke_status stoke_predict_pixels(stoke_predictor* predictor, const void* pixels,
-                                              int32_t width, int32_t height,
-                                              stoke_pixel_format format, size_t stride,
-                                              stoke_prediction* out, float* probabilities,
-                                              size_t capacity);
+                                              int32_t width, int32_t height, int32_t format,
+                                              size_t stride, stoke_prediction* out,
+                                              float* probabilities, size_t capacity);
 
 /* ---- Training ----------------------------------------------------------------------- */
 

@@ -127,7 +127,7 @@ const char* stoke_last_error(void) {
   return stoke::c_api::last_error();
 }
 
-const char* stoke_status_name(stoke_status status) {
+const char* stoke_status_name(int32_t status) {
   switch (status) {
     case STOKE_OK:
       return "STOKE_OK";

@@ -47,7 +47,7 @@ stoke_status write(const Prediction& p, stoke_prediction* out, float* probabilit
   return STOKE_OK;
 }
 
-PixelFormat pixel_format(stoke_pixel_format format) {
+PixelFormat pixel_format(std::int32_t format) {
   switch (format) {
     case STOKE_PIXEL_MONO8:
       return PixelFormat::kMono8;
@@ -58,7 +58,7 @@ PixelFormat pixel_format(stoke_pixel_format format) {
     case STOKE_PIXEL_BGR8:
       return PixelFormat::kBgr8;
   }
-  throw InvalidArgument("pixel format " + std::to_string(static_cast<int>(format)) +
+  throw InvalidArgument("pixel format " + std::to_string(format) +
                         " is not one of STOKE_PIXEL_MONO8 (0), MONO16 (1), RGB8 (2), BGR8 (3)");
 }
 
@@ -140,7 +140,7 @@ stoke_status stoke_predict_bytes(stoke_predictor* predictor, const void* bytes, 
 }
 
 stoke_status stoke_predict_pixels(stoke_predictor* predictor, const void* pixels, int32_t width,
-                                  int32_t height, stoke_pixel_format format, size_t stride,
+                                  int32_t height, int32_t format, size_t stride,
                                   stoke_prediction* out, float* probabilities, size_t capacity) {
   return guarded("stoke_predict_pixels", [&] {
     require(predictor, "predictor");

@@ -29,6 +29,7 @@ static int contains(const char* text, const char* part) {
 static void check_library(void) {
   CHECK(stoke_abi_version() == STOKE_C_ABI_VERSION, "ABI version");
   CHECK(strlen(stoke_version()) >= 5, "version string");
+  CHECK(strcmp(stoke_status_name(1000), "unknown stoke_status") == 0, "an unknown status");
   CHECK(
       strcmp(stoke_status_name(STOKE_ERROR_BUFFER_TOO_SMALL), "STOKE_ERROR_BUFFER_TOO_SMALL") == 0,
       "status name");
@@ -118,8 +119,7 @@ static void check_predictor(stoke_predictor* p, const char* image) {
             STOKE_ERROR_INVALID_ARGUMENT,
         "a stride shorter than a row");
   CHECK(contains(stoke_last_error(), "stride"), "the message names the stride");
-  CHECK(stoke_predict_pixels(p, gray, 24, 20, (stoke_pixel_format)9, 0, &c, NULL, 0) ==
-            STOKE_ERROR_INVALID_ARGUMENT,
+  CHECK(stoke_predict_pixels(p, gray, 24, 20, 9, 0, &c, NULL, 0) == STOKE_ERROR_INVALID_ARGUMENT,
         "an unknown pixel format");
 }
 
