@@ -24,6 +24,8 @@ test_packages=(
   # test-time only: the PyTorch references (Interchange.TorchvisionExport,
   # Anomaly.PatchCoreParityWithPyTorch) skip without them
   python3-torch python3-torchvision
+  mono-mcs mono-runtime  # the C# host of the C ABI (CApi.CSharpPInvokeHost, examples/csharp)
+  python3-numpy  # the Python host's zero-copy array path (CApi.PythonCtypesHost; ctypes alone without it)
 )
 packages=("${demo_packages[@]}")
 if [ "${1:-}" != "--demo" ]; then packages+=("${test_packages[@]}"); fi

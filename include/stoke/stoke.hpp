@@ -16,6 +16,7 @@
 #include "stoke/nn.hpp"
 #include "stoke/prefetch.hpp"
 #include "stoke/profile.hpp"
+#include "stoke/recipe.hpp"
 #include "stoke/runtime.hpp"
 #include "stoke/shards.hpp"
 #include "stoke/system.hpp"

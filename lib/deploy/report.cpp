@@ -32,10 +32,54 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-// A line chart of series (x = index) in a 420 x 220 SVG.
+// The y scale of a chart: logarithmic when every value is positive and they
+// span more than a decade (one loss spike would flatten the rest on a linear
+// axis), else linear.
+struct YScale {
+  double lo, hi;
+  bool log;
+  double operator()(double v) const {  // 0 at lo, 1 at hi
+    return log ? (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo))
+               : (v - lo) / (hi - lo);
+  }
+};
+
+std::string value_text(double v, bool log) {
+  if (!log) return fixed(v, 3);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+// Axis labels: lo and hi, the decades between them on a log scale, and one
+// tick per epoch (every k-th when there are more than 20).
+void axes(std::ostringstream& o, const YScale& y, std::size_t n, double l, double t, double pw,
+          double ph) {
+  std::vector<double> labels = {y.lo, y.hi};
+  if (y.log) {
+    for (double d = std::pow(10.0, std::ceil(std::log10(y.lo))); d < y.hi; d *= 10)
+      if (d > y.lo) labels.push_back(d);
+  }
+  for (double v : labels) {
+    const double at = t + (1 - y(v)) * ph;
+    o << "<line x1='" << l << "' x2='" << l + pw << "' y1='" << fixed(at, 1) << "' y2='"
+      << fixed(at, 1) << "' stroke='#eee'/><text x='2' y='" << fixed(at + 4, 1)
+      << "' font-size='10'>" << value_text(v, y.log) << "</text>";
+  }
+  const std::size_t every = n > 20 ? (n + 9) / 10 : 1;
+  for (std::size_t i = 0; i < n; i += every) {
+    const double x = l + (n > 1 ? double(i) / double(n - 1) : 0.5) * pw;
+    o << "<line x1='" << fixed(x, 1) << "' x2='" << fixed(x, 1) << "' y1='" << t + ph << "' y2='"
+      << t + ph + 4 << "' stroke='#999'/><text x='" << fixed(x - 3, 1) << "' y='" << t + ph + 15
+      << "' font-size='10'>" << i + 1 << "</text>";
+  }
+  o << "<text x='" << l + pw - 30 << "' y='" << t + ph + 15 << "' font-size='10'>epoch</text>";
+}
+
+// A line chart of series (x = epoch index) in a 420 x 240 SVG.
 std::string line_chart(const std::string& title,
                        const std::vector<std::pair<std::string, std::vector<double>>>& series) {
-  const double w = 420, h = 220, l = 40, b = 24, t = 20;
+  const double w = 420, h = 240, l = 44, b = 40, t = 20;
   double lo = INFINITY, hi = -INFINITY;
   std::size_t n = 0;
   for (const auto& [name, v] : series) {
@@ -44,17 +88,17 @@ std::string line_chart(const std::string& title,
     }
     n = std::max(n, v.size());
   }
+  const YScale y{lo, hi == lo ? lo + 1 : hi, lo > 0 && hi > 10 * lo};
+  const std::string heading = title + (y.log ? " (log scale)" : "");
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << w << "' height='" << h
-    << "' role='img'><title>" << html_escape(title) << "</title><text x='" << l
-    << "' y='14' font-size='12'>" << html_escape(title) << "</text>";
+    << "' role='img'><title>" << html_escape(heading) << "</title><text x='" << l
+    << "' y='14' font-size='12'>" << html_escape(heading) << "</text>";
   o << "<rect x='" << l << "' y='" << t << "' width='" << w - l - 10 << "' height='" << h - t - b
     << "' fill='none' stroke='#999'/>";
   if (n == 0 || !std::isfinite(lo))
     return o.str() + "<text x='60' y='110' font-size='12'>no data</text></svg>";
-  if (hi == lo) hi = lo + 1;
-  o << "<text x='2' y='" << t + 10 << "' font-size='10'>" << fixed(hi, 3)
-    << "</text><text x='2' y='" << h - b << "' font-size='10'>" << fixed(lo, 3) << "</text>";
+  axes(o, y, n, l, t, w - l - 10, h - t - b);
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e"};
   for (std::size_t s = 0; s < series.size(); ++s) {
     std::ostringstream pts;
@@ -62,8 +106,7 @@ std::string line_chart(const std::string& title,
       const double v = series[s].second[i];
       if (!std::isfinite(v)) continue;
       const double x = l + (n > 1 ? double(i) / double(n - 1) : 0.5) * (w - l - 10);
-      const double y = t + (1 - (v - lo) / (hi - lo)) * (h - t - b);
-      pts << fixed(x, 1) << "," << fixed(y, 1) << " ";
+      pts << fixed(x, 1) << "," << fixed(t + (1 - y(v)) * (h - t - b), 1) << " ";
     }
     o << "<polyline fill='none' stroke-width='2' stroke='" << colors[s % 4] << "' points='"
       << pts.str() << "'/>";

@@ -41,7 +41,11 @@ std::map<std::string, std::string> flatten(const TrainerOptions& o, const Loader
   m["sgd.momentum"] = float_text(o.sgd.momentum);
   m["sgd.weight_decay"] = float_text(o.sgd.weight_decay);
   m["sgd.nesterov"] = o.sgd.nesterov ? "1" : "0";
-  m["adam.weight_decay"] = float_text(o.adam.weight_decay);
+  auto adam = o.adam;  // as the trainer builds it: decoupled for AdamW
+  adam.decoupled_weight_decay = o.optimizer == OptimizerKind::kAdamW;
+  m["adam.weight_decay"] = float_text(adam.resolved_weight_decay());
+  m["adam.exclude_norm_and_bias_from_decay"] = adam.resolved_exclusion() ? "1" : "0";
+  m["sgd.exclude_norm_and_bias_from_decay"] = o.sgd.exclude_norm_and_bias_from_decay ? "1" : "0";
   m["schedule.base_lr"] = float_text(o.schedule.base_lr);
   m["schedule.kind"] = std::to_string(static_cast<int>(o.schedule.kind));
   m["schedule.warmup_steps"] = std::to_string(o.schedule.warmup_steps);

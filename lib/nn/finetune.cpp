@@ -50,7 +50,46 @@ void Model::set_stage_lr_multipliers(std::vector<float> multipliers) {
   stage_lr_ = std::move(multipliers);
 }
 
-std::vector<ParameterGroup> Model::parameter_groups() const {
+namespace {
+
+// `groups` cut where a slot of another decay kind starts (slots: the first
+// offset of each parameter tensor and whether it is decayed), adjacent pieces
+// of one kind and multiplier merged.
+std::vector<ParameterGroup> split_by_decay(
+    const std::vector<ParameterGroup>& groups,
+    const std::vector<std::pair<std::int64_t, bool>>& slots) {
+  std::vector<ParameterGroup> out;
+  for (const ParameterGroup& g : groups) {
+    const std::int64_t end = g.offset + g.count;
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      const std::int64_t begin = std::max(g.offset, slots[i].first);
+      const std::int64_t stop = std::min(end, i + 1 < slots.size() ? slots[i + 1].first : end);
+      if (stop <= begin) continue;
+      if (!out.empty() && out.back().decay == slots[i].second &&
+          out.back().lr_multiplier == g.lr_multiplier &&
+          out.back().offset + out.back().count == begin) {
+        out.back().count += stop - begin;
+      } else {
+        out.push_back({begin, stop - begin, g.lr_multiplier, slots[i].second});
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<ParameterGroup> Model::parameter_groups(bool split_decay) const {
+  std::vector<ParameterGroup> groups = parameter_groups_by_stage();
+  if (!split_decay) return groups;
+  std::vector<std::pair<std::int64_t, bool>> slots;
+  for (std::size_t i = 0; i < slots_.size(); ++i)
+    slots.emplace_back(slot_offset(i), slots_[i].shape.size() > 1);
+  if (!slots.empty()) slots.front().first = 0;
+  return split_by_decay(groups, slots);
+}
+
+std::vector<ParameterGroup> Model::parameter_groups_by_stage() const {
   bool plain = frozen_ == 0;
   for (float m : stage_lr_) plain = plain && m == 1.0f;
   if (plain) return {{0, params_.numel(), 1.0f}};

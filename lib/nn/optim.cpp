@@ -11,7 +11,8 @@ namespace stoke::nn {
 
 Optimizer::~Optimizer() = default;
 
-Optimizer::Optimizer(const Model& model) : model_(&model), groups_(model.parameter_groups()) {
+Optimizer::Optimizer(const Model& model, bool split_decay)
+    : model_(&model), split_decay_(split_decay), groups_(model.parameter_groups(split_decay)) {
   build_views();
 }
 
@@ -35,10 +36,11 @@ std::vector<Tensor> Optimizer::ranges(const Tensor& t) const {
 }
 
 void Optimizer::write_scalars(std::vector<float> values) {
-  auto groups = model_->parameter_groups();
+  auto groups = model_->parameter_groups(split_decay_);
   bool same = groups.size() == groups_.size();
   for (std::size_t g = 0; same && g < groups.size(); ++g) {
-    same = groups[g].offset == groups_[g].offset && groups[g].count == groups_[g].count;
+    same = groups[g].offset == groups_[g].offset && groups[g].count == groups_[g].count &&
+           groups[g].decay == groups_[g].decay;
   }
   groups_ = std::move(groups);
   if (!same) {  // frozen or re-grouped after construction
@@ -52,7 +54,8 @@ void Optimizer::write_scalars(std::vector<float> values) {
   }
 }
 
-Sgd::Sgd(const Model& model, SgdOptions options) : Optimizer(model), options_(options) {
+Sgd::Sgd(const Model& model, SgdOptions options)
+    : Optimizer(model, options.exclude_norm_and_bias_from_decay), options_(options) {
   Backend& be = model.backend();
   velocity_ = Tensor(be, model.parameters().shape());
   be.fill(velocity_, 0.0f);
@@ -68,7 +71,8 @@ void Sgd::apply(Model& model) {
   if (&model != model_)
     throw InvalidArgument("Sgd::apply: a different model than the optimizer was built for");
   for (std::size_t g = 0; g < groups_.size(); ++g) {
-    SgdParams p{0.0f, options_.momentum, options_.weight_decay, options_.nesterov};
+    SgdParams p{0.0f, options_.momentum, groups_[g].decay ? options_.weight_decay : 0.0f,
+                options_.nesterov};
     p.scalars = &group_scalars_[g];
     model.backend().sgd_update(group_params_[g], group_grads_[g], group_velocity_[g], p);
   }
@@ -78,7 +82,8 @@ std::vector<NamedTensor> Sgd::state() const {
   return {{"sgd.velocity", velocity_}};
 }
 
-Adam::Adam(const Model& model, AdamOptions options) : Optimizer(model), options_(options) {
+Adam::Adam(const Model& model, AdamOptions options)
+    : Optimizer(model, options.resolved_exclusion()), options_(options) {
   Backend& be = model.backend();
   const Shape s = model.parameters().shape();
   m_ = Tensor(be, s);
@@ -103,13 +108,14 @@ void Adam::apply(Model& model) {
   p.beta1 = options_.beta1;
   p.beta2 = options_.beta2;
   p.epsilon = options_.epsilon;
-  p.weight_decay = options_.weight_decay;
+  const float decay = options_.resolved_weight_decay();
   p.decoupled_weight_decay = options_.decoupled_weight_decay;
   p.step = steps_;
   if (&model != model_)
     throw InvalidArgument("Adam::apply: a different model than the optimizer was built for");
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     p.scalars = &group_scalars_[g];
+    p.weight_decay = groups_[g].decay ? decay : 0.0f;
     model.backend().adam_update(group_params_[g], group_grads_[g], group_m_[g], group_v_[g], p);
   }
 }

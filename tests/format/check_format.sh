@@ -10,7 +10,7 @@ tool=${2:-clang-format-14}
 command -v "$tool" >/dev/null || { echo "check_format: $tool not found (install clang-format-14)"; exit 1; }
 cd "$root"
 mapfile -t files < <(find include lib tools tests bench examples \
-  \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -type f | sort)
+  \( -name '*.c' -o -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -type f | sort)
 [ ${#files[@]} -gt 0 ] || { echo "check_format: no sources under $root"; exit 1; }
 # One process for the whole tree; each difference is reported with its file and line.
 if "$tool" --style=file --dry-run --Werror "${files[@]}" 2>"${TMPDIR:-/tmp}/check_format.$$"; then

@@ -12,22 +12,14 @@ trap 'rm -rf "$work"' EXIT
 export STOKE_LOG_LEVEL=warn
 T=(--epochs 1 --size 16 --batch 4 --arch plain)
 
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-skip() {
-  echo "SKIP: $*"
-  exit 77
-}
+# shellcheck source=test_lib.sh
+source "$(dirname "$0")/test_lib.sh"
 
 # Out-of-memory cases cannot run under AddressSanitizer: its operator new
 # aborts instead of throwing std::bad_alloc, and its shadow memory does not
 # fit an address-space limit. The release build runs them.
-skip_under_asan() {
-  if ldd "$stoke" 2>/dev/null | grep -q libasan; then
-    skip "an AddressSanitizer build: out of memory aborts there instead of throwing"
-  fi
+skip_oom_under_asan() {
+  skip_under_asan "$stoke" "out of memory aborts there instead of throwing"
 }
 
 # A dataset and a trained model, as the issue's reproductions use.
@@ -131,7 +123,7 @@ case_model_not_regular_file() {  # item 5: directories, devices and FIFOs as --m
 }
 
 case_crafted_model_file() {  # item 8: values that size allocations are bounded
-  skip_under_asan
+  skip_oom_under_asan
   setup
   img=$(find "$work/d" -type f | head -1)
   for edit in resize_width blocks_per_stage; do
@@ -174,7 +166,7 @@ case_output_names_input() {  # item 7: outputs onto inputs are refused, naming b
 }
 
 case_hostile_arguments() {  # item 9: no foreign exception escapes any command
-  skip_under_asan
+  skip_oom_under_asan
   setup
   img=$(find "$work/d" -type f | head -1)
   run "$stoke" train --data "$work/d" --out "$work/big.stoke" --size 100000 --epochs 1 --batch 1
@@ -417,7 +409,7 @@ case_sigterm_under_nproc() {  # item 17: SIGTERM to the launcher stops every ran
 }
 
 case_address_space_limit() {  # item 4: out of memory under ulimit -v is a message, never a hang
-  skip_under_asan
+  skip_oom_under_asan
   setup
   img=$(find "$work/d" -type f | head -1)
   (ulimit -v 400000 && true) 2>/dev/null || skip "this machine refuses ulimit -v"

@@ -14,6 +14,11 @@ internal that shares its name with a public declaration passes, one that
 only lib/ headers declare (stoke::cpu::CpuBackend, stoke::detail::json_quote)
 fails.
 
+Symbols without C++ mangling are the C ABI: each must be a function declared
+STOKE_C_API in INCLUDE_DIR/stoke/stoke.h, and each function declared there
+must be exported (a header function the library lacks fails to link in a C
+host, or fails at run time in a P/Invoke or ctypes one).
+
 With PLUGIN (libstoke_cuda.so), also: every stoke symbol the plugin imports
 is exported by LIBSTOKE, so the plugin loads (it is built without -z defs,
 which sanitizer builds cannot use). Exits 1 naming each violation.
@@ -61,6 +66,12 @@ def plugin_host_names(lib_dir):
     return names
 
 
+def c_api_names(include_dir):
+    """The functions stoke.h declares STOKE_C_API."""
+    code = strip_code(open(os.path.join(include_dir, "stoke", "stoke.h"), encoding="utf-8").read())
+    return set(re.findall(r"\bSTOKE_C_API\b[^;(]*?\b(stoke_\w+)\s*\(", code))
+
+
 def dynamic_symbols(path, defined):
     flags = ["--defined-only"] if defined else ["--undefined-only"]
     out = subprocess.run(["nm", "-D", *flags, path], capture_output=True, text=True, check=True).stdout
@@ -93,7 +104,18 @@ def main():
     problems = []
     stoke_symbols = 0
     host_symbols = 0
+    c_api = c_api_names(include_dir)
+    c_symbols = 0
+    for name in sorted(c_api - set(exported)):
+        problems.append("stoke.h declares %s, which %s does not export" % (name, os.path.basename(lib)))
     for mangled, demangled in sorted(exported.items(), key=lambda item: item[1]):
+        if not mangled.startswith("_Z") and not mangled.startswith("_"):
+            if mangled in c_api:
+                c_symbols += 1
+                continue
+            if mangled.startswith("stoke"):
+                problems.append("exports %s (unmangled, not a STOKE_C_API function of stoke.h)" % mangled)
+                continue
         if CHAIN.search(demangled):
             stoke_symbols += 1
         bad = internal_names(demangled, public | host)
@@ -109,10 +131,10 @@ def main():
                                 (demangled, os.path.basename(lib)))
     for line in problems:
         print(line)
-    print("%s exports %d symbols: %d name stoke (%d of them plugin-host internals: %s), %d the standard "
-          "library's; %d problems" % (os.path.basename(lib), len(exported), stoke_symbols, host_symbols,
-                                      " ".join(sorted(host)) or "none", len(exported) - stoke_symbols,
-                                      len(problems)))
+    print("%s exports %d symbols: %d name stoke (%d of them plugin-host internals: %s), %d the C ABI "
+          "(stoke.h), %d the standard library's; %d problems" %
+          (os.path.basename(lib), len(exported), stoke_symbols, host_symbols, " ".join(sorted(host)) or "none",
+           c_symbols, len(exported) - stoke_symbols - c_symbols, len(problems)))
     return 1 if problems else 0
 
 

@@ -194,6 +194,24 @@ TEST_F(DeployFixture, EvaluateAgreesWithTheTrainerAndThePredictor) {
                InvalidArgument);  // not the model's classes
 }
 
+// The report's curves (issue 29, item 6): a loss that spans more than a
+// decade (one spike, as 63.6 against 0.14 in the demo's run) is drawn on a log
+// scale with its decades labelled; accuracies stay linear; both get one tick
+// per epoch.
+TEST(DeployEvaluation, CurvesSpanningADecadeUseALogScaleWithEpochTicks) {
+  const Evaluation e = binary({0.1, 0.2}, {0.8, 0.9}, 0.25);
+  ModelInfo info;
+  info.class_names = {"defect", "good"};
+  info.history = {"0,63.6,0.5,63.6,0.5", "1,0.5,0.7,0.4,0.8", "2,0.2,0.9,0.14,0.9"};
+  const std::string html = evaluation_html(e, info, 0);
+  EXPECT_NE(html.find("<title>loss per epoch (log scale)</title>"), std::string::npos);
+  EXPECT_NE(html.find("<title>accuracy per epoch</title>"), std::string::npos);
+  for (const char* label : {">0.14<", ">63.6<", ">1<", ">10<", ">2<", ">3<", ">epoch<"})
+    EXPECT_NE(html.find(label), std::string::npos) << label;
+  info.history = {"0,1.0,0.5,0.9,0.5", "1,0.8,0.7,0.7,0.8", "2,0.6,0.9,0.5,0.9"};
+  EXPECT_EQ(evaluation_html(e, info, 0).find("log scale"), std::string::npos);
+}
+
 TEST_F(DeployFixture, TheReportIsOneSelfContainedPage) {
   train(loader_options(1, false, 16, false));
   Predictor predictor(model_path());

@@ -1,7 +1,10 @@
 // Fine-tuning at the model and optimizer level: frozen stages get no
 // gradient, no update (not even weight decay) and keep their batch-norm
 // statistics; per-stage learning-rate multipliers scale exactly their
-// stage's update.
+// stage's update. Weight decay on conv and linear weights only (issue 29,
+// item 6): the 1-D parameters (biases, batch-norm scales and shifts) in groups
+// of their own that SGD and Adam(W) leave undecayed when asked, by default for
+// AdamW, whose default decay is PyTorch's 0.01.
 #include <cmath>
 #include <map>
 
@@ -104,6 +107,94 @@ TEST(FineTune, StageMultipliersScaleTheirStagesUpdate) {
     offset += (va.size() + 15) / 16 * 16;  // views are 64-byte aligned in the flat block
   }
   EXPECT_THROW(b->set_stage_lr_multipliers({1, 1, 1, 1, 1}), InvalidArgument);
+}
+
+// Every parameter 1, every gradient 0, then one step: what remains is the decay.
+std::map<std::string, std::vector<float>> after_one_decay_step(nn::Model& model,
+                                                               nn::Optimizer& optimizer) {
+  model.backend().fill(model.parameters(), 1.0f);
+  model.backend().fill(model.gradients(), 0.0f);
+  optimizer.step(model, 0.1f);
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& t : model.named_parameters()) out[t.name] = t.tensor.to_vector();
+  return out;
+}
+
+bool one_dimensional(const nn::Model& model, const std::string& name) {
+  for (const auto& t : model.named_parameters())
+    if (t.name == name) return t.tensor.shape().size() <= 1;
+  return false;
+}
+
+TEST(WeightDecay, AdamWDefaultsToPyTorchsDecayOnWeightsOnly) {
+  nn::AdamOptions adam;
+  EXPECT_FLOAT_EQ(adam.resolved_weight_decay(), 0.0f);
+  EXPECT_FALSE(adam.resolved_exclusion());
+  adam.decoupled_weight_decay = true;
+  EXPECT_FLOAT_EQ(adam.resolved_weight_decay(), 0.01f);
+  EXPECT_TRUE(adam.resolved_exclusion());
+
+  Backend& be = cpu_backend();
+  auto model = nn::build_model(be, r18(), 1);
+  nn::Adam adamw(*model, adam);
+  int decayed = 0, kept = 0;
+  for (const auto& [name, values] : after_one_decay_step(*model, adamw)) {
+    const bool flat = one_dimensional(*model, name);
+    for (float v : values) {
+      if (flat) {
+        ASSERT_EQ(v, 1.0f) << name << " is a bias or a batch-norm parameter: not decayed";
+      } else {
+        ASSERT_NEAR(v, 1.0f - 0.1f * 0.01f, 1e-7f) << name << " is decayed by lr * 0.01";
+      }
+    }
+    ++(flat ? kept : decayed);
+  }
+  EXPECT_GT(decayed, 15);
+  EXPECT_GT(kept, 30);
+}
+
+TEST(WeightDecay, ExclusionOffDecaysEverythingAndSgdExcludesOnRequest) {
+  Backend& be = cpu_backend();
+  auto model = nn::build_model(be, r18(), 1);
+  nn::AdamOptions all;
+  all.decoupled_weight_decay = true;
+  all.exclude_norm_and_bias_from_decay = false;
+  nn::Adam adamw(*model, all);
+  for (const auto& [name, values] : after_one_decay_step(*model, adamw)) {
+    for (float v : values) ASSERT_NEAR(v, 1.0f - 0.1f * 0.01f, 1e-7f) << name;
+  }
+
+  nn::SgdOptions sgd{0.0f, 0.01f, false, true};
+  nn::Sgd weights_only(*model, sgd);
+  for (const auto& [name, values] : after_one_decay_step(*model, weights_only)) {
+    const float expected = one_dimensional(*model, name) ? 1.0f : 1.0f - 0.1f * 0.01f;
+    for (float v : values) ASSERT_NEAR(v, expected, 1e-7f) << name;
+  }
+}
+
+TEST(WeightDecay, SplitGroupsCoverTheSameRangesWithFrozenStagesAndMultipliers) {
+  Backend& be = cpu_backend();
+  auto model = nn::build_model(be, r18(), 1);
+  model->freeze_stages(1);
+  model->set_stage_lr_multipliers({1.0f, 0.5f});
+  const auto plain = model->parameter_groups(false), split = model->parameter_groups(true);
+  ASSERT_GT(split.size(), plain.size());
+  std::vector<float> lr_plain(static_cast<std::size_t>(model->parameters().numel()), -1.f);
+  std::vector<float> lr_split = lr_plain;
+  for (const auto& g : plain) {
+    for (std::int64_t i = g.offset; i < g.offset + g.count; ++i)
+      lr_plain[static_cast<std::size_t>(i)] = g.lr_multiplier;
+  }
+  for (std::size_t k = 0; k < split.size(); ++k) {
+    const auto& g = split[k];
+    if (k > 0) {
+      EXPECT_LE(split[k - 1].offset + split[k - 1].count, g.offset);
+    }
+    for (std::int64_t i = g.offset; i < g.offset + g.count; ++i)
+      lr_split[static_cast<std::size_t>(i)] = g.lr_multiplier;
+  }
+  EXPECT_EQ(lr_split, lr_plain);  // the same elements, each with its multiplier
+  for (const auto& g : plain) EXPECT_TRUE(g.decay);
 }
 
 }  // namespace

@@ -173,7 +173,8 @@ TEST(Model, LossFallsOnATinyProblem) {
     Tensor labels = labels_for(be, n, 3, 7);
     std::unique_ptr<nn::Optimizer> opt;
     if (adam) {
-      opt = std::make_unique<nn::Adam>(*model, nn::AdamOptions{0.9f, 0.999f, 1e-8f, 0.01f, true});
+      opt = std::make_unique<nn::Adam>(
+          *model, nn::AdamOptions{0.9f, 0.999f, 1e-8f, 0.01f, true, std::nullopt});
     } else {
       opt = std::make_unique<nn::Sgd>(*model);
     }

@@ -30,11 +30,13 @@ std::string csv(const std::string& field) {
 void print(const std::string& mode, const std::filesystem::path& file, const stoke::Prediction& p,
            const stoke::ModelInfo& info) {
   if (mode == "json") {
-    std::printf("{\"file\": %s, \"class\": %s, \"confidence\": %.6f, \"probabilities\": {",
+    // %.9g: nine significant digits give every float back exactly, so a host
+    // of the C ABI can check that it computes the same probabilities bit for bit.
+    std::printf("{\"file\": %s, \"class\": %s, \"confidence\": %.9g, \"probabilities\": {",
                 stoke_cli::json_string(file.string()).c_str(),
                 stoke_cli::json_string(p.class_name).c_str(), p.confidence);
     for (std::size_t c = 0; c < p.probabilities.size(); ++c) {
-      std::printf("%s%s: %.6f", c ? ", " : "", stoke_cli::json_string(info.class_names[c]).c_str(),
+      std::printf("%s%s: %.9g", c ? ", " : "", stoke_cli::json_string(info.class_names[c]).c_str(),
                   p.probabilities[c]);
     }
     std::printf("}}\n");

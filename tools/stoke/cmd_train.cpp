@@ -21,8 +21,9 @@ namespace {
 
 constexpr const char* kUsage =
     R"(usage: stoke train --data DIR --out MODEL [--val DIR | --split 80,20] [--size N]
-                   [--channels 1|3] [--epochs N] [--batch N|auto] [--lr X (0.002)]
-                   [--optimizer sgd|adam(default)|adamw]
+                   [--channels 1|3] [--epochs N] [--batch N|auto] [--accumulate N]
+                   [--lr X (0.002)] [--optimizer sgd|adam(default)|adamw] [--weight-decay X]
+                   [--decay-norm-and-bias 0|1]
                    [--normalize minmax|imagenet|mean=a:b:c,std=a:b:c]
                    [--augment hflip,vflip,crop,brightness=X,contrast=X] [--arch resnet|plain]
                    [--seed N] [--report DIR] [--json] [--log FILE.json|FILE.csv]
@@ -32,7 +33,10 @@ constexpr const char* kUsage =
                    [--freeze K]]
        stoke train --task anomaly ... (stoke train --task anomaly --help)
   Writes the best model (by validation accuracy) to MODEL, or the final one without validation;
-  Ctrl-C writes MODEL.stop and exits. --report DIR evaluates MODEL on the validation set.
+  Ctrl-C writes MODEL.stop and exits. --accumulate N accumulates the gradients of N batches
+  per update (an effective batch of N x --batch). --report DIR evaluates MODEL on the
+  validation set. --weight-decay: SGD 5e-4, Adam 0, AdamW 0.01 by default; AdamW leaves biases
+  and batch-norm parameters undecayed unless --decay-norm-and-bias 1 (SGD decays them unless 0).
   --log writes the per-epoch train log (loss, accuracy, images/s, each profiler stage's time).
   --resume continues a MODEL.stop checkpoint exactly (or a best MODEL, with a fresh optimizer),
   on the dataset it trained on (another is refused unless --force; a finished checkpoint is
@@ -176,6 +180,17 @@ stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t
   o.optimizer = opt == "sgd"    ? stoke::OptimizerKind::kSgd
                 : opt == "adam" ? stoke::OptimizerKind::kAdam
                                 : stoke::OptimizerKind::kAdamW;
+  o.batch_multiplier = args.get_int("accumulate", 1, 1, 1 << 16);
+  if (args.has("weight-decay")) {  // the optimizer's own default otherwise
+    const auto wd = static_cast<float>(args.get_double("weight-decay", 0.0, 0.0, 1.0));
+    o.sgd.weight_decay = wd;
+    o.adam.weight_decay = wd;
+  }
+  if (args.has("decay-norm-and-bias")) {  // unset: excluded for AdamW, decayed for SGD
+    const bool decay_all = args.get_int("decay-norm-and-bias", 0, 0, 1) == 1;
+    o.sgd.exclude_norm_and_bias_from_decay = !decay_all;
+    o.adam.exclude_norm_and_bias_from_decay = !decay_all;
+  }
   o.log_every_steps = 0;
   o.stop_checkpoint = args.get("out") + ".stop";
   o.resume = args.get("resume", "");
@@ -526,10 +541,33 @@ int train_here(const stoke_cli::Args& args, const stoke::Config& config, Plan p)
 
 int run(int argc, char** argv) {
   stoke_cli::Args args(
-      argc, argv, {"data",   "val",    "split",      "out",       "size",          "channels",
-                   "epochs", "batch",  "lr",         "optimizer", "normalize",     "augment",
-                   "arch",   "seed",   "report",     "resume",    "class-weights", "nproc",
-                   "init",   "freeze", "width-mult", "log",       "bucket-kb"},
+      argc, argv,
+      {"data",
+       "val",
+       "split",
+       "out",
+       "size",
+       "channels",
+       "epochs",
+       "batch",
+       "lr",
+       "optimizer",
+       "normalize",
+       "augment",
+       "arch",
+       "seed",
+       "report",
+       "resume",
+       "class-weights",
+       "nproc",
+       "init",
+       "freeze",
+       "width-mult",
+       "log",
+       "bucket-kb",
+       "accumulate",
+       "weight-decay",
+       "decay-norm-and-bias"},
       {"json", "balanced-sampler", "skip-corrupt", "force", "no-reference-images"});
   const std::string out = args.required("out");
   args.required("data");

@@ -84,6 +84,9 @@ struct ParameterGroup {
   std::int64_t offset = 0;
   std::int64_t count = 0;
   float lr_multiplier = 1.0f;
+  // Weight decay applies. False for a range of 1-D parameters (biases,
+  // batch-norm scales and shifts) when they are excluded from decay.
+  bool decay = true;
 };
 
 class FusedInference;  // lib/nn/fused_inference.hpp
@@ -167,8 +170,10 @@ class STOKE_API Model {
   // more entries than stages or a negative or non-finite multiplier.
   void set_stage_lr_multipliers(std::vector<float> multipliers);
   // What the optimizer updates: one group over the whole block unless layers
-  // are frozen or multipliers differ from 1.
-  std::vector<ParameterGroup> parameter_groups() const;
+  // are frozen or multipliers differ from 1. `split_decay`: the ranges of 1-D
+  // parameters (biases, batch-norm scales and shifts) become groups of their
+  // own with decay false, as timm and most recipes leave them undecayed.
+  std::vector<ParameterGroup> parameter_groups(bool split_decay = false) const;
 
   // optimizer_slots: Optimizer::slots() (1 for SGD, 2 for Adam). With frozen
   // layers the activations are an upper bound (frozen layers keep no
@@ -190,6 +195,7 @@ class STOKE_API Model {
   std::int64_t param_count_ = 0;
   std::vector<std::int64_t> slot_offsets_;   // per slot, in floats (64-byte aligned)
   std::vector<std::size_t> layer_slot_end_;  // per top-level layer: end of its slots
+  std::vector<ParameterGroup> parameter_groups_by_stage() const;  // frozen layers, multipliers
   // Where slot `slot` starts in the flat blocks; the block's end past the last.
   std::int64_t slot_offset(std::size_t slot) const {
     return slot < slot_offsets_.size() ? slot_offsets_[slot] : params_.numel();

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,9 @@ class STOKE_API Optimizer {
   // The model's parameter groups (Model::parameter_groups) as of the last
   // prepare(), one block of per-step values per group, and views of each
   // group's range. The views are members: a captured update keeps pointing at them.
-  explicit Optimizer(const Model& model);
+  // split_decay: the model's 1-D parameters in groups of their own that get
+  // no weight decay (Model::parameter_groups).
+  explicit Optimizer(const Model& model, bool split_decay = false);
   // Writes `values` with values[0] (the rate) scaled by each group's
   // multiplier; first regroups when the model's groups changed.
   void write_scalars(std::vector<float> values);
@@ -54,6 +57,7 @@ class STOKE_API Optimizer {
   std::vector<Tensor> ranges(const Tensor& t) const;
 
   const Model* model_;
+  bool split_decay_ = false;
   std::vector<ParameterGroup> groups_;
   Tensor scalars_;
   std::vector<Tensor> group_scalars_, group_params_, group_grads_;
@@ -67,6 +71,9 @@ struct SgdOptions {
   float momentum = 0.9f;
   float weight_decay = 5e-4f;
   bool nesterov = false;
+  // Decay conv and linear weights only, not biases and batch-norm scales and
+  // shifts (the 1-D parameters). Off by default for SGD: its runs stay as they were.
+  bool exclude_norm_and_bias_from_decay = false;
 };
 
 class STOKE_API Sgd final : public Optimizer {
@@ -89,8 +96,21 @@ class STOKE_API Sgd final : public Optimizer {
 
 struct AdamOptions {
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
-  float weight_decay = 0.0f;
+  // Unset: PyTorch's defaults, 0 for Adam and 0.01 for AdamW (stoke's AdamW
+  // decayed nothing by default before, i.e. it was plain Adam).
+  std::optional<float> weight_decay;
   bool decoupled_weight_decay = false;  // AdamW
+  // Decay conv and linear weights only, not biases and batch-norm scales and
+  // shifts (the 1-D parameters), as timm and most recipes do. Unset: on for
+  // AdamW, off for Adam.
+  std::optional<bool> exclude_norm_and_bias_from_decay;
+
+  float resolved_weight_decay() const noexcept {
+    return weight_decay.value_or(decoupled_weight_decay ? 0.01f : 0.0f);
+  }
+  bool resolved_exclusion() const noexcept {
+    return exclude_norm_and_bias_from_decay.value_or(decoupled_weight_decay);
+  }
 };
 
 class STOKE_API Adam final : public Optimizer {

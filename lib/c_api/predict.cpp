@@ -1,0 +1,159 @@
+// stoke_predictor_*, stoke_predict_*: the C ABI over stoke::Predictor.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+
+#include "c_api/boundary.hpp"
+#include "stoke/deploy.hpp"
+
+// The opaque handle of stoke.h.
+struct stoke_predictor {
+  explicit stoke_predictor(const char* path, stoke::PredictorOptions options)
+      : predictor(path, options) {}
+  stoke::Predictor predictor;
+};
+
+namespace stoke::c_api {
+namespace {
+
+const Predictor& checked(const stoke_predictor* handle) {
+  require(handle, "predictor");
+  return handle->predictor;
+}
+
+// Validates the output arguments before anything runs.
+void check_outputs(const Predictor& predictor, const stoke_prediction* out,
+                   const float* probabilities, std::size_t capacity) {
+  require(out, "out (stoke_prediction*)");
+  const std::size_t classes = predictor.info().class_names.size();
+  if (!probabilities && capacity != 0)
+    throw InvalidArgument("probabilities is NULL but capacity is " + std::to_string(capacity));
+  if (probabilities && capacity < classes) {
+    throw Failure{STOKE_ERROR_BUFFER_TOO_SMALL, "probabilities holds " + std::to_string(capacity) +
+                                                    " floats; the model has " +
+                                                    std::to_string(classes) + " classes"};
+  }
+}
+
+stoke_status write(const Prediction& p, stoke_prediction* out, float* probabilities) {
+  *out = stoke_prediction{};
+  out->label = p.label;
+  out->confidence = p.confidence;
+  out->class_count = static_cast<std::uint32_t>(p.probabilities.size());
+  out->anomaly_score = std::numeric_limits<float>::quiet_NaN();  // classifiers have none
+  if (probabilities) std::copy(p.probabilities.begin(), p.probabilities.end(), probabilities);
+  return STOKE_OK;
+}
+
+PixelFormat pixel_format(std::int32_t format) {
+  switch (format) {
+    case STOKE_PIXEL_MONO8:
+      return PixelFormat::kMono8;
+    case STOKE_PIXEL_MONO16:
+      return PixelFormat::kMono16;
+    case STOKE_PIXEL_RGB8:
+      return PixelFormat::kRgb8;
+    case STOKE_PIXEL_BGR8:
+      return PixelFormat::kBgr8;
+  }
+  throw InvalidArgument("pixel format " + std::to_string(format) +
+                        " is not one of STOKE_PIXEL_MONO8 (0), MONO16 (1), RGB8 (2), BGR8 (3)");
+}
+
+}  // namespace
+}  // namespace stoke::c_api
+
+using namespace stoke::c_api;  // NOLINT: the exported functions below are its front
+
+extern "C" {
+
+stoke_status stoke_predictor_open(const char* model_path, uint32_t flags, stoke_predictor** out) {
+  return guarded("stoke_predictor_open", [&] {
+    require(out, "out (stoke_predictor**)");
+    *out = nullptr;
+    require(model_path, "model_path");
+    if (flags & ~STOKE_PREDICTOR_NO_SELF_CHECK)
+      throw stoke::InvalidArgument("unknown flags " + std::to_string(flags));
+    runtime();  // stoke::init(), as `stoke predict` runs it
+    stoke::PredictorOptions options;
+    options.require_self_check = !(flags & STOKE_PREDICTOR_NO_SELF_CHECK);
+    *out = new stoke_predictor(model_path, options);
+    return STOKE_OK;
+  });
+}
+
+void stoke_predictor_close(stoke_predictor* predictor) {
+  delete predictor;  // ~Predictor does not throw
+}
+
+stoke_status stoke_predictor_class_count(const stoke_predictor* predictor, uint32_t* count) {
+  return guarded("stoke_predictor_class_count", [&] {
+    const auto& p = checked(predictor);
+    require(count, "count");
+    *count = static_cast<uint32_t>(p.info().class_names.size());
+    return STOKE_OK;
+  });
+}
+
+stoke_status stoke_predictor_class_name(const stoke_predictor* predictor, uint32_t index,
+                                        char* buffer, size_t capacity, size_t* needed) {
+  return guarded("stoke_predictor_class_name", [&] {
+    const auto& names = checked(predictor).info().class_names;
+    if (index >= names.size()) {
+      throw stoke::InvalidArgument("class index " + std::to_string(index) + " out of range (" +
+                                   std::to_string(names.size()) + " classes)");
+    }
+    return copy_text(names[index], buffer, capacity, needed, "the class name");
+  });
+}
+
+stoke_status stoke_predictor_self_check(const stoke_predictor* predictor, int32_t* passed,
+                                        char* buffer, size_t capacity, size_t* needed) {
+  return guarded("stoke_predictor_self_check", [&] {
+    const auto& check = checked(predictor).self_check();
+    if (passed) *passed = check.passed ? 1 : 0;
+    return copy_text(check.message, buffer, capacity, needed, "the self-check message");
+  });
+}
+
+stoke_status stoke_predict_file(stoke_predictor* predictor, const char* path, stoke_prediction* out,
+                                float* probabilities, size_t capacity) {
+  return guarded("stoke_predict_file", [&] {
+    require(predictor, "predictor");
+    require(path, "path");
+    check_outputs(predictor->predictor, out, probabilities, capacity);
+    return write(predictor->predictor.predict_file(path), out, probabilities);
+  });
+}
+
+stoke_status stoke_predict_bytes(stoke_predictor* predictor, const void* bytes, size_t size,
+                                 stoke_prediction* out, float* probabilities, size_t capacity) {
+  return guarded("stoke_predict_bytes", [&] {
+    require(predictor, "predictor");
+    require(bytes, "bytes");
+    check_outputs(predictor->predictor, out, probabilities, capacity);
+    const std::span<const std::uint8_t> data(static_cast<const std::uint8_t*>(bytes), size);
+    return write(predictor->predictor.predict_bytes(data), out, probabilities);
+  });
+}
+
+stoke_status stoke_predict_pixels(stoke_predictor* predictor, const void* pixels, int32_t width,
+                                  int32_t height, int32_t format, size_t stride,
+                                  stoke_prediction* out, float* probabilities, size_t capacity) {
+  return guarded("stoke_predict_pixels", [&] {
+    require(predictor, "predictor");
+    require(pixels, "pixels");
+    check_outputs(predictor->predictor, out, probabilities, capacity);
+    stoke::PixelBuffer buffer;
+    buffer.data = pixels;
+    buffer.width = width;
+    buffer.height = height;
+    buffer.format = pixel_format(format);
+    buffer.stride = stride;
+    return write(predictor->predictor.predict_pixels(buffer), out, probabilities);
+  });
+}
+
+}  // extern "C"
