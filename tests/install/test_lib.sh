@@ -11,6 +11,10 @@ skip() {
   echo "SKIP: $*"
   exit 77
 }
+# (grep reads all of ldd's output: with `grep -q` under pipefail, ldd could
+# die of SIGPIPE after the match and the check read as "no ASan".)
 skip_under_asan() {
-  if ldd "$1" 2>/dev/null | grep -q libasan; then skip "an AddressSanitizer build: $2"; fi
+  local libs
+  libs=$(ldd "$1" 2>/dev/null || true)
+  if grep -q libasan <<<"$libs"; then skip "an AddressSanitizer build: $2"; fi
 }
