@@ -254,6 +254,10 @@ class STOKE_API Trainer {
   // Validation, callbacks, checkpoints, early stopping; true = stop now.
   bool end_epoch(int epoch, EpochRecord& record, FitResult& result);
   void release_step_memory();
+  // The stop this rank acts on: the request, or under data parallelism the
+  // one all ranks agreed on (agree_stop).
+  bool stopping() const noexcept;
+  void agree_stop();
   void release_fit_resources() noexcept;
   TrainState train_state(int epoch) const;
   void save_stop_checkpoint(int epoch, const char* why);

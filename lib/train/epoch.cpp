@@ -96,7 +96,7 @@ void Trainer::run_batches(int epoch, Loader& loader, EpochRecord& record) {
   detail::open_prefetcher(ring, po, loader, be, st.applied, &st.rings);
   // A stop request ends the epoch at an optimizer step, never between the
   // device batches of one (the stop checkpoint then resumes exactly).
-  while (!(stop_requested_.load() && st.runner->pending() == 0)) {
+  while (!(stopping() && st.runner->pending() == 0)) {
     std::optional<Batch> batch;
     {
       auto span = profiler_.span(Stage::kDataWait);
@@ -116,6 +116,16 @@ void Trainer::run_batches(int epoch, Loader& loader, EpochRecord& record) {
   }
   ring->stop();
   profiler_.set_memory(detail::memory_figures(be, gpu, ring->stats()));
+}
+
+bool Trainer::stopping() const noexcept {
+  return state_ && state_->dp ? state_->stop_agreed : stop_requested_.load();
+}
+
+void Trainer::agree_stop() {
+  State& st = *state_;
+  st.stop_agreed = st.dp->agree_stop(stop_requested_.load());
+  if (st.stop_agreed) stop_requested_.store(true);
 }
 
 void Trainer::finish_step(int epoch, EpochRecord& record, float lr) {
@@ -141,7 +151,7 @@ void Trainer::finish_step(int epoch, EpochRecord& record, float lr) {
   if (callbacks_.on_step) callbacks_.on_step(info);
   if (st.dp) {
     st.dp->check_identical(model_);
-    if (st.dp->agree_stop(stop_requested_.load())) stop_requested_.store(true);
+    agree_stop();
   }
 }
 

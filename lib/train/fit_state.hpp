@@ -50,7 +50,12 @@ struct Trainer::State {
   std::uint64_t loader_seed = 0;
   std::vector<float> class_weights;          // the loss's per-class weights; empty = none
   std::unique_ptr<detail::DataParallel> dp;  // null: one process
-  std::optional<TrainState> resumed;         // continues the first epoch (position and sums)
+  // Data-parallel: the stop every rank agreed on at the last step or epoch end.
+  // A rank never reads its own request directly: ranks see a signal at
+  // different steps, and one that acted alone would leave the others inside a
+  // collective it never joins.
+  bool stop_agreed = false;
+  std::optional<TrainState> resumed;  // continues the first epoch (position and sums)
   ModelInfo model_info;  // what every checkpoint of this fit says about the model (lib/deploy)
   std::vector<std::string> resumed_history;  // the resumed checkpoint's epochs before this fit
   detail::FiniteSnapshot finite;             // what a diverged run's stop checkpoint holds

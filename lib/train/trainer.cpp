@@ -265,7 +265,7 @@ std::optional<EpochRecord> Trainer::run_epoch_with_retries(int epoch, Loaders& l
       EpochRecord record = run_epoch(epoch, *loaders.train_loader);
       const bool due = loaders.val_loader && detail::validation_due(options_.validate_every_epochs,
                                                                     epoch, options_.epochs);
-      if (due && !stop_requested_.load()) {
+      if (due && !stopping()) {
         auto span = profiler_.span(Stage::kValidation);
         // With graphs, a short last batch is padded to the training batch:
         // the activations the graphs captured stay where they are.
@@ -329,7 +329,7 @@ bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
   if (st.dp) {
     st.dp->reduce(record);
     st.dp->average_buffers(model_);
-    if (st.dp->agree_stop(stop_requested_.load())) stop_requested_.store(true);
+    agree_stop();
   }
   const bool writes = !st.dp || st.dp->writes_files();
   const std::string non_finite = !std::isfinite(record.train_loss)
@@ -368,7 +368,7 @@ bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
       record.images_per_second, record.seconds);
   if (writes) st.logger->push(line);
   st.finite.capture(model_, *optimizer_, stop_metadata(train_state(epoch), epoch));
-  if (stop_requested_.load()) {
+  if (stopping()) {
     result.reason = StopReason::kRequested;
     save_stop_checkpoint(epoch, "stop requested");
     return true;

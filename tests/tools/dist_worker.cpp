@@ -91,7 +91,9 @@ int group_id(stoke::Communicator& comm) {
 
 // Trains the setup of dp_training_setup.hpp on this rank's shard of
 // argv[2..3] (IDX images, labels); writes the final parameters to argv[4].<rank>.
-// With argv[5] = N, rank 1 asks to stop after its N-th step (argv[6] = "die":
+// With argv[5] = N, rank 1 asks to stop after its N-th step (argv[6] =
+// "epoch-end": at the end of epoch N, after the ranks agreed to go on, as a
+// signal landing between two agreements does; argv[6] = "die":
 // it is killed there instead).
 // "train-small-buckets" / "train-no-buckets": gradient buckets of 128 bytes
 // (several per step, sent while backward runs) / one allreduce after backward.
@@ -116,8 +118,13 @@ int train(stoke::Communicator& comm, char** argv, int argc, bool fake_gpu = fals
   stoke::Trainer* trainer_ptr = nullptr;
   const int stop_at = argc > 5 ? std::atoi(argv[5]) : 0;
   const bool die = argc > 6 && std::strcmp(argv[6], "die") == 0;
+  const bool at_epoch_end = argc > 6 && std::strcmp(argv[6], "epoch-end") == 0;
+  callbacks.on_epoch = [&](const stoke::EpochRecord& record) {
+    if (at_epoch_end && comm.rank() == 1 && record.epoch == stop_at) trainer_ptr->request_stop();
+  };
   callbacks.on_step = [&](const stoke::StepInfo& info) {
-    if (stop_at > 0 && comm.rank() == 1 && info.step == static_cast<std::uint64_t>(stop_at)) {
+    if (stop_at > 0 && !at_epoch_end && comm.rank() == 1 &&
+        info.step == static_cast<std::uint64_t>(stop_at)) {
       if (die) _exit(9);  // killed mid-run: no destructor, no failure note
       trainer_ptr->request_stop();
     }

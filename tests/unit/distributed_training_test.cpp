@@ -157,5 +157,17 @@ TEST_F(DataParallelTraining, AStopRequestOnOneRankStopsBothAndRankZeroWritesOneC
   }
 }
 
+// Rank 1 asks to stop after the ranks agreed to go on (at its first epoch's
+// end, as a signal landing between two agreements does): it keeps going until
+// the next agreement, both stop after the same step, no collective is left
+// half joined (a rank acting alone left the other in a gradient allreduce).
+TEST_F(DataParallelTraining, AStopRequestBetweenTwoAgreementsWaitsForTheNext) {
+  const auto results = run_ranks("late-stop", {"0", "epoch-end"});
+  for (const auto& r : results)
+    EXPECT_NE(r.output.find("requested after 2 epochs"), std::string::npos) << r.output;
+  EXPECT_EQ(params_of("late-stop", 0), params_of("late-stop", 1));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "late-stop.params.stop.ckpt"));
+}
+
 }  // namespace
 }  // namespace stoke
