@@ -18,3 +18,9 @@ foreach(fault_case IN LISTS stoke_cli_fault_cases)
                    ${fault_case})
   set_tests_properties(Cli.Faults.${fault_case} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 endforeach()
+
+# --precision on info, train, predict and eval (docs/precision.md); status 77:
+# no bf16 kernels on this CPU (the refusal is checked before the skip).
+add_test(NAME Cli.Precision
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_precision.sh $<TARGET_FILE:stoke_cli>)
+set_tests_properties(Cli.Precision PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "stoke/export.hpp"
+#include "stoke/precision.hpp"
 #include "stoke/tensor.hpp"
 
 namespace stoke {
@@ -248,9 +249,13 @@ class STOKE_API Backend {
   // A network's eval-mode forward as one program (stoke/program.hpp). The
   // default runs the steps through the front doors (make_plain_program);
   // a backend with layouts of its own keeps them between steps unless
-  // `layout` is kPlain.
+  // `layout` is kPlain. `precision` is resolved (resolve_precision: never
+  // kAuto) and one this backend supports; Unsupported otherwise.
   virtual std::unique_ptr<InferenceProgram> compile_inference(std::vector<InferenceStep> steps,
-                                                              ProgramLayout layout);
+                                                              ProgramLayout layout,
+                                                              Precision precision);
+  // How compile_inference runs `precision` here (default: fp32 only).
+  virtual PrecisionSupport inference_precision(Precision precision) const noexcept;
   // A backend of the same device and settings for another thread (its own
   // workspace), so that programs run on two threads at once; null where the
   // backend offers none (callers then take turns on this one).
@@ -378,6 +383,12 @@ STOKE_API void register_backend(std::unique_ptr<Backend> backend);
 STOKE_API std::vector<std::string> backend_names();
 // The first registered GPU backend, else the CPU one.
 STOKE_API Backend& default_backend();
+
+// The precision `backend`'s inference runs for `requested`: kAuto is bf16
+// where the backend runs it natively, else fp32; an explicit bf16 or fp16 it
+// cannot run is Unsupported naming the backend and why; an emulated one is
+// run with a warning that it is slower than fp32.
+STOKE_API Precision resolve_precision(const Backend& backend, Precision requested);
 
 // A CPU backend of its own (not registered) whose allocations are capped at
 // memory_cap bytes in use (0 = no cap): over the cap, allocate() throws

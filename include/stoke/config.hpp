@@ -14,6 +14,7 @@
 
 #include "stoke/export.hpp"
 #include "stoke/log.hpp"
+#include "stoke/precision.hpp"
 #include "stoke/system.hpp"
 
 namespace stoke {
@@ -59,6 +60,7 @@ struct Settings {
   int prefetch_depth = 2;  // [1, 64]
   CacheSpec cache;
   LogLevel log_level = LogLevel::kWarn;
+  Precision precision = Precision::kFp32;  // STOKE_PRECISION (stoke/precision.hpp)
   // Not knobs (no row in the table): where this process finds its parts.
   // Config::load reads them from STOKE_CUDA_PLUGIN and STOKE_JIT_CACHE (else
   // $XDG_CACHE_HOME/stoke/jit, else $HOME/.cache/stoke/jit); Config::set

@@ -60,6 +60,14 @@ struct SelfCheckResult {
   std::size_t decoded_references = 0;
   double max_input_levels = 0;
   std::string message;  // what was compared, on which backend, the result
+  // The precision predictions run in (STOKE_PRECISION of the options'
+  // context, resolved for the backend). The comparison above is always in
+  // fp32; in another precision the references also run in it and are
+  // compared with fp32's logits (relative as max_error), and a reference whose
+  // top class changes is counted and logged as a warning.
+  Precision precision = Precision::kFp32;
+  double precision_max_error = 0;
+  std::size_t precision_disagreements = 0;
 };
 
 struct PredictorOptions {
@@ -71,6 +79,7 @@ struct PredictorOptions {
   // STOKE_MAX_IMAGE_PIXELS); empty: the context's value (runtime.context of
   // init() carries the environment's); 0: no limit.
   std::optional<std::uint64_t> max_image_pixels;
+  // Its settings' precision (STOKE_PRECISION) is the one predictions run in.
   Context context;
 };
 
@@ -190,6 +199,7 @@ struct Misclassified {
 struct STOKE_API Evaluation {
   std::vector<std::string> class_names;
   std::uint64_t samples = 0;
+  Precision precision = Precision::kFp32;  // the predictor's (SelfCheckResult::precision)
   double accuracy = 0;
   std::vector<std::vector<std::uint64_t>> confusion;  // [true][predicted]
   std::vector<ClassMetrics> per_class;

@@ -9,6 +9,7 @@
 #include "stoke/config.hpp"
 #include "stoke/device.hpp"
 #include "stoke/export.hpp"
+#include "stoke/precision.hpp"
 #include "stoke/profile.hpp"
 #include "stoke/system.hpp"
 #include "stoke/train.hpp"
@@ -35,6 +36,9 @@ struct AdvisorInput {
   std::vector<std::uint64_t> class_counts;
   bool class_weights = false;  // class_weights or balanced_class_weights set
   bool balanced_sampler = false;
+  // How the backend runs bf16 inference (Backend::inference_precision);
+  // kNone also where unknown.
+  PrecisionSupport bf16 = PrecisionSupport::kNone;
 };
 
 struct Advice {

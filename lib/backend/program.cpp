@@ -10,6 +10,7 @@
 
 #include "backend/program_steps.hpp"
 #include "stoke/error.hpp"
+#include "stoke/log.hpp"
 
 namespace stoke {
 
@@ -199,8 +200,44 @@ std::unique_ptr<InferenceProgram> make_plain_program(Backend& backend,
 }
 
 std::unique_ptr<InferenceProgram> Backend::compile_inference(std::vector<InferenceStep> steps,
-                                                             ProgramLayout /*layout*/) {
+                                                             ProgramLayout /*layout*/,
+                                                             Precision precision) {
+  if (precision != Precision::kFp32) {
+    throw Unsupported(name() + ": inference in " + to_string(precision) +
+                      " is not available on this backend; use STOKE_PRECISION=fp32");
+  }
   return make_plain_program(*this, std::move(steps));
+}
+
+PrecisionSupport Backend::inference_precision(Precision precision) const noexcept {
+  return precision == Precision::kFp32 ? PrecisionSupport::kNative : PrecisionSupport::kNone;
+}
+
+Precision resolve_precision(const Backend& backend, Precision requested) {
+  if (requested == Precision::kAuto) {
+    return backend.inference_precision(Precision::kBf16) == PrecisionSupport::kNative
+               ? Precision::kBf16
+               : Precision::kFp32;
+  }
+  switch (backend.inference_precision(requested)) {
+    case PrecisionSupport::kNative:
+      return requested;
+    case PrecisionSupport::kEmulated:
+      log_warn(std::string("STOKE_PRECISION=") + to_string(requested) + ": " + backend.name() +
+               " emulates " + to_string(requested) +
+               " (no native instructions for it here): slower than fp32");
+      return requested;
+    case PrecisionSupport::kNone:
+      break;
+  }
+  throw Unsupported(
+      std::string("STOKE_PRECISION=") + to_string(requested) + ": " + backend.name() +
+      " cannot run inference in " + to_string(requested) +
+      (backend.is_host()
+           ? " (oneDNN's bf16 kernels need AVX-512, which this CPU or its STOKE_CPU_SIMD / "
+             "ONEDNN_MAX_CPU_ISA cap lacks; fp16 is for GPUs)"
+           : "") +
+      "; use fp32 or auto");
 }
 
 }  // namespace stoke

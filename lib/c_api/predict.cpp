@@ -76,8 +76,10 @@ stoke_status stoke_predictor_open(const char* model_path, uint32_t flags, stoke_
     require(model_path, "model_path");
     if (flags & ~STOKE_PREDICTOR_NO_SELF_CHECK)
       throw stoke::InvalidArgument("unknown flags " + std::to_string(flags));
-    runtime();  // stoke::init(), as `stoke predict` runs it
     stoke::PredictorOptions options;
+    // stoke::init()'s settings, as `stoke predict` takes them (STOKE_PRECISION,
+    // STOKE_MAX_IMAGE_PIXELS).
+    options.context = runtime().context;
     options.require_self_check = !(flags & STOKE_PREDICTOR_NO_SELF_CHECK);
     *out = new stoke_predictor(model_path, options);
     return STOKE_OK;

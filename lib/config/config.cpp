@@ -75,6 +75,20 @@ std::string default_jit_cache(const std::vector<std::pair<std::string, std::stri
 
 }  // namespace
 
+const char* to_string(Precision precision) noexcept {
+  switch (precision) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kAuto:
+      return "auto";
+  }
+  return "fp32";
+}
+
 const char* to_string(ConfigSource source) noexcept {
   switch (source) {
     case ConfigSource::kDefault:

@@ -121,6 +121,13 @@ const Knob kKnobs[] = {
        s.max_image_pixels = static_cast<std::uint64_t>(detail::parse_integer(v, 1, 1ll << 50));
        return std::to_string(*s.max_image_pixels);
      }},
+    {"STOKE_PRECISION", "fp32", "fp32, bf16, fp16 or auto",
+     "compute precision of the convolutions in inference (auto: bf16 where native; "
+     "docs/precision.md)",
+     [](Settings& s, std::string_view v) {
+       s.precision = detail::parse_precision(v);
+       return std::string(to_string(s.precision));
+     }},
     {"STOKE_LOG_LEVEL", "warn", "error, warn, info or debug", "library log verbosity",
      [](Settings& s, std::string_view v) {
        s.log_level = detail::parse_log_level(v);

@@ -163,6 +163,15 @@ SimdRequest parse_simd(std::string_view text) {
   return request;
 }
 
+Precision parse_precision(std::string_view text) {
+  const auto v = to_lower(trim(text));
+  if (v == "fp32") return Precision::kFp32;
+  if (v == "bf16") return Precision::kBf16;
+  if (v == "fp16") return Precision::kFp16;
+  if (v == "auto") return Precision::kAuto;
+  throw BadValue("unknown precision");
+}
+
 CacheSpec parse_cache(std::string_view text) {
   const auto v = trim(text);
   const auto lower = to_lower(v);

@@ -24,6 +24,7 @@ DeviceRequest parse_device_request(std::string_view text);
 SimdRequest parse_simd(std::string_view text);
 CacheSpec parse_cache(std::string_view text);
 LogLevel parse_log_level(std::string_view text);
+Precision parse_precision(std::string_view text);
 
 std::string format_size(std::uint64_t bytes);  // "512M" when exact, else bytes
 std::string format_device_request(const DeviceRequest& request);

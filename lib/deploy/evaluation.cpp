@@ -285,12 +285,14 @@ Evaluation evaluate(Predictor& predictor, const Dataset& dataset, const Evaluati
   Evaluation e =
       evaluate_scores(info.class_names, scores.labels, scores.probs, scores.files, options);
   e.skipped = std::move(scores.skipped);
+  e.precision = predictor.self_check().precision;
   return e;
 }
 
 std::string Evaluation::to_json() const {
   std::ostringstream o;
-  o << "{\n  \"samples\": " << samples << ",\n  \"accuracy\": " << json_number(accuracy)
+  o << "{\n  \"samples\": " << samples << ",\n  \"compute_precision\": \"" << to_string(precision)
+    << "\",\n  \"accuracy\": " << json_number(accuracy)
     << ",\n  \"macro_f1\": " << json_number(macro_f1) << ",\n  \"classes\": [";
   for (std::size_t c = 0; c < class_names.size(); ++c) {
     const auto& m = per_class[c];

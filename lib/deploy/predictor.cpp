@@ -15,6 +15,7 @@
 #include "stoke/backend.hpp"
 #include "stoke/deploy.hpp"
 #include "stoke/error.hpp"
+#include "stoke/log.hpp"
 #include "stoke/program.hpp"
 
 namespace stoke {
@@ -192,6 +193,51 @@ struct Predictor::Impl {
     worker_free.notify_one();
   }
 
+  // The plan in `precision` from here on, its logits on the references
+  // compared with fp32's (SelfCheckResult's precision fields).
+  void switch_precision(Precision precision) {
+    const ModelInfo& info = loaded.info;
+    std::vector<float> inputs;
+    for (const auto& r : info.references)
+      inputs.insert(inputs.end(), r.input.begin(), r.input.end());
+    const std::size_t n = info.references.size();
+    const std::vector<float> fp32 = n ? logits(inputs, n) : std::vector<float>{};
+    {
+      std::lock_guard lock(pool_mutex);  // the constructor's: no call runs yet
+      idle.clear();
+      workers = 0;
+    }
+    plan = std::make_unique<nn::FusedInference>(loaded.model->network(),
+                                                nn::FusedInference::Layout::kAuto, precision);
+    check.precision = precision;
+    if (n == 0) return;
+    const std::vector<float> low = logits(inputs, n);
+    const std::size_t classes = info.class_names.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const float* a = fp32.data() + i * classes;
+      const float* b = low.data() + i * classes;
+      double scale = 1.0, worst = 0.0;
+      for (std::size_t c = 0; c < classes; ++c) {
+        scale = std::max(scale, std::abs(double(a[c])));
+        worst = std::max(worst, std::abs(double(a[c]) - b[c]));
+      }
+      check.precision_max_error =
+          std::max(check.precision_max_error, std::isfinite(worst) ? worst / scale : INFINITY);
+      if (std::max_element(a, a + classes) - a != std::max_element(b, b + classes) - b)
+        ++check.precision_disagreements;
+    }
+    check.message += std::string("; in ") + to_string(precision) + ": max logit difference " +
+                     short_number(check.precision_max_error) + " from fp32, " +
+                     std::to_string(check.precision_disagreements) + " of " + std::to_string(n) +
+                     " reference decisions changed";
+    if (check.precision_disagreements > 0) {
+      log_warn(std::string("STOKE_PRECISION=") + to_string(precision) +
+               " changes the decision on " + std::to_string(check.precision_disagreements) +
+               " of " + std::to_string(n) +
+               " reference samples of the model file: check accuracy with stoke eval");
+    }
+  }
+
   std::vector<float> logits(std::span<const float> inputs, std::size_t count) {
     const nn::Model& model = *loaded.model;
     const Shape shape = model.input_shape(static_cast<std::int64_t>(count));
@@ -224,6 +270,7 @@ Predictor::Predictor(const std::filesystem::path& model_file, PredictorOptions o
   impl_->max_pixels = options.max_image_pixels
                           ? *options.max_image_pixels
                           : options.context.settings().max_image_pixels.value_or(0);
+  const Precision precision = resolve_precision(backend, options.context.settings().precision);
   impl_->plan = std::make_unique<nn::FusedInference>(impl_->loaded.model->network());
   std::unique_ptr<Backend> probe = backend.make_worker();
   impl_->concurrent = impl_->plan->concurrent() && probe != nullptr;
@@ -236,6 +283,7 @@ Predictor::Predictor(const std::filesystem::path& model_file, PredictorOptions o
                       "; this build, machine or backend does not reproduce the trainer's outputs "
                       "(set PredictorOptions::require_self_check = false to load anyway)");
   }
+  if (precision != Precision::kFp32) impl_->switch_precision(precision);
 }
 
 Predictor::~Predictor() = default;

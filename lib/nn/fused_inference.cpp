@@ -174,12 +174,14 @@ void fold(const FusedInference::Source& src) {
 
 }  // namespace
 
-FusedInference::FusedInference(Sequential& net, Layout layout)
-    : FusedInference(net, 0, net.layers().size(), layout) {}
+FusedInference::FusedInference(Sequential& net, Layout layout, Precision precision)
+    : FusedInference(net, 0, net.layers().size(), layout, precision) {}
 
-FusedInference::FusedInference(Sequential& net, std::size_t first, std::size_t end, Layout layout)
+FusedInference::FusedInference(Sequential& net, std::size_t first, std::size_t end, Layout layout,
+                               Precision precision)
     : backend_(&net.backend()),
-      layout_(layout == Layout::kPlain ? ProgramLayout::kPlain : ProgramLayout::kBackend) {
+      layout_(layout == Layout::kPlain ? ProgramLayout::kPlain : ProgramLayout::kBackend),
+      precision_(precision) {
   if (first >= end || end > net.layers().size()) {
     throw InvalidArgument("FusedInference: layers [" + std::to_string(first) + ", " +
                           std::to_string(end) + ") of '" + net.name() + "', which has " +
@@ -194,7 +196,7 @@ FusedInference::FusedInference(Sequential& net, std::size_t first, std::size_t e
     sources_.push_back(src);
   }
   for (const auto& src : sources_) fold(src);
-  program_ = backend_->compile_inference(steps_, layout_);
+  program_ = backend_->compile_inference(steps_, layout_, precision_);
 }
 
 FusedInference::~FusedInference() = default;
@@ -205,7 +207,7 @@ void FusedInference::refold() {
 }
 
 std::unique_ptr<InferenceProgram> FusedInference::compile(Backend& backend) const {
-  return backend.compile_inference(steps_, layout_);
+  return backend.compile_inference(steps_, layout_, precision_);
 }
 
 int FusedInference::fused_convolutions() const noexcept {

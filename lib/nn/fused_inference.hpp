@@ -33,12 +33,15 @@ class STOKE_INTERNAL FusedInference {
   enum class Layout { kAuto, kPlain };
   // Folds the network's current weights and statistics. The network must
   // outlive this object; call refold() after its parameters change.
-  explicit FusedInference(Sequential& net, Layout layout = Layout::kAuto);
+  // `precision`: resolved (stoke::resolve_precision), one the backend runs;
+  // bf16 rounds the folded fp32 weights once.
+  explicit FusedInference(Sequential& net, Layout layout = Layout::kAuto,
+                          Precision precision = Precision::kFp32);
   // The top-level layers [first, end) of `net` only: a part of the network
   // (feature extraction runs the stem..layer2 and layer3 of a backbone as
   // two such programs). InvalidArgument for an empty or out-of-range span.
-  FusedInference(Sequential& net, std::size_t first, std::size_t end,
-                 Layout layout = Layout::kAuto);
+  FusedInference(Sequential& net, std::size_t first, std::size_t end, Layout layout = Layout::kAuto,
+                 Precision precision = Precision::kFp32);
   ~FusedInference();
   FusedInference(const FusedInference&) = delete;
   FusedInference& operator=(const FusedInference&) = delete;
@@ -51,6 +54,7 @@ class STOKE_INTERNAL FusedInference {
   // Whether activations stay in the backend's blocked layout between convolutions.
   bool blocked() const noexcept { return program_->blocked(); }
   std::string implementations() const { return program_->implementations(); }
+  Precision precision() const noexcept { return precision_; }
   // Whether programs of this network may run on two threads at once.
   bool concurrent() const noexcept { return program_->concurrent(); }
   // Another program over the same folded weights, for `backend` (a worker
@@ -72,6 +76,7 @@ class STOKE_INTERNAL FusedInference {
  private:
   Backend* backend_;
   ProgramLayout layout_;
+  Precision precision_;
   std::vector<InferenceStep> steps_;
   std::vector<Source> sources_;
   std::unique_ptr<InferenceProgram> program_;

@@ -137,6 +137,11 @@ FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val,
   // The settings come from the context the application built (nothing here
   // reads the environment).
   st.settings = options_.settings ? *options_.settings : options_.context.settings();
+  if (st.settings.precision == Precision::kBf16 || st.settings.precision == Precision::kFp16) {
+    log_warn(std::string("STOKE_PRECISION=") + to_string(st.settings.precision) +
+             ": training computes in fp32 (reduced precision applies to predict, eval and the "
+             "Predictor)");
+  }
   const int first_epoch = options_.resume.empty() ? 0 : resume_from(options_.resume, st);
   if (st.resumed && st.resumed->loader_seed != loader_options.seed) {
     throw InvalidArgument(

@@ -204,6 +204,30 @@ void simd_off(const AdvisorInput& in, std::vector<Advice>& out) {
   }
 }
 
+// Inference in bf16 where the CPU has the instructions for it (docs/precision.md),
+// and back to fp32 where bf16 is emulated.
+void precision_rule(const AdvisorInput& in, std::vector<Advice>& out) {
+  const Precision p = in.config.settings().precision;
+  Advice a;
+  if (in.bf16 == PrecisionSupport::kNative && p == Precision::kFp32) {
+    a.rule = "bf16-inference";
+    a.diagnosis =
+        "the backend runs bf16 convolutions natively (AVX512-BF16 or AMX) while inference "
+        "(predict, eval, the Predictor) computes in fp32";
+    a.exports.push_back("export STOKE_PRECISION=auto");
+    a.changes.push_back(
+        "compare stoke eval --precision bf16 with fp32 on the validation folder first");
+  } else if (in.bf16 == PrecisionSupport::kEmulated && p == Precision::kBf16) {
+    a.rule = "bf16-emulated";
+    a.diagnosis = "STOKE_PRECISION=bf16 on a backend that emulates bf16: slower than fp32";
+    a.exports.push_back("export STOKE_PRECISION=auto");
+  } else {
+    return;
+  }
+  a.severity = 0.05;
+  out.push_back(std::move(a));
+}
+
 void integrated_gpu(const AdvisorInput& in, std::vector<Advice>& out) {
   if (!in.device.use_gpu || in.device.gpus.empty()) return;
   const GpuInfo* chosen = find_gpu(in, in.device.gpus.front());
@@ -341,6 +365,7 @@ std::vector<Advice> advise(const AdvisorInput& in) {
   oversized_decode(in, out);
   class_imbalance(in, out);
   communication_bound(in, out);
+  precision_rule(in, out);
   std::stable_sort(out.begin(), out.end(),
                    [](const Advice& a, const Advice& b) { return a.severity > b.severity; });
   return out;

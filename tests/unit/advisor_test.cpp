@@ -219,6 +219,29 @@ TEST(Advisor, MistypedVariableGetsUnsetAndTheRightName) {
   EXPECT_TRUE(has_export(*a, "export STOKE_GPU_MEM_PERCENT=70"));
 }
 
+TEST(Advisor, NativeBf16SuggestsAutoAndEmulatedBf16SuggestsLeavingIt) {
+  auto in = healthy_gpu_run();
+  in.bf16 = PrecisionSupport::kEmulated;  // fp32 set: nothing to say
+  EXPECT_EQ(find_rule(advise(in), "bf16-inference"), nullptr);
+  in.bf16 = PrecisionSupport::kNative;
+  const auto advice = advise(in);
+  const Advice* a = find_rule(advice, "bf16-inference");
+  ASSERT_NE(a, nullptr) << format_advice(advice);
+  EXPECT_TRUE(has_export(*a, "export STOKE_PRECISION=auto"));
+
+  ConfigLoadOptions options;
+  options.environment =
+      std::vector<std::pair<std::string, std::string>>{{"STOKE_PRECISION", "bf16"}};
+  options.physical_cores = 8;
+  in.config = Config::load(options);
+  EXPECT_EQ(find_rule(advise(in), "bf16-inference"), nullptr);  // already bf16
+  in.bf16 = PrecisionSupport::kEmulated;
+  const auto emulated = advise(in);
+  const Advice* e = find_rule(emulated, "bf16-emulated");
+  ASSERT_NE(e, nullptr);
+  EXPECT_TRUE(has_export(*e, "export STOKE_PRECISION=auto"));
+}
+
 TEST(Advisor, FrequentValidationAndLoggingAreInterruptions) {
   auto in = healthy_gpu_run();
   set_stage(in, Stage::kValidation, 12);

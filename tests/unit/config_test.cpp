@@ -46,8 +46,9 @@ TEST(Config, DefaultsMatchTheDesignTable) {
   EXPECT_EQ(s.cache.kind, CacheSpec::Kind::kOff);
   EXPECT_EQ(s.log_level, LogLevel::kWarn);
   EXPECT_EQ(s.max_image_pixels, std::uint64_t{300000000});
+  EXPECT_EQ(s.precision, Precision::kFp32);
   for (const auto& k : c.knobs()) EXPECT_EQ(k.source, ConfigSource::kDefault) << k.name;
-  EXPECT_EQ(c.knobs().size(), 14u);
+  EXPECT_EQ(c.knobs().size(), 15u);
 }
 
 TEST(Config, EnvironmentValuesParseAndRecordTheirSource) {
@@ -65,6 +66,7 @@ TEST(Config, EnvironmentValuesParseAndRecordTheirSource) {
                            {"STOKE_CACHE", "ram:2G"},
                            {"STOKE_LOG_LEVEL", "error"},
                            {"STOKE_MAX_IMAGE_PIXELS", "none"},
+                           {"STOKE_PRECISION", "auto"},
                            {"PATH", "/usr/bin"}});
   const auto& s = c.settings();
   EXPECT_EQ(s.gpu_device.kind, DeviceRequest::Kind::kList);
@@ -84,6 +86,7 @@ TEST(Config, EnvironmentValuesParseAndRecordTheirSource) {
   EXPECT_EQ(s.cache.ram_budget, 2ull << 30);
   EXPECT_EQ(s.log_level, LogLevel::kError);
   EXPECT_FALSE(s.max_image_pixels.has_value());
+  EXPECT_EQ(s.precision, Precision::kAuto);
   for (const auto& k : c.knobs()) EXPECT_EQ(k.source, ConfigSource::kEnvironment) << k.name;
   EXPECT_EQ(c.knob("STOKE_GPU_MEM_MAX").value, "12G");
   EXPECT_EQ(c.knob("gpu_device").value, "1,0");
@@ -294,6 +297,12 @@ TEST(Config, ApiSetValidatesLikeTheEnvironment) {
   EXPECT_FALSE(c.settings().cpu_threads.has_value());
   c.set("gpu_mem_max", "none");
   EXPECT_FALSE(c.settings().gpu_mem_max.has_value());
+  EXPECT_EQ(c.settings().precision, Precision::kFp32);
+  c.set("STOKE_PRECISION", " BF16 ");
+  EXPECT_EQ(c.settings().precision, Precision::kBf16);
+  c.set("precision", "auto");
+  EXPECT_EQ(c.settings().precision, Precision::kAuto);
+  EXPECT_THROW(c.set("STOKE_PRECISION", "int8"), ConfigError);
 }
 
 TEST(Config, JsonListsEveryKnob) {

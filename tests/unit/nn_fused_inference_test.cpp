@@ -1,16 +1,22 @@
 // FusedInference (batch norm folded, bias + residual + ReLU fused) against the
 // model's own eval-mode forward, on ResNet and plain-CNN specs, batch 1 and 3;
 // its blocked-layout path (oneDNN's nChw16c / nChw8c kept between layers)
-// against its plain path and the eval forward, odd sizes, batch 1 and > 1.
+// against its plain path and the eval forward, odd sizes, batch 1 and > 1;
+// its bf16 program against fp32 within a tolerance from bf16's epsilon, and
+// resolve_precision's choice under the CPU's instruction-set cap.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
+#include <string>
 
 #include "backend/cpu/conv2d_blocked.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "nn/fused_inference.hpp"
+#include "stoke/backend.hpp"
+#include "stoke/error.hpp"
 #include "stoke/nn/model.hpp"
 #include "stoke/threads.hpp"
 
@@ -267,6 +273,111 @@ TEST(FusedInferenceBlocked, SameBitsForAnyThreadCount) {
     }
   }
   set_thread_count(saved);
+}
+
+// bf16 (STOKE_PRECISION=bf16): activations and weights rounded to bf16 before
+// every convolution, fp32 accumulation. Each rounding is off by at most half
+// of bf16's epsilon (2^-8) relative; the tolerance allows two such errors
+// (activation and weight) per convolution, compounding through the net.
+double bf16_tolerance(int convolutions, double scale) {
+  return 2.0 * convolutions * std::ldexp(1.0, -8) * (1.0 + scale);
+}
+
+void expect_bf16_close(const ModelSpec& spec, std::uint32_t seed) {
+  if (!cpu::blocked::available(cpu_backend())) GTEST_SKIP() << "stoke built without oneDNN";
+  if (cpu::blocked::bf16_support() == 0)
+    GTEST_SKIP() << "oneDNN has no bf16 convolutions on " << cpu::blocked::isa_name();
+  auto model = build_model(cpu_backend(), spec, seed);
+  randomize_statistics(*model, seed + 1);
+  FusedInference fp32(model->network());
+  FusedInference bf16(model->network(), FusedInference::Layout::kAuto, Precision::kBf16);
+  EXPECT_EQ(bf16.precision(), Precision::kBf16);
+  ASSERT_TRUE(bf16.blocked());
+  const std::int64_t classes = spec.classes;
+  for (std::int64_t batch : {1, 8}) {
+    const Tensor x = random_input(cpu_backend(), model->input_shape(batch), seed + 2);
+    const auto want = fp32.forward(x).to_vector();
+    const auto got = bf16.forward(x).to_vector();
+    ASSERT_EQ(got.size(), want.size());
+    float scale = 0.0f;
+    for (float v : want) scale = std::max(scale, std::abs(v));
+    const double tol = bf16_tolerance(bf16.fused_convolutions(), scale);
+    double worst = 0.0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << "logit " << i;
+      worst = std::max(worst, double(std::abs(got[i] - want[i])));
+    }
+    EXPECT_LE(worst, tol) << "batch " << batch;
+    EXPECT_GT(worst, 0.0) << "batch " << batch
+                          << ": bf16 gave fp32's exact bits (not run in bf16?)";
+    // Decisions with a clear fp32 margin do not change.
+    for (std::int64_t n = 0; n < batch; ++n) {
+      const float* a = want.data() + n * classes;
+      const float* b = got.data() + n * classes;
+      std::vector<float> sorted(a, a + classes);
+      std::sort(sorted.rbegin(), sorted.rend());
+      if (sorted[0] - sorted[1] <= 2 * tol) continue;
+      EXPECT_EQ(std::max_element(a, a + classes) - a, std::max_element(b, b + classes) - b)
+          << "image " << n << " of batch " << batch;
+    }
+  }
+}
+
+TEST(FusedInferenceBf16, ResNetOddSizeCloseToFp32) {
+  ModelSpec spec = small_resnet();
+  spec.height = 13;
+  spec.width = 11;
+  spec.widths = {8, 24};
+  spec.classes = 4;
+  expect_bf16_close(spec, 81);
+}
+
+TEST(FusedInferenceBf16, ResNet18LikeCloseToFp32) {
+  ModelSpec spec;
+  spec.architecture = Architecture::kResNet18;
+  spec.width_multiplier = 0.25f;
+  spec.in_channels = 3;
+  spec.height = 37;
+  spec.width = 35;
+  spec.classes = 5;
+  expect_bf16_close(spec, 91);
+}
+
+TEST(FusedInferenceBf16, PlainLayoutIsRefused) {
+  if (cpu::blocked::bf16_support() == 0) GTEST_SKIP() << "no bf16 convolutions here";
+  auto model = build_model(cpu_backend(), small_resnet(), 3);
+  EXPECT_THROW(FusedInference(model->network(), FusedInference::Layout::kPlain, Precision::kBf16),
+               InvalidArgument);
+}
+
+// resolve_precision on the CPU backend under the machine's instruction-set cap
+// (CTest runs this file again under ONEDNN_MAX_CPU_ISA=AVX2 and AVX512_CORE,
+// with STOKE_TEST_BF16_AT_MOST saying what the cap allows at most).
+TEST(Precision, ResolvesByWhatTheCpuRuns) {
+  const int support = cpu::blocked::bf16_support();
+  if (const char* most = std::getenv("STOKE_TEST_BF16_AT_MOST")) {
+    const int at_most = std::string(most) == "none" ? 0 : std::string(most) == "emulated" ? 1 : 2;
+    EXPECT_LE(support, at_most) << "oneDNN runs " << cpu::blocked::isa_name();
+  }
+  Backend& be = cpu_backend();
+  EXPECT_EQ(resolve_precision(be, Precision::kFp32), Precision::kFp32);
+  EXPECT_EQ(resolve_precision(be, Precision::kAuto),
+            support == 2 ? Precision::kBf16 : Precision::kFp32);
+  if (support == 0) {
+    try {
+      resolve_precision(be, Precision::kBf16);
+      ADD_FAILURE() << "bf16 accepted without bf16 kernels";
+    } catch (const Unsupported& e) {
+      EXPECT_NE(std::string(e.what()).find("STOKE_PRECISION=bf16"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("fp32"), std::string::npos) << e.what();
+    }
+    auto model = build_model(be, small_resnet(), 3);
+    EXPECT_THROW(FusedInference(model->network(), FusedInference::Layout::kAuto, Precision::kBf16),
+                 Unsupported);
+  } else {
+    EXPECT_EQ(resolve_precision(be, Precision::kBf16), Precision::kBf16);
+  }
+  EXPECT_THROW(resolve_precision(be, Precision::kFp16), Unsupported);  // GPUs only
 }
 
 }  // namespace

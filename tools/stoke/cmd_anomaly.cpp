@@ -206,15 +206,29 @@ void print_result(bool json, const fs::path& file, const stoke::anomaly::Anomaly
   }
 }
 
+// PatchCore computes in fp32 (docs/precision.md): --precision other than
+// fp32 or auto is refused, a reduced STOKE_PRECISION from the environment is
+// named in a warning.
+void init_fp32(const stoke_cli::Args& args) {
+  const std::string asked = args.get("precision");
+  if (!asked.empty() && asked != "fp32" && asked != "auto")
+    throw UsageError("--precision " + asked + ": anomaly models compute in fp32 only");
+  const auto runtime = stoke_cli::init_with_precision(asked);
+  const stoke::Precision p = runtime.context.settings().precision;
+  if (p == stoke::Precision::kBf16 || p == stoke::Precision::kFp16)
+    stoke::log_warn(std::string("STOKE_PRECISION=") + stoke::to_string(p) +
+                    ": anomaly models compute in fp32");
+}
+
 int predict(int argc, char** argv) {
-  stoke_cli::Args args(argc, argv, {"model", "data"}, {"json"});
+  stoke_cli::Args args(argc, argv, {"model", "data", "precision"}, {"json"});
   std::vector<fs::path> files(args.positional().begin(), args.positional().end());
   if (args.has("data")) {
     const auto found = stoke_cli::list_images("predict", args.get("data"));
     files.insert(files.end(), found.begin(), found.end());
   }
   if (files.empty()) throw UsageError("no images: give FILE... or --data DIR");
-  stoke::init();
+  init_fp32(args);
   auto core = stoke::anomaly::PatchCore::load(args.required("model"), stoke::default_backend());
   std::size_t failed = 0;
   for (const auto& f : files) {
@@ -232,7 +246,7 @@ int predict(int argc, char** argv) {
 }
 
 int eval(int argc, char** argv) {
-  stoke_cli::Args args(argc, argv, {"model", "data", "good"}, {"json"});
+  stoke_cli::Args args(argc, argv, {"model", "data", "good", "precision"}, {"json"});
   const fs::path data = args.required("data");
   const std::string good_class = args.required("good");
   std::vector<float> good, defect;
@@ -243,7 +257,7 @@ int eval(int argc, char** argv) {
     if (it->is_directory(ec)) classes.push_back(it->path());
   if (ec) throw stoke::IoError("cannot list '" + data.string() + "': " + ec.message());
   std::sort(classes.begin(), classes.end());
-  stoke::init();
+  init_fp32(args);
   auto core = stoke::anomaly::PatchCore::load(args.required("model"), stoke::default_backend());
   bool found_good = false;
   for (const auto& dir : classes) {

@@ -13,14 +13,14 @@ namespace {
 constexpr const char* kUsage =
     "usage: stoke eval --model MODEL --data DIR [--good CLASS [--escape-rate R]] [--report DIR] "
     "[--json]\n"
-    "                  [--skip-corrupt]\n"
+    "                  [--skip-corrupt] [--precision fp32|bf16|auto]\n"
     "  DIR holds one subfolder per class (the model's classes, or some of them; images in\n"
     "  subfolders of a class folder belong to it). With --good, the defect-vs-good ROC,\n"
     "  AUC, and the threshold passing at most R of the defects (default 0.01) with its "
     "false-reject\n"
     "  rate. --report DIR writes DIR/report.json and DIR/report.html. --skip-corrupt leaves\n"
     "  unreadable images out (listed on stderr and under \"skipped\"; at most max(10, 1 %))\n"
-    "  instead of stopping at the first.\n";
+    "  instead of stopping at the first. --precision: as stoke predict (docs/precision.md).\n";
 
 void summary(const stoke::Evaluation& e) {
   std::printf("%llu images, accuracy %.4f, macro F1 %.4f\n",
@@ -44,7 +44,7 @@ void summary(const stoke::Evaluation& e) {
 }
 
 int run(int argc, char** argv) {
-  stoke_cli::Args args(argc, argv, {"model", "data", "good", "escape-rate", "report"},
+  stoke_cli::Args args(argc, argv, {"model", "data", "precision", "good", "escape-rate", "report"},
                        {"json", "skip-corrupt"});
   const std::string model = args.required("model"), data = args.required("data");
   stoke::EvaluationOptions o;
@@ -53,7 +53,7 @@ int run(int argc, char** argv) {
   if (args.has("escape-rate") && o.good_class.empty())
     throw stoke_cli::UsageError("--escape-rate needs --good");
   if (args.has("report")) stoke_cli::check_writable("--report", args.get("report"), true);
-  const auto runtime = stoke::init();
+  const auto runtime = stoke_cli::init_with_precision(args.get("precision"));
   stoke::PredictorOptions po;
   po.context = runtime.context;  // STOKE_MAX_IMAGE_PIXELS
   stoke::Predictor predictor(model, po);

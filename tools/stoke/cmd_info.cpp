@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <string>
 
 #include "stoke/distributed.hpp"
 #include "stoke/stoke.hpp"

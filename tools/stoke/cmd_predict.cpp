@@ -11,13 +11,16 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: stoke predict --model MODEL (FILE... | --data DIR) [--json | --csv] [--no-self-check]\n"
+    "                     [--precision fp32|bf16|auto]\n"
     "  prints file, class and confidence per image (--json: one JSON object per line with every\n"
     "  class probability). The model's self-check runs first and must pass unless "
     "--no-self-check.\n"
     "  An image that cannot be read is reported (stderr, and an error row) and the others are\n"
     "  classified; the exit status is then 1. --data DIR takes every JPEG, PNG, BMP and TIFF "
     "under\n"
-    "  DIR (subfolders too); other entries are listed on stderr as skipped.\n";
+    "  DIR (subfolders too); other entries are listed on stderr as skipped.\n"
+    "  --precision: what the convolutions compute in (STOKE_PRECISION; default fp32; bf16 where\n"
+    "  oneDNN has bf16 kernels, auto = bf16 where native): see docs/precision.md.\n";
 
 // A CSV field: quoted when it holds a comma, a quote or a line break.
 std::string csv(const std::string& field) {
@@ -62,7 +65,8 @@ void print_error(const std::string& mode, const std::filesystem::path& file,
 }
 
 int run(int argc, char** argv) {
-  stoke_cli::Args args(argc, argv, {"model", "data"}, {"json", "csv", "no-self-check"});
+  stoke_cli::Args args(argc, argv, {"model", "data", "precision"},
+                       {"json", "csv", "no-self-check"});
   if (args.has("json") && args.has("csv"))
     throw stoke_cli::UsageError("--json and --csv exclude each other");
   std::vector<std::filesystem::path> files;
@@ -72,7 +76,7 @@ int run(int argc, char** argv) {
     files.insert(files.end(), found.begin(), found.end());
   }
   if (files.empty()) throw stoke_cli::UsageError("no images: give FILE... or --data DIR");
-  const auto runtime = stoke::init();
+  const auto runtime = stoke_cli::init_with_precision(args.get("precision"));
   stoke::PredictorOptions po;
   po.context = runtime.context;  // STOKE_MAX_IMAGE_PIXELS
   po.require_self_check = !args.has("no-self-check");

@@ -30,7 +30,7 @@ constexpr const char* kUsage =
                    [--resume CHECKPOINT [--force]] [--class-weights balanced|w0,w1,...]
                    [--balanced-sampler] [--skip-corrupt] [--no-reference-images]
                    [--nproc N [--bucket-kb K]] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult M]
-                   [--freeze K]]
+                   [--freeze K]] [--precision fp32]
        stoke train --task anomaly ... (stoke train --task anomaly --help)
   Writes the best model (by validation accuracy) to MODEL, or the final one without validation;
   Ctrl-C writes MODEL.stop and exits. --accumulate N accumulates the gradients of N batches
@@ -54,7 +54,8 @@ constexpr const char* kUsage =
   docs/distributed.md); CPU ranks average gradients in buckets of K KiB (25600) while backward
   runs, 0 = one allreduce after it. --init starts from pretrained weights (a .safetensors with torchvision
   names or an .onnx export, docs/interchange.md) with a new head for the folder's classes;
-  --freeze K keeps the stem and the first K stages fixed.
+  --freeze K keeps the stem and the first K stages fixed. --precision: training computes in fp32
+  (fp32 or auto accepted; bf16 runs in stoke predict and eval, docs/precision.md).
 )";
 
 stoke::Trainer* g_trainer = nullptr;  // for the signal handler only
@@ -567,11 +568,19 @@ int run(int argc, char** argv) {
        "bucket-kb",
        "accumulate",
        "weight-decay",
-       "decay-norm-and-bias"},
+       "decay-norm-and-bias",
+       "precision"},
       {"json", "balanced-sampler", "skip-corrupt", "force", "no-reference-images"});
   const std::string out = args.required("out");
   args.required("data");
   refuse_outputs_onto_inputs(args);
+  if (const std::string precision = args.get("precision");
+      !precision.empty() && precision != "fp32" && precision != "auto") {
+    throw stoke_cli::UsageError(
+        "--precision " + precision +
+        ": training computes in fp32 only (mixed-precision training is not built yet); bf16 "
+        "inference: stoke predict / eval --precision bf16 (docs/precision.md)");
+  }
   const Plan p = plan(args);
   // Every output proven writable before the first epoch, and one run per --out.
   stoke_cli::check_writable("--out", out);

@@ -178,4 +178,14 @@ OutputLock::~OutputLock() {
   ::close(fd_);
 }
 
+stoke::Runtime init_with_precision(const std::string& precision) {
+  stoke::Config config = stoke::Config::load();
+  if (!precision.empty()) {
+    if (precision != "fp32" && precision != "bf16" && precision != "fp16" && precision != "auto")
+      throw UsageError("--precision: '" + precision + "' is not one of fp32, bf16, fp16, auto");
+    config.set("STOKE_PRECISION", precision);
+  }
+  return stoke::init(config);
+}
+
 }  // namespace stoke_cli

@@ -10,6 +10,7 @@
 
 #include "stoke/context.hpp"
 #include "stoke/data.hpp"
+#include "stoke/runtime.hpp"
 
 namespace stoke_cli {
 
@@ -73,5 +74,9 @@ class OutputLock {
   std::string path_;
   int fd_ = -1;
 };
+
+// init() with --precision (fp32, bf16, fp16, auto) as this run's
+// STOKE_PRECISION when the flag was given; a bad value is a UsageError.
+stoke::Runtime init_with_precision(const std::string& precision);
 
 }  // namespace stoke_cli

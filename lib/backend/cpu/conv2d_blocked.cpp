@@ -28,16 +28,22 @@ namespace {
 }
 }  // namespace
 
+int bf16_support() noexcept {
+  return 0;
+}
+std::string isa_name() {
+  return "none (stoke was built without oneDNN)";
+}
 int block_channels() {
   no_dnnl();
 }
 std::int64_t blocked_floats(const Shape&) {
   no_dnnl();
 }
-void to_blocked(Backend&, const Tensor&, float*) {
+void to_blocked(Backend&, const Tensor&, void*, Elem, bool) {
   no_dnnl();
 }
-void to_plain(Backend&, const float*, Tensor&) {
+void to_plain(Backend&, const void*, Tensor&, Elem) {
   no_dnnl();
 }
 struct Conv::Impl {};
@@ -45,10 +51,10 @@ Conv::Conv() = default;
 Conv::~Conv() = default;
 Conv::Conv(Conv&&) noexcept = default;
 Conv& Conv::operator=(Conv&&) noexcept = default;
-void Conv::set_weights(const Tensor&, const Tensor&, const Conv2dParams&, bool) {
+void Conv::set_weights(const Tensor&, const Tensor&, const Conv2dParams&, bool, Elem) {
   no_dnnl();
 }
-void Conv::forward(Backend&, const Shape&, const float*, bool, float*, bool) {
+void Conv::forward(Backend&, const Shape&, const void*, bool, void*, bool) {
   no_dnnl();
 }
 std::string Conv::implementations() const {
@@ -67,10 +73,26 @@ namespace {
 
 constexpr auto kF32 = memory::data_type::f32;
 
-bool has_avx512() {
+memory::data_type data_type(Elem e) {
+  return e == Elem::kF32 ? kF32 : memory::data_type::bf16;
+}
+
+bool isa_has(dnnl::cpu_isa level) {
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-  return (isa & avx512) == avx512;
+  const auto want = static_cast<unsigned>(level);
+  return (isa & want) == want;
+}
+
+bool has_avx512() {
+  return isa_has(dnnl::cpu_isa::avx512_core);
+}
+
+// `p` advanced by `elements` of `elem`.
+const void* at(const void* p, std::int64_t elements, Elem elem) {
+  return static_cast<const char*>(p) + elements * static_cast<std::int64_t>(elem_size(elem));
+}
+void* at(void* p, std::int64_t elements, Elem elem) {
+  return static_cast<char*>(p) + elements * static_cast<std::int64_t>(elem_size(elem));
 }
 
 Tag blocked_tag() {
@@ -107,21 +129,33 @@ CpuBackend& cpu(Backend& be) {
   return *c;
 }
 
-// Reorders `count` images of `s` between the plain and the blocked layout,
+// One side of a reorder: its layout, element type and the images' size in elements.
+struct Side {
+  Tag tag;
+  Elem elem;
+  std::int64_t image;
+};
+
+Side plain_side(const Shape& s, Elem elem) {
+  return {Tag::nchw, elem, s[1] * s[2] * s[3]};
+}
+Side blocked_side(const Shape& s, Elem elem) {
+  return {blocked_tag(), elem, blocked_floats({1, s[1], s[2], s[3]})};
+}
+
+// Reorders the images of `s` from one layout and element type to another,
 // split over images; oneDNN's primitive cache keeps the reorder primitives.
-void reorder_images(Backend& backend, const Shape& s, const float* from, bool from_plain,
-                    float* to) {
+void reorder_images(Backend& backend, const Shape& s, const void* from, Side in, void* to,
+                    Side out) {
   CpuBackend& be = cpu(backend);
-  const std::int64_t plain_image = s[1] * s[2] * s[3];
-  const std::int64_t blocked_image = blocked_floats({1, s[1], s[2], s[3]});
   const int count = dnnl_conv::parts(static_cast<int>(s[0]));
   for_chunks(be, static_cast<std::size_t>(s[0]), count, [&](int, std::size_t b, std::size_t e) {
     const Shape part{static_cast<std::int64_t>(e - b), s[1], s[2], s[3]};
-    const memory::desc plain(dims(part), kF32, Tag::nchw), blk(dims(part), kF32, blocked_tag());
+    const memory::desc src_desc(dims(part), data_type(in.elem), in.tag);
+    const memory::desc dst_desc(dims(part), data_type(out.elem), out.tag);
     const auto i = static_cast<std::int64_t>(b);
-    memory src =
-        from_plain ? wrap(plain, from + i * plain_image) : wrap(blk, from + i * blocked_image);
-    memory dst = from_plain ? wrap(blk, to + i * blocked_image) : wrap(plain, to + i * plain_image);
+    memory src = wrap(src_desc, at(from, i * in.image, in.elem));
+    memory dst = wrap(dst_desc, at(to, i * out.image, out.elem));
     try {
       OneOmpThread one;
       dnnl::reorder(src, dst).execute(dnnl_conv::stream(), src, dst);
@@ -138,6 +172,25 @@ bool available(Backend& backend) noexcept {
   return dynamic_cast<CpuBackend*>(&backend) != nullptr;
 }
 
+int bf16_support() noexcept {
+  try {
+    if (isa_has(dnnl::cpu_isa::avx512_core_bf16) || isa_has(dnnl::cpu_isa::avx512_core_amx))
+      return 2;
+    return has_avx512() ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+std::string isa_name() {
+  const auto isa = dnnl::get_effective_cpu_isa();
+  if (isa_has(dnnl::cpu_isa::avx512_core_amx)) return "avx512_core_amx";
+  if (isa_has(dnnl::cpu_isa::avx512_core_bf16)) return "avx512_core_bf16";
+  if (isa_has(dnnl::cpu_isa::avx512_core)) return "avx512_core";
+  if (isa_has(dnnl::cpu_isa::avx2)) return "avx2";
+  return isa == dnnl::cpu_isa::sse41 ? "sse41" : "below avx2";
+}
+
 int block_channels() {
   return blocked_tag() == Tag::nChw16c ? 16 : 8;
 }
@@ -147,12 +200,16 @@ std::int64_t blocked_floats(const Shape& s) {
   return s[0] * ((s[1] + b - 1) / b * b) * s[2] * s[3];
 }
 
-void to_blocked(Backend& backend, const Tensor& x, float* to) {
-  reorder_images(backend, x.shape(), x.data<float>(), true, to);
+void to_blocked(Backend& backend, const Tensor& x, void* to, Elem elem, bool plain) {
+  const Shape& s = x.shape();
+  reorder_images(backend, s, x.data<float>(), plain_side(s, Elem::kF32), to,
+                 plain ? plain_side(s, elem) : blocked_side(s, elem));
 }
 
-void to_plain(Backend& backend, const float* from, Tensor& y) {
-  reorder_images(backend, y.shape(), from, false, y.data<float>());
+void to_plain(Backend& backend, const void* from, Tensor& y, Elem elem) {
+  const Shape& s = y.shape();
+  reorder_images(backend, s, from, blocked_side(s, elem), y.data<float>(),
+                 plain_side(s, Elem::kF32));
 }
 
 // One part of a forward: images [n0, n0 + n) or, for one image, output
@@ -176,6 +233,7 @@ struct Conv::Impl {
   Shape w_shape;
   Conv2dParams params{};
   bool relu = false;
+  Elem elem = Elem::kF32;
   // Plans by (N, C, H, W, x_plain, accumulate), created on first use.
   std::map<std::array<std::int64_t, 6>, Plan> plans;
   // Reordered weights by (first output channel, layout).
@@ -198,7 +256,8 @@ Conv::~Conv() = default;
 Conv::Conv(Conv&&) noexcept = default;
 Conv& Conv::operator=(Conv&&) noexcept = default;
 
-void Conv::set_weights(const Tensor& w, const Tensor& bias, const Conv2dParams& params, bool relu) {
+void Conv::set_weights(const Tensor& w, const Tensor& bias, const Conv2dParams& params, bool relu,
+                       Elem elem) {
   if (params.groups != 1) {
     throw InvalidArgument("blocked conv2d: groups must be 1, got " + std::to_string(params.groups));
   }
@@ -207,6 +266,7 @@ void Conv::set_weights(const Tensor& w, const Tensor& bias, const Conv2dParams& 
   impl_->w_shape = w.shape();
   impl_->params = params;
   impl_->relu = relu;
+  impl_->elem = elem;
   impl_->plans.clear();
   impl_->weights.clear();
 }
@@ -229,10 +289,11 @@ Part Conv::Impl::make_part(const Shape& x, bool x_plain, bool accumulate, bool w
   const Shape y = conv2d_output_shape(x, w_shape, params);
   Part part;
   part.k0 = k0;
-  part.src = memory::desc({n, x[1], x[2], x[3]}, kF32, x_plain ? Tag::nchw : blocked_tag());
-  part.dst = memory::desc({n, k, y[2], y[3]}, kF32, blocked_tag());
+  const memory::data_type dt = data_type(elem);
+  part.src = memory::desc({n, x[1], x[2], x[3]}, dt, x_plain ? Tag::nchw : blocked_tag());
+  part.dst = memory::desc({n, k, y[2], y[3]}, dt, blocked_tag());
   part.bias = memory::desc({k}, kF32, Tag::x);
-  const memory::desc w_any({k, x[1], w_shape[2], w_shape[3]}, kF32, Tag::any);
+  const memory::desc w_any({k, x[1], w_shape[2], w_shape[3]}, dt, Tag::any);
   const memory::dims strides{params.stride_h, params.stride_w};
   const memory::dims dilates{params.dilation_h - 1, params.dilation_w - 1};
   const memory::dims pad{params.pad_h, params.pad_w};
@@ -251,7 +312,7 @@ Part Conv::Impl::make_part(const Shape& x, bool x_plain, bool accumulate, bool w
     return dnnl::convolution_forward::primitive_desc(desc, attr, engine());
   };
   dnnl::convolution_forward::primitive_desc pd;
-  if (winograd) {
+  if (winograd && elem == Elem::kF32) {
     try {
       pd = pd_for(dnnl::algorithm::convolution_winograd);
     } catch (const dnnl::error&) {
@@ -315,7 +376,7 @@ Plan Conv::Impl::make_plan(const Shape& x, bool x_plain, bool accumulate) {
   return plan;
 }
 
-void Conv::forward(Backend& backend, const Shape& x, const float* xp, bool x_plain, float* yp,
+void Conv::forward(Backend& backend, const Shape& x, const void* xp, bool x_plain, void* yp,
                    bool accumulate) {
   CpuBackend& be = cpu(backend);
   Impl& im = *impl_;
@@ -337,9 +398,9 @@ void Conv::forward(Backend& backend, const Shape& x, const float* xp, bool x_pla
     for (std::size_t i = b; i < e; ++i) {
       const Part& part = plan.parts[i];
       dnnl_conv::Args args{
-          {DNNL_ARG_SRC, wrap(part.src, xp + part.x_offset)},
+          {DNNL_ARG_SRC, wrap(part.src, at(xp, part.x_offset, im.elem))},
           {DNNL_ARG_WEIGHTS, im.weights[part.weights_index].data},
-          {DNNL_ARG_DST, wrap(part.dst, yp + part.y_offset)},
+          {DNNL_ARG_DST, wrap(part.dst, at(yp, part.y_offset, im.elem))},
           {DNNL_ARG_SCRATCHPAD,
            wrap(part.scratch, ws + plan.scratch_floats * static_cast<std::size_t>(chunk))}};
       if (im.bias) args.emplace(DNNL_ARG_BIAS, wrap(part.bias, im.bias + part.k0));

@@ -203,6 +203,10 @@ void run(const LayoutPrim& lp, Args& args, float* ws, const char* what = "conv2d
 inline memory wrap(const memory::desc& d, const float* p) {
   return memory(d, engine(), const_cast<float*>(p));
 }
+// Elements of d's data type (the blocked inference program's bf16 ones).
+inline memory wrap(const memory::desc& d, const void* p) {
+  return memory(d, engine(), const_cast<void*>(p));
+}
 
 // A fixed number of parts, not one per thread: the weight gradient sums
 // per-part partials and a band's rounding may depend on its height, so a

@@ -51,8 +51,11 @@ class STOKE_INTERNAL CpuBackend final : public Backend {
 
   // With oneDNN: activations in its blocked layout between steps
   // (program_blocked.cpp); without it, or for kPlain: the plain program.
+  // bf16: the blocked program in bf16, where oneDNN has bf16 kernels.
   std::unique_ptr<InferenceProgram> compile_inference(std::vector<InferenceStep> steps,
-                                                      ProgramLayout layout) override;
+                                                      ProgramLayout layout,
+                                                      Precision precision) override;
+  PrecisionSupport inference_precision(Precision precision) const noexcept override;
   // The registry's backend (built before init()) takes init()'s SIMD level:
   // its kernel table and oneDNN's cap (dnnl_isa.hpp). Before any op runs.
   void adopt_simd(const Context& context);

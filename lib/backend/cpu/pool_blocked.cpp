@@ -15,14 +15,14 @@ namespace stoke::cpu::blocked {
 
 #if !STOKE_HAVE_DNNL
 
-void max_pool(Backend&, const Shape&, const float*, float*, const Pool2dParams&) {
+void max_pool(Backend&, const Shape&, const void*, void*, const Pool2dParams&, Elem) {
   throw Error(ErrorCode::kInternal, "blocked max pool: stoke was built without oneDNN");
 }
 
 #else
 
-void max_pool(Backend& backend, const Shape& x, const float* from, float* to,
-              const Pool2dParams& prm) {
+void max_pool(Backend& backend, const Shape& x, const void* from, void* to, const Pool2dParams& prm,
+              Elem elem) {
   auto* be = dynamic_cast<CpuBackend*>(&backend);
   if (!be) throw InvalidArgument("blocked max pool: needs the CPU backend, got " + backend.name());
   using dnnl_conv::memory;
@@ -39,8 +39,9 @@ void max_pool(Backend& backend, const Shape& x, const float* from, float* to,
     const std::int64_t n = channels ? 1 : items;
     const std::int64_t c = channels ? std::min(items * kb, x[1] - first * kb) : x[1];
     const auto tag = block_channels() == 16 ? dnnl_conv::Tag::nChw16c : dnnl_conv::Tag::nChw8c;
-    const auto f32 = memory::data_type::f32;
-    const memory::desc src({n, c, x[2], x[3]}, f32, tag), dst({n, c, oh, ow}, f32, tag);
+    const auto dt = elem == Elem::kF32 ? memory::data_type::f32 : memory::data_type::bf16;
+    const memory::desc src({n, c, x[2], x[3]}, dt, tag), dst({n, c, oh, ow}, dt, tag);
+    const auto bytes = static_cast<std::int64_t>(elem_size(elem));
     try {
       dnnl_conv::OneOmpThread one;
       const dnnl::pooling_forward::desc desc(
@@ -49,9 +50,11 @@ void max_pool(Backend& backend, const Shape& x, const float* from, float* to,
           {prm.pad_h, prm.pad_w});
       const dnnl::pooling_forward pool(
           dnnl::pooling_forward::primitive_desc(desc, dnnl_conv::engine()));
-      pool.execute(dnnl_conv::stream(),
-                   {{DNNL_ARG_SRC, dnnl_conv::wrap(src, from + first * x_unit)},
-                    {DNNL_ARG_DST, dnnl_conv::wrap(dst, to + first * y_unit)}});
+      pool.execute(
+          dnnl_conv::stream(),
+          {{DNNL_ARG_SRC,
+            dnnl_conv::wrap(src, static_cast<const char*>(from) + first * x_unit * bytes)},
+           {DNNL_ARG_DST, dnnl_conv::wrap(dst, static_cast<char*>(to) + first * y_unit * bytes)}});
       dnnl_conv::stream().wait();
     } catch (const dnnl::error& e) {
       throw Error(ErrorCode::kInternal,

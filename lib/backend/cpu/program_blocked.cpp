@@ -6,6 +6,11 @@
 // place on the residual's slot (the shortcut's output, or the block's input,
 // which nothing reads afterwards). Convolution outputs share four slots, as
 // in the plain program (lib/backend/program.cpp).
+//
+// In bf16 (STOKE_PRECISION) the slots hold bf16 activations and the
+// convolutions compute with bf16 weights (fp32 accumulation and bias, oneDNN's
+// bf16 kernels); a network input is converted once, steps outside the
+// convolutions and max pools (global pool, linear) get fp32 NCHW back.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -13,6 +18,7 @@
 #include "backend/cpu/conv2d_blocked.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/program_steps.hpp"
+#include "stoke/error.hpp"
 
 namespace stoke::cpu {
 
@@ -44,8 +50,8 @@ bool is_conv(const InferenceStep& step) {
 
 class BlockedProgram final : public InferenceProgram {
  public:
-  BlockedProgram(CpuBackend& backend, std::vector<InferenceStep> steps)
-      : InferenceProgram(steps), be_(backend), steps_(std::move(steps)) {
+  BlockedProgram(CpuBackend& backend, std::vector<InferenceStep> steps, blk::Elem elem)
+      : InferenceProgram(steps), be_(backend), steps_(std::move(steps)), elem_(elem) {
     convs_.resize(steps_.size());
     plain_inputs_.resize(steps_.size());
     outputs_.resize(steps_.size());
@@ -59,7 +65,8 @@ class BlockedProgram final : public InferenceProgram {
     for (std::size_t i = 0; i < steps_.size(); ++i) {
       for (std::size_t c = 0; c < convs_[i].size(); ++c) {
         const FusedConv& fc = c < steps_[i].chain.size() ? steps_[i].chain[c] : *steps_[i].shortcut;
-        convs_[i][c].set_weights(fc.w, fc.bias, fc.params, fc.activation == Activation::kRelu);
+        convs_[i][c].set_weights(fc.w, fc.bias, fc.params, fc.activation == Activation::kRelu,
+                                 elem_);
       }
     }
   }
@@ -87,12 +94,12 @@ class BlockedProgram final : public InferenceProgram {
     }
     if (flow.slot < 0) return *flow.plain;
     detail::ensure_shape(be_, output_, flow.shape);
-    timed("output to NCHW", [&] { blk::to_plain(be_, slot(flow.slot), output_); });
+    timed("output to NCHW", [&] { blk::to_plain(be_, slot(flow.slot), output_, elem_); });
     return output_;
   }
 
  private:
-  float* slot(int s) { return slots_[static_cast<std::size_t>(s)].data<float>(); }
+  void* slot(int s) { return slots_[static_cast<std::size_t>(s)].data<float>(); }
 
   // Slots sized for the largest blocked activation a convolution or max
   // pool step reads or writes.
@@ -116,8 +123,9 @@ class BlockedProgram final : public InferenceProgram {
       }
       s = step_output_shape(step, s);
     }
+    const auto floats = (most * static_cast<std::int64_t>(blk::elem_size(elem_)) + 3) / 4;
     for (Tensor& t : slots_) {
-      if (!t.defined() || t.numel() < most) t = Tensor(be_, {most});
+      if (!t.defined() || t.numel() < floats) t = Tensor(be_, {floats});
     }
     planned_for_ = input;
   }
@@ -125,7 +133,7 @@ class BlockedProgram final : public InferenceProgram {
   void make_blocked(Flow& flow) {
     if (flow.slot >= 0) return;
     const int s = free_slot(0);
-    blk::to_blocked(be_, *flow.plain, slot(s));
+    blk::to_blocked(be_, *flow.plain, slot(s), elem_);
     flow = {nullptr, s, flow.shape};
   }
 
@@ -135,13 +143,13 @@ class BlockedProgram final : public InferenceProgram {
     if (step.kind == Kind::kMaxPool && flow.slot >= 0) {  // stays blocked
       const int out = free_slot(1 << flow.slot);
       const Shape shape = step_output_shape(step, flow.shape);
-      blk::max_pool(be_, flow.shape, slot(flow.slot), slot(out), step.pool);
+      blk::max_pool(be_, flow.shape, slot(flow.slot), slot(out), step.pool, elem_);
       flow = {nullptr, out, shape};
       return;
     }
     if (flow.slot >= 0) {
       detail::ensure_shape(be_, plain_inputs_[i], flow.shape);
-      blk::to_plain(be_, slot(flow.slot), plain_inputs_[i]);
+      blk::to_plain(be_, slot(flow.slot), plain_inputs_[i], elem_);
       flow = {&plain_inputs_[i], -1, flow.shape};
     }
     const Tensor& y = detail::run_plain_step(be_, step, *flow.plain, outputs_[i]);
@@ -149,7 +157,7 @@ class BlockedProgram final : public InferenceProgram {
   }
 
   // The slot a block's last convolution accumulates into (-1: not a block).
-  int residual_slot(std::size_t i, const Flow& flow, const float* x) {
+  int residual_slot(std::size_t i, const Flow& flow, const void* x) {
     const InferenceStep& step = steps_[i];
     if (step.kind != Kind::kBlock) return -1;
     const int in = flow.slot < 0 ? 0 : 1 << flow.slot;
@@ -160,7 +168,8 @@ class BlockedProgram final : public InferenceProgram {
     }
     if (step.chain.size() > 1) return flow.slot;  // the input is read by the first convolution only
     const int r = free_slot(in);  // one convolution reading its own residual: copy it
-    std::memcpy(slot(r), x, static_cast<std::size_t>(blk::blocked_floats(flow.shape)) * 4);
+    std::memcpy(slot(r), x,
+                static_cast<std::size_t>(blk::blocked_floats(flow.shape)) * blk::elem_size(elem_));
     return r;
   }
 
@@ -170,8 +179,12 @@ class BlockedProgram final : public InferenceProgram {
     const bool read_plain =
         flow.slot < 0 && step.kind == Kind::kConv && flow.shape[1] < blk::block_channels();
     if (!read_plain) make_blocked(flow);
+    if (read_plain && elem_ != blk::Elem::kF32) {  // the kernels read bf16 NCHW as it is
+      blk::to_blocked(be_, *flow.plain, slot(0), elem_, true);
+      flow = {nullptr, 0, flow.shape};
+    }
     const int in = flow.slot < 0 ? 0 : 1 << flow.slot;
-    const float* x = read_plain ? flow.plain->data<float>() : slot(flow.slot);
+    const void* x = read_plain && flow.slot < 0 ? flow.plain->data<float>() : slot(flow.slot);
     const int residual = residual_slot(i, flow, x);
     const int keep = in | (residual >= 0 ? 1 << residual : 0);
     Shape shape = flow.shape;
@@ -180,7 +193,7 @@ class BlockedProgram final : public InferenceProgram {
     for (std::size_t c = 0; c < step.chain.size(); ++c) {
       const bool accumulate = c + 1 == step.chain.size() && residual >= 0;
       const int out = accumulate ? residual : free_slot(keep | prev);
-      float* y = slot(out);
+      void* y = slot(out);
       convs_[i][c].forward(be_, shape, x, plain, y, accumulate);
       shape = conv2d_output_shape(shape, step.chain[c].w.shape(), step.chain[c].params);
       x = y, plain = false, prev = 1 << out;
@@ -195,6 +208,7 @@ class BlockedProgram final : public InferenceProgram {
   std::array<Tensor, kSlots> slots_;
   Tensor output_;  // a network ending in a convolution, made plain
   Shape planned_for_;
+  blk::Elem elem_;
 };
 
 bool blockable(const std::vector<InferenceStep>& steps) {
@@ -209,11 +223,40 @@ bool blockable(const std::vector<InferenceStep>& steps) {
 }  // namespace
 
 std::unique_ptr<InferenceProgram> CpuBackend::compile_inference(std::vector<InferenceStep> steps,
-                                                                ProgramLayout layout) {
-  if (layout == ProgramLayout::kBackend && blk::available(*this) && blockable(steps)) {
-    return std::make_unique<BlockedProgram>(*this, std::move(steps));
+                                                                ProgramLayout layout,
+                                                                Precision precision) {
+  const bool blocks = blk::available(*this) && blockable(steps);
+  if (precision == Precision::kBf16) {
+    if (inference_precision(precision) == PrecisionSupport::kNone || !blocks) {
+      throw Unsupported("cpu: bf16 inference needs oneDNN's bf16 kernels (AVX-512; oneDNN runs " +
+                        blk::isa_name() + " here) and convolutions of one group");
+    }
+    if (layout == ProgramLayout::kPlain) {
+      throw InvalidArgument("cpu: bf16 inference runs in the blocked layout only, not kPlain");
+    }
+    return std::make_unique<BlockedProgram>(*this, std::move(steps), blk::Elem::kBf16);
+  }
+  if (precision != Precision::kFp32) {
+    throw Unsupported(std::string("cpu: inference in ") + to_string(precision) +
+                      " is not available on the CPU; use fp32 or bf16");
+  }
+  if (layout == ProgramLayout::kBackend && blocks) {
+    return std::make_unique<BlockedProgram>(*this, std::move(steps), blk::Elem::kF32);
   }
   return make_plain_program(*this, std::move(steps));
+}
+
+PrecisionSupport CpuBackend::inference_precision(Precision precision) const noexcept {
+  if (precision == Precision::kFp32) return PrecisionSupport::kNative;
+  if (precision != Precision::kBf16) return PrecisionSupport::kNone;
+  switch (blk::bf16_support()) {
+    case 2:
+      return PrecisionSupport::kNative;
+    case 1:
+      return PrecisionSupport::kEmulated;
+    default:
+      return PrecisionSupport::kNone;
+  }
 }
 
 std::unique_ptr<Backend> CpuBackend::make_worker() const {

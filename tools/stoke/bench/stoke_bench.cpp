@@ -333,6 +333,7 @@ std::vector<Advice> advise_baseline(const Experiment& e, const bench::RunFigures
   in.decoded_pixels_per_image = 2448.0 * 2048.0;
   in.training_pixels_per_image = static_cast<double>(e.size) * e.size;
   in.class_counts = class_counts(e.data, static_cast<int>(e.data.class_names().size()));
+  in.bf16 = model.backend().inference_precision(Precision::kBf16);
   return advise(in);
 }
 

@@ -6,9 +6,53 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <string>
 
 #include "stoke/distributed.hpp"
 #include "stoke/stoke.hpp"
+
+namespace {
+
+std::string stoke_json(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// The precision inference runs in (STOKE_PRECISION resolved for the default
+// backend), and whether the backend has bf16: native, emulated or none.
+struct PrecisionInfo {
+  std::string effective;  // "fp32", "bf16", or "unavailable: <why>"
+  const char* bf16 = "none";
+};
+
+PrecisionInfo precision_info(const stoke::Settings& settings) {
+  stoke::Backend& backend = stoke::default_backend();
+  PrecisionInfo p;
+  const auto bf16 = backend.inference_precision(stoke::Precision::kBf16);
+  p.bf16 = bf16 == stoke::PrecisionSupport::kNative     ? "native"
+           : bf16 == stoke::PrecisionSupport::kEmulated ? "emulated"
+                                                        : "none";
+  try {
+    p.effective = stoke::to_string(stoke::resolve_precision(backend, settings.precision));
+  } catch (const stoke::Error& e) {
+    p.effective = std::string("unavailable: ") + e.what();
+  }
+  return p;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   bool json = false;
@@ -25,6 +69,7 @@ int main(int argc, char** argv) {
     const auto& config = runtime.config;
     const auto& system = runtime.system;
     const auto& selection = runtime.device;
+    const PrecisionInfo precision = precision_info(config.settings());
     if (json) {
       std::cout << "{\"stoke_version\":\"" << stoke::version()
                 << "\",\"system\":" << stoke::system_to_json(system)
@@ -35,13 +80,17 @@ int main(int argc, char** argv) {
       }
       std::cout << "],\"cpu_threads\":" << runtime.cpu_threads << ",\"simd\":\""
                 << stoke::to_string(runtime.simd)
-                << "\"},\"distributed\":" << (stoke::distributed_available() ? "true" : "false")
+                << "\"},\"precision\":" << stoke_json(precision.effective) << ",\"bf16\":\""
+                << precision.bf16
+                << "\",\"distributed\":" << (stoke::distributed_available() ? "true" : "false")
                 << ",\"config\":" << config.to_json() << "}\n";
       return 0;
     }
     std::cout << "stoke " << stoke::version() << "\n\n"
               << stoke::format_system(system) << "\n"
               << stoke::describe(runtime) << "\n"
+              << "precision: " << precision.effective
+              << " (bf16 on this backend: " << precision.bf16 << ")\n"
               << "data-parallel training: "
               << (stoke::distributed_available() ? "Gloo (stoke train --nproc N)"
                                                  : "not built (no libgloo-dev)")

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# --precision on the `stoke` command (docs/precision.md): info reports the
+# effective precision; predict and eval run bf16 where oneDNN has bf16
+# kernels and refuse it with the reason where it has none (ONEDNN_MAX_CPU_ISA=AVX2
+# stands for a CPU without AVX-512); train and the anomaly commands refuse a
+# reduced precision by name; a value outside the list is a usage error.
+#   stoke_cli_precision.sh <stoke binary>
+set -uo pipefail
+stoke=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export STOKE_LOG_LEVEL=warn
+# shellcheck source=test_lib.sh
+source "$(dirname "$0")/test_lib.sh"
+
+json_field() {  # json_field KEY < JSON: the value of a top-level string key
+  python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
+}
+
+"$stoke" info --json >"$work/info.json" 2>/dev/null || fail "info --json"
+bf16=$(json_field bf16 <"$work/info.json") || fail "info --json has no \"bf16\""
+test "$(json_field precision <"$work/info.json")" = fp32 || fail "default precision is not fp32"
+want_auto=fp32
+test "$bf16" = native && want_auto=bf16
+test "$(STOKE_PRECISION=auto "$stoke" info --json 2>/dev/null | json_field precision)" = "$want_auto" \
+  || fail "auto with bf16 $bf16 is not $want_auto"
+STOKE_PRECISION=bf16 ONEDNN_MAX_CPU_ISA=AVX2 "$stoke" info --json 2>/dev/null | json_field precision \
+  | grep -q '^unavailable: .*bf16' || fail "info under AVX2 does not say bf16 is unavailable"
+"$stoke" info 2>/dev/null | grep -q '^precision: fp32' || fail "info text has no precision line"
+
+"$stoke" dataset --out "$work/d" --count 24 --size 32x32 >/dev/null 2>&1 || fail "dataset"
+"$stoke" train --data "$work/d" --out "$work/m.stoke" --epochs 1 --size 16 --batch 4 --precision fp32 \
+  >/dev/null 2>"$work/train.err" || { cat "$work/train.err"; fail "train --precision fp32"; }
+
+"$stoke" train --data "$work/d" --out "$work/x.stoke" --epochs 1 --size 16 --precision bf16 \
+  >/dev/null 2>"$work/err"
+test $? -eq 2 && grep -q 'fp32 only' "$work/err" || { cat "$work/err"; fail "train --precision bf16 not refused"; }
+test ! -e "$work/x.stoke" || fail "train --precision bf16 wrote a model"
+"$stoke" predict --model "$work/m.stoke" --data "$work/d" --precision int8 >/dev/null 2>"$work/err"
+test $? -eq 2 && grep -q "'int8' is not one of fp32, bf16, fp16, auto" "$work/err" \
+  || { cat "$work/err"; fail "--precision int8 not a usage error"; }
+STOKE_PRECISION=half "$stoke" predict --model "$work/m.stoke" --data "$work/d" >/dev/null 2>"$work/err"
+rc=$?
+test $rc -ne 0 && test $rc -lt 124 && grep -q 'STOKE_PRECISION' "$work/err" \
+  || { cat "$work/err"; fail "STOKE_PRECISION=half: status $rc"; }
+
+# Without bf16 kernels: a clear refusal, status 1, nothing printed as a result.
+ONEDNN_MAX_CPU_ISA=AVX2 "$stoke" predict --model "$work/m.stoke" --data "$work/d" --precision bf16 \
+  >"$work/out" 2>"$work/err"
+test $? -eq 1 && grep -q 'bf16' "$work/err" && grep -q 'fp32' "$work/err" && test ! -s "$work/out" \
+  || { cat "$work/err"; fail "bf16 under AVX2 not refused with its reason"; }
+
+test "$bf16" = none && skip "oneDNN has no bf16 kernels on this CPU (the refusal above passed)"
+
+"$stoke" predict --model "$work/m.stoke" --data "$work/d" --csv >"$work/fp32.csv" 2>/dev/null \
+  || fail "predict fp32"
+"$stoke" predict --model "$work/m.stoke" --data "$work/d" --csv --precision bf16 >"$work/bf16.csv" \
+  2>"$work/err" || { cat "$work/err"; fail "predict --precision bf16"; }
+test "$(wc -l <"$work/bf16.csv")" -eq "$(wc -l <"$work/fp32.csv")" || fail "bf16 rows differ in number"
+cmp -s "$work/fp32.csv" "$work/bf16.csv" && fail "bf16 gave fp32's exact confidences (not run in bf16?)"
+# Same files and, for all but near-ties, the same classes.
+cut -d, -f1 "$work/fp32.csv" | cmp -s - <(cut -d, -f1 "$work/bf16.csv") || fail "bf16 rows name other files"
+changed=$(paste -d, <(cut -d, -f2 "$work/fp32.csv") <(cut -d, -f2 "$work/bf16.csv") | awk -F, '$1 != $2' | wc -l)
+test "$changed" -le 2 || fail "$changed of $(wc -l <"$work/fp32.csv") decisions changed in bf16"
+
+"$stoke" eval --model "$work/m.stoke" --data "$work/d" --json --precision bf16 >"$work/eval.json" 2>"$work/err" \
+  || { cat "$work/err"; fail "eval --precision bf16"; }
+test "$(json_field compute_precision <"$work/eval.json")" = bf16 || fail "eval json does not say bf16"
+"$stoke" eval --model "$work/m.stoke" --data "$work/d" --json >"$work/eval32.json" 2>/dev/null || fail "eval"
+test "$(json_field compute_precision <"$work/eval32.json")" = fp32 || fail "eval json does not say fp32"
+echo "ok: bf16 $bf16, $changed decisions changed"
