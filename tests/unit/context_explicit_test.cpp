@@ -65,6 +65,7 @@ Config every_knob(const char* simd, const char* threads, const char* depth, cons
   c.set("STOKE_CACHE", cache);
   c.set("STOKE_LOG_LEVEL", "warn");
   c.set("STOKE_MAX_IMAGE_PIXELS", "50000000");
+  c.set("STOKE_PRECISION", "fp32");
   c.set("STOKE_CUDA_PLUGIN", "off");
   c.set("STOKE_JIT_CACHE", "/nonexistent/stoke-jit");
   for (const auto& knob : c.knobs()) EXPECT_EQ(knob.source, ConfigSource::kApi) << knob.name;
