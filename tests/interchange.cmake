@@ -12,5 +12,10 @@ add_test(NAME Interchange.ImportGeneratedFiles
 add_test(NAME Interchange.TorchvisionExport
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/interchange/run.sh torchvision
                  $<TARGET_FILE:stoke_interchange_tool> ${CMAKE_CURRENT_BINARY_DIR}/interchange_torch)
+# stoke import with class names and normalization -> stoke predict, against PyTorch.
+add_test(NAME Interchange.DeployableImport
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/interchange/run.sh deploy_import
+                 $<TARGET_FILE:stoke_cli> ${CMAKE_CURRENT_BINARY_DIR}/interchange_deploy)
 set_tests_properties(Interchange.OnnxRuntimeParity Interchange.ImportGeneratedFiles Interchange.TorchvisionExport
+                     Interchange.DeployableImport
                      PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS python RESOURCE_LOCK stoke_py_venv)

@@ -24,3 +24,8 @@ endforeach()
 add_test(NAME Cli.Precision
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_precision.sh $<TARGET_FILE:stoke_cli>)
 set_tests_properties(Cli.Precision PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+
+# stoke import writes deployable model files (an ONNX export comes back whole).
+add_test(NAME Cli.ImportDeployable
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_import.sh $<TARGET_FILE:stoke_cli>)
+set_tests_properties(Cli.ImportDeployable PROPERTIES TIMEOUT 300)

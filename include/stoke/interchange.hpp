@@ -5,6 +5,7 @@
 // protobuf library is linked (docs/interchange.md says why).
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -75,5 +76,9 @@ STOKE_API void save_safetensors(const nn::Model& model, const std::string& path)
 // differ; CorruptFile for a malformed file. The model is unchanged on error.
 STOKE_API ImportReport import_onnx(nn::Model& model, const std::string& path,
                                    const ImportOptions& options = {});
+
+// An ONNX file's metadata_props (stoke export writes "class_names" and the
+// model file's "model.preprocess.*" there). CorruptFile / IoError as import_onnx.
+STOKE_API std::map<std::string, std::string> onnx_metadata(const std::string& path);
 
 }  // namespace stoke::interchange

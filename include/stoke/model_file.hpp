@@ -82,6 +82,23 @@ STOKE_API ModelInfo describe_training(const Dataset& train, const Dataset* val,
                                       const LoaderOptions& loader, const TrainerOptions& options,
                                       std::size_t references = 4);
 
+// A ModelInfo for weights trained elsewhere (stoke import): the class names
+// and preprocessing the caller states, provenance naming `source`, and
+// `references` reference inputs of seeded uniform 8-bit pixel noise through
+// `preprocess`'s normalization, so the Predictor's self-check shows whether
+// a deploy machine computes this machine's logits (there is no file to
+// decode: SelfCheckResult::decoded_references stays 0). InvalidArgument for
+// no class names or inconsistent sizes.
+STOKE_API ModelInfo describe_import(std::vector<std::string> class_names,
+                                    const PreprocessOptions& preprocess, const std::string& source,
+                                    std::size_t references = 2);
+
+// The preprocessing under "model.preprocess.*" of `metadata` (a model file's,
+// or the metadata_props stoke export writes into an ONNX file); CorruptFile
+// naming `what` and every missing key.
+STOKE_API PreprocessOptions read_preprocess_metadata(
+    const std::map<std::string, std::string>& metadata, const std::string& what);
+
 // Appends an epoch's figures to info.history and info.metrics.
 STOKE_API void record_epoch(ModelInfo& info, const EpochRecord& record);
 

@@ -305,4 +305,8 @@ ImportReport import_onnx(nn::Model& model, const std::string& path, const Import
   return assign_weights(model, m.out(), options, "import_onnx '" + path + "'", false);
 }
 
+std::map<std::string, std::string> onnx_metadata(const std::string& path) {
+  return read_onnx(path).metadata;
+}
+
 }  // namespace stoke::interchange

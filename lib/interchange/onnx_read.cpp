@@ -137,11 +137,21 @@ OnnxGraph read_onnx(const std::string& path) {
   Reader m(bytes, path);
   Field f;
   std::string_view graph;
+  OnnxGraph g;
   while (m.next(f)) {
     if (f.field == onnx::model::kGraph && f.wire == pb::Wire::kBytes) graph = f.bytes;
+    if (f.field == onnx::model::kMetadataProps && f.wire == pb::Wire::kBytes) {
+      Reader e(f.bytes, path + " metadata_props");
+      Field h;
+      std::string key, value;
+      while (e.next(h)) {
+        if (h.field == onnx::entry::kKey) key = std::string(h.bytes);
+        if (h.field == onnx::entry::kValue) value = std::string(h.bytes);
+      }
+      g.metadata[key] = std::move(value);
+    }
   }
   if (graph.empty()) throw CorruptFile(path + ": no graph (not an ONNX model file)");
-  OnnxGraph g;
   std::vector<std::string> inputs;
   Reader r(graph, path + " graph");
   while (r.next(f)) {
@@ -164,6 +174,12 @@ OnnxGraph read_onnx(const std::string& path) {
     const OnnxNode& n = g.nodes[i];
     if (n.op == "Constant" && n.attrs.count("value") && !n.outputs.empty())
       g.tensors[n.outputs[0]] = n.attrs.at("value").t;
+    // torch.onnx.export names a deduplicated initializer through an Identity
+    // node: its output is the same constant (nodes are in topological order).
+    if (n.op == "Identity" && n.inputs.size() == 1 && n.outputs.size() == 1) {
+      const auto it = g.tensors.find(n.inputs[0]);
+      if (it != g.tensors.end()) g.tensors[n.outputs[0]] = it->second;
+    }
     for (const auto& in : n.inputs) g.consumers[in].push_back(i);
   }
   for (const auto& in : inputs) {

@@ -40,6 +40,7 @@ struct OnnxGraph {
   std::map<std::string, HostTensor> tensors;  // initializers and Constant outputs
   std::string input;                          // the one graph input that is not an initializer
   std::map<std::string, std::vector<std::size_t>> consumers;  // value -> node indices
+  std::map<std::string, std::string> metadata;                // the model's metadata_props
 };
 
 // CorruptFile naming `path` for a malformed file; Unsupported for external data.

@@ -228,6 +228,49 @@ ModelInfo describe_training(const Dataset& train, const Dataset* val, const Load
   return info;
 }
 
+ModelInfo describe_import(std::vector<std::string> class_names, const PreprocessOptions& preprocess,
+                          const std::string& source, std::size_t references) {
+  if (class_names.empty()) throw InvalidArgument("describe_import: no class names");
+  const PreprocessOptions& p = preprocess;
+  if ((p.channels != 1 && p.channels != 3) || p.width <= 0 || p.height <= 0 ||
+      (p.resize_width && p.resize_width < p.width) ||
+      (p.resize_height && p.resize_height < p.height)) {
+    throw InvalidArgument("describe_import: preprocessing sizes are inconsistent (a " +
+                          std::to_string(p.resize_width) + "x" + std::to_string(p.resize_height) +
+                          " resize for a " + std::to_string(p.width) + "x" +
+                          std::to_string(p.height) + " input)");
+  }
+  ModelInfo info;
+  info.class_names = std::move(class_names);
+  info.preprocess = preprocess;
+  info.preprocess.dtype = OutputDtype::kFloat32;
+  if (!info.preprocess.resize_width) info.preprocess.resize_width = info.preprocess.width;
+  if (!info.preprocess.resize_height) info.preprocess.resize_height = info.preprocess.height;
+  info.stoke_version = version();
+  info.created = modelfile_detail::utc_now();
+  info.dataset_source = source;
+  info.class_counts.assign(info.class_names.size(), 0);
+  info.trainer_options["imported_from"] = source;
+  const auto plane = static_cast<std::size_t>(p.width) * static_cast<std::size_t>(p.height);
+  for (std::size_t i = 0; i < references; ++i) {
+    ReferenceSample r;
+    r.source = "seeded 8-bit noise " + std::to_string(i) + " (stoke import)";
+    r.input.resize(plane * static_cast<std::size_t>(p.channels));
+    std::uint64_t state = 0x9E3779B97F4A7C15ull * (i + 1);
+    for (int c = 0; c < p.channels; ++c) {
+      float scale = 1, bias = 0;
+      p.normalization.affine(c, scale, bias);
+      for (std::size_t k = 0; k < plane; ++k) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;  // LCG: no Rng needed
+        const auto pixel = static_cast<float>(state >> 56);               // 0..255
+        r.input[static_cast<std::size_t>(c) * plane + k] = pixel * scale + bias;
+      }
+    }
+    info.references.push_back(std::move(r));
+  }
+  return info;
+}
+
 std::vector<std::string> history_before(const std::map<std::string, std::string>& metadata,
                                         int epoch) {
   std::vector<std::string> kept;

@@ -215,6 +215,13 @@ void ModelInfo::to_metadata(Meta& m) const {
   }
 }
 
+PreprocessOptions read_preprocess_metadata(const Meta& metadata, const std::string& what) {
+  MetaReader r(metadata, what);
+  ModelInfo info;
+  read_preprocess(r, info);
+  return info.preprocess;
+}
+
 ModelInfo ModelInfo::from_metadata(const Meta& m, const std::string& path) {
   MetaReader r(m, path);
   ModelInfo info;

@@ -4,7 +4,8 @@ safetensors and the ONNX graph with batch norm kept and folded. stoke's
 logits after import equal ONNX Runtime's on the ONNX file within 1e-4; a gray
 model takes the RGB stem summed (reference: the gray image on all three
 channels); a new head for other classes loads; a wrong architecture is an
-error that lists what differs."""
+error that lists what differs; a weight read through an Identity node (as
+torch.onnx.export writes deduplicated initializers) imports."""
 import os
 import subprocess
 import sys
@@ -77,6 +78,27 @@ for arch in ("resnet18", "resnet34", "resnet50"):
                     failures.append(f"{arch} gray from {kind}: {msg}")
                 else:
                     compare(f"{arch} gray from RGB {kind}{' (folded)' if fold else ''}", got, want_gray)
+
+# torch.onnx.export deduplicates equal initializers: the second user reads the
+# first one's through an Identity node. Here layer1.1.conv2 reads
+# layer1.0.conv2's weight that way (ONNX Runtime runs the same file).
+m = tv.make_onnx(tv.make_state_dict("resnet18", width, 3, classes, rng), "resnet18", 3, size, True)
+convs = [n for n in m.graph.node if n.op_type == "Conv"]
+inits = {i.name: i for i in m.graph.initializer}
+shape = lambda n: tuple(inits[n.input[1]].dims)  # noqa: E731
+a, b = next((a, b) for i, a in enumerate(convs) for b in convs[i + 1:] if shape(a) == shape(b))
+m.graph.initializer.remove(inits[b.input[1]])
+m.graph.node.insert(0, onnx.helper.make_node("Identity", [a.input[1]], ["onnx::Conv_dedup"]))
+b.input[1] = "onnx::Conv_dedup"
+onnx.checker.check_model(m, full_check=True)
+onnx.save(m, f"{work}/dedup.onnx")
+x = rng.uniform(-1, 1, (batch, 3, size, size)).astype(np.float32)
+want = ort.InferenceSession(f"{work}/dedup.onnx", providers=["CPUExecutionProvider"]).run(None, {"input.1": x})[0]
+got, msg = stoke_logits("onnx", f"{work}/dedup.onnx", "resnet18", 3, x)
+if got is None:
+    failures.append(f"deduplicated initializer through Identity: {msg}")
+else:
+    compare("resnet18 ONNX, a weight through Identity", got, want)
 
 # A new head for 7 classes loads everything but fc; the wrong architecture lists the differences.
 got, msg = stoke_logits("safetensors", f"{work}/resnet18.safetensors", "resnet18", 3,

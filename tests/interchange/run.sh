@@ -2,7 +2,9 @@
 # run.sh MODE TOOL WORKDIR: the interchange checks against the Python reference
 # packages. MODE export: stoke's ONNX files in ONNX Runtime; import: onnx- and
 # numpy-generated torchvision-style files into stoke; torchvision: a real
-# torchvision export (needs PyTorch where python3 runs; skips otherwise).
+# torchvision export (needs PyTorch where python3 runs; skips otherwise);
+# deploy_import: `stoke import` of a torchvision export run by `stoke predict`
+# (TOOL is then the stoke command; PyTorch as for torchvision).
 # The virtual environment is made once and reused: $STOKE_PY_CACHE
 # (default ~/.cache/stoke)/venv-onnx. Exit 77 = skipped, with the reason printed.
 set -euo pipefail
@@ -10,14 +12,14 @@ mode=$1 tool=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work" && mkdir -p "$work"
 
-if [[ $mode == torchvision ]]; then
+if [[ $mode == torchvision || $mode == deploy_import ]]; then
   # Debian's python3-torch and python3-torchvision are enough (no onnx package needed).
   py=${STOKE_TORCH_PYTHON:-/usr/bin/python3}
   if ! "$py" -c 'import torch, torchvision, numpy' 2>/dev/null; then
     echo "SKIP: $py cannot import torch, torchvision and numpy (install python3-torchvision, or set STOKE_TORCH_PYTHON)"
     exit 77
   fi
-  exec "$py" "$here/torchvision_check.py" "$tool" "$work"
+  exec "$py" "$here/${mode}_check.py" "$tool" "$work"
 fi
 
 cache=${STOKE_PY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/stoke}
