@@ -10,10 +10,12 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stoke/data.hpp"
 #include "stoke/export.hpp"
+#include "stoke/image.hpp"
 #include "stoke/nn/model.hpp"
 
 namespace stoke::anomaly {
@@ -64,6 +66,35 @@ STOKE_API float threshold_at_false_reject(std::vector<float> good_scores,
 // half; InvalidArgument when either list is empty.
 STOKE_API double image_auroc(std::span<const float> good_scores,
                              std::span<const float> defect_scores);
+
+// ---- Pixel-level metrics (ground-truth masks) --------------------------------
+
+// A ground-truth mask (non-zero = defect) of an image_width x image_height
+// image, brought to the model's input grid as the preprocessing brings the
+// image (resize to the resize target, centre crop), by nearest neighbour
+// (pixel centres): height x width bytes of `preprocess`, 1 = defect.
+// InvalidArgument naming `name` and both sizes when the mask's size is not the image's.
+STOKE_API std::vector<std::uint8_t> mask_to_input(ImageView mask, int image_width, int image_height,
+                                                  const PreprocessOptions& preprocess,
+                                                  std::string_view name);
+
+struct PixelMetrics {
+  double auroc = 0;  // over every pixel of every image, ties counted half
+  // The area under the per-region overlap (PRO) curve for false-positive
+  // rates up to max_fpr, divided by max_fpr (1 = every region fully found
+  // before any good pixel): regions are the 8-connected components of each
+  // image's mask; PRO at a threshold is the mean over regions of the share of
+  // the region's pixels above it; the FPR counts every good pixel of every image.
+  double aupro = 0;
+  std::uint64_t pixels = 0, defect_pixels = 0, regions = 0;
+};
+
+// maps: count x height x width anomaly maps (AnomalyResult::map); masks: the
+// same layout, non-zero = defect (mask_to_input). InvalidArgument when the
+// sizes differ, a value is not finite, or no defect or no good pixel exists.
+STOKE_API PixelMetrics pixel_metrics(std::span<const float> maps,
+                                     std::span<const std::uint8_t> masks, int height, int width,
+                                     double max_fpr = 0.3);
 
 // A PatchCore model: its backbone, memory bank, options and threshold. One
 // caller at a time (the feature programs and the preprocessor keep state):

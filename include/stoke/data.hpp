@@ -194,12 +194,17 @@ struct SyntheticOptions {
   enum class Format { kJpeg, kPng } format = Format::kJpeg;
   int jpeg_quality = 90;
   std::size_t first = 0;  // write images [first, first + count): lets a caller write in chunks
+  // Not empty: each defect image's ground-truth mask as
+  // mask_root/defect/NNNNNN_mask.png (MVTec AD's ground_truth layout; 8-bit,
+  // 255 where a defect changes the pixel by 8 levels or more, else 0).
+  std::filesystem::path mask_root;
 };
 
 // One RGB image: a brushed-metal texture with low-frequency shading and grain;
-// with `defect`, scratches and spots. Deterministic in (seed, defect).
+// with `defect`, scratches and spots. Deterministic in (seed, defect). With
+// `mask`: a 1-channel image of the same size, 255 on the defect pixels.
 STOKE_API void synthetic_inspection_image(int width, int height, std::uint64_t seed, bool defect,
-                                          Image& out);
+                                          Image& out, Image* mask = nullptr);
 
 // Writes `count` images as root/ok/NNNNNN.{jpg,png} and root/defect/...,
 // in parallel on the library arena; image i depends only on (options.seed, i).

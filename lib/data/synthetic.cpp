@@ -18,9 +18,15 @@ using data_detail::Rng;
 
 constexpr int kGrid = 9;  // coarse shading grid
 
+// A pixel whose level a defect changes by at least this much is a defect
+// pixel of the mask (the fade to the defect's edge stays below it).
+constexpr float kMaskLevels = 8.f;
+
 // Darkens (delta < 0) or brightens pixels within `radius` of the segment
-// (x0, y0)-(x1, y1), fading linearly to the edge.
-void draw_segment(Image& img, float x0, float y0, float x1, float y1, float radius, float delta) {
+// (x0, y0)-(x1, y1), fading linearly to the edge; marks the pixels it changes
+// by kMaskLevels or more in `mask` (when given: 1 channel, the image's size).
+void draw_segment(Image& img, Image* mask, float x0, float y0, float x1, float y1, float radius,
+                  float delta) {
   const int c = img.channels();
   const int lo_x = std::max(0, static_cast<int>(std::floor(std::min(x0, x1) - radius)));
   const int hi_x =
@@ -38,6 +44,7 @@ void draw_segment(Image& img, float x0, float y0, float x1, float y1, float radi
       const float d = std::sqrt(px * px + py * py);
       if (d >= radius) continue;
       const float amount = delta * (1.f - d / radius);
+      if (mask && std::abs(amount) >= kMaskLevels) mask->data()[y * mask->stride() + x] = 255;
       for (int k = 0; k < c; ++k) {
         row[x * c + k] = static_cast<std::uint8_t>(std::clamp(row[x * c + k] + amount, 0.f, 255.f));
       }
@@ -47,9 +54,13 @@ void draw_segment(Image& img, float x0, float y0, float x1, float y1, float radi
 
 }  // namespace
 
-void synthetic_inspection_image(int width, int height, std::uint64_t seed, bool defect,
-                                Image& out) {
+void synthetic_inspection_image(int width, int height, std::uint64_t seed, bool defect, Image& out,
+                                Image* mask) {
   out.reshape(width, height, 3);
+  if (mask) {
+    mask->reshape(width, height, 1);
+    for (int y = 0; y < height; ++y) std::fill_n(mask->data() + y * mask->stride(), width, 0);
+  }
   Rng rng(data_detail::hash_seed(seed, defect ? 1 : 0, 0x1A5));
   const float base = 90.f + 70.f * rng.unit();
   const float tint[3] = {1.f, 0.97f + 0.04f * rng.unit(), 0.92f + 0.06f * rng.unit()};
@@ -93,7 +104,7 @@ void synthetic_inspection_image(int width, int height, std::uint64_t seed, bool 
     const float x0 = rng.unit() * width, y0 = rng.unit() * height;
     const float angle = rng.unit() * 3.14159265f;
     const float length = (200.f + 1000.f * rng.unit()) * unit;
-    draw_segment(out, x0, y0, x0 + length * std::cos(angle), y0 + length * std::sin(angle),
+    draw_segment(out, mask, x0, y0, x0 + length * std::cos(angle), y0 + length * std::sin(angle),
                  std::max(1.5f, (2.f + 3.f * rng.unit()) * unit * 2.f),
                  -(40.f + 30.f * rng.unit()));
   }
@@ -101,7 +112,7 @@ void synthetic_inspection_image(int width, int height, std::uint64_t seed, bool 
   for (int i = 0; i < spots; ++i) {
     const float x = rng.unit() * width, y = rng.unit() * height;
     const float radius = std::max(2.f, (8.f + 32.f * rng.unit()) * unit * 2.f);
-    draw_segment(out, x, y, x, y, radius, rng.unit() < 0.5f ? -60.f : 50.f);
+    draw_segment(out, mask, x, y, x, y, radius, rng.unit() < 0.5f ? -60.f : 50.f);
   }
 }
 
@@ -117,18 +128,31 @@ std::filesystem::path write_synthetic_dataset(const std::filesystem::path& root,
     std::filesystem::create_directories(root / cls, ec);
     if (ec) throw IoError("cannot create '" + (root / cls).string() + "': " + ec.message());
   }
+  const bool masks = !options.mask_root.empty();
+  if (masks) {
+    std::filesystem::create_directories(options.mask_root / "defect", ec);
+    if (ec) {
+      throw IoError("cannot create '" + (options.mask_root / "defect").string() +
+                    "': " + ec.message());
+    }
+  }
   const bool jpeg = options.format == SyntheticOptions::Format::kJpeg;
   parallel_for(options.first, options.first + count, 1, [&](std::size_t begin, std::size_t end) {
-    Image image;
+    Image image, mask;
     for (std::size_t i = begin; i < end; ++i) {
       const std::uint64_t image_seed = data_detail::hash_seed(options.seed, i, 0x1AA6E);
       const bool defect = Rng(image_seed).unit() < options.defect_fraction;
-      synthetic_inspection_image(options.width, options.height, image_seed, defect, image);
+      synthetic_inspection_image(options.width, options.height, image_seed, defect, image,
+                                 masks && defect ? &mask : nullptr);
       char name[32];
       std::snprintf(name, sizeof name, "%06zu.%s", i, jpeg ? "jpg" : "png");
       const auto bytes =
           jpeg ? encode_jpeg(image.view(), options.jpeg_quality) : encode_png(image.view());
       write_file(root / (defect ? "defect" : "ok") / name, bytes);
+      if (masks && defect) {
+        std::snprintf(name, sizeof name, "%06zu_mask.png", i);
+        write_file(options.mask_root / "defect" / name, encode_png(mask.view()));
+      }
     }
   });
   return root;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The `stoke` command's anomaly path end to end on a small synthetic set:
 # train --task anomaly on the good parts -> eval (image AUROC, false-reject and
-# escape rates) -> predict --json (file, score, anomalous), the memory cap
+# escape rates; pixel AUROC and AUPRO from the generator's masks) -> predict
+# --json (file, score, anomalous; --heatmaps), the memory cap
 # naming its option, and unimplemented options refused by name.
 #   stoke_cli_anomaly.sh <stoke binary>
 set -euo pipefail
@@ -11,7 +12,8 @@ trap 'rm -rf "$work"' EXIT
 export STOKE_LOG_LEVEL=error
 fail() { echo "FAIL: $1"; shift; for f in "$@"; do cat "$f"; done; exit 1; }
 
-"$stoke" dataset --out "$work/data" --count 40 --size 192x192 --format png --defects 0.4 --seed 5 >/dev/null
+"$stoke" dataset --out "$work/data" --count 40 --size 192x192 --format png --defects 0.4 --seed 5 \
+  --masks "$work/masks" >/dev/null
 "$stoke" train --task anomaly --data "$work/data/ok" --arch resnet18 --width-mult 0.5 --size 96 --coreset 0.2 \
   --out "$work/m.stoke" --json >"$work/train.json" 2>"$work/train.err" || fail "train --task anomaly" "$work/train.err"
 grep -q '"bank_rows"' "$work/train.json" || fail "train json" "$work/train.json"
@@ -30,6 +32,39 @@ awk -v a="$auroc" 'BEGIN { exit !(a >= 0 && a <= 1) }' || fail "image AUROC '$au
 one=$(find "$work/data/defect" -name '*.png' | sort | head -1)
 "$stoke" predict --model "$work/m.stoke" "$one" --json >"$work/predict.json" 2>/dev/null || fail "predict" "$work/predict.json"
 grep -q '"file".*"score".*"anomalous": \(true\|false\)' "$work/predict.json" || fail "predict json" "$work/predict.json"
+
+# Ground-truth masks (the generator's, MVTec's layout): pixel AUROC and AUPRO in [0, 1].
+defects=$(find "$work/data/defect" -name '*.png' | wc -l)
+test "$(find "$work/masks/defect" -name '*_mask.png' | wc -l)" -eq "$defects" || fail "one mask per defect image"
+"$stoke" eval --model "$work/m.stoke" --data "$work/data" --good ok --masks "$work/masks" --json \
+  >"$work/pixel.json" 2>"$work/pixel.err" || fail "eval --masks" "$work/pixel.err"
+python3 - "$work/pixel.json" "$defects" <<'PY' || fail "pixel metrics" "$work/pixel.json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert 0 <= r["pixel_auroc"] <= 1 and 0 <= r["aupro"] <= 1, r
+assert r["masks"] == int(sys.argv[2]) and r["defect_regions"] >= r["masks"], r
+PY
+# A defect image without its mask is an error naming it; a mask of another size too.
+first_mask=$(find "$work/masks/defect" -name '*_mask.png' | sort | head -1)
+rm "$first_mask"
+if "$stoke" eval --model "$work/m.stoke" --data "$work/data" --good ok --masks "$work/masks" \
+  >/dev/null 2>"$work/nomask.err"; then fail "a missing mask was accepted" "$work/nomask.err"; fi
+grep -q 'no mask for the defect image' "$work/nomask.err" || fail "missing mask message" "$work/nomask.err"
+python3 "$(dirname "$0")/tiny_images.py" png "$first_mask"
+if "$stoke" eval --model "$work/m.stoke" --data "$work/data" --good ok --masks "$work/masks" \
+  >/dev/null 2>"$work/size.err"; then fail "a mask of another size was accepted" "$work/size.err"; fi
+grep -q 'is 8x8, its image 192x192' "$work/size.err" || fail "mask size message" "$work/size.err"
+
+# Heatmaps: one PNG per image at the input size, named in the JSON; an input is never replaced.
+"$stoke" predict --model "$work/m.stoke" --data "$work/data/defect" --heatmaps "$work/maps" --json \
+  >"$work/maps.json" 2>"$work/maps.err" || fail "predict --heatmaps" "$work/maps.err"
+test "$(find "$work/maps" -name '*.png' | wc -l)" -eq "$defects" || fail "one heatmap per image" "$work/maps.json"
+grep -q '"heatmap": ".*maps/.*\.png"' "$work/maps.json" || fail "heatmap not in the JSON" "$work/maps.json"
+mkdir -p "$work/inplace" && cp "$one" "$work/inplace/a.png" && cp "$work/inplace/a.png" "$work/keep.png"
+"$stoke" predict --model "$work/m.stoke" "$work/inplace/a.png" --heatmaps "$work/inplace" >/dev/null 2>&1 \
+  || fail "predict --heatmaps into the input's folder"
+cmp -s "$work/inplace/a.png" "$work/keep.png" || fail "the heatmap replaced its input image"
+test -s "$work/inplace/a-2.png" || fail "no heatmap beside the input"
 
 # The backbone of a classifier stoke trained (its size and channels come with it).
 "$stoke" train --data "$work/data" --arch resnet18 --width-mult 0.25 --size 48 --epochs 1 --batch 8 \

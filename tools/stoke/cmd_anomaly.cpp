@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <set>
 
 #include "args.hpp"
 #include "commands.hpp"
@@ -31,13 +32,20 @@ constexpr const char* kTrainUsage =
 )";
 
 constexpr const char* kPredictUsage =
-    "usage: stoke predict --model ANOMALY_MODEL (FILE... | --data DIR) [--json]\n"
-    "  prints file, score and anomalous (score above the model's threshold) per image.\n";
+    "usage: stoke predict --model ANOMALY_MODEL (FILE... | --data DIR) [--json] [--heatmaps DIR]\n"
+    "  prints file, score and anomalous (score above the model's threshold) per image.\n"
+    "  --heatmaps DIR writes each image's anomaly map as DIR/<name>.png at the model's input\n"
+    "  size (8-bit gray: 128 = the model's threshold, 255 = twice it or more; \"heatmap\" in "
+    "--json).\n";
 
 constexpr const char* kEvalUsage =
-    "usage: stoke eval --model ANOMALY_MODEL --data DIR --good CLASS [--json]\n"
+    "usage: stoke eval --model ANOMALY_MODEL --data DIR --good CLASS [--masks MASK_DIR] [--json]\n"
     "  DIR holds one subfolder per class; CLASS is the good one, every other is a defect.\n"
-    "  Reports image_auroc and, at the model's threshold, the false-reject and escape rates.\n";
+    "  Reports image_auroc and, at the model's threshold, the false-reject and escape rates.\n"
+    "  With ground-truth masks (MASK_DIR/<class>/<name>_mask.png or <name>.png, 0 = good pixel;\n"
+    "  default: DIR/../ground_truth when it exists, MVTec AD's layout) also pixel_auroc and\n"
+    "  aupro (up to a false-positive rate of 0.3). Every defect image needs its mask; a good\n"
+    "  image without one is all good pixels.\n";
 
 bool is_good_folder(const std::string& name) {
   return name == "good" || name == "ok";
@@ -196,11 +204,36 @@ int train(int argc, char** argv) {
   return 0;
 }
 
-void print_result(bool json, const fs::path& file, const stoke::anomaly::AnomalyResult& r) {
+// DIR/<name>.png (<name>-2.png, ... for a name this run wrote already):
+// the map at the input size, 128 = `threshold`, 255 = twice it or more.
+fs::path write_heatmap(const fs::path& dir, const fs::path& file,
+                       const stoke::anomaly::AnomalyResult& r, float threshold,
+                       std::set<fs::path>& written) {
+  fs::path out = dir / (file.stem().string() + ".png");
+  for (int n = 2; written.count(fs::weakly_canonical(out)); ++n)
+    out = dir / (file.stem().string() + "-" + std::to_string(n) + ".png");
+  written.insert(fs::weakly_canonical(out));
+  stoke::Image gray(r.width, r.height, 1);
+  const float scale = threshold > 0 ? 128.0f / threshold : 0.0f;
+  for (int y = 0; y < r.height; ++y) {
+    for (int x = 0; x < r.width; ++x) {
+      const float v = r.map[static_cast<std::size_t>(y) * static_cast<std::size_t>(r.width) +
+                            static_cast<std::size_t>(x)];
+      gray.data()[static_cast<std::size_t>(y) * gray.stride() + static_cast<std::size_t>(x)] =
+          static_cast<std::uint8_t>(std::clamp(v * scale, 0.0f, 255.0f) + 0.5f);
+    }
+  }
+  stoke::write_file(out, stoke::encode_png(gray.view()));
+  return out;
+}
+
+void print_result(bool json, const fs::path& file, const stoke::anomaly::AnomalyResult& r,
+                  const fs::path& heatmap) {
   if (json) {
-    std::printf("{\"file\": %s, \"score\": %.9g, \"anomalous\": %s}\n",
+    std::printf("{\"file\": %s, \"score\": %.9g, \"anomalous\": %s%s%s}\n",
                 stoke_cli::json_string(file.string()).c_str(), r.score,
-                r.anomalous ? "true" : "false");
+                r.anomalous ? "true" : "false", heatmap.empty() ? "" : ", \"heatmap\": ",
+                heatmap.empty() ? "" : stoke_cli::json_string(heatmap.string()).c_str());
   } else {
     std::printf("%-48s %12.6g %s\n", file.c_str(), r.score, r.anomalous ? "anomalous" : "good");
   }
@@ -221,7 +254,7 @@ void init_fp32(const stoke_cli::Args& args) {
 }
 
 int predict(int argc, char** argv) {
-  stoke_cli::Args args(argc, argv, {"model", "data", "precision"}, {"json"});
+  stoke_cli::Args args(argc, argv, {"model", "data", "precision", "heatmaps"}, {"json"});
   std::vector<fs::path> files(args.positional().begin(), args.positional().end());
   if (args.has("data")) {
     const auto found = stoke_cli::list_images("predict", args.get("data"));
@@ -230,10 +263,25 @@ int predict(int argc, char** argv) {
   if (files.empty()) throw UsageError("no images: give FILE... or --data DIR");
   init_fp32(args);
   auto core = stoke::anomaly::PatchCore::load(args.required("model"), stoke::default_backend());
+  const fs::path heatmaps = args.get("heatmaps");
+  if (!heatmaps.empty()) {
+    stoke_cli::check_writable("--heatmaps", heatmaps.string(), true);
+    std::error_code ec;
+    fs::create_directories(heatmaps, ec);
+    if (ec)
+      throw stoke::IoError("--heatmaps: cannot create '" + heatmaps.string() +
+                           "': " + ec.message());
+  }
+  std::set<fs::path> written;  // and the inputs: a heatmap never replaces one
+  if (!heatmaps.empty())
+    for (const auto& f : files) written.insert(fs::weakly_canonical(f));
   std::size_t failed = 0;
   for (const auto& f : files) {
     try {
-      print_result(args.has("json"), f, core.score_file(f));
+      const auto r = core.score_file(f);
+      const fs::path map =
+          heatmaps.empty() ? fs::path() : write_heatmap(heatmaps, f, r, core.threshold(), written);
+      print_result(args.has("json"), f, r, map);
     } catch (const stoke::Error& e) {
       ++failed;
       std::fprintf(stderr, "stoke predict: %s\n", e.what());
@@ -245,8 +293,51 @@ int predict(int argc, char** argv) {
   return failed ? 1 : 0;
 }
 
+// The maps and input-grid masks of an evaluation (stoke eval --masks).
+struct PixelSet {
+  std::vector<float> maps;
+  std::vector<std::uint8_t> masks;
+  std::size_t with_mask = 0;
+  stoke::Decoder decoder;
+  std::vector<std::uint8_t> bytes;
+
+  // The mask of `file` (under `data`): masks/<rel dir>/<stem>_mask.png or
+  // <stem>.png; a defect image must have one, a good one without is all good.
+  void add(const stoke::anomaly::AnomalyResult& r, const fs::path& file, const fs::path& data,
+           const fs::path& masks, bool good, const stoke::PreprocessOptions& p) {
+    const fs::path rel = file.lexically_relative(data).parent_path();
+    const std::string stem = file.stem().string();
+    const fs::path tried[] = {masks / rel / (stem + "_mask.png"), masks / rel / (stem + ".png")};
+    std::error_code ec;
+    const fs::path* found = nullptr;
+    for (const auto& t : tried)
+      if (!found && fs::is_regular_file(t, ec)) found = &t;
+    maps.insert(maps.end(), r.map.begin(), r.map.end());
+    if (!found) {
+      if (!good) {
+        throw stoke::IoError("--masks: no mask for the defect image '" + file.string() +
+                             "' (looked for '" + tried[0].string() + "' and '" + tried[1].string() +
+                             "')");
+      }
+      masks_zero(r.map.size());
+      return;
+    }
+    stoke::read_file(file, bytes);
+    const stoke::ImageInfo image = decoder.output_info(bytes, file.string(), {});
+    stoke::Image mask;
+    stoke::DecodeOptions o;
+    o.channels = 1;
+    decoder.decode_file(*found, o, mask);
+    const auto m =
+        stoke::anomaly::mask_to_input(mask.view(), image.width, image.height, p, found->string());
+    this->masks.insert(this->masks.end(), m.begin(), m.end());
+    ++with_mask;
+  }
+  void masks_zero(std::size_t n) { masks.insert(masks.end(), n, 0); }
+};
+
 int eval(int argc, char** argv) {
-  stoke_cli::Args args(argc, argv, {"model", "data", "good", "precision"}, {"json"});
+  stoke_cli::Args args(argc, argv, {"model", "data", "good", "precision", "masks"}, {"json"});
   const fs::path data = args.required("data");
   const std::string good_class = args.required("good");
   std::vector<float> good, defect;
@@ -259,15 +350,42 @@ int eval(int argc, char** argv) {
   std::sort(classes.begin(), classes.end());
   init_fp32(args);
   auto core = stoke::anomaly::PatchCore::load(args.required("model"), stoke::default_backend());
+  fs::path masks = args.get("masks");
+  if (masks.empty() && fs::is_directory(data.parent_path() / "ground_truth", ec))
+    masks = data.parent_path() / "ground_truth";  // MVTec AD: test/ beside ground_truth/
+  if (!masks.empty() && !fs::is_directory(masks, ec))
+    throw stoke::IoError("--masks: '" + masks.string() + "' is not a folder");
+  PixelSet pixels;
   bool found_good = false;
   for (const auto& dir : classes) {
     const bool is_good = dir.filename() == good_class;
     found_good |= is_good;
-    for (const auto& f : stoke_cli::list_images("eval", dir))
-      (is_good ? good : defect).push_back(core.score_file(f).score);
+    for (const auto& f : stoke_cli::list_images("eval", dir)) {
+      const auto r = core.score_file(f);
+      (is_good ? good : defect).push_back(r.score);
+      if (!masks.empty()) pixels.add(r, f, data, masks, is_good, core.preprocess());
+    }
   }
   if (!found_good)
     throw UsageError("--good " + good_class + ": no such subfolder of " + data.string());
+  std::string pixel_json = ", \"pixel_auroc\": null, \"aupro\": null";
+  if (!masks.empty()) {
+    const auto& p = core.preprocess();
+    const auto m = stoke::anomaly::pixel_metrics(pixels.maps, pixels.masks, p.height, p.width);
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  ", \"pixel_auroc\": %.6f, \"aupro\": %.6f, \"masks\": %zu, \"defect_regions\": "
+                  "%llu",
+                  m.auroc, m.aupro, pixels.with_mask, static_cast<unsigned long long>(m.regions));
+    pixel_json = buf;
+    if (!args.has("json")) {
+      std::printf(
+          "pixels: AUROC %.4f, AUPRO (FPR <= 0.3) %.4f over %llu defect regions (%zu masks "
+          "from %s)\n",
+          m.auroc, m.aupro, static_cast<unsigned long long>(m.regions), pixels.with_mask,
+          masks.c_str());
+    }
+  }
   const float t = core.threshold();
   std::size_t rejected = 0, escaped = 0;
   for (float s : good) rejected += s > t;
@@ -281,9 +399,9 @@ int eval(int argc, char** argv) {
   if (args.has("json")) {
     std::printf(
         "{\"good\": %zu, \"defect\": %zu, \"image_auroc\": %s, \"threshold\": %.9g, "
-        "\"false_reject_rate\": %.6f, \"escape_rate\": %.6f}\n",
+        "\"false_reject_rate\": %.6f, \"escape_rate\": %.6f%s}\n",
         good.size(), defect.size(), std::isfinite(auroc) ? std::to_string(auroc).c_str() : "null",
-        t, frr, esc);
+        t, frr, esc, pixel_json.c_str());
   } else {
     std::printf(
         "%zu good, %zu defect: image AUROC %.4f; threshold %.6g: false-reject rate %.4f, "
