@@ -3,8 +3,8 @@
 # planted in the validation set (byte-identical, re-encoded JPEG, resized,
 # shifted by one pixel, one under another class) are found across the splits,
 # the clean sets have no cross-split pair, corrupt files and images over
-# STOKE_MAX_IMAGE_PIXELS are listed without failing the audit, and --report
-# writes the pairs.
+# STOKE_MAX_IMAGE_PIXELS are listed without failing the audit, --report
+# writes the pairs, and stoke train warns about the shared exact duplicates.
 #   stoke_cli_audit.sh <stoke binary> <stoke_audit_images binary>
 set -euo pipefail
 stoke=$1
@@ -30,6 +30,9 @@ grep -q '"exact_duplicates": \[\],' "$work/clean.json" || fail "exact duplicates
 grep -q '"images": 80,' "$work/clean.json" || fail "not 80 images: $(head -3 "$work/clean.json")"
 grep -q '"train": {"defect": [0-9]*, "ok": [0-9]*}' "$work/clean.json" || fail "class counts: $(cat "$work/clean.json")"
 grep -q '"label_noise": null' "$work/clean.json" || fail "label_noise is not null without --model"
+"$stoke" train --data "$work/train" --val "$work/val" --out "$work/model.stoke" --size 16 --epochs 1 --batch 8 \
+  --arch plain >/dev/null 2>"$work/train-clean.err" || fail "train: $(cat "$work/train-clean.err")"
+if grep -q 'byte-identical' "$work/train-clean.err"; then fail "train warned on clean sets"; fi
 
 # The planted copies.
 t=$work/train
@@ -58,11 +61,18 @@ grep -qF "{\"path\": \"$v/defect/resized.png\", \"split\": \"val\", \"width\": 4
 grep -q '^5 pairs across train and val$' "$work/planted.txt" && grep -q 'LABEL CONFLICT' "$work/planted.txt" \
   || fail "summary: $(cat "$work/planted.txt")"
 
+# stoke train names the shared exact duplicate (one line), the re-encoded ones not.
+"$stoke" train --data "$t" --val "$v" --out "$work/model2.stoke" --size 16 --epochs 1 --batch 8 --arch plain \
+  >/dev/null 2>"$work/train.err" || fail "train with planted copies: $(cat "$work/train.err")"
+test "$(grep -c 'byte-identical' "$work/train.err")" -eq 1 \
+  && grep -qF "warning: 1 validation image is byte-identical to training images (first: $t/ok/000000.jpg = $v/ok/copy.jpg)" \
+    "$work/train.err" || fail "train's duplicate warning: $(cat "$work/train.err")"
+
 # Bad files are listed with the reason; the audit still runs (status 0).
 printf 'not an image' >"$v/ok/garbage.jpg"
 head -c 400 "$t/ok/000005.jpg" >"$v/ok/truncated.jpg"
 printf 'x' >"$v/notes.txt"
-"$stoke" audit --data "$t" --val "$v" --json --report "$work/report" \
+"$stoke" audit --data "$t" --val "$v" --json --report "$work/report" --model "$work/model.stoke" \
   >"$work/bad.json" 2>"$work/bad.err" || fail "a corrupt file failed the audit: $(cat "$work/bad.err")"
 grep -qF "{\"path\": \"$v/ok/garbage.jpg\", \"reason\": \"cannot decode image" "$work/bad.json" \
   || fail "garbage not unreadable: $(grep -A4 unreadable "$work/bad.json")"
@@ -70,6 +80,7 @@ grep -qF "{\"path\": \"$v/ok/truncated.jpg\", \"reason\": " "$work/bad.json" || 
 grep -qF "{\"path\": \"$v/notes.txt\", \"reason\": \"ignored: not in a class folder" "$work/bad.json" \
   || fail "the stray file not skipped: $(grep -A4 skipped "$work/bad.json")"
 grep -q '"cross_split": 5,' "$work/bad.json" || fail "bad files changed the pairs"
+grep -q '"label_noise": \[' "$work/bad.json" || fail "no label_noise list with --model"
 if command -v python3 >/dev/null; then
   python3 -m json.tool "$work/bad.json" >/dev/null || fail "--json is not JSON"
 fi
