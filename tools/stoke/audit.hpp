@@ -17,6 +17,9 @@ namespace stoke_cli::audit {
 inline constexpr int kDefaultMaxDistance = 10;
 // The HTML report shows at most this many pairs (the JSON holds them all).
 inline constexpr std::size_t kShownPairs = 200;
+// Near pairs kept per kind (across the splits, within one): a folder of
+// look-alike frames would otherwise make n^2 / 2 pairs; the rest are counted.
+inline constexpr std::size_t kMaxNearPairs = 100'000;
 // Label-noise candidates: predicted another class with at least this probability.
 inline constexpr float kNoiseConfidence = 0.9f;
 
@@ -61,12 +64,14 @@ struct Audit {
   std::vector<Problem> skipped;     // entries the folder rule ignores
   std::vector<Problem> unreadable;  // image files that do not decode, or over the pixel limit
   std::vector<Pair> exact, near;
+  std::size_t near_left_out = 0, cross_split_left_out = 0;  // past kMaxNearPairs
   std::vector<Outlier> size_outliers;
   std::optional<std::vector<NoiseCandidate>> label_noise;  // empty without --model
   int max_distance = kDefaultMaxDistance;
 
   bool cross_split(const Pair& p) const { return samples[p.a].split != samples[p.b].split; }
   bool label_conflict(const Pair& p) const { return samples[p.a].label != samples[p.b].label; }
+  // Exact and near pairs across train and val, those left out included.
   std::size_t cross_split_pairs() const;
   // largest / smallest class of a split; nullopt when a class has no image.
   std::optional<double> imbalance(const std::string& split) const;

@@ -15,7 +15,7 @@ namespace stoke_cli::audit {
 using stoke::detail::html_escape;
 
 std::size_t Audit::cross_split_pairs() const {
-  std::size_t n = 0;
+  std::size_t n = cross_split_left_out;
   for (const auto* pairs : {&exact, &near})
     for (const auto& p : *pairs) n += cross_split(p);
   return n;
@@ -137,6 +137,9 @@ std::string html_pairs(const Audit& a, stoke::Decoder& decoder, stoke::Resampler
   o << "</table>";
   if (pairs.size() > kShownPairs)
     o << "<p>" << pairs.size() - kShownPairs << " more pairs left out (audit.json lists all).</p>";
+  if (a.near_left_out > 0)
+    o << "<p>" << a.near_left_out << " more near-duplicate pairs not kept (over " << kMaxNearPairs
+      << " of a kind).</p>";
   return o.str();
 }
 
@@ -171,6 +174,9 @@ void print_summary(const Audit& a) {
       a, a.near,
       ("near-duplicate pairs (dHash distance <= " + std::to_string(a.max_distance) + " of 64)")
           .c_str());
+  if (a.near_left_out > 0)
+    std::printf("  %zu more near-duplicate pairs not kept (over %zu of a kind)\n", a.near_left_out,
+                kMaxNearPairs);
   std::printf("%zu pairs across train and val\n", a.cross_split_pairs());
   std::printf("%zu images of another size or channel count than their split's majority\n",
               a.size_outliers.size());
@@ -216,8 +222,8 @@ std::string to_json(const Audit& a) {
   o << (a.exact.empty() ? "]" : "\n  ]") << ",\n  \"near_duplicates\": [";
   for (std::size_t i = 0; i < a.near.size(); ++i)
     o << (i ? ",\n    " : "\n    ") << json_pair(a, a.near[i]);
-  o << (a.near.empty() ? "]" : "\n  ]") << ",\n  \"cross_split\": " << a.cross_split_pairs()
-    << ",\n  \"size_outliers\": [";
+  o << (a.near.empty() ? "]" : "\n  ]") << ",\n  \"near_duplicates_left_out\": " << a.near_left_out
+    << ",\n  \"cross_split\": " << a.cross_split_pairs() << ",\n  \"size_outliers\": [";
   for (std::size_t i = 0; i < a.size_outliers.size(); ++i) {
     const auto& s = a.samples[a.size_outliers[i].sample];
     o << (i ? ",\n    " : "\n    ") << "{\"path\": " << json_string(s.path.string())

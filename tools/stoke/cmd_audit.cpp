@@ -121,15 +121,25 @@ std::vector<std::size_t> find_exact(Audit& a) {
   return group_of;
 }
 
-// Every pair of readable samples within max_distance bits that are not byte-identical.
+// Every pair of readable samples within max_distance bits that are not
+// byte-identical, at most kMaxNearPairs of each kind (across, within splits).
 void find_near(Audit& a, const std::vector<std::size_t>& group_of) {
   const auto& s = a.samples;
+  std::size_t kept[2] = {0, 0};  // within, across
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (!s[i].readable) continue;
     for (std::size_t j = i + 1; j < s.size(); ++j) {
       if (!s[j].readable || (group_of[i] != SIZE_MAX && group_of[i] == group_of[j])) continue;
       const int d = stoke::detail::hamming_distance(s[i].dhash, s[j].dhash);
-      if (d <= a.max_distance) a.near.push_back({i, j, d, false});
+      if (d > a.max_distance) continue;
+      const bool across = s[i].split != s[j].split;
+      if (kept[across] < audit::kMaxNearPairs) {
+        ++kept[across];
+        a.near.push_back({i, j, d, false});
+      } else {
+        ++a.near_left_out;
+        a.cross_split_left_out += across;
+      }
     }
   }
   std::stable_sort(a.near.begin(), a.near.end(), [&](const audit::Pair& x, const audit::Pair& y) {
@@ -162,6 +172,14 @@ void find_outliers(Audit& a) {
 
 // Training samples the model predicts as another class with probability >= 0.9.
 void find_label_noise(Audit& a, stoke::Predictor& predictor) {
+  const auto& known = predictor.info().class_names;
+  for (const auto& [label, count] : a.classes["train"]) {
+    if (std::find(known.begin(), known.end(), label) == known.end())
+      std::fprintf(stderr,
+                   "stoke audit: warning: --model has no class '%s': all its images will be "
+                   "candidates\n",
+                   label.c_str());
+  }
   auto session = predictor.session();
   a.label_noise.emplace();
   std::size_t total = 0;
