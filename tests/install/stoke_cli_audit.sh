@@ -4,7 +4,8 @@
 # shifted by one pixel, one under another class) are found across the splits,
 # the clean sets have no cross-split pair, corrupt files and images over
 # STOKE_MAX_IMAGE_PIXELS are listed without failing the audit, --report
-# writes the pairs, and stoke train warns about the shared exact duplicates.
+# writes the pairs, --model finds a planted mislabelled image, and stoke train
+# warns about the shared exact duplicates.
 #   stoke_cli_audit.sh <stoke binary> <stoke_audit_images binary>
 set -euo pipefail
 stoke=$1
@@ -91,6 +92,19 @@ html=$work/report/audit.html
 grep -qF "$v/defect/conflict.jpg" "$html" && grep -qF "$v/ok/copy.jpg" "$html" || fail "pairs missing from audit.html"
 test "$(grep -o 'data:image/jpeg;base64,' "$html" | wc -l)" -ge 10 || fail "fewer than 10 thumbnails in audit.html"
 grep -q 'label conflict' "$html" && grep -qF 'garbage.jpg' "$html" || fail "audit.html lacks the conflict or the unreadable file"
+
+# --model: a defect image planted under ok in a copy of the training set is a
+# label-noise candidate of a model trained on another 150 images (it puts
+# that image in defect with p = 0.999 on this machine, far from 0.9).
+"$stoke" dataset --out "$work/more" --count 150 --size 64x64 --seed 5 >/dev/null
+"$stoke" train --data "$work/more" --out "$work/noise.stoke" --size 32 --epochs 15 --batch 16 --arch plain \
+  >/dev/null 2>"$work/noise-train.err" || fail "train for --model: $(cat "$work/noise-train.err")"
+cp -r "$t" "$work/noisy"
+cp "$t/defect/000003.jpg" "$work/noisy/ok/mislabelled.jpg"
+"$stoke" audit --data "$work/noisy" --model "$work/noise.stoke" --json >"$work/noise.json" 2>/dev/null \
+  || fail "audit --model"
+grep -qF "{\"path\": \"$work/noisy/ok/mislabelled.jpg\", \"class\": \"ok\", \"predicted\": \"defect\"" \
+  "$work/noise.json" || fail "the mislabelled image is no label-noise candidate: $(grep -A5 label_noise "$work/noise.json")"
 
 # The pixel limit: every image refused with the knob named, status 0.
 STOKE_MAX_IMAGE_PIXELS=1000 "$stoke" audit --data "$t" --json >"$work/limit.json" 2>/dev/null \
