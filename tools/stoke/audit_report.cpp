@@ -1,7 +1,7 @@
 // stoke audit's output: the summary on stdout, the JSON object and the HTML
 // page (pairs side by side, thumbnails as data: URIs); see audit.hpp.
 #include <algorithm>
-#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <sstream>
 

@@ -4,10 +4,10 @@
 // channel count than the rest, unreadable files, and with --model the
 // training images a model confidently disagrees with. docs/audit.md.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <set>
 #include <utility>
 
 #include "args.hpp"
