@@ -1,4 +1,5 @@
-// Base64, float text, lists, time and HTML escaping for lib/deploy.
+// Base64 decoding, float text, lists and time for lib/deploy (base64 encoding
+// and HTML escaping: core/web_text.cpp).
 #include "modelfile/text.hpp"
 
 #include <cstdio>
@@ -9,8 +10,6 @@
 namespace stoke::modelfile_detail {
 
 namespace {
-constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 int digit(char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';
   if (c >= 'a' && c <= 'z') return c - 'a' + 26;
@@ -20,22 +19,6 @@ int digit(char c) {
   return -1;
 }
 }  // namespace
-
-std::string base64_encode(std::span<const std::uint8_t> bytes) {
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  for (std::size_t i = 0; i < bytes.size(); i += 3) {
-    const std::uint32_t b0 = bytes[i];
-    const std::uint32_t b1 = i + 1 < bytes.size() ? bytes[i + 1] : 0;
-    const std::uint32_t b2 = i + 2 < bytes.size() ? bytes[i + 2] : 0;
-    const std::uint32_t v = (b0 << 16) | (b1 << 8) | b2;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += i + 1 < bytes.size() ? kAlphabet[(v >> 6) & 63] : '=';
-    out += i + 2 < bytes.size() ? kAlphabet[v & 63] : '=';
-  }
-  return out;
-}
 
 std::vector<std::uint8_t> base64_decode(std::string_view text, std::string_view what) {
   if (text.size() % 4 != 0) {
@@ -105,33 +88,6 @@ std::string utc_now() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
-}
-
-std::string html_escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 }  // namespace stoke::modelfile_detail

@@ -8,11 +8,12 @@
 #include <string_view>
 #include <vector>
 
+#include "core/web_text.hpp"
 #include "stoke/export.hpp"
 
 namespace stoke::modelfile_detail {
 
-STOKE_INTERNAL std::string base64_encode(std::span<const std::uint8_t> bytes);
+using detail::base64_encode;  // core/web_text.hpp
 // InvalidArgument naming `what` for characters outside the alphabet or a bad length.
 STOKE_INTERNAL std::vector<std::uint8_t> base64_decode(std::string_view text,
                                                        std::string_view what);
@@ -23,7 +24,6 @@ STOKE_INTERNAL std::string join(std::span<const std::string> items, std::string_
 STOKE_INTERNAL std::vector<std::string> split(std::string_view text, char separator);
 // The current UTC time as "YYYY-MM-DDTHH:MM:SSZ".
 STOKE_INTERNAL std::string utc_now();
-// HTML text escaping (&, <, >, ", ').
-STOKE_INTERNAL std::string html_escape(std::string_view text);
+using detail::html_escape;  // core/web_text.hpp
 
 }  // namespace stoke::modelfile_detail

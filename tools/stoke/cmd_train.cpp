@@ -11,6 +11,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "duplicates.hpp"
 #include "inputs.hpp"
 #include "launch.hpp"
 #include "stoke/distributed.hpp"
@@ -503,6 +504,7 @@ int train_here(const stoke_cli::Args& args, const stoke::Config& config, Plan p)
   const bool rank0 = !comm || comm->rank() == 0;
   const Sets sets = datasets(args, p.seed, runtime.context);
   check_resume_dataset(args, sets.train);
+  if (rank0) stoke_cli::warn_shared_duplicates("train", sets.train, sets.val);
   const bool validate = !sets.val.empty();
   p.loader.context = p.trainer.context = runtime.context;
   p.trainer.communicator = comm.get();

@@ -117,7 +117,7 @@ void check_writable(const std::string& flag, const fs::path& path, bool is_folde
   // nearest existing parent must take it.
   while (is_folder && !fs::exists(dir, ec) && dir.has_relative_path() && dir != dir.parent_path())
     dir = dir.parent_path();
-  if (dir.empty()) dir = ".";  // a relative folder: the working directory takes it
+  if (dir.empty()) dir = ".";  // a relative folder to create here ("--report out")
   if (!fs::is_directory(dir, ec))
     throw UsageError(flag + " " + path.string() + ": the folder " + dir.string() +
                      " does not exist");
