@@ -33,9 +33,19 @@ struct PatchCoreOptions {
   float sigma = 4.0f;      // the anomaly map's Gaussian smoothing
   // The threshold's target: the share of good validation parts rejected.
   double target_false_reject = 0.005;
+  // Tiling at native resolution (0: off, the whole image is resized to the
+  // backbone's input): each image is cut into tile x tile squares of its
+  // full-size pixels, `tile_stride` apart (0: the tile size, no overlap; the
+  // last tile of a row or column ends at the image's edge), each resized to
+  // the input size; training takes every tile's patches, scoring the highest
+  // tile score, and the map is at the image's size (overlaps averaged). An
+  // image smaller than a tile is an InvalidArgument naming it.
+  int tile = 0;
+  int tile_stride = 0;
 };
 
-// One image's result. map: (height, width) at the input size, row-major.
+// One image's result. map: (height, width) row-major, at the input size (at
+// the image's own size with tiling).
 struct AnomalyResult {
   float score = 0.0f;
   bool anomalous = false;
@@ -95,6 +105,14 @@ struct PixelMetrics {
 STOKE_API PixelMetrics pixel_metrics(std::span<const float> maps,
                                      std::span<const std::uint8_t> masks, int height, int width,
                                      double max_fpr = 0.3);
+// The same for maps of different sizes (tiled models map each image at its
+// own size): sizes[i] is map i's, the maps and masks one after the other.
+struct MapSize {
+  int height = 0, width = 0;
+};
+STOKE_API PixelMetrics pixel_metrics(std::span<const float> maps,
+                                     std::span<const std::uint8_t> masks,
+                                     std::span<const MapSize> sizes, double max_fpr = 0.3);
 
 // A PatchCore model: its backbone, memory bank, options and threshold. One
 // caller at a time (the feature programs and the preprocessor keep state):
@@ -125,6 +143,7 @@ class STOKE_API PatchCore {
   void calibrate(const std::vector<std::filesystem::path>& good_files);
 
   AnomalyResult score_input(std::span<const float> input);  // (C, H, W)
+  // The file's image (with tiling: its tiles, the map at the image's size).
   AnomalyResult score_file(const std::filesystem::path& file);
 
   // Writes the model file (a checkpoint of the backbone with the bank,

@@ -110,6 +110,8 @@ void PatchCore::save(const std::filesystem::path& path) const {
   m["anomaly.sigma"] = modelfile_detail::float_text(o.sigma);
   m["anomaly.target_false_reject"] = modelfile_detail::float_text(o.target_false_reject);
   m["anomaly.threshold"] = modelfile_detail::float_text(s.threshold);
+  m["anomaly.tile"] = std::to_string(o.tile);
+  m["anomaly.tile_stride"] = std::to_string(o.tile_stride);
   m["anomaly.bank.rows"] = std::to_string(s.bank_rows);
   m["anomaly.bank.width"] = std::to_string(s.bank_width);
   m["anomaly.bank"] = raw(s.bank);
@@ -134,6 +136,10 @@ PatchCore PatchCore::load(const std::filesystem::path& path, Backend& backend) {
   o.num_neighbors = static_cast<int>(r.integer("anomaly.num_neighbors", 1, 1 << 20));
   o.sigma = static_cast<float>(r.real("anomaly.sigma", 1e-6, 1e6));
   o.target_false_reject = r.real("anomaly.target_false_reject", 0.0, 0.999999);
+  if (ck.metadata.count("anomaly.tile")) {  // files written before tiling hold neither key
+    o.tile = static_cast<int>(r.integer("anomaly.tile", 0, 65536));
+    o.tile_stride = static_cast<int>(r.integer("anomaly.tile_stride", 0, o.tile));
+  }
   auto impl = std::make_unique<Impl>(std::move(model), info.preprocess, o);
   impl->threshold = static_cast<float>(r.real("anomaly.threshold", -HUGE_VAL, HUGE_VAL));
   const std::int64_t rows = r.integer("anomaly.bank.rows", 1, INT64_MAX / 4);

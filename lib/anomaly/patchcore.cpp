@@ -61,6 +61,12 @@ void check_options(const PatchCoreOptions& o) {
     throw InvalidArgument("anomaly: target_false_reject " + std::to_string(o.target_false_reject) +
                           " is not in [0, 1)");
   }
+  if (o.tile < 0 || o.tile_stride < 0 || (o.tile == 0 && o.tile_stride != 0) ||
+      o.tile_stride > o.tile || o.tile > 65536) {
+    throw InvalidArgument("anomaly: tile " + std::to_string(o.tile) + ", tile_stride " +
+                          std::to_string(o.tile_stride) +
+                          " (a tile of 1 to 65536 pixels, a stride of 1 to the tile, or both 0)");
+  }
 }
 
 std::string mib(std::uint64_t bytes) {
@@ -91,6 +97,24 @@ PatchCore::Impl::Impl(std::unique_ptr<nn::Model> m, PreprocessOptions p, PatchCo
   ModelInfo info;
   info.preprocess = preprocess;
   reader = std::make_unique<deploy_detail::SamplePreprocessor>(info, default_simd_level());
+  if (options.tile > 0) {
+    tiles = std::make_unique<anomaly_detail::TileReader>(
+        preprocess, options.tile, options.tile_stride ? options.tile_stride : options.tile,
+        kDefaultMaxImagePixels);
+  }
+}
+
+std::int64_t PatchCore::Impl::inputs_of(const std::filesystem::path& file, std::vector<float>& out,
+                                        anomaly_detail::TileGrid* grid) {
+  if (tiles) {
+    anomaly_detail::TileGrid g = tiles->read(file, out);
+    const auto n = static_cast<std::int64_t>(g.origins.size());
+    if (grid) *grid = std::move(g);
+    return n;
+  }
+  out.resize(reader->sample_size());
+  reader->from_file(file, out);
+  return 1;
 }
 
 FeatureExtractor& PatchCore::Impl::features() {
@@ -127,36 +151,47 @@ std::vector<float> PatchCore::preprocess_file(const std::filesystem::path& file)
 void PatchCore::fit(const std::vector<std::filesystem::path>& good_files) {
   if (good_files.empty()) throw InvalidArgument("anomaly: no good images to fit");
   const std::size_t sample = impl_->reader->sample_size();
+  const std::uint64_t cap = impl_->options.max_bank_bytes;
   Embeddings all;
-  std::vector<float> batch, first;
-  constexpr std::size_t kBatch = 8;
-  for (std::size_t i = 0; i < good_files.size(); i += kBatch) {
-    const std::size_t n = std::min(kBatch, good_files.size() - i);
-    batch.resize(n * sample);
-    for (std::size_t j = 0; j < n; ++j)
-      impl_->reader->from_file(good_files[i + j],
-                               std::span<float>(batch).subspan(j * sample, sample));
-    Embeddings e = embed(batch, static_cast<std::int64_t>(n));
-    if (all.count == 0) {
-      first.assign(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(sample));
-      // The memory figure, before anything is stored: every patch of every image.
-      const auto patches = static_cast<std::uint64_t>(e.grid_h * e.grid_w) * good_files.size();
-      const std::uint64_t bytes = bank_bytes(patches, static_cast<std::uint64_t>(e.width));
-      log_info("anomaly: full bank " + std::to_string(patches) + " patches x " +
-               std::to_string(e.width) + " floats = " + mib(bytes) + " (cap " +
-               mib(impl_->options.max_bank_bytes) + ")");
-      if (bytes > impl_->options.max_bank_bytes) {
-        throw InvalidArgument(
-            "anomaly: the full memory bank needs " + mib(bytes) + " (" + std::to_string(patches) +
-            " patches x " + std::to_string(e.width) +
-            " x 4 bytes), above max_bank_bytes = " + mib(impl_->options.max_bank_bytes) +
-            "; raise max_bank_bytes (--max-bank) or train on fewer images");
+  std::vector<float> inputs, first;
+  constexpr std::int64_t kBatch = 8;
+  for (const auto& file : good_files) {
+    const std::int64_t n = impl_->inputs_of(file, inputs);  // the image, or its tiles
+    for (std::int64_t j = 0; j < n; j += kBatch) {
+      const std::int64_t m = std::min(kBatch, n - j);
+      Embeddings e =
+          embed(std::span<const float>(inputs).subspan(static_cast<std::size_t>(j) * sample,
+                                                       static_cast<std::size_t>(m) * sample),
+                m);
+      if (all.count == 0) {
+        first.assign(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(sample));
+        // The memory figure, before anything is stored: every patch of every
+        // image (of every tile, counting the first image's for each).
+        const auto patches = static_cast<std::uint64_t>(e.grid_h * e.grid_w) *
+                             static_cast<std::uint64_t>(n) * good_files.size();
+        const std::uint64_t bytes = bank_bytes(patches, static_cast<std::uint64_t>(e.width));
+        log_info("anomaly: full bank " + std::to_string(patches) + " patches x " +
+                 std::to_string(e.width) + " floats = " + mib(bytes) + " (cap " + mib(cap) + ")" +
+                 (impl_->tiles ? ", " + std::to_string(n) + " tiles per image" : ""));
+        if (bytes > cap) {
+          throw InvalidArgument("anomaly: the full memory bank needs " + mib(bytes) + " (" +
+                                std::to_string(patches) + " patches x " + std::to_string(e.width) +
+                                " x 4 bytes), above max_bank_bytes = " + mib(cap) +
+                                "; raise max_bank_bytes (--max-bank) or train on fewer images" +
+                                (impl_->tiles ? " or larger tiles" : ""));
+        }
+        all = e;
+        all.rows.reserve(static_cast<std::size_t>(patches * static_cast<std::uint64_t>(e.width)));
+      } else {
+        all.count += e.count;
+        all.rows.insert(all.rows.end(), e.rows.begin(), e.rows.end());
+        if (all.rows.size() * sizeof(float) > cap) {  // images larger than the first
+          throw InvalidArgument("anomaly: the memory bank grew past max_bank_bytes = " + mib(cap) +
+                                " at '" + file.string() +
+                                "' (its images are larger than the first one's): raise "
+                                "max_bank_bytes (--max-bank) or use larger tiles");
+        }
       }
-      all = e;
-      all.rows.reserve(static_cast<std::size_t>(patches * static_cast<std::uint64_t>(e.width)));
-    } else {
-      all.count += e.count;
-      all.rows.insert(all.rows.end(), e.rows.begin(), e.rows.end());
     }
   }
   fit_embeddings(all);
@@ -216,7 +251,42 @@ AnomalyResult PatchCore::score_input(std::span<const float> input) {
 }
 
 AnomalyResult PatchCore::score_file(const std::filesystem::path& file) {
-  return score_input(preprocess_file(file));
+  if (!impl_->tiles) return score_input(preprocess_file(file));
+  std::vector<float> inputs;
+  anomaly_detail::TileGrid grid;
+  const std::int64_t n = impl_->inputs_of(file, inputs, &grid);
+  const std::size_t sample = impl_->reader->sample_size();
+  AnomalyResult r;
+  r.width = grid.image_width;
+  r.height = grid.image_height;
+  r.score = -std::numeric_limits<float>::infinity();
+  const auto pixels = static_cast<std::size_t>(r.width) * static_cast<std::size_t>(r.height);
+  std::vector<float> sum(pixels, 0.0f);
+  std::vector<std::uint16_t> covered(pixels, 0);
+  const int t = grid.tile;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const AnomalyResult tile = score_input(
+        std::span<const float>(inputs).subspan(static_cast<std::size_t>(i) * sample, sample));
+    r.score = std::max(r.score, tile.score);
+    const std::vector<float> map =
+        tile.height == t && tile.width == t
+            ? tile.map
+            : anomaly_detail::resize_bilinear(tile.map, 1, tile.height, tile.width, t, t);
+    const auto [ox, oy] = grid.origins[static_cast<std::size_t>(i)];
+    for (int y = 0; y < t; ++y) {
+      const std::size_t row = static_cast<std::size_t>(oy + y) * static_cast<std::size_t>(r.width);
+      for (int x = 0; x < t; ++x) {
+        sum[row + static_cast<std::size_t>(ox + x)] +=
+            map[static_cast<std::size_t>(y) * static_cast<std::size_t>(t) +
+                static_cast<std::size_t>(x)];
+        ++covered[row + static_cast<std::size_t>(ox + x)];
+      }
+    }
+  }
+  r.map.resize(pixels);
+  for (std::size_t p = 0; p < pixels; ++p) r.map[p] = sum[p] / static_cast<float>(covered[p]);
+  r.anomalous = r.score > impl_->threshold;
+  return r;
 }
 
 void PatchCore::calibrate(const std::vector<std::filesystem::path>& good_files) {

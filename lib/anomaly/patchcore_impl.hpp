@@ -8,6 +8,7 @@
 
 #include "anomaly/features.hpp"
 #include "anomaly/knn.hpp"
+#include "anomaly/tiles.hpp"
 #include "deploy/preprocess.hpp"
 #include "stoke/anomaly.hpp"
 
@@ -39,8 +40,12 @@ struct __attribute__((visibility("hidden"))) PatchCore::Impl {
   std::unique_ptr<anomaly_detail::FeatureExtractor> extractor;
   std::unique_ptr<anomaly_detail::BankSearch> search;
   std::unique_ptr<deploy_detail::SamplePreprocessor> reader;
+  std::unique_ptr<anomaly_detail::TileReader> tiles;  // with options.tile
 
   Impl(std::unique_ptr<nn::Model> m, PreprocessOptions p, PatchCoreOptions o);
+  // The backbone inputs of `file` into `out`: its image, or its tiles; returns their count.
+  std::int64_t inputs_of(const std::filesystem::path& file, std::vector<float>& out,
+                         anomaly_detail::TileGrid* grid = nullptr);
   anomaly_detail::FeatureExtractor& features();
   void set_bank(std::vector<float> rows, std::int64_t count, std::int64_t width);
 };

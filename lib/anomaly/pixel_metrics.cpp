@@ -85,12 +85,29 @@ std::vector<std::uint8_t> mask_to_input(ImageView mask, int image_width, int ima
 
 PixelMetrics pixel_metrics(std::span<const float> maps, std::span<const std::uint8_t> masks,
                            int height, int width, double max_fpr) {
-  const std::size_t plane = static_cast<std::size_t>(height) * static_cast<std::size_t>(width);
-  if (height <= 0 || width <= 0 || maps.size() != masks.size() || maps.size() % plane != 0) {
+  const std::size_t plane =
+      static_cast<std::size_t>(std::max(height, 0)) * static_cast<std::size_t>(std::max(width, 0));
+  if (plane == 0 || maps.size() != masks.size() || maps.size() % plane != 0) {
     throw InvalidArgument("anomaly: pixel metrics need maps and masks of count x " +
                           std::to_string(height) + " x " + std::to_string(width) + " (got " +
                           std::to_string(maps.size()) + " and " + std::to_string(masks.size()) +
                           " values)");
+  }
+  const std::vector<MapSize> sizes(maps.size() / plane, MapSize{height, width});
+  return pixel_metrics(maps, masks, sizes, max_fpr);
+}
+
+PixelMetrics pixel_metrics(std::span<const float> maps, std::span<const std::uint8_t> masks,
+                           std::span<const MapSize> sizes, double max_fpr) {
+  std::size_t total = 0;
+  for (const MapSize& s : sizes) {
+    if (s.height <= 0 || s.width <= 0) throw InvalidArgument("anomaly: a map of no pixels");
+    total += static_cast<std::size_t>(s.height) * static_cast<std::size_t>(s.width);
+  }
+  if (maps.size() != total || masks.size() != total) {
+    throw InvalidArgument("anomaly: pixel metrics of " + std::to_string(sizes.size()) +
+                          " maps need " + std::to_string(total) + " values, got " +
+                          std::to_string(maps.size()) + " and " + std::to_string(masks.size()));
   }
   if (!(max_fpr > 0.0 && max_fpr <= 1.0))
     throw InvalidArgument("anomaly: AUPRO's FPR limit must be in (0, 1]");
@@ -118,10 +135,13 @@ PixelMetrics pixel_metrics(std::span<const float> maps, std::span<const std::uin
   // pixels above the threshold, against the false-positive rate over every
   // good pixel; the exact curve, swept once over the pixels by falling score.
   std::vector<std::int32_t> region(maps.size());
-  std::vector<std::int64_t> sizes;
+  std::vector<std::int64_t> regions;  // pixels per region
   std::int64_t next = 0;
-  for (std::size_t i = 0; i < maps.size(); i += plane)
-    next = label_regions(masks.data() + i, height, width, next, region.data() + i, sizes);
+  std::size_t at = 0;
+  for (const MapSize& s : sizes) {
+    next = label_regions(masks.data() + at, s.height, s.width, next, region.data() + at, regions);
+    at += static_cast<std::size_t>(s.height) * static_cast<std::size_t>(s.width);
+  }
   m.regions = static_cast<std::uint64_t>(next);
   std::vector<std::uint32_t> order(maps.size());
   std::iota(order.begin(), order.end(), 0u);
@@ -129,7 +149,7 @@ PixelMetrics pixel_metrics(std::span<const float> maps, std::span<const std::uin
     return maps[a] > maps[b] || (maps[a] == maps[b] && a < b);
   });
   const double negatives = static_cast<double>(m.pixels - m.defect_pixels);
-  const double regions = static_cast<double>(m.regions);
+  const double region_count = static_cast<double>(m.regions);
   double fp = 0, pro = 0, last_fpr = 0, last_pro = 0, area = 0;
   for (std::size_t i = 0; i < order.size();) {
     const float score = maps[order[i]];
@@ -138,7 +158,7 @@ PixelMetrics pixel_metrics(std::span<const float> maps, std::span<const std::uin
       if (r < 0)
         fp += 1;
       else
-        pro += 1.0 / (static_cast<double>(sizes[static_cast<std::size_t>(r)]) * regions);
+        pro += 1.0 / (static_cast<double>(regions[static_cast<std::size_t>(r)]) * region_count);
     }
     const double fpr = fp / negatives;
     if (fpr >= max_fpr) {  // the segment up to the limit, interpolated

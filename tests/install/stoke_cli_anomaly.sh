@@ -46,6 +46,7 @@ assert r["masks"] == int(sys.argv[2]) and r["defect_regions"] >= r["masks"], r
 PY
 # A defect image without its mask is an error naming it; a mask of another size too.
 first_mask=$(find "$work/masks/defect" -name '*_mask.png' | sort | head -1)
+cp "$first_mask" "$work/first_mask.png"
 rm "$first_mask"
 if "$stoke" eval --model "$work/m.stoke" --data "$work/data" --good ok --masks "$work/masks" \
   >/dev/null 2>"$work/nomask.err"; then fail "a missing mask was accepted" "$work/nomask.err"; fi
@@ -54,6 +55,7 @@ python3 "$(dirname "$0")/tiny_images.py" png "$first_mask"
 if "$stoke" eval --model "$work/m.stoke" --data "$work/data" --good ok --masks "$work/masks" \
   >/dev/null 2>"$work/size.err"; then fail "a mask of another size was accepted" "$work/size.err"; fi
 grep -q 'is 8x8, its image 192x192' "$work/size.err" || fail "mask size message" "$work/size.err"
+cp "$work/first_mask.png" "$first_mask"
 
 # Heatmaps: one PNG per image at the input size, named in the JSON; an input is never replaced.
 "$stoke" predict --model "$work/m.stoke" --data "$work/data/defect" --heatmaps "$work/maps" --json \
@@ -65,6 +67,25 @@ mkdir -p "$work/inplace" && cp "$one" "$work/inplace/a.png" && cp "$work/inplace
   || fail "predict --heatmaps into the input's folder"
 cmp -s "$work/inplace/a.png" "$work/keep.png" || fail "the heatmap replaced its input image"
 test -s "$work/inplace/a-2.png" || fail "no heatmap beside the input"
+
+# Tiles at native resolution: maps at the image's size (heatmaps, pixel metrics);
+# a tile larger than the images is refused naming one.
+"$stoke" train --task anomaly --data "$work/data/ok" --arch resnet18 --width-mult 0.25 --size 64 --tile 96 \
+  --stride 64 --coreset 0.2 --out "$work/tiled.stoke" >/dev/null 2>"$work/tiled.err" || fail "train --tile" "$work/tiled.err"
+grep -q '9 tiles per image' "$work/tiled.err" || fail "the bank figure does not count the tiles" "$work/tiled.err"
+"$stoke" predict --model "$work/tiled.stoke" "$one" --heatmaps "$work/tiled-maps" >/dev/null 2>&1 || fail "tiled predict"
+python3 - "$work/tiled-maps/$(basename "$one")" <<'PY' || fail "the tiled heatmap is not 192x192"
+import struct, sys
+head = open(sys.argv[1], "rb").read(24)
+assert struct.unpack(">II", head[16:24]) == (192, 192), struct.unpack(">II", head[16:24])
+PY
+"$stoke" eval --model "$work/tiled.stoke" --data "$work/data" --good ok --masks "$work/masks" --json \
+  >"$work/tiled-eval.json" 2>"$work/tiled-eval.err" || fail "tiled eval --masks" "$work/tiled-eval.err"
+grep -q '"aupro": [0-9]' "$work/tiled-eval.json" || fail "tiled eval has no AUPRO" "$work/tiled-eval.json"
+if "$stoke" train --task anomaly --data "$work/data/ok" --arch resnet18 --width-mult 0.25 --size 64 --tile 256 \
+  --out "$work/big-tile.stoke" >/dev/null 2>"$work/big-tile.err"; then fail "a tile larger than the images" "$work/big-tile.err"; fi
+grep -q 'smaller than a 256x256 tile' "$work/big-tile.err" || fail "big tile message" "$work/big-tile.err"
+test ! -e "$work/big-tile.stoke" || fail "a model was written with a tile larger than the images"
 
 # The backbone of a classifier stoke trained (its size and channels come with it).
 "$stoke" train --data "$work/data" --arch resnet18 --width-mult 0.25 --size 48 --epochs 1 --batch 8 \

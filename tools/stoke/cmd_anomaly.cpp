@@ -23,12 +23,16 @@ constexpr const char* kTrainUsage =
                    --arch resnet18|resnet34|resnet50|wide_resnet50_2 [--init WEIGHTS|MODEL.stoke] --size N
                    [--channels 1|3] [--normalize imagenet(default)|minmax|mean=..,std=..]
                    [--method patchcore] [--coreset RATIO (0.1)] [--max-bank BYTES[K|M|G] (4G)]
-                   [--false-reject R (0.005)] [--seed N] --out MODEL [--json]
+                   [--false-reject R (0.005)] [--tile SIZE [--stride S]] [--seed N] --out MODEL [--json]
   Fits PatchCore's memory bank on the good images of GOOD_DIR (images under a subfolder other
   than good/ or ok/ are listed and left out). The threshold rejects at most R of the good
   images of --val (its good/ or ok/ subfolder, or the folder itself); without --val every 10th
   training image is held out for it. --init loads torchvision-named safetensors (or ONNX) into
   --arch, or takes the backbone of a classifier stoke trained (MODEL.stoke, its size and channels).
+  --tile SIZE cuts each image at its full resolution into SIZE x SIZE tiles S apart (default S =
+  SIZE; the last tile of a row or column ends at the edge), each resized to --size: small defects
+  of camera images stay visible. Training, the threshold, predict and eval use the same tiles;
+  maps (--heatmaps, pixel metrics) are then at the image's size.
 )";
 
 constexpr const char* kPredictUsage =
@@ -87,11 +91,12 @@ stoke::anomaly::PatchCoreOptions patchcore_options(const stoke_cli::Args& args) 
   if (method == "padim")
     throw stoke::Unsupported("--method padim is not implemented yet (issue 26)");
   if (method != "patchcore") throw UsageError("--method is patchcore");
-  for (const char* name : {"tile", "stride"})
-    if (args.has(name))
-      throw stoke::Unsupported(std::string("--") + name +
-                               ": tiling is not implemented yet (issue 26)");
+  if (args.has("stride") && !args.has("tile")) throw UsageError("--stride needs --tile");
   stoke::anomaly::PatchCoreOptions o;
+  if (args.has("tile")) {
+    o.tile = args.get_int("tile", 0, 1, 65536);
+    o.tile_stride = args.get_int("stride", o.tile, 1, o.tile);
+  }
   o.coreset_ratio = args.get_double("coreset", 0.1);
   o.target_false_reject = args.get_double("false-reject", 0.005);
   o.seed = static_cast<std::uint64_t>(args.get_int("seed", 0));
@@ -297,6 +302,7 @@ int predict(int argc, char** argv) {
 struct PixelSet {
   std::vector<float> maps;
   std::vector<std::uint8_t> masks;
+  std::vector<stoke::anomaly::MapSize> sizes;
   std::size_t with_mask = 0;
   stoke::Decoder decoder;
   std::vector<std::uint8_t> bytes;
@@ -313,6 +319,7 @@ struct PixelSet {
     for (const auto& t : tried)
       if (!found && fs::is_regular_file(t, ec)) found = &t;
     maps.insert(maps.end(), r.map.begin(), r.map.end());
+    sizes.push_back({r.height, r.width});
     if (!found) {
       if (!good) {
         throw stoke::IoError("--masks: no mask for the defect image '" + file.string() +
@@ -328,8 +335,14 @@ struct PixelSet {
     stoke::DecodeOptions o;
     o.channels = 1;
     decoder.decode_file(*found, o, mask);
-    const auto m =
-        stoke::anomaly::mask_to_input(mask.view(), image.width, image.height, p, found->string());
+    // A tiled model maps the image at its own size: the mask as it is.
+    stoke::PreprocessOptions grid = p;
+    if (r.width != p.width || r.height != p.height) {
+      grid.width = grid.resize_width = r.width;
+      grid.height = grid.resize_height = r.height;
+    }
+    const auto m = stoke::anomaly::mask_to_input(mask.view(), image.width, image.height, grid,
+                                                 found->string());
     this->masks.insert(this->masks.end(), m.begin(), m.end());
     ++with_mask;
   }
@@ -370,8 +383,7 @@ int eval(int argc, char** argv) {
     throw UsageError("--good " + good_class + ": no such subfolder of " + data.string());
   std::string pixel_json = ", \"pixel_auroc\": null, \"aupro\": null";
   if (!masks.empty()) {
-    const auto& p = core.preprocess();
-    const auto m = stoke::anomaly::pixel_metrics(pixels.maps, pixels.masks, p.height, p.width);
+    const auto m = stoke::anomaly::pixel_metrics(pixels.maps, pixels.masks, pixels.sizes);
     char buf[256];
     std::snprintf(buf, sizeof buf,
                   ", \"pixel_auroc\": %.6f, \"aupro\": %.6f, \"masks\": %zu, \"defect_regions\": "
