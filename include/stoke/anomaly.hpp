@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "stoke/data.hpp"
+#include "stoke/deploy.hpp"
 #include "stoke/export.hpp"
 #include "stoke/image.hpp"
 #include "stoke/nn/model.hpp"
@@ -145,6 +146,11 @@ class STOKE_API PatchCore {
   AnomalyResult score_input(std::span<const float> input);  // (C, H, W)
   // The file's image (with tiling: its tiles, the map at the image's size).
   AnomalyResult score_file(const std::filesystem::path& file);
+  // An encoded image in memory, and an application's pixels (PixelBuffer,
+  // stoke/deploy.hpp's camera buffer: Mono8, Mono16, RGB8, BGR8, a row stride):
+  // what a file of the same image gives.
+  AnomalyResult score_bytes(std::span<const std::uint8_t> bytes, std::string_view name = "<bytes>");
+  AnomalyResult score_pixels(const PixelBuffer& pixels);
 
   // Writes the model file (a checkpoint of the backbone with the bank,
   // options, preprocessing and threshold in its metadata), atomically.

@@ -85,15 +85,18 @@ typedef struct stoke_predictor stoke_predictor;
 /* What one image is. Every field is written by a successful predict call. */
 typedef struct stoke_prediction {
   int32_t label;        /* class index, 0 .. class_count-1 */
-  float confidence;     /* probability of label */
+  float confidence;     /* probability of label (NaN for an anomaly model) */
   uint32_t class_count; /* classes of the model (= probabilities written) */
-  /* Reserved for anomaly models (issue 29: score and map once they exist):
-   * NaN for a classifier. */
+  /* An anomaly model's score (label 1 "anomalous" when above the model's
+   * threshold, 0 "good" otherwise; its two probabilities are NaN): what
+   * `stoke predict` prints for the same image. NaN for a classifier. */
   float anomaly_score;
   uint32_t reserved[8]; /* zero */
 } stoke_prediction;
 
-/* Loads a model file (stoke train's output) and runs its self-check. The
+/* Loads a model file (stoke train's output: a classifier, or an anomaly model
+ * of `stoke train --task anomaly`, whose classes are "good" and "anomalous")
+ * and runs its self-check (an anomaly model's is always required). The
  * environment's STOKE_* knobs are read on the first call of any function
  * that opens or trains (stoke::init()). flags: 0 or STOKE_PREDICTOR_NO_SELF_CHECK.
  * On success *out is a handle for stoke_predictor_close; on failure *out is
@@ -123,7 +126,7 @@ STOKE_C_API stoke_status stoke_predictor_self_check(const stoke_predictor* predi
  * buffer of at least class_count floats (else STOKE_ERROR_BUFFER_TOO_SMALL,
  * checked before anything runs). Any thread: calls on one predictor from
  * several threads run at the same time (each gets a worker; see
- * docs/deploy.md, Thread safety). */
+ * docs/deploy.md, Thread safety); on an anomaly model they take turns. */
 STOKE_C_API stoke_status stoke_predict_file(stoke_predictor* predictor, const char* path,
                                             stoke_prediction* out, float* probabilities,
                                             size_t capacity);

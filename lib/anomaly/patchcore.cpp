@@ -250,12 +250,9 @@ AnomalyResult PatchCore::score_input(std::span<const float> input) {
   return r;
 }
 
-AnomalyResult PatchCore::score_file(const std::filesystem::path& file) {
-  if (!impl_->tiles) return score_input(preprocess_file(file));
-  std::vector<float> inputs;
-  anomaly_detail::TileGrid grid;
-  const std::int64_t n = impl_->inputs_of(file, inputs, &grid);
-  const std::size_t sample = impl_->reader->sample_size();
+AnomalyResult PatchCore::Impl::score_tiles(PatchCore& core, const anomaly_detail::TileGrid& grid,
+                                           std::span<const float> inputs) {
+  const std::size_t sample = reader->sample_size();
   AnomalyResult r;
   r.width = grid.image_width;
   r.height = grid.image_height;
@@ -264,15 +261,14 @@ AnomalyResult PatchCore::score_file(const std::filesystem::path& file) {
   std::vector<float> sum(pixels, 0.0f);
   std::vector<std::uint16_t> covered(pixels, 0);
   const int t = grid.tile;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const AnomalyResult tile = score_input(
-        std::span<const float>(inputs).subspan(static_cast<std::size_t>(i) * sample, sample));
+  for (std::size_t i = 0; i < grid.origins.size(); ++i) {
+    const AnomalyResult tile = core.score_input(inputs.subspan(i * sample, sample));
     r.score = std::max(r.score, tile.score);
     const std::vector<float> map =
         tile.height == t && tile.width == t
             ? tile.map
             : anomaly_detail::resize_bilinear(tile.map, 1, tile.height, tile.width, t, t);
-    const auto [ox, oy] = grid.origins[static_cast<std::size_t>(i)];
+    const auto [ox, oy] = grid.origins[i];
     for (int y = 0; y < t; ++y) {
       const std::size_t row = static_cast<std::size_t>(oy + y) * static_cast<std::size_t>(r.width);
       for (int x = 0; x < t; ++x) {
@@ -285,8 +281,39 @@ AnomalyResult PatchCore::score_file(const std::filesystem::path& file) {
   }
   r.map.resize(pixels);
   for (std::size_t p = 0; p < pixels; ++p) r.map[p] = sum[p] / static_cast<float>(covered[p]);
-  r.anomalous = r.score > impl_->threshold;
+  r.anomalous = r.score > threshold;
   return r;
+}
+
+AnomalyResult PatchCore::score_file(const std::filesystem::path& file) {
+  if (!impl_->tiles) return score_input(preprocess_file(file));
+  std::vector<float> inputs;
+  const anomaly_detail::TileGrid grid = impl_->tiles->read(file, inputs);
+  return impl_->score_tiles(*this, grid, inputs);
+}
+
+AnomalyResult PatchCore::score_bytes(std::span<const std::uint8_t> bytes, std::string_view name) {
+  std::vector<float> inputs;
+  if (!impl_->tiles) {
+    inputs.resize(impl_->reader->sample_size());
+    impl_->reader->from_bytes(bytes, name, inputs);
+    return score_input(inputs);
+  }
+  const anomaly_detail::TileGrid grid = impl_->tiles->read_bytes(bytes, name, inputs);
+  return impl_->score_tiles(*this, grid, inputs);
+}
+
+AnomalyResult PatchCore::score_pixels(const PixelBuffer& pixels) {
+  std::vector<float> inputs;
+  if (!impl_->tiles) {
+    inputs.resize(impl_->reader->sample_size());
+    impl_->reader->from_pixels(pixels, inputs);
+    return score_input(inputs);
+  }
+  Image scratch;
+  const anomaly_detail::TileGrid grid =
+      impl_->tiles->read_view(deploy_detail::pixel_view(pixels, scratch), "<pixels>", inputs);
+  return impl_->score_tiles(*this, grid, inputs);
 }
 
 void PatchCore::calibrate(const std::vector<std::filesystem::path>& good_files) {

@@ -46,6 +46,9 @@ struct __attribute__((visibility("hidden"))) PatchCore::Impl {
   // The backbone inputs of `file` into `out`: its image, or its tiles; returns their count.
   std::int64_t inputs_of(const std::filesystem::path& file, std::vector<float>& out,
                          anomaly_detail::TileGrid* grid = nullptr);
+  // A tiled image's result from its tiles' inputs (grid.origins.size() samples).
+  AnomalyResult score_tiles(PatchCore& core, const anomaly_detail::TileGrid& grid,
+                            std::span<const float> inputs);
   anomaly_detail::FeatureExtractor& features();
   void set_bank(std::vector<float> rows, std::int64_t count, std::int64_t width);
 };

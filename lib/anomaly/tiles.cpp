@@ -55,13 +55,22 @@ std::size_t TileReader::sample_size() const noexcept {
 
 TileGrid TileReader::read(const std::filesystem::path& file, std::vector<float>& out) {
   read_file(file, bytes_);
+  return read_bytes(bytes_, file.string(), out);
+}
+
+TileGrid TileReader::read_bytes(std::span<const std::uint8_t> bytes, std::string_view name,
+                                std::vector<float>& out) {
   DecodeOptions options{pre_.channels, 0, 0};  // full size: the tiles are at native resolution
   options.keep_16_bit = true;
   options.max_pixels = max_pixels_;
-  decoder_.decode(bytes_, file.string(), options, decoded_);
-  const ImageView source = image_detail::to_stage_format(
-      decoded_.view(), pre_.channels, decoded_.bit_depth(), deepened_, converted_);
-  TileGrid grid = tile_grid(source.width, source.height, tile_, stride_, file.string());
+  decoder_.decode(bytes, name, options, decoded_);
+  return read_view(decoded_.view(), name, out);
+}
+
+TileGrid TileReader::read_view(ImageView image, std::string_view name, std::vector<float>& out) {
+  const ImageView source =
+      image_detail::to_stage_format(image, pre_.channels, image.bit_depth, deepened_, converted_);
+  TileGrid grid = tile_grid(source.width, source.height, tile_, stride_, name);
   const std::size_t sample = sample_size();
   out.resize(grid.origins.size() * sample);
   for (std::size_t t = 0; t < grid.origins.size(); ++t) {

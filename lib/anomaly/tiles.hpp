@@ -35,6 +35,10 @@ class STOKE_INTERNAL TileReader {
   // Decodes `file` at full size and writes every tile as a (C, H, W) input
   // into `out` (resized to the input size when the tile is another size).
   TileGrid read(const std::filesystem::path& file, std::vector<float>& out);
+  TileGrid read_bytes(std::span<const std::uint8_t> bytes, std::string_view name,
+                      std::vector<float>& out);
+  // An image already in memory (any channels and depth the decoder gives).
+  TileGrid read_view(ImageView image, std::string_view name, std::vector<float>& out);
   std::size_t sample_size() const noexcept;
 
  private:

@@ -3,31 +3,55 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 
 #include "c_api/boundary.hpp"
+#include "stoke/anomaly.hpp"
 #include "stoke/deploy.hpp"
+#include "stoke/nn/checkpoint.hpp"
 
-// The opaque handle of stoke.h.
+namespace {
+
+bool is_anomaly_model(const char* path) {
+  return stoke::nn::read_checkpoint_info(path).metadata.count("anomaly.method") != 0;
+}
+
+}  // namespace
+
+// The opaque handle of stoke.h: a classifier's Predictor, or an anomaly
+// model (PatchCore: one call at a time, so calls on it take turns).
 struct stoke_predictor {
-  explicit stoke_predictor(const char* path, stoke::PredictorOptions options)
-      : predictor(path, options) {}
-  stoke::Predictor predictor;
+  stoke_predictor(const char* path, stoke::PredictorOptions options) {
+    if (is_anomaly_model(path)) {
+      anomaly.emplace(stoke::anomaly::PatchCore::load(path, stoke::default_backend()));
+    } else {
+      predictor.emplace(path, options);
+    }
+  }
+  const std::vector<std::string>& class_names() const {
+    static const std::vector<std::string> kAnomaly = {"good", "anomalous"};
+    return anomaly ? kAnomaly : predictor->info().class_names;
+  }
+  std::optional<stoke::Predictor> predictor;
+  std::optional<stoke::anomaly::PatchCore> anomaly;
+  std::mutex anomaly_mutex;
 };
 
 namespace stoke::c_api {
 namespace {
 
-const Predictor& checked(const stoke_predictor* handle) {
+const stoke_predictor& checked(const stoke_predictor* handle) {
   require(handle, "predictor");
-  return handle->predictor;
+  return *handle;
 }
 
 // Validates the output arguments before anything runs.
-void check_outputs(const Predictor& predictor, const stoke_prediction* out,
+void check_outputs(const stoke_predictor& predictor, const stoke_prediction* out,
                    const float* probabilities, std::size_t capacity) {
   require(out, "out (stoke_prediction*)");
-  const std::size_t classes = predictor.info().class_names.size();
+  const std::size_t classes = predictor.class_names().size();
   if (!probabilities && capacity != 0)
     throw InvalidArgument("probabilities is NULL but capacity is " + std::to_string(capacity));
   if (probabilities && capacity < classes) {
@@ -37,14 +61,32 @@ void check_outputs(const Predictor& predictor, const stoke_prediction* out,
   }
 }
 
-stoke_status write(const Prediction& p, stoke_prediction* out, float* probabilities) {
+stoke_status write(const Prediction& p, float anomaly_score, stoke_prediction* out,
+                   float* probabilities) {
   *out = stoke_prediction{};
   out->label = p.label;
   out->confidence = p.confidence;
   out->class_count = static_cast<std::uint32_t>(p.probabilities.size());
-  out->anomaly_score = std::numeric_limits<float>::quiet_NaN();  // classifiers have none
+  out->anomaly_score = anomaly_score;
   if (probabilities) std::copy(p.probabilities.begin(), p.probabilities.end(), probabilities);
   return STOKE_OK;
+}
+
+// One prediction through the handle: the classifier's, or the anomaly
+// model's as label 0 (good) or 1 (anomalous), its score, and no probability
+// (NaN for confidence and both classes).
+template <class Classify, class Score>
+stoke_status run(stoke_predictor& h, stoke_prediction* out, float* probabilities,
+                 Classify&& classify, Score&& score) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  if (h.predictor) return write(classify(*h.predictor), nan, out, probabilities);
+  std::lock_guard lock(h.anomaly_mutex);
+  const anomaly::AnomalyResult r = score(*h.anomaly);
+  Prediction p;
+  p.label = r.anomalous ? 1 : 0;
+  p.confidence = nan;
+  p.probabilities.assign(2, nan);
+  return write(p, r.score, out, probabilities);
 }
 
 PixelFormat pixel_format(std::int32_t format) {
@@ -94,7 +136,7 @@ stoke_status stoke_predictor_class_count(const stoke_predictor* predictor, uint3
   return guarded("stoke_predictor_class_count", [&] {
     const auto& p = checked(predictor);
     require(count, "count");
-    *count = static_cast<uint32_t>(p.info().class_names.size());
+    *count = static_cast<uint32_t>(p.class_names().size());
     return STOKE_OK;
   });
 }
@@ -102,7 +144,7 @@ stoke_status stoke_predictor_class_count(const stoke_predictor* predictor, uint3
 stoke_status stoke_predictor_class_name(const stoke_predictor* predictor, uint32_t index,
                                         char* buffer, size_t capacity, size_t* needed) {
   return guarded("stoke_predictor_class_name", [&] {
-    const auto& names = checked(predictor).info().class_names;
+    const auto& names = checked(predictor).class_names();
     if (index >= names.size()) {
       throw stoke::InvalidArgument("class index " + std::to_string(index) + " out of range (" +
                                    std::to_string(names.size()) + " classes)");
@@ -114,7 +156,15 @@ stoke_status stoke_predictor_class_name(const stoke_predictor* predictor, uint32
 stoke_status stoke_predictor_self_check(const stoke_predictor* predictor, int32_t* passed,
                                         char* buffer, size_t capacity, size_t* needed) {
   return guarded("stoke_predictor_self_check", [&] {
-    const auto& check = checked(predictor).self_check();
+    const auto& h = checked(predictor);
+    if (h.anomaly) {  // PatchCore::load refuses a model whose reference scores otherwise
+      if (passed) *passed = 1;
+      return copy_text(
+          "anomaly model: the load-time self-check passed (the model file's reference image "
+          "scored as stored, within 1e-3 relative, where the file holds one)",
+          buffer, capacity, needed, "the self-check message");
+    }
+    const auto& check = h.predictor->self_check();
     if (passed) *passed = check.passed ? 1 : 0;
     return copy_text(check.message, buffer, capacity, needed, "the self-check message");
   });
@@ -125,8 +175,10 @@ stoke_status stoke_predict_file(stoke_predictor* predictor, const char* path, st
   return guarded("stoke_predict_file", [&] {
     require(predictor, "predictor");
     require(path, "path");
-    check_outputs(predictor->predictor, out, probabilities, capacity);
-    return write(predictor->predictor.predict_file(path), out, probabilities);
+    check_outputs(*predictor, out, probabilities, capacity);
+    return run(
+        *predictor, out, probabilities, [&](stoke::Predictor& p) { return p.predict_file(path); },
+        [&](stoke::anomaly::PatchCore& c) { return c.score_file(path); });
   });
 }
 
@@ -135,9 +187,11 @@ stoke_status stoke_predict_bytes(stoke_predictor* predictor, const void* bytes, 
   return guarded("stoke_predict_bytes", [&] {
     require(predictor, "predictor");
     require(bytes, "bytes");
-    check_outputs(predictor->predictor, out, probabilities, capacity);
+    check_outputs(*predictor, out, probabilities, capacity);
     const std::span<const std::uint8_t> data(static_cast<const std::uint8_t*>(bytes), size);
-    return write(predictor->predictor.predict_bytes(data), out, probabilities);
+    return run(
+        *predictor, out, probabilities, [&](stoke::Predictor& p) { return p.predict_bytes(data); },
+        [&](stoke::anomaly::PatchCore& c) { return c.score_bytes(data); });
   });
 }
 
@@ -147,14 +201,17 @@ stoke_status stoke_predict_pixels(stoke_predictor* predictor, const void* pixels
   return guarded("stoke_predict_pixels", [&] {
     require(predictor, "predictor");
     require(pixels, "pixels");
-    check_outputs(predictor->predictor, out, probabilities, capacity);
+    check_outputs(*predictor, out, probabilities, capacity);
     stoke::PixelBuffer buffer;
     buffer.data = pixels;
     buffer.width = width;
     buffer.height = height;
     buffer.format = pixel_format(format);
     buffer.stride = stride;
-    return write(predictor->predictor.predict_pixels(buffer), out, probabilities);
+    return run(
+        *predictor, out, probabilities,
+        [&](stoke::Predictor& p) { return p.predict_pixels(buffer); },
+        [&](stoke::anomaly::PatchCore& c) { return c.score_pixels(buffer); });
   });
 }
 

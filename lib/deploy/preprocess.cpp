@@ -59,8 +59,7 @@ void SamplePreprocessor::finish(ImageView source, std::span<float> out) {
                                   pre_.dtype, out.data());
 }
 
-void SamplePreprocessor::from_pixels(const PixelBuffer& px, std::span<float> out) {
-  check(out);
+ImageView pixel_view(const PixelBuffer& px, Image& scratch) {
   if (!px.data || px.width <= 0 || px.height <= 0) {
     throw InvalidArgument("stoke::Predictor: pixel buffer is empty or " + std::to_string(px.width) +
                           "x" + std::to_string(px.height));
@@ -77,30 +76,32 @@ void SamplePreprocessor::from_pixels(const PixelBuffer& px, std::span<float> out
                           std::to_string(row) + " bytes");
   }
   const auto* base = static_cast<const std::uint8_t*>(px.data);
-  if (px.format == PixelFormat::kMono8 || px.format == PixelFormat::kRgb8) {
-    finish({base, px.width, px.height, in_channels, stride}, out);
-    return;
-  }
+  if (px.format == PixelFormat::kMono8 || px.format == PixelFormat::kRgb8)
+    return {base, px.width, px.height, in_channels, stride};
   if (px.format == PixelFormat::kMono16) {  // 16-bit, native byte order, copied aligned
-    decoded_.reshape(px.width, px.height, 1, 16);
+    scratch.reshape(px.width, px.height, 1, 16);
     for (int y = 0; y < px.height; ++y) {
-      std::memcpy(decoded_.data() + static_cast<std::size_t>(y) * decoded_.stride(),
+      std::memcpy(scratch.data() + static_cast<std::size_t>(y) * scratch.stride(),
                   base + static_cast<std::size_t>(y) * stride, row);
     }
-    finish(decoded_.view(), out);
-    return;
+    return scratch.view();
   }
-  decoded_.reshape(px.width, px.height, in_channels);
+  scratch.reshape(px.width, px.height, in_channels);
   for (int y = 0; y < px.height; ++y) {
     const std::uint8_t* src = base + static_cast<std::size_t>(y) * stride;
-    std::uint8_t* dst = decoded_.data() + static_cast<std::size_t>(y) * decoded_.stride();
+    std::uint8_t* dst = scratch.data() + static_cast<std::size_t>(y) * scratch.stride();
     for (int x = 0; x < px.width; ++x) {  // BGR8
       dst[3 * x] = src[3 * x + 2];
       dst[3 * x + 1] = src[3 * x + 1];
       dst[3 * x + 2] = src[3 * x];
     }
   }
-  finish(decoded_.view(), out);
+  return scratch.view();
+}
+
+void SamplePreprocessor::from_pixels(const PixelBuffer& px, std::span<float> out) {
+  check(out);
+  finish(pixel_view(px, decoded_), out);
 }
 
 }  // namespace stoke::deploy_detail

@@ -22,6 +22,11 @@
 
 namespace stoke::deploy_detail {
 
+// An application's pixels as an image view: Mono8 and RGB8 as they are, Mono16
+// copied aligned and BGR8 swapped into `scratch`. InvalidArgument for an
+// empty buffer or a stride shorter than a row.
+STOKE_INTERNAL ImageView pixel_view(const PixelBuffer& pixels, Image& scratch);
+
 class STOKE_INTERNAL SamplePreprocessor {
  public:
   // max_pixels: DecodeOptions::max_pixels of every decode (0: no limit).

@@ -1,8 +1,10 @@
 /* The C ABI from C (compiled as C99 and, by the same script, as C++ with
  * -Wall -Wextra -Werror -pedantic): version, statuses and messages, buffer
  * size queries, prediction from a file, bytes and pixels, training options
- * refused by name, and a training run cancelled by its progress callback.
- *   c_abi_test MODEL IMAGE DATA_DIR WORK_DIR
+ * refused by name, and a training run cancelled by its progress callback;
+ * with an anomaly model, its score from a file (as `stoke predict` printed
+ * it: SCORE), the same file's bytes and a camera buffer.
+ *   c_abi_test MODEL IMAGE DATA_DIR WORK_DIR [ANOMALY_MODEL ANOMALY_IMAGE SCORE]
  * Exit 0: every check passed; 1: the failing check is printed. */
 #include <math.h>
 #include <pthread.h>
@@ -219,10 +221,56 @@ static void check_training(const char* data, const char* work) {
   if (f) fclose(f);
 }
 
+static void check_anomaly(const char* model, const char* image, const char* score) {
+  stoke_predictor* p = NULL;
+  stoke_prediction a, b, c;
+  uint32_t classes = 0;
+  char name[32];
+  float probabilities[2];
+  unsigned char* bytes = NULL;
+  unsigned char frame[96 * 80];
+  long size = 0;
+  int i;
+  FILE* f;
+  CHECK(stoke_predictor_open(model, 0, &p) == STOKE_OK && p != NULL, "open the anomaly model");
+  if (!p) return;
+  CHECK(stoke_predictor_class_count(p, &classes) == STOKE_OK && classes == 2, "two classes");
+  CHECK(stoke_predictor_class_name(p, 1, name, sizeof name, NULL) == STOKE_OK &&
+            strcmp(name, "anomalous") == 0,
+        "class 1 is 'anomalous'");
+  CHECK(stoke_predict_file(p, image, &a, probabilities, 1) == STOKE_ERROR_BUFFER_TOO_SMALL,
+        "one float for two classes");
+  CHECK(stoke_predict_file(p, image, &a, probabilities, 2) == STOKE_OK, "score a file");
+  CHECK(a.anomaly_score == strtof(score, NULL), "the score stoke predict printed");
+  CHECK(a.label == 0 || a.label == 1, "label good (0) or anomalous (1)");
+  CHECK(isnan(a.confidence) && isnan(probabilities[0]) && a.class_count == 2,
+        "no probability for a score");
+  f = fopen(image, "rb");
+  CHECK(f != NULL, "read the image");
+  if (f) {
+    fseek(f, 0, SEEK_END);
+    size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    bytes = (unsigned char*)malloc((size_t)size);
+    CHECK(bytes && fread(bytes, 1, (size_t)size, f) == (size_t)size, "read the image's bytes");
+    fclose(f);
+  }
+  if (bytes) {
+    CHECK(stoke_predict_bytes(p, bytes, (size_t)size, &b, NULL, 0) == STOKE_OK, "score bytes");
+    CHECK(b.anomaly_score == a.anomaly_score && b.label == a.label, "bytes score as the file");
+    free(bytes);
+  }
+  for (i = 0; i < 96 * 80; ++i) frame[i] = (unsigned char)(i % 96 + i / 96);
+  CHECK(stoke_predict_pixels(p, frame, 96, 80, STOKE_PIXEL_MONO8, 0, &c, NULL, 0) == STOKE_OK,
+        "score a camera buffer");
+  CHECK(isfinite(c.anomaly_score) && (c.label == 0 || c.label == 1), "a finite buffer score");
+  stoke_predictor_close(p);
+}
+
 int main(int argc, char** argv) {
   stoke_predictor* p = NULL;
-  if (argc != 5) {
-    printf("usage: c_abi_test MODEL IMAGE DATA_DIR WORK_DIR\n");
+  if (argc != 5 && argc != 8) {
+    printf("usage: c_abi_test MODEL IMAGE DATA_DIR WORK_DIR [ANOMALY_MODEL ANOMALY_IMAGE SCORE]\n");
     return 2;
   }
   check_library();
@@ -232,6 +280,7 @@ int main(int argc, char** argv) {
   if (p) check_threads(p, argv[2]);
   stoke_predictor_close(p);
   check_training(argv[3], argv[4]);
+  if (argc == 8) check_anomaly(argv[5], argv[6], argv[7]);
   printf("%s: %d failures\n", argv[0], failures);
   return failures ? 1 : 0;
 }

@@ -63,10 +63,15 @@ case "$host" in
         -lstoke -lm -pthread -Wl,-rpath,"$libdir" 2>"$work/cc.err" || { cat "$work/cc.err"; fail "compile as $lang"; }
     done
     make_model
+    # An anomaly model, and the score `stoke predict` gives one image.
+    "$stoke" train --task anomaly --data "$work/d/ok" --arch resnet18 --width-mult 0.25 --size 32 \
+      --coreset 0.5 --out "$work/a.stoke" >/dev/null 2>"$work/anomaly.err" || { cat "$work/anomaly.err"; fail "anomaly train"; }
+    score=$("$stoke" predict --model "$work/a.stoke" "${images[0]}" --json 2>/dev/null \
+      | python3 -c 'import json, sys; print(json.load(sys.stdin)["score"])') || fail "anomaly predict"
     for lang in c99 c++; do
       mkdir -p "$work/$lang"
       "$work/c_abi_test_$lang" "$work/m.stoke" "${images[0]}" "$work/d" "$work/$lang" \
-        || fail "the C ABI test compiled as $lang"
+        "$work/a.stoke" "${images[0]}" "$score" || fail "the C ABI test compiled as $lang"
     done
     ;;
   csharp)

@@ -2,7 +2,7 @@
 // every pixel; a small dark spot in a larger part is found at its place by a
 // tiled model and raises the score far more than through a resize of the
 // whole part; a tiled model file keeps its tiles; an image smaller than a
-// tile is refused by name.
+// tile is refused by name; bytes and camera buffers score as the file.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -124,6 +124,18 @@ TEST_F(AnomalyTiled, ASmallSpotIsFoundAtNativeResolutionAndLostInAResize) {
   EXPECT_GT(gain_tiled, 1.2f);
   EXPECT_GT(gain_tiled - 1.0f, 2.0f * (gain_resized - 1.0f))
       << "the map at the spot rises " << gain_tiled << "x tiled, " << gain_resized << "x resized";
+
+  // The same image as bytes and as a camera buffer (RGB8: the PNG's pixels).
+  std::vector<std::uint8_t> bytes;
+  read_file(spotted_, bytes);
+  const auto from_bytes = tiled.score_bytes(bytes, "spotted");
+  EXPECT_EQ(from_bytes.score, spot.score);
+  EXPECT_EQ(from_bytes.map, spot.map);
+  Image decoded;
+  Decoder().decode(bytes, "spotted", {}, decoded);
+  PixelBuffer frame{decoded.data(), decoded.width(), decoded.height(), PixelFormat::kRgb8,
+                    decoded.stride()};
+  EXPECT_EQ(tiled.score_pixels(frame).score, spot.score);
 
   // The model file keeps the tiles: the loaded model scores the same at the image's size.
   tiled.save(dir_ / "tiled.stoke");
