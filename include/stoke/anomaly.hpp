@@ -18,6 +18,7 @@
 #include "stoke/export.hpp"
 #include "stoke/image.hpp"
 #include "stoke/nn/model.hpp"
+#include "stoke/precision.hpp"
 
 namespace stoke::anomaly {
 
@@ -158,6 +159,15 @@ class STOKE_API PatchCore {
   // CorruptFile naming the path and the field for a malformed, truncated or
   // inconsistent file (a bank shorter than its stated size among them).
   static PatchCore load(const std::filesystem::path& path, Backend& backend);
+
+  // The precision the feature extraction computes in from here on
+  // (STOKE_PRECISION's values, resolved as resolve_precision does: bf16 where
+  // the backend has it, an Unsupported error naming why otherwise). Returns
+  // the reference image's score change from the one the model file stores,
+  // relative to max(1, |score|) (0 without a reference); load()'s self-check
+  // ran in fp32 before.
+  double set_precision(Precision precision);
+  Precision precision() const noexcept;
 
   const PatchCoreOptions& options() const noexcept;
   const PreprocessOptions& preprocess() const noexcept;

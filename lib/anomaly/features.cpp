@@ -29,7 +29,7 @@ Tensor pool3x3(Backend& be, const Tensor& x) {
 
 }  // namespace
 
-FeatureExtractor::FeatureExtractor(nn::Model& model) : model_(&model) {
+FeatureExtractor::FeatureExtractor(nn::Model& model, Precision precision) : model_(&model) {
   if (!nn::is_torchvision_resnet(model.spec().architecture)) {
     throw InvalidArgument(std::string("anomaly: backbone '") +
                           nn::architecture_name(model.spec().architecture) +
@@ -38,8 +38,9 @@ FeatureExtractor::FeatureExtractor(nn::Model& model) : model_(&model) {
   }
   nn::Sequential& net = model.network();
   const std::size_t l2 = layer_index(net, "layer2"), l3 = layer_index(net, "layer3");
-  to_layer2_ = std::make_unique<nn::FusedInference>(net, 0, l2 + 1);
-  layer3_ = std::make_unique<nn::FusedInference>(net, l3, l3 + 1);
+  const auto layout = nn::FusedInference::Layout::kAuto;
+  to_layer2_ = std::make_unique<nn::FusedInference>(net, 0, l2 + 1, layout, precision);
+  layer3_ = std::make_unique<nn::FusedInference>(net, l3, l3 + 1, layout, precision);
 }
 
 FeatureExtractor::~FeatureExtractor() = default;

@@ -15,7 +15,8 @@ class STOKE_INTERNAL FeatureExtractor {
  public:
   // InvalidArgument unless the model is a torchvision ResNet (layer2, layer3
   // among its top-level layers). The model must outlive the extractor.
-  explicit FeatureExtractor(nn::Model& model);
+  // precision: resolved (stoke::resolve_precision), one the backend runs.
+  explicit FeatureExtractor(nn::Model& model, Precision precision = Precision::kFp32);
   ~FeatureExtractor();
 
   // inputs (count, C, H, W) -> embeddings: AvgPool2d(3, 1, 1) (padding

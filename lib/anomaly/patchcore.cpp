@@ -7,6 +7,7 @@
 #include "anomaly/coreset.hpp"
 #include "anomaly/patchcore_impl.hpp"
 #include "anomaly/resample.hpp"
+#include "stoke/backend.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
 
@@ -119,7 +120,7 @@ std::int64_t PatchCore::Impl::inputs_of(const std::filesystem::path& file, std::
 
 FeatureExtractor& PatchCore::Impl::features() {
   // Built on first use, after any weight import: the plan folds the weights it finds.
-  if (!extractor) extractor = std::make_unique<FeatureExtractor>(*model);
+  if (!extractor) extractor = std::make_unique<FeatureExtractor>(*model, precision);
   return *extractor;
 }
 
@@ -137,6 +138,22 @@ PatchCore::PatchCore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 PatchCore::~PatchCore() = default;
 PatchCore::PatchCore(PatchCore&&) noexcept = default;
 PatchCore& PatchCore::operator=(PatchCore&&) noexcept = default;
+
+double PatchCore::set_precision(Precision requested) {
+  const Precision p = resolve_precision(impl_->model->backend(), requested);
+  impl_->precision = p;
+  impl_->extractor.reset();  // rebuilt in `p` on first use
+  const std::vector<float>& ref = impl_->reference_input;
+  if (ref.empty() || !impl_->search) return 0.0;
+  const float score = score_input(ref).score;
+  const float stored = impl_->reference_score;
+  return std::isfinite(score) ? std::fabs(score - stored) / std::max(1.0f, std::fabs(stored))
+                              : INFINITY;
+}
+
+Precision PatchCore::precision() const noexcept {
+  return impl_->precision;
+}
 
 Embeddings PatchCore::embed(std::span<const float> inputs, std::int64_t count) {
   return impl_->features().embed(inputs, count);

@@ -41,6 +41,7 @@ struct __attribute__((visibility("hidden"))) PatchCore::Impl {
   std::unique_ptr<anomaly_detail::BankSearch> search;
   std::unique_ptr<deploy_detail::SamplePreprocessor> reader;
   std::unique_ptr<anomaly_detail::TileReader> tiles;  // with options.tile
+  Precision precision = Precision::kFp32;             // the feature extraction's
 
   Impl(std::unique_ptr<nn::Model> m, PreprocessOptions p, PatchCoreOptions o);
   // The backbone inputs of `file` into `out`: its image, or its tiles; returns their count.

@@ -26,6 +26,9 @@ struct stoke_predictor {
   stoke_predictor(const char* path, stoke::PredictorOptions options) {
     if (is_anomaly_model(path)) {
       anomaly.emplace(stoke::anomaly::PatchCore::load(path, stoke::default_backend()));
+      // STOKE_PRECISION, as for a classifier (the self-check ran in fp32).
+      const stoke::Precision p = options.context.settings().precision;
+      if (p != stoke::Precision::kFp32) anomaly->set_precision(p);
     } else {
       predictor.emplace(path, options);
     }

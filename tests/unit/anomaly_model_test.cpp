@@ -9,6 +9,7 @@
 
 #include "op_test_util.hpp"
 #include "stoke/anomaly.hpp"
+#include "stoke/backend.hpp"
 #include "stoke/data.hpp"
 #include "stoke/error.hpp"
 #include "stoke/nn/checkpoint.hpp"
@@ -92,6 +93,28 @@ TEST_F(AnomalyModel, SpottedPartsScoreAboveThemselvesAndTheMapFindsTheSpot) {
     EXPECT_NEAR(py, y0 + 6, 12) << it->string();
     EXPECT_NEAR(px, x0 + 6, 12) << it->string();
   }
+}
+
+// The feature extraction in bf16 (STOKE_PRECISION): the reference image's
+// score moves by bf16's rounding only, and back in fp32 it is the stored one.
+TEST_F(AnomalyModel, Bf16FeaturesScoreCloseToFp32) {
+  anomaly::PatchCoreOptions o;
+  o.coreset_ratio = 0.5;
+  anomaly::PatchCore core(backbone(1), preprocess(), o);
+  core.fit({good_[0], good_[1], good_[2]});
+  const auto fp32 = core.score_file(defect_[0]);
+  if (cpu_backend().inference_precision(Precision::kBf16) == PrecisionSupport::kNone) {
+    EXPECT_THROW(core.set_precision(Precision::kBf16), Unsupported);
+    GTEST_SKIP() << "no bf16 convolutions on this CPU (the refusal is checked)";
+  }
+  const double change = core.set_precision(Precision::kBf16);
+  EXPECT_EQ(core.precision(), Precision::kBf16);
+  EXPECT_GT(change, 0.0) << "bf16 gave fp32's exact score";
+  EXPECT_LT(change, 0.1);
+  const auto bf16 = core.score_file(defect_[0]);
+  EXPECT_NEAR(bf16.score, fp32.score, 0.1 * std::max(1.0f, fp32.score));
+  EXPECT_EQ(core.set_precision(Precision::kFp32), 0.0);
+  EXPECT_EQ(core.score_file(defect_[0]).score, fp32.score);
 }
 
 TEST_F(AnomalyModel, BankOverTheMemoryCapNamesTheOption) {

@@ -37,6 +37,7 @@ constexpr const char* kTrainUsage =
 
 constexpr const char* kPredictUsage =
     "usage: stoke predict --model ANOMALY_MODEL (FILE... | --data DIR) [--json] [--heatmaps DIR]\n"
+    "                     [--precision fp32|bf16|auto]\n"
     "  prints file, score and anomalous (score above the model's threshold) per image.\n"
     "  --heatmaps DIR writes each image's anomaly map as DIR/<name>.png at the model's input\n"
     "  size (8-bit gray: 128 = the model's threshold, 255 = twice it or more; \"heatmap\" in "
@@ -44,12 +45,13 @@ constexpr const char* kPredictUsage =
 
 constexpr const char* kEvalUsage =
     "usage: stoke eval --model ANOMALY_MODEL --data DIR --good CLASS [--masks MASK_DIR] [--json]\n"
+    "                  [--precision fp32|bf16|auto]\n"
     "  DIR holds one subfolder per class; CLASS is the good one, every other is a defect.\n"
     "  Reports image_auroc and, at the model's threshold, the false-reject and escape rates.\n"
     "  With ground-truth masks (MASK_DIR/<class>/<name>_mask.png or <name>.png, 0 = good pixel;\n"
     "  default: DIR/../ground_truth when it exists, MVTec AD's layout) also pixel_auroc and\n"
     "  aupro (up to a false-positive rate of 0.3). Every defect image needs its mask; a good\n"
-    "  image without one is all good pixels.\n";
+    "  image without one is all good pixels. --precision: as stoke predict.\n";
 
 bool is_good_folder(const std::string& name) {
   return name == "good" || name == "ok";
@@ -244,18 +246,25 @@ void print_result(bool json, const fs::path& file, const stoke::anomaly::Anomaly
   }
 }
 
-// PatchCore computes in fp32 (docs/precision.md): --precision other than
-// fp32 or auto is refused, a reduced STOKE_PRECISION from the environment is
-// named in a warning.
-void init_fp32(const stoke_cli::Args& args) {
-  const std::string asked = args.get("precision");
-  if (!asked.empty() && asked != "fp32" && asked != "auto")
-    throw UsageError("--precision " + asked + ": anomaly models compute in fp32 only");
-  const auto runtime = stoke_cli::init_with_precision(asked);
-  const stoke::Precision p = runtime.context.settings().precision;
-  if (p == stoke::Precision::kBf16 || p == stoke::Precision::kFp16)
-    stoke::log_warn(std::string("STOKE_PRECISION=") + stoke::to_string(p) +
-                    ": anomaly models compute in fp32");
+// The anomaly model of --model in the precision of --precision /
+// STOKE_PRECISION (docs/precision.md): its self-check ran in fp32; in bf16
+// the reference image's score change is logged.
+stoke::anomaly::PatchCore load_model(const stoke_cli::Args& args) {
+  const auto runtime = stoke_cli::init_with_precision(args.get("precision"));
+  auto core = stoke::anomaly::PatchCore::load(args.required("model"), stoke::default_backend());
+  const stoke::Precision wanted = runtime.context.settings().precision;
+  if (wanted != stoke::Precision::kFp32) {
+    const double change = core.set_precision(wanted);
+    if (core.precision() != stoke::Precision::kFp32) {
+      char text[160];
+      std::snprintf(text, sizeof text,
+                    "anomaly model in %s: the reference image scores %.3g (relative) away from "
+                    "fp32's",
+                    stoke::to_string(core.precision()), change);
+      stoke::log_info(text);
+    }
+  }
+  return core;
 }
 
 int predict(int argc, char** argv) {
@@ -266,8 +275,7 @@ int predict(int argc, char** argv) {
     files.insert(files.end(), found.begin(), found.end());
   }
   if (files.empty()) throw UsageError("no images: give FILE... or --data DIR");
-  init_fp32(args);
-  auto core = stoke::anomaly::PatchCore::load(args.required("model"), stoke::default_backend());
+  auto core = load_model(args);
   const fs::path heatmaps = args.get("heatmaps");
   if (!heatmaps.empty()) {
     stoke_cli::check_writable("--heatmaps", heatmaps.string(), true);
@@ -361,8 +369,7 @@ int eval(int argc, char** argv) {
     if (it->is_directory(ec)) classes.push_back(it->path());
   if (ec) throw stoke::IoError("cannot list '" + data.string() + "': " + ec.message());
   std::sort(classes.begin(), classes.end());
-  init_fp32(args);
-  auto core = stoke::anomaly::PatchCore::load(args.required("model"), stoke::default_backend());
+  auto core = load_model(args);
   fs::path masks = args.get("masks");
   if (masks.empty() && fs::is_directory(data.parent_path() / "ground_truth", ec))
     masks = data.parent_path() / "ground_truth";  // MVTec AD: test/ beside ground_truth/
