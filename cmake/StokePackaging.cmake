@@ -22,6 +22,20 @@ configure_file(${CMAKE_CURRENT_LIST_DIR}/stoke.pc.in ${PROJECT_BINARY_DIR}/stoke
 install(FILES ${PROJECT_BINARY_DIR}/stoke.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
         COMPONENT dev)
 
+# Each package carries the licence as /usr/share/doc/<package>/copyright
+# (Debian policy 12.5). Only a component install (CPack) installs it, not a
+# plain `cmake --install`.
+foreach(component_package IN ITEMS runtime:libstoke dev:libstoke-dev tools:stoke-tools cuda:libstoke-cuda)
+  string(REPLACE ":" ";" component_package ${component_package})
+  list(GET component_package 0 component)
+  list(GET component_package 1 package)
+  if(component STREQUAL "cuda" AND NOT STOKE_HAVE_CUDA)
+    continue()
+  endif()
+  install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${package}
+          RENAME copyright COMPONENT ${component} EXCLUDE_FROM_ALL)
+endforeach()
+
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME stoke)
 set(CPACK_PACKAGE_VENDOR stoke)
