@@ -53,6 +53,14 @@ done
 for name in libstoke libstoke-dev stoke-tools; do
   [[ " ${names[*]} " == *" $name "* ]] || fail "no $name package"
 done
+# Every file a plain `cmake --install` installs is in a package (an install
+# rule without a COMPONENT would be in none).
+cmake --install "$dir" --prefix "$tmp/all" >/dev/null
+(cd "$tmp/all" && find . ! -type d | sed 's|^\./||' | sort) >"$tmp/installed.txt"
+for deb in "${debs[@]}"; do dpkg-deb -c "$deb"; done | awk '$1 !~ /^d/ {print $6}' |
+  sed 's|^\./usr/||' | grep -v '^share/doc/[^/]*/copyright$' | sort >"$tmp/packaged.txt"
+diff "$tmp/installed.txt" "$tmp/packaged.txt" >"$tmp/files.diff" ||
+  { cat "$tmp/files.diff"; fail "cmake --install (<) and the packages (>) hold different files"; }
 
 # 2. Installed with their dependencies, as on a line PC.
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${debs[@]}" \
