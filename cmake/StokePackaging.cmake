@@ -115,9 +115,9 @@ if(STOKE_HAVE_CUDA)
       "stoke training runtime: the CUDA backend plugin
 libstoke_cuda.so, which libstoke loads at run time (a missing or unloadable
 plugin means running on the CPU). Not in Depends, to be installed apart: the
-NVIDIA driver, CUDA ${CUDAToolkit_VERSION_MAJOR} (cudart, cuBLAS, NVRTC) and
-cuDNN ${stoke_cudnn_major}. The plugin looks for them where they were at
-build time (${stoke_cuda_dirs}), then on the loader path.")
+NVIDIA driver, CUDA ${CUDAToolkit_VERSION_MAJOR} (cudart, cuBLAS, NVRTC) and cuDNN ${stoke_cudnn_major}. The plugin looks
+for them where they were at build time, then on the loader path:
+${stoke_cuda_dirs}.")
 endif()
 
 include(CPack)
