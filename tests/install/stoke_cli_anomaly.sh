@@ -44,6 +44,23 @@ r = json.load(open(sys.argv[1]))
 assert 0 <= r["pixel_auroc"] <= 1 and 0 <= r["aupro"] <= 1, r
 assert r["masks"] == int(sys.argv[2]) and r["defect_regions"] >= r["masks"], r
 PY
+# The report: report.json is the --json object, report.html the histogram, the ROC and
+# the worst parts with their maps (escaped defects first).
+"$stoke" eval --model "$work/m.stoke" --data "$work/data" --good ok --masks "$work/masks" --report "$work/report" \
+  >/dev/null 2>"$work/report.err" || fail "eval --report" "$work/report.err"
+python3 - "$work/report" "$work/pixel.json" <<'PY' || fail "anomaly report" "$work/report.err"
+import json, re, sys
+d = sys.argv[1]
+assert json.load(open(d + "/report.json")) == json.load(open(sys.argv[2]))
+page = open(d + "/report.html").read()
+assert page.count("<svg") == 2, page.count("<svg")
+figures = re.findall(r"<figure>(.*?)</figure>", page)
+assert 1 <= len(figures) <= 12 and all("data:image/png;base64," in f for f in figures), len(figures)
+r = json.load(open(sys.argv[2]))
+if r["escape_rate"] > 0:  # the first shown is an escaped defect
+    assert "defect" in figures[0] and "(wrong)" in figures[0], figures[0][-80:]
+PY
+
 # A defect image without its mask is an error naming it; a mask of another size too.
 first_mask=$(find "$work/masks/defect" -name '*_mask.png' | sort | head -1)
 cp "$first_mask" "$work/first_mask.png"

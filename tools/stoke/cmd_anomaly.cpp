@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 
+#include "anomaly_report.hpp"
 #include "args.hpp"
 #include "commands.hpp"
 #include "inputs.hpp"
@@ -45,13 +46,15 @@ constexpr const char* kPredictUsage =
 
 constexpr const char* kEvalUsage =
     "usage: stoke eval --model ANOMALY_MODEL --data DIR --good CLASS [--masks MASK_DIR] [--json]\n"
-    "                  [--precision fp32|bf16|auto]\n"
+    "                  [--report DIR] [--precision fp32|bf16|auto]\n"
     "  DIR holds one subfolder per class; CLASS is the good one, every other is a defect.\n"
     "  Reports image_auroc and, at the model's threshold, the false-reject and escape rates.\n"
     "  With ground-truth masks (MASK_DIR/<class>/<name>_mask.png or <name>.png, 0 = good pixel;\n"
     "  default: DIR/../ground_truth when it exists, MVTec AD's layout) also pixel_auroc and\n"
     "  aupro (up to a false-positive rate of 0.3). Every defect image needs its mask; a good\n"
-    "  image without one is all good pixels. --precision: as stoke predict.\n";
+    "  image without one is all good pixels. --report DIR writes DIR/report.json and\n"
+    "  DIR/report.html (score histogram, ROC, the worst parts with their maps over them).\n"
+    "  --precision: as stoke predict.\n";
 
 bool is_good_folder(const std::string& name) {
   return name == "good" || name == "ok";
@@ -358,9 +361,13 @@ struct PixelSet {
 };
 
 int eval(int argc, char** argv) {
-  stoke_cli::Args args(argc, argv, {"model", "data", "good", "precision", "masks"}, {"json"});
+  stoke_cli::Args args(argc, argv, {"model", "data", "good", "precision", "masks", "report"},
+                       {"json"});
   const fs::path data = args.required("data");
   const std::string good_class = args.required("good");
+  if (args.has("report")) stoke_cli::check_writable("--report", args.get("report"), true);
+  stoke_cli::AnomalyReport report;
+  report.model = args.required("model");
   std::vector<float> good, defect;
   std::vector<fs::path> classes;
   std::error_code ec;
@@ -383,6 +390,7 @@ int eval(int argc, char** argv) {
     for (const auto& f : stoke_cli::list_images("eval", dir)) {
       const auto r = core.score_file(f);
       (is_good ? good : defect).push_back(r.score);
+      report.parts.push_back({f, r.score, is_good});
       if (!masks.empty()) pixels.add(r, f, data, masks, is_good, core.preprocess());
     }
   }
@@ -415,12 +423,19 @@ int eval(int argc, char** argv) {
       defect.empty() ? 0.0 : static_cast<double>(escaped) / static_cast<double>(defect.size());
   const double auroc =
       good.empty() || defect.empty() ? NAN : stoke::anomaly::image_auroc(good, defect);
+  char head[320];
+  std::snprintf(head, sizeof head,
+                "{\"good\": %zu, \"defect\": %zu, \"image_auroc\": %s, \"threshold\": %.9g, "
+                "\"false_reject_rate\": %.6f, \"escape_rate\": %.6f",
+                good.size(), defect.size(),
+                std::isfinite(auroc) ? std::to_string(auroc).c_str() : "null", t, frr, esc);
+  report.json = head + pixel_json + "}";
+  if (args.has("report")) {
+    report.threshold = t;
+    stoke_cli::write_anomaly_report(args.get("report"), report, core);
+  }
   if (args.has("json")) {
-    std::printf(
-        "{\"good\": %zu, \"defect\": %zu, \"image_auroc\": %s, \"threshold\": %.9g, "
-        "\"false_reject_rate\": %.6f, \"escape_rate\": %.6f%s}\n",
-        good.size(), defect.size(), std::isfinite(auroc) ? std::to_string(auroc).c_str() : "null",
-        t, frr, esc, pixel_json.c_str());
+    std::printf("%s\n", report.json.c_str());
   } else {
     std::printf(
         "%zu good, %zu defect: image AUROC %.4f; threshold %.6g: false-reject rate %.4f, "
