@@ -29,3 +29,13 @@ set_tests_properties(Cli.Precision PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 add_test(NAME Cli.ImportDeployable
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_import.sh $<TARGET_FILE:stoke_cli>)
 set_tests_properties(Cli.ImportDeployable PROPERTIES TIMEOUT 300)
+
+# stoke quantize: the bf16 gate on a classifier and an anomaly model.
+add_test(NAME Cli.QuantizeGate
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_quantize.sh $<TARGET_FILE:stoke_cli>)
+set_tests_properties(Cli.QuantizeGate PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+# The same where oneDNN has no bf16 (capped at AVX2): a clear refusal, nothing written.
+add_test(NAME Cli.QuantizeGateWithoutBf16
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_quantize.sh $<TARGET_FILE:stoke_cli>)
+set_tests_properties(Cli.QuantizeGateWithoutBf16 PROPERTIES TIMEOUT 300 ENVIRONMENT
+                     "ONEDNN_MAX_CPU_ISA=AVX2;DNNL_MAX_CPU_ISA=AVX2;STOKE_TEST_EXPECT_NO_BF16=1")

@@ -5,6 +5,7 @@
 // ModelInfo and names the missing keys). See docs/deploy.md.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -23,6 +24,7 @@
 #include "stoke/model_file.hpp"
 #include "stoke/nn/model.hpp"
 #include "stoke/nn/optim.hpp"
+#include "stoke/precision.hpp"
 #include "stoke/train.hpp"
 
 namespace stoke {
@@ -158,6 +160,42 @@ class STOKE_API Predictor {
   auto with_session(F&& f);
   std::unique_ptr<Impl> impl_;
 };
+
+// ---- The reduced-precision gate (stoke quantize, docs/precision.md) ------------------
+
+// What a reduced precision did on a validation set, against fp32 on the
+// same images; judge_precision fills `passed` and `reasons`.
+struct PrecisionGateResult {
+  Precision precision = Precision::kBf16;
+  std::uint64_t images = 0;
+  std::uint64_t disagreements = 0;  // images whose decision differs from fp32's
+  double disagreement = 0;          // disagreements / images
+  // With a good class (classifiers: stoke quantize --good), or for anomaly
+  // models: the share of defect images passed as good, in each precision.
+  double escape_fp32 = NAN, escape_reduced = NAN;
+  double auroc_fp32 = NAN, auroc_reduced = NAN;  // anomaly models: image AUROC
+  bool passed = false;
+  std::string reasons;  // what failed, "; "-separated ("" when passed)
+};
+
+struct PrecisionGateLimits {
+  double max_disagreement = 0.005;  // at most 0.5 % of decisions change
+  double max_auroc_drop = 0.005;
+  // The escape rate may not rise at all (a defect that fp32 catches is not let through).
+};
+
+// The gate: passed when the disagreement is within the limit, the escape
+// rate (when measured) did not rise and the AUROC (when measured) fell by at
+// most max_auroc_drop; InvalidArgument for no image.
+STOKE_API PrecisionGateResult judge_precision(PrecisionGateResult measured,
+                                              const PrecisionGateLimits& limits = {});
+
+// The model file keys of a gated precision: "model.precision" (read by the
+// Predictor and the anomaly commands when STOKE_PRECISION is not set) and
+// the gate's figures under "model.metrics.precision_gate.*" (shown with the
+// model's other metrics in the eval report).
+STOKE_API void add_precision_metadata(std::map<std::string, std::string>& metadata,
+                                      const PrecisionGateResult& gate);
 
 // ---- Evaluation -------------------------------------------------------------------
 

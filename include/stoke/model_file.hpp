@@ -18,6 +18,7 @@
 #include "stoke/image.hpp"
 #include "stoke/nn/model.hpp"
 #include "stoke/nn/optim.hpp"
+#include "stoke/precision.hpp"
 #include "stoke/train.hpp"
 
 namespace stoke {
@@ -58,6 +59,11 @@ struct STOKE_API ModelInfo {
   std::map<std::string, std::string> metrics;        // at the time of writing
   // Per epoch: "epoch,train_loss,train_accuracy,val_loss,val_accuracy" lines.
   std::vector<std::string> history;
+
+  // The precision a gate (stoke quantize) chose for inference: the Predictor
+  // runs it where STOKE_PRECISION is not set ("model.precision"; fp32 in
+  // files without the key).
+  Precision precision = Precision::kFp32;
 
   // Self-check: inputs, and the logits the training backend produced.
   std::string reference_backend;

@@ -12,6 +12,7 @@
 
 #include "anomaly/patchcore_impl.hpp"
 #include "modelfile/text.hpp"
+#include "stoke/backend.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
 #include "stoke/nn/checkpoint.hpp"
@@ -153,6 +154,11 @@ PatchCore PatchCore::load(const std::filesystem::path& path, Backend& backend) {
       static_cast<float>(r.real("anomaly.reference.score", -HUGE_VAL, HUGE_VAL));
   PatchCore p(std::move(impl));
   if (checked) p.self_check(path);
+  // A gated precision (stoke quantize) where the backend runs it natively;
+  // set_precision() overrides it.
+  if (info.precision != Precision::kFp32 &&
+      backend.inference_precision(info.precision) == PrecisionSupport::kNative)
+    p.set_precision(info.precision);
   return p;
 }
 

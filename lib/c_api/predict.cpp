@@ -26,9 +26,10 @@ struct stoke_predictor {
   stoke_predictor(const char* path, stoke::PredictorOptions options) {
     if (is_anomaly_model(path)) {
       anomaly.emplace(stoke::anomaly::PatchCore::load(path, stoke::default_backend()));
-      // STOKE_PRECISION, as for a classifier (the self-check ran in fp32).
-      const stoke::Precision p = options.context.settings().precision;
-      if (p != stoke::Precision::kFp32) anomaly->set_precision(p);
+      // STOKE_PRECISION when set, as for a classifier (else the model file's,
+      // which PatchCore::load applied; the self-check ran in fp32).
+      if (options.context.config().knob("STOKE_PRECISION").source != stoke::ConfigSource::kDefault)
+        anomaly->set_precision(options.context.settings().precision);
     } else {
       predictor.emplace(path, options);
     }

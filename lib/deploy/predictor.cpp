@@ -270,7 +270,22 @@ Predictor::Predictor(const std::filesystem::path& model_file, PredictorOptions o
   impl_->max_pixels = options.max_image_pixels
                           ? *options.max_image_pixels
                           : options.context.settings().max_image_pixels.value_or(0);
-  const Precision precision = resolve_precision(backend, options.context.settings().precision);
+  // STOKE_PRECISION when set, else the model file's (a gated bf16: stoke
+  // quantize) where the backend runs it natively, else fp32.
+  const bool asked =
+      options.context.config().knob("STOKE_PRECISION").source != ConfigSource::kDefault;
+  Precision precision = Precision::kFp32;
+  if (asked) {
+    precision = resolve_precision(backend, options.context.settings().precision);
+  } else if (impl_->loaded.info.precision != Precision::kFp32) {
+    const Precision stored = impl_->loaded.info.precision;
+    if (backend.inference_precision(stored) == PrecisionSupport::kNative) {
+      precision = stored;
+    } else {
+      log_info(std::string("model file: gated for ") + to_string(stored) + ", which " +
+               backend.name() + " does not run natively: predicting in fp32");
+    }
+  }
   impl_->plan = std::make_unique<nn::FusedInference>(impl_->loaded.model->network());
   std::unique_ptr<Backend> probe = backend.make_worker();
   impl_->concurrent = impl_->plan->concurrent() && probe != nullptr;

@@ -202,6 +202,7 @@ void ModelInfo::to_metadata(Meta& m) const {
   for (const auto& [k, v] : configuration) m["model.config." + k] = v;
   for (const auto& [k, v] : metrics) m["model.metrics." + k] = v;
   m["model.history"] = modelfile_detail::join(history, ";");
+  m["model.precision"] = to_string(precision);
   m["model.reference.backend"] = reference_backend;
   m["model.reference.tolerance"] = float_text(reference_tolerance);
   m["model.reference.count"] = std::to_string(references.size());
@@ -249,6 +250,12 @@ ModelInfo ModelInfo::from_metadata(const Meta& m, const std::string& path) {
   info.configuration = r.section("model.config.");
   info.metrics = r.section("model.metrics.");
   info.history = modelfile_detail::split(r.text("model.history"), ';');
+  if (const auto it = m.find("model.precision"); it != m.end()) {
+    if (it->second == "bf16")
+      info.precision = Precision::kBf16;
+    else if (it->second != "fp32")
+      r.bad("model.precision '" + it->second + "' is not fp32 or bf16");
+  }
   info.reference_backend = r.text("model.reference.backend");
   info.reference_tolerance = static_cast<float>(r.number("model.reference.tolerance"));
   const std::uint64_t refs = r.count("model.reference.count");

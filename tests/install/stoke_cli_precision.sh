@@ -13,9 +13,6 @@ export STOKE_LOG_LEVEL=warn
 # shellcheck source=test_lib.sh
 source "$(dirname "$0")/test_lib.sh"
 
-json_field() {  # json_field KEY < JSON: the value of a top-level string key
-  python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
-}
 
 "$stoke" info --json >"$work/info.json" 2>/dev/null || fail "info --json"
 bf16=$(json_field bf16 <"$work/info.json") || fail "info --json has no \"bf16\""

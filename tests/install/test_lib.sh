@@ -3,6 +3,7 @@
 #   skip MSG          prints SKIP: MSG, exits 77 (CTest's SKIP_RETURN_CODE)
 #   skip_under_asan BINARY WHY
 #                     skips with WHY when BINARY links AddressSanitizer's runtime
+#   json_field KEY    the value of a top-level key of the JSON object on stdin
 fail() {
   echo "FAIL: $*"
   exit 1
@@ -17,4 +18,7 @@ skip_under_asan() {
   local libs
   libs=$(ldd "$1" 2>/dev/null || true)
   if grep -q libasan <<<"$libs"; then skip "an AddressSanitizer build: $2"; fi
+}
+json_field() {
+  python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
 }

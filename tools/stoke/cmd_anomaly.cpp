@@ -256,7 +256,9 @@ stoke::anomaly::PatchCore load_model(const stoke_cli::Args& args) {
   const auto runtime = stoke_cli::init_with_precision(args.get("precision"));
   auto core = stoke::anomaly::PatchCore::load(args.required("model"), stoke::default_backend());
   const stoke::Precision wanted = runtime.context.settings().precision;
-  if (wanted != stoke::Precision::kFp32) {
+  const bool asked =
+      runtime.context.config().knob("STOKE_PRECISION").source != stoke::ConfigSource::kDefault;
+  if (asked) {  // else the model file's (PatchCore::load)
     const double change = core.set_precision(wanted);
     if (core.precision() != stoke::Precision::kFp32) {
       char text[160];

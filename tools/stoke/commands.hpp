@@ -10,6 +10,7 @@ int cmd_predict(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_export(int argc, char** argv);
 int cmd_import(int argc, char** argv);
+int cmd_quantize(int argc, char** argv);
 int cmd_audit(int argc, char** argv);
 
 #include <string>

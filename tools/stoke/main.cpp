@@ -30,6 +30,7 @@ constexpr Command kCommands[] = {
     {"eval", cmd_eval, "evaluate a model file on a labelled folder; JSON + HTML report"},
     {"export", cmd_export, "write a model file as ONNX"},
     {"import", cmd_import, "import torchvision weights (safetensors/ONNX) into a model file"},
+    {"quantize", cmd_quantize, "a model file in bf16, written when it agrees with fp32"},
     {"audit", cmd_audit, "duplicates, leaks across splits, imbalance and bad files of a dataset"},
 };
 
