@@ -29,7 +29,8 @@ constexpr Command kCommands[] = {
     {"predict", cmd_predict, "classify images with a model file"},
     {"eval", cmd_eval, "evaluate a model file on a labelled folder; JSON + HTML report"},
     {"export", cmd_export, "write a model file as ONNX"},
-    {"import", cmd_import, "import torchvision weights (safetensors/ONNX) into a model file"},
+    {"import", cmd_import,
+     "a model trained elsewhere (safetensors/ONNX) as a deployable model file"},
     {"quantize", cmd_quantize, "a model file in bf16, written when it agrees with fp32"},
     {"audit", cmd_audit, "duplicates, leaks across splits, imbalance and bad files of a dataset"},
 };
