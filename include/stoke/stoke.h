@@ -143,6 +143,24 @@ STOKE_C_API stoke_status stoke_predict_pixels(stoke_predictor* predictor, const 
                                               size_t stride, stoke_prediction* out,
                                               float* probabilities, size_t capacity);
 
+/* An anomaly model's prediction of an image file (as stoke_predict_file) and its
+ * anomaly map: *map_width x *map_height floats, row-major, at the model's input
+ * size (a tiled model's: the image's size), written to `map` when `map_capacity`
+ * floats hold them. *map_width and *map_height are always written on success and
+ * on STOKE_ERROR_BUFFER_TOO_SMALL (map NULL with map_capacity 0 asks for the size:
+ * the image is scored, nothing else written). A classifier:
+ * STOKE_ERROR_INVALID_ARGUMENT. Threads: as stoke_predict_file. */
+STOKE_C_API stoke_status stoke_predict_file_map(stoke_predictor* predictor, const char* path,
+                                                stoke_prediction* out, float* map,
+                                                size_t map_capacity, int32_t* map_width,
+                                                int32_t* map_height);
+/* The same for a camera buffer (as stoke_predict_pixels). */
+STOKE_C_API stoke_status stoke_predict_pixels_map(stoke_predictor* predictor, const void* pixels,
+                                                  int32_t width, int32_t height, int32_t format,
+                                                  size_t stride, stoke_prediction* out, float* map,
+                                                  size_t map_capacity, int32_t* map_width,
+                                                  int32_t* map_height);
+
 /* ---- Training ----------------------------------------------------------------------- */
 
 /* What the progress callback is told. */

@@ -93,6 +93,38 @@ stoke_status run(stoke_predictor& h, stoke_prediction* out, float* probabilities
   return write(p, r.score, out, probabilities);
 }
 
+// An anomaly model's score and map: the prediction into `out`, the map's size
+// always, its values when `map` holds them.
+template <class Score>
+stoke_status run_map(stoke_predictor& h, stoke_prediction* out, float* map,
+                     std::size_t map_capacity, std::int32_t* map_width, std::int32_t* map_height,
+                     Score&& score) {
+  require(out, "out (stoke_prediction*)");
+  require(map_width, "map_width");
+  require(map_height, "map_height");
+  if (!map && map_capacity != 0)
+    throw InvalidArgument("map is NULL but map_capacity is " + std::to_string(map_capacity));
+  if (!h.anomaly)
+    throw InvalidArgument("the model is a classifier: anomaly maps come from anomaly models");
+  std::lock_guard lock(h.anomaly_mutex);
+  const anomaly::AnomalyResult r = score(*h.anomaly);
+  *map_width = r.width;
+  *map_height = r.height;
+  if (map_capacity < r.map.size()) {
+    throw Failure{STOKE_ERROR_BUFFER_TOO_SMALL,
+                  "map holds " + std::to_string(map_capacity) + " floats; the map has " +
+                      std::to_string(r.map.size()) + " (" + std::to_string(r.width) + " x " +
+                      std::to_string(r.height) + ")"};
+  }
+  std::copy(r.map.begin(), r.map.end(), map);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Prediction p;
+  p.label = r.anomalous ? 1 : 0;
+  p.confidence = nan;
+  p.probabilities.assign(2, nan);
+  return write(p, r.score, out, nullptr);
+}
+
 PixelFormat pixel_format(std::int32_t format) {
   switch (format) {
     case STOKE_PIXEL_MONO8:
@@ -216,6 +248,35 @@ stoke_status stoke_predict_pixels(stoke_predictor* predictor, const void* pixels
         *predictor, out, probabilities,
         [&](stoke::Predictor& p) { return p.predict_pixels(buffer); },
         [&](stoke::anomaly::PatchCore& c) { return c.score_pixels(buffer); });
+  });
+}
+
+stoke_status stoke_predict_file_map(stoke_predictor* predictor, const char* path,
+                                    stoke_prediction* out, float* map, size_t map_capacity,
+                                    int32_t* map_width, int32_t* map_height) {
+  return guarded("stoke_predict_file_map", [&] {
+    require(predictor, "predictor");
+    require(path, "path");
+    return run_map(*predictor, out, map, map_capacity, map_width, map_height,
+                   [&](stoke::anomaly::PatchCore& c) { return c.score_file(path); });
+  });
+}
+
+stoke_status stoke_predict_pixels_map(stoke_predictor* predictor, const void* pixels, int32_t width,
+                                      int32_t height, int32_t format, size_t stride,
+                                      stoke_prediction* out, float* map, size_t map_capacity,
+                                      int32_t* map_width, int32_t* map_height) {
+  return guarded("stoke_predict_pixels_map", [&] {
+    require(predictor, "predictor");
+    require(pixels, "pixels");
+    stoke::PixelBuffer buffer;
+    buffer.data = pixels;
+    buffer.width = width;
+    buffer.height = height;
+    buffer.format = pixel_format(format);
+    buffer.stride = stride;
+    return run_map(*predictor, out, map, map_capacity, map_width, map_height,
+                   [&](stoke::anomaly::PatchCore& c) { return c.score_pixels(buffer); });
   });
 }
 

@@ -221,6 +221,34 @@ static void check_training(const char* data, const char* work) {
   if (f) fclose(f);
 }
 
+/* The map: its size asked first (map NULL), then written; the score as the file's. */
+static void check_anomaly_map(stoke_predictor* p, const char* image, float score,
+                              const unsigned char* frame) {
+  stoke_prediction m;
+  int32_t w = 0, h = 0, w2 = 0, h2 = 0;
+  float* map;
+  float top = 0;
+  int32_t i;
+  CHECK(stoke_predict_file_map(p, image, &m, NULL, 0, &w, &h) == STOKE_ERROR_BUFFER_TOO_SMALL,
+        "the map's size asked");
+  CHECK(w > 0 && h > 0, "the map's size");
+  if (w <= 0 || h <= 0) return;
+  map = (float*)malloc(sizeof(float) * (size_t)w * (size_t)h);
+  if (!map) return;
+  CHECK(stoke_predict_file_map(p, image, &m, map, (size_t)w * (size_t)h, &w2, &h2) == STOKE_OK,
+        "the map written");
+  CHECK(w2 == w && h2 == h && m.anomaly_score == score, "the map's prediction is the file's");
+  for (i = 0; i < w * h; ++i) {
+    CHECK(isfinite(map[i]) && map[i] >= 0, "map values are finite distances");
+    if (map[i] > top) top = map[i];
+  }
+  CHECK(top > 0, "the map is not all zero");
+  CHECK(stoke_predict_pixels_map(p, frame, 96, 80, STOKE_PIXEL_MONO8, 0, &m, map,
+                                 (size_t)w * (size_t)h, &w2, &h2) == STOKE_OK,
+        "a camera buffer's map");
+  free(map);
+}
+
 static void check_anomaly(const char* model, const char* image, const char* score) {
   stoke_predictor* p = NULL;
   stoke_prediction a, b, c;
@@ -264,6 +292,7 @@ static void check_anomaly(const char* model, const char* image, const char* scor
   CHECK(stoke_predict_pixels(p, frame, 96, 80, STOKE_PIXEL_MONO8, 0, &c, NULL, 0) == STOKE_OK,
         "score a camera buffer");
   CHECK(isfinite(c.anomaly_score) && (c.label == 0 || c.label == 1), "a finite buffer score");
+  check_anomaly_map(p, image, a.anomaly_score, frame);
   stoke_predictor_close(p);
 }
 
@@ -278,6 +307,12 @@ int main(int argc, char** argv) {
   CHECK(stoke_predictor_open(argv[1], 0, &p) == STOKE_OK && p != NULL, "open the model");
   if (p) check_predictor(p, argv[2]);
   if (p) check_threads(p, argv[2]);
+  if (p) {
+    stoke_prediction m;
+    int32_t w = 0, h = 0;
+    CHECK(stoke_predict_file_map(p, argv[2], &m, NULL, 0, &w, &h) == STOKE_ERROR_INVALID_ARGUMENT,
+          "a classifier has no anomaly map");
+  }
   stoke_predictor_close(p);
   check_training(argv[3], argv[4]);
   if (argc == 8) check_anomaly(argv[5], argv[6], argv[7]);
