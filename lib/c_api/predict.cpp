@@ -140,6 +140,18 @@ PixelFormat pixel_format(std::int32_t format) {
                         " is not one of STOKE_PIXEL_MONO8 (0), MONO16 (1), RGB8 (2), BGR8 (3)");
 }
 
+// A host's camera buffer (the format checked).
+PixelBuffer pixel_buffer(const void* pixels, std::int32_t width, std::int32_t height,
+                         std::int32_t format, std::size_t stride) {
+  PixelBuffer buffer;
+  buffer.data = pixels;
+  buffer.width = width;
+  buffer.height = height;
+  buffer.format = pixel_format(format);
+  buffer.stride = stride;
+  return buffer;
+}
+
 }  // namespace
 }  // namespace stoke::c_api
 
@@ -238,12 +250,7 @@ stoke_status stoke_predict_pixels(stoke_predictor* predictor, const void* pixels
     require(predictor, "predictor");
     require(pixels, "pixels");
     check_outputs(*predictor, out, probabilities, capacity);
-    stoke::PixelBuffer buffer;
-    buffer.data = pixels;
-    buffer.width = width;
-    buffer.height = height;
-    buffer.format = pixel_format(format);
-    buffer.stride = stride;
+    const stoke::PixelBuffer buffer = pixel_buffer(pixels, width, height, format, stride);
     return run(
         *predictor, out, probabilities,
         [&](stoke::Predictor& p) { return p.predict_pixels(buffer); },
@@ -269,12 +276,7 @@ stoke_status stoke_predict_pixels_map(stoke_predictor* predictor, const void* pi
   return guarded("stoke_predict_pixels_map", [&] {
     require(predictor, "predictor");
     require(pixels, "pixels");
-    stoke::PixelBuffer buffer;
-    buffer.data = pixels;
-    buffer.width = width;
-    buffer.height = height;
-    buffer.format = pixel_format(format);
-    buffer.stride = stride;
+    const stoke::PixelBuffer buffer = pixel_buffer(pixels, width, height, format, stride);
     return run_map(*predictor, out, map, map_capacity, map_width, map_height,
                    [&](stoke::anomaly::PatchCore& c) { return c.score_pixels(buffer); });
   });
