@@ -23,6 +23,9 @@ import torchvision
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "interchange"))
 from safetensors_np import save_safetensors  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "anomaly"))
+from patchcore_reference import blur, embed, euclidean_dist  # noqa: E402 (float32, as anomalib)
+
 p = argparse.ArgumentParser()
 p.add_argument("tool")
 p.add_argument("work")
@@ -43,21 +46,6 @@ train = torch.rand(a.train, 3, a.size, a.size) * 2 - 1
 test = torch.rand(a.test, 3, a.size, a.size) * 2 - 1
 train.numpy().tofile(f"{a.work}/train.bin")
 test.numpy().tofile(f"{a.work}/test.bin")
-
-
-def embed(x):
-    h = net.layer1(net.maxpool(net.relu(net.bn1(net.conv1(x)))))
-    l2 = net.layer2(h)
-    l3 = net.layer3(l2)
-    pool = torch.nn.AvgPool2d(3, 1, 1)
-    e = pool(l2)
-    e = torch.cat((e, F.interpolate(pool(l3), size=e.shape[-2:], mode="bilinear")), 1)
-    return e.permute(0, 2, 3, 1).reshape(-1, e.size(1)), e.shape[-2:]
-
-
-def euclidean_dist(x, y):  # anomalib's, float32
-    res = -2 * x @ y.T + x.pow(2).sum(-1, keepdim=True) + y.pow(2).sum(-1, keepdim=True).T
-    return res.clamp_min(0).sqrt()
 
 
 def projection(n, width):  # anomalib's SparseRandomProjection(eps=0.9)
@@ -83,16 +71,8 @@ def coreset(bank, ratio):  # anomalib's KCenterGreedy
     return bank[chosen]
 
 
-def blur(m, sigma=4.0):
-    k = 2 * int(4.0 * sigma + 0.5) + 1
-    t = torch.arange(k, dtype=torch.float32) - k // 2
-    g = torch.exp(-(t**2) / (2 * sigma**2))
-    g = g / g.sum()
-    return F.conv2d(F.pad(m, (k // 2,) * 4, mode="reflect"), (g[:, None] * g[None, :]).view(1, 1, k, k))
-
-
 def score(bank, x):
-    e, grid = embed(x)
+    e, grid = embed(net, x)
     scores, locs = euclidean_dist(e, bank).min(1)
     j = int(torch.argmax(scores))
     support = euclidean_dist(bank[locs[j]][None], bank).topk(9, largest=False).indices[0]
@@ -103,9 +83,9 @@ def score(bank, x):
 
 def torch_run():
     with torch.no_grad():
-        embed(train[:1])  # warm-up, as stoke builds its plan first
+        embed(net, train[:1])  # warm-up, as stoke builds its plan first
         t0 = time.perf_counter()
-        bank = torch.cat([embed(train[i : i + 8])[0] for i in range(0, a.train, 8)])
+        bank = torch.cat([embed(net, train[i : i + 8])[0] for i in range(0, a.train, 8)])
         embed_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         bank = coreset(bank, a.coreset) if a.coreset < 1 else bank

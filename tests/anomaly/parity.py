@@ -22,6 +22,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interchange"))
 from safetensors_np import save_safetensors  # noqa: E402
 from torch_batch_norm import perturb_batch_norm  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(__file__))
+import patchcore_reference  # noqa: E402
+from patchcore_reference import blur, embed  # noqa: E402
+
 tool, work = sys.argv[1], sys.argv[2]
 SIZE, NTRAIN, NTEST = 64, 3, 2
 
@@ -31,39 +35,18 @@ def backbone(arch):
     return perturb_batch_norm(getattr(torchvision.models, arch)().eval())
 
 
-def embed_reference(net, x):
-    h = net.layer1(net.maxpool(net.relu(net.bn1(net.conv1(x)))))
-    l2 = net.layer2(h)
-    l3 = net.layer3(l2)
-    pool = torch.nn.AvgPool2d(3, 1, 1)
-    e = pool(l2)
-    e = torch.cat((e, F.interpolate(pool(l3), size=e.shape[-2:], mode="bilinear")), 1)
-    return e.permute(0, 2, 3, 1).reshape(-1, e.size(1)), e.shape[-2:]
-
-
 def euclidean_dist(x, y):
     # anomalib's formula, in float64: its float32 cancellation error reaches 1e-4 relative at
     # Wide-ResNet's feature norms, and stoke measures the neighbours it found exactly.
-    x, y = x.double(), y.double()
-    res = -2 * x @ y.T + x.pow(2).sum(-1, keepdim=True) + y.pow(2).sum(-1, keepdim=True).T
-    return res.clamp_min(0).sqrt().float()
-
-
-def blur(m, sigma=4.0):
-    k = 2 * int(4.0 * sigma + 0.5) + 1
-    t = torch.arange(k, dtype=torch.float32) - k // 2
-    g = torch.exp(-(t**2) / (2 * sigma**2))
-    g = g / g.sum()
-    kernel = (g[:, None] * g[None, :]).view(1, 1, k, k)
-    return F.conv2d(F.pad(m, (k // 2,) * 4, mode="reflect"), kernel)
+    return patchcore_reference.euclidean_dist(x, y, torch.float64)
 
 
 def reference_plain(net, train, test):
     with torch.no_grad():
-        bank, _ = embed_reference(net, train)
+        bank, _ = embed(net, train)
         out = []
         for i in range(NTEST):
-            e, grid = embed_reference(net, test[i : i + 1])
+            e, grid = embed(net, test[i : i + 1])
             scores, locs = euclidean_dist(e, bank).min(1)
             j = int(torch.argmax(scores))
             support = euclidean_dist(bank[locs[j]][None], bank).topk(9, largest=False).indices[0]
