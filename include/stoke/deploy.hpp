@@ -22,6 +22,7 @@
 #include "stoke/export.hpp"
 #include "stoke/image.hpp"
 #include "stoke/model_file.hpp"
+#include "stoke/nn/inference.hpp"
 #include "stoke/nn/model.hpp"
 #include "stoke/nn/optim.hpp"
 #include "stoke/precision.hpp"
@@ -103,6 +104,13 @@ struct PredictorOptions {
 class STOKE_API Predictor {
  public:
   explicit Predictor(const std::filesystem::path& model_file, PredictorOptions options = {});
+  // A plain checkpoint (nn::save_checkpoint) that records only a
+  // normalization (nn::Preprocessing, what nn::Classifier reads): images go in
+  // at the network's input size (a resize to it otherwise), classes are named
+  // "0".."N-1", and no self-check runs (the file holds no references).
+  // CorruptFile when the normalization has neither one value nor one per channel.
+  Predictor(const std::filesystem::path& checkpoint, const nn::Preprocessing& normalization,
+            PredictorOptions options = {});
   ~Predictor();
   Predictor(const Predictor&) = delete;
   Predictor& operator=(const Predictor&) = delete;
@@ -158,6 +166,8 @@ class STOKE_API Predictor {
  private:
   template <class F>
   auto with_session(F&& f);
+  // The rest of loading, once impl_->loaded holds the network and its information.
+  void open(const std::filesystem::path& path, const PredictorOptions& options);
   std::unique_ptr<Impl> impl_;
 };
 

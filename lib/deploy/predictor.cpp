@@ -266,6 +266,19 @@ Predictor::Predictor(const std::filesystem::path& model_file, PredictorOptions o
     : impl_(std::make_unique<Impl>()) {
   Backend& backend = options.backend ? *options.backend : default_backend();
   impl_->loaded = modelfile_detail::load_model_file(model_file, backend);
+  open(model_file, options);
+}
+
+Predictor::Predictor(const std::filesystem::path& checkpoint,
+                     const nn::Preprocessing& normalization, PredictorOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Backend& backend = options.backend ? *options.backend : default_backend();
+  impl_->loaded = modelfile_detail::load_checkpoint(checkpoint, normalization, backend);
+  open(checkpoint, options);
+}
+
+void Predictor::open(const std::filesystem::path& model_file, const PredictorOptions& options) {
+  Backend& backend = impl_->loaded.model->backend();
   impl_->level = default_simd_level();
   impl_->max_pixels = options.max_image_pixels
                           ? *options.max_image_pixels

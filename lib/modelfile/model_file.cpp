@@ -151,6 +151,45 @@ LoadedModel load_model_file(const std::filesystem::path& path, Backend& backend)
   return out;
 }
 
+LoadedModel load_checkpoint(const std::filesystem::path& path,
+                            const nn::Preprocessing& normalization, Backend& backend) {
+  const std::string p = path.string();
+  const nn::CheckpointInfo header = nn::read_checkpoint_info(p);
+  const nn::ModelSpec& spec = header.spec;
+  const auto channels = static_cast<std::size_t>(spec.in_channels);
+  for (const auto* values : {&normalization.mean, &normalization.std}) {
+    if (values->size() != 1 && values->size() != channels) {
+      throw CorruptFile(
+          "checkpoint '" + p + "': preprocessing has " + std::to_string(values->size()) +
+          " values per channel list, the model has " + std::to_string(channels) + " channels");
+    }
+  }
+  LoadedModel out;
+  ModelInfo& info = out.info;
+  for (int c = 0; c < spec.classes; ++c) info.class_names.push_back(std::to_string(c));
+  PreprocessOptions& pre = info.preprocess;
+  pre.channels = spec.in_channels;
+  pre.width = pre.resize_width = spec.width;
+  pre.height = pre.resize_height = spec.height;
+  // value = (pixel * scale - mean) / std is the loader's mean/std form,
+  // (pixel / 255 - mean') / std', with mean' = mean / (255 scale) and
+  // std' = std / (255 scale).
+  const float to_unit = 255.0f * normalization.scale;
+  float mean[3], std[3];
+  for (std::size_t c = 0; c < 3; ++c) {
+    const std::size_t k = std::min(c, channels - 1);
+    mean[c] = normalization.mean[normalization.mean.size() == 1 ? 0 : k] / to_unit;
+    std[c] = normalization.std[normalization.std.size() == 1 ? 0 : k] / to_unit;
+  }
+  try {
+    pre.normalization = Normalization::mean_std(mean, std);
+  } catch (const InvalidArgument& e) {
+    throw CorruptFile("checkpoint '" + p + "': " + e.what());
+  }
+  out.model = nn::load_model(p, backend);
+  return out;
+}
+
 namespace {
 
 bool finite_values(const Tensor& t, std::vector<float>& host) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "stoke/model_file.hpp"
+#include "stoke/nn/inference.hpp"
 
 namespace stoke::modelfile_detail {
 
@@ -18,6 +19,13 @@ struct LoadedModel {
 
 // CorruptFile when the metadata is missing or disagrees with the network.
 STOKE_INTERNAL LoadedModel load_model_file(const std::filesystem::path& path, Backend& backend);
+// A plain checkpoint with the normalization given: a ModelInfo whose input is
+// the network's size (resized to it, no crop), classes "0".."N-1", no
+// references. CorruptFile when `normalization` fits neither one channel nor
+// the network's.
+STOKE_INTERNAL LoadedModel load_checkpoint(const std::filesystem::path& path,
+                                           const nn::Preprocessing& normalization,
+                                           Backend& backend);
 
 // Whether the validation loader for `loader` takes the staged path.
 STOKE_INTERNAL bool loader_is_staged(const LoaderOptions& loader);

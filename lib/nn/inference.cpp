@@ -1,11 +1,11 @@
-// Classifier: checkpoint -> model, uint8 HWC images -> normalized NCHW -> probabilities.
+// Preprocessing: the normalization a plain checkpoint records (nn::Classifier,
+// lib/deploy/classifier.cpp).
 #include "stoke/nn/inference.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 
-#include "nn/fused_inference.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::nn {
@@ -103,84 +103,6 @@ Preprocessing Preprocessing::from_metadata(const std::map<std::string, std::stri
     if (!(s > 0.0f)) throw InvalidArgument("preprocessing: 'preprocess.std' values must be > 0");
   }
   return p;
-}
-
-Classifier::Classifier(const std::string& checkpoint_path, Backend* backend) {
-  CheckpointInfo info;
-  model_ = load_model(checkpoint_path, backend ? *backend : default_backend(), &info);
-  try {
-    preprocessing_ = Preprocessing::from_metadata(info.metadata);
-  } catch (const InvalidArgument& e) {
-    throw CorruptFile("checkpoint '" + checkpoint_path + "': " + e.what());
-  }
-  const std::size_t c = static_cast<std::size_t>(model_->spec().in_channels);
-  for (const auto* v : {&preprocessing_.mean, &preprocessing_.std}) {
-    if (v->size() != 1 && v->size() != c) {
-      throw CorruptFile("checkpoint '" + checkpoint_path + "': preprocessing has " +
-                        std::to_string(v->size()) + " values per channel list, the model has " +
-                        std::to_string(c) + " channels");
-    }
-  }
-  fused_ = std::make_unique<FusedInference>(model_->network());
-}
-
-Classifier::~Classifier() = default;
-
-Prediction Classifier::classify(const std::uint8_t* pixels, int height, int width, int channels) {
-  return classify_batch(pixels, 1, height, width, channels).front();
-}
-
-std::vector<Prediction> Classifier::classify_batch(const std::uint8_t* pixels, int count,
-                                                   int height, int width, int channels) {
-  const ModelSpec& s = model_->spec();
-  if (height != s.height || width != s.width || channels != s.in_channels) {
-    throw InvalidArgument(
-        "Classifier: image " + std::to_string(height) + "x" + std::to_string(width) + "x" +
-        std::to_string(channels) + " does not match the model input " + std::to_string(s.height) +
-        "x" + std::to_string(s.width) + "x" + std::to_string(s.in_channels) + "; resize first");
-  }
-  if (count < 1 || !pixels) throw InvalidArgument("Classifier: need at least one image");
-  const std::size_t plane = static_cast<std::size_t>(height) * static_cast<std::size_t>(width);
-  std::vector<float> host(static_cast<std::size_t>(count) * channels * plane);
-  for (int n = 0; n < count; ++n)
-    for (int c = 0; c < channels; ++c) {
-      const float mean = preprocessing_.mean.size() == 1
-                             ? preprocessing_.mean[0]
-                             : preprocessing_.mean[static_cast<std::size_t>(c)];
-      const float inv_std =
-          1.0f / (preprocessing_.std.size() == 1 ? preprocessing_.std[0]
-                                                 : preprocessing_.std[static_cast<std::size_t>(c)]);
-      const std::uint8_t* src = pixels + static_cast<std::size_t>(n) * plane * channels + c;
-      float* dst = host.data() + (static_cast<std::size_t>(n) * channels + c) * plane;
-      for (std::size_t i = 0; i < plane; ++i)
-        dst[i] = (src[i * channels] * preprocessing_.scale - mean) * inv_std;
-    }
-  std::lock_guard lock(mutex_);
-  Backend& be = model_->backend();
-  const Shape in = model_->input_shape(count);
-  if (!input_.defined() || input_.shape() != in) input_ = Tensor(be, in);
-  input_.copy_from_host(host.data());
-  const Tensor& logits = fused_->forward(input_);
-  const auto v = logits.to_vector();
-  std::vector<Prediction> out(static_cast<std::size_t>(count));
-  const std::size_t k = static_cast<std::size_t>(s.classes);
-  for (std::size_t n = 0; n < out.size(); ++n) {
-    const float* row = v.data() + n * k;
-    float mx = row[0];
-    for (std::size_t j = 1; j < k; ++j) mx = std::max(mx, row[j]);
-    Prediction& p = out[n];
-    p.probabilities.resize(k);
-    double sum = 0;
-    for (std::size_t j = 0; j < k; ++j) sum += p.probabilities[j] = std::exp(row[j] - mx);
-    for (std::size_t j = 0; j < k; ++j) {
-      p.probabilities[j] = static_cast<float>(p.probabilities[j] / sum);
-      if (p.label < 0 || p.probabilities[j] > p.confidence) {
-        p.label = static_cast<int>(j);
-        p.confidence = p.probabilities[j];
-      }
-    }
-  }
-  return out;
 }
 
 }  // namespace stoke::nn

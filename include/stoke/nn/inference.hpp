@@ -1,17 +1,17 @@
-// Inference for inspection applications: load a checkpoint, classify raw
-// 8-bit images with the normalization saved in it, already at the model's
-// input size. stoke::Predictor (stoke/deploy.hpp) runs a model file's whole
-// preprocessing (decode, resize, crop, normalization) on any image instead.
+// Inference for inspection applications on images already at the model's
+// input size: nn::Classifier, a thin wrapper over stoke::Predictor
+// (stoke/deploy.hpp) for a checkpoint that records only its normalization
+// (nn::Preprocessing). The Predictor is the one inference API: it runs a
+// model file's whole preprocessing (decode, resize, crop, normalization) on
+// any image, through the same inference plan.
 //
-// Thread safety: a Classifier may be shared by threads; calls are serialized
-// by an internal mutex (one forward at a time, each using the backend's
-// parallelism). For parallel callers, create one Classifier per thread.
+// Thread safety: as the Predictor's: a Classifier may be shared by threads,
+// and concurrent calls run in parallel.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -39,31 +39,37 @@ struct Prediction {
   std::vector<float> probabilities;  // one per class
 };
 
-class FusedInference;  // lib/nn/fused_inference.hpp
+}  // namespace stoke::nn
+
+namespace stoke {
+class Predictor;  // stoke/deploy.hpp
+}
+
+namespace stoke::nn {
 
 class STOKE_API Classifier {
  public:
-  // Loads the checkpoint onto backend (default: the registry's default backend).
-  // Batch norm is folded into the convolutions once, here (eval mode).
+  // Loads the checkpoint onto backend (default: the registry's default
+  // backend) as a Predictor with the checkpoint's normalization
+  // (Preprocessing::from_metadata; CorruptFile naming the file when it
+  // records none or a malformed one).
   explicit Classifier(const std::string& checkpoint_path, Backend* backend = nullptr);
   ~Classifier();
 
-  const ModelSpec& spec() const noexcept { return model_->spec(); }
+  const ModelSpec& spec() const noexcept;
   const Preprocessing& preprocessing() const noexcept { return preprocessing_; }
 
-  // pixels: height x width x channels, interleaved (HWC), uint8; the size must
-  // be the model's input size (InvalidArgument otherwise; resize upstream).
+  // pixels: height x width x channels, interleaved (HWC), uint8, channels 1
+  // or 3 (RGB); the size must be the model's input size (InvalidArgument
+  // otherwise; resize upstream, or give the Predictor any size).
   Prediction classify(const std::uint8_t* pixels, int height, int width, int channels);
   // count images of that size back to back.
   std::vector<Prediction> classify_batch(const std::uint8_t* pixels, int count, int height,
                                          int width, int channels);
 
  private:
-  std::mutex mutex_;
-  std::unique_ptr<Model> model_;
   Preprocessing preprocessing_;
-  std::unique_ptr<FusedInference> fused_;
-  Tensor input_;  // reused while the batch size stays the same
+  std::unique_ptr<Predictor> predictor_;
 };
 
 }  // namespace stoke::nn
