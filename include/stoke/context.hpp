@@ -15,6 +15,10 @@
 
 namespace stoke {
 
+namespace detail {
+struct ThreadArena;  // lib/threads
+}
+
 class STOKE_API Context {
  public:
   // Defaults only (nothing read from the environment): Settings{}, the best
@@ -46,6 +50,8 @@ class STOKE_API Context {
   void run(const std::function<void()>& fn) const;
 
   struct State;  // opaque (lib/context/context.cpp)
+  // Its arena (null for a default context): init() makes it the library's.
+  friend std::shared_ptr<detail::ThreadArena> context_arena(const Context& context) noexcept;
 
  private:
   explicit Context(std::shared_ptr<const State> state);

@@ -91,6 +91,9 @@ struct STOKE_API TuneResult {
   std::vector<TrialResult> trials;
   std::vector<std::string> not_tried;  // knobs that do not apply here, with the reason
   bool gpu = false;                    // tuned on a GPU backend (graph trial, STOKE_GPU_GRAPH line)
+  // The trainer's context with the best thread count (an arena of that size):
+  // run the tuned training in it. autotune() changes no process state.
+  Context context;
   std::string table() const;
   // STOKE_* lines that Config loads (the batch size, a trainer option, as a comment).
   std::string config_text() const;
@@ -102,8 +105,8 @@ struct STOKE_API TuneResult {
 // cap with headroom), then the thread count, then the cache and the prefetch
 // depth, and on a GPU backend CUDA graphs on/off and uint8 upload on/off, each
 // keeping the fastest. Each trial trains two short epochs on a
-// subset and measures the second. Leaves the library arena at the best
-// thread count.
+// subset and measures the second. The library arena is left as it was; the
+// result's context carries the best thread count.
 STOKE_API TuneResult autotune(nn::Model& model, const Dataset& data, const LoaderOptions& loader,
                               const TrainerOptions& trainer, const TuneOptions& options = {});
 

@@ -65,6 +65,10 @@ Context Context::with_settings(const Settings& settings) const {
       resolved(state_->config, settings, state_->cpu, state_->gpu_computes, state_->arena));
 }
 
+std::shared_ptr<detail::ThreadArena> context_arena(const Context& context) noexcept {
+  return context.state_->arena;
+}
+
 const Config& Context::config() const noexcept {
   return state_->config;
 }

@@ -5,9 +5,17 @@
 
 #include <memory>
 
+namespace stoke {
+class Context;
+}
+
 namespace stoke::detail {
 
 struct ThreadArena;  // a oneTBB arena of a fixed size (threads.cpp)
+
+// Makes `arena` the library's (init(): its context's arena, so the process has
+// one, not a second of the same size); null is ignored.
+void set_library_arena(std::shared_ptr<ThreadArena> arena);
 
 // InvalidArgument for threads < 1.
 std::shared_ptr<ThreadArena> make_thread_arena(int threads);
@@ -29,3 +37,8 @@ class ArenaScope {
 };
 
 }  // namespace stoke::detail
+
+namespace stoke {
+// The context's arena, null for a default context (lib/context/context.cpp).
+std::shared_ptr<detail::ThreadArena> context_arena(const Context& context) noexcept;
+}  // namespace stoke

@@ -165,6 +165,13 @@ void run_in_arena(const std::function<void()>& fn) {
 
 namespace detail {
 
+void set_library_arena(std::shared_ptr<ThreadArena> arena) {
+  if (!arena) return;
+  auto& s = slot();
+  std::lock_guard lock(s.mutex);
+  s.arena = std::move(arena);
+}
+
 std::shared_ptr<ThreadArena> make_thread_arena(int threads) {
   if (threads < 1) {
     throw InvalidArgument("stoke::Context: thread count must be at least 1, got " +

@@ -212,7 +212,10 @@ TuneResult autotune(nn::Model& model, const Dataset& data, const LoaderOptions& 
   }
   result.best.label = "best";
   snapshot.restore();
-  set_thread_count(result.best.cpu_threads);
+  Settings best = tuner.base_settings_;
+  best.cpu_threads = result.best.cpu_threads;
+  best.prefetch_depth = result.best.prefetch_depth;
+  result.context = trainer.context.with_settings(best);
   return result;
 }
 

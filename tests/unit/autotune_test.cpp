@@ -32,7 +32,10 @@ TEST_F(TinyDataset, AutotuneTriesBatchesThreadsCacheAndDepthAndRestoresTheModel)
   double fastest = 0;
   for (const auto& t : result.trials) fastest = std::max(fastest, t.images_per_second);
   EXPECT_EQ(result.best_images_per_second, fastest);
-  EXPECT_EQ(thread_count(), result.best.cpu_threads);
+  // The pick travels in the result's context; the library arena is untouched.
+  EXPECT_EQ(thread_count(), saved_threads) << "autotune() changes no process state";
+  EXPECT_EQ(result.context.cpu_threads(), result.best.cpu_threads);
+  EXPECT_EQ(result.context.settings().prefetch_depth, result.best.prefetch_depth);
   EXPECT_EQ(result.not_tried.size(), 3u);  // GPU knobs on the CPU backend
   EXPECT_NE(result.table().find("best: batch"), std::string::npos);
   EXPECT_FALSE(result.gpu);
