@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -39,6 +40,8 @@
 #include "stoke/tensor.hpp"
 
 namespace stoke {
+
+class Context;  // stoke/context.hpp
 
 struct Conv2dParams {
   int stride_h = 1, stride_w = 1;
@@ -373,13 +376,28 @@ class STOKE_API Backend {
 };
 
 // --- registry ---------------------------------------------------------------
-// The CPU backend is always registered under "cpu". The CUDA plugin registers
-// "cuda:<index>" when it loads and finds a device.
+// The registry holds factories by name, and the shared backend it made from
+// each with init()'s context (find_backend, default_backend). The CPU
+// backend is always registered under "cpu". The CUDA plugin registers
+// "cuda:<index>" for every device it finds (a shared backend for those
+// STOKE_GPU_DEVICE selects). make_backend(context, name) (stoke/runtime.hpp)
+// makes a backend of a context's own from a factory.
+using BackendFactory = std::function<std::unique_ptr<Backend>(const Context&)>;
+
 STOKE_API Backend& cpu_backend();
-// nullptr if no backend of that name is registered.
+// The shared backend of that name; nullptr if there is none.
 STOKE_API Backend* find_backend(const std::string& name);
-// InvalidArgument if the name is taken.
+// A backend made by the application, shared under its name() (no factory:
+// make_backend cannot make another). InvalidArgument if the name is taken.
 STOKE_API void register_backend(std::unique_ptr<Backend> backend);
+// A factory under `name`; its shared backend is made now, with init()'s
+// context (a default one before init()). InvalidArgument if the name is taken.
+STOKE_API void register_backend_factory(const std::string& name, BackendFactory factory);
+// A backend of `context`'s own from the factory `name` ("cpu", "cuda:<i>", or
+// one an application registered); InvalidArgument naming the factories there
+// are when none has that name.
+STOKE_API std::unique_ptr<Backend> make_backend(const Context& context, const std::string& name);
+// The names of the shared backends.
 STOKE_API std::vector<std::string> backend_names();
 // The first registered GPU backend, else the CPU one.
 STOKE_API Backend& default_backend();

@@ -9,13 +9,13 @@
 #include "gpu/plugin_loader.hpp"
 #include "stoke/cuda.hpp"
 #include "stoke/threads.hpp"
+#include "threads/arena.hpp"
 
 namespace stoke {
 
 Runtime init(const Config& config) {
   const Settings& settings = config.settings();
   detail::request_cuda_plugin(settings.cuda_plugin, settings.jit_cache);
-  detail::set_registry_settings(settings);
   Runtime runtime{config, query_system(), {}, 1, SimdLevel::kScalar, {}};
   runtime.config.apply_logging();
   runtime.device = select_device(runtime.config, runtime.system);
@@ -23,7 +23,8 @@ Runtime init(const Config& config) {
   detail::set_registry_context(runtime.context);
   runtime.cpu_threads = runtime.context.cpu_threads();
   runtime.simd = runtime.context.simd();
-  set_thread_count(runtime.cpu_threads);
+  // One arena for the process: the context's becomes the library's.
+  detail::set_library_arena(context_arena(runtime.context));
   return runtime;
 }
 
@@ -39,10 +40,10 @@ std::unique_ptr<Backend> make_backend(const Context& context) {
     const DeviceSelection device =
         select_device(settings.gpu_device, system.cuda.gpus, system.cuda.device_error);
     if (device.use_gpu && !device.gpus.empty()) {
-      return create_cuda_backend(device.gpus.front(), settings, cuda_backend_options(settings));
+      return make_backend(context, "cuda:" + std::to_string(device.gpus.front()));
     }
   }
-  return std::make_unique<cpu::CpuBackend>(0, context);
+  return make_backend(context, "cpu");
 }
 
 std::string describe(const Runtime& runtime) {

@@ -140,6 +140,50 @@ TEST_F(ExplicitContext, EachContextMakesItsOwnCpuBackend) {
   scalar.run([&] { EXPECT_EQ(cpu_b.chunks(), 2); });
 }
 
+TEST_F(ExplicitContext, RegistryMakesEachContextItsOwnBackendFromAFactory) {
+  const Context scalar(every_knob("scalar", "1", "2", "off"));
+  const Context wide(every_knob("auto", "2", "2", "off"));
+  const auto a = make_backend(scalar, "cpu");
+  const auto b = make_backend(wide, "cpu");
+  const auto& cpu_a = dynamic_cast<const cpu::CpuBackend&>(*a);
+  const auto& cpu_b = dynamic_cast<const cpu::CpuBackend&>(*b);
+  EXPECT_EQ(std::string(cpu_a.simd_kernels().name), cpu::simd_kernels(SimdLevel::kScalar).name);
+  EXPECT_EQ(std::string(cpu_b.simd_kernels().name), cpu::simd_kernels(best_simd()).name);
+  EXPECT_EQ(cpu_a.chunks(), 1);
+  EXPECT_EQ(cpu_b.chunks(), 2);
+  EXPECT_NE(a.get(), &cpu_backend()) << "a backend of its own, not the shared one";
+
+  // An application's factory: the shared backend is made once, at
+  // registration; each make_backend call makes another with its context.
+  static std::vector<int> made_with;  // the registry keeps the factory: no captures
+  register_backend_factory("test:factory", [](const Context& context) {
+    made_with.push_back(context.cpu_threads());
+    return make_cpu_backend(0);
+  });
+  ASSERT_EQ(made_with.size(), 1u);
+  Backend* shared = find_backend("test:factory");
+  ASSERT_NE(shared, nullptr);
+  const auto own = make_backend(wide, "test:factory");
+  EXPECT_NE(own.get(), shared);
+  ASSERT_EQ(made_with.size(), 2u);
+  EXPECT_EQ(made_with[1], 2) << "made with the context asked for";
+  EXPECT_THROW(
+      register_backend_factory("test:factory", [](const Context&) { return make_cpu_backend(0); }),
+      InvalidArgument)
+      << "the name is taken";
+  EXPECT_EQ(made_with.size(), 2u);
+
+  // A name without a factory is refused, naming the factories there are.
+  try {
+    (void)make_backend(wide, "no:such");
+    FAIL() << "a missing factory made a backend";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("no:such"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cpu"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(register_backend(make_cpu_backend(0)), InvalidArgument) << "\"cpu\" is taken";
+}
+
 TEST_F(ExplicitContext, LoaderTakesCacheSimdAndThreadsFromItsContext) {
   LoaderOptions cached = loader_;
   cached.cache.reset();
