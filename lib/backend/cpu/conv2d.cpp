@@ -13,6 +13,7 @@
 
 #include "backend/cpu/blas.hpp"
 #include "backend/cpu/conv2d_dnnl.hpp"
+#include "backend/cpu/conv2d_gemm.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/naive.hpp"
 
@@ -145,29 +146,28 @@ std::size_t backward_floats_per_chunk(const Geometry& g, const Layout& l) {
 // weights a function of the thread count. The arena runs the chunks on
 // however many threads it has.
 constexpr int kChunks = 8;
-int chunk_count_for(const CpuBackend&, const Geometry& g) {
+int chunk_count_for(const Geometry& g) {
   return std::max(1, std::min(kChunks, g.n));
 }
 
 }  // namespace
 
-std::size_t CpuBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
-                                               const Conv2dParams& params) const {
-  if (dnnl_conv::enabled()) return dnnl_conv::workspace_bytes(*this, x, w, params);
+namespace gemm_conv {
+
+std::size_t workspace_bytes(const Shape& x, const Shape& w, const Conv2dParams& params) {
   const Geometry g = geometry(x, w, params);
-  const int chunk_count = chunk_count_for(*this, g);
+  const int chunk_count = chunk_count_for(g);
   const Layout l = layout(g, chunk_count);
   return static_cast<std::size_t>(chunk_count) *
          std::max(l.forward(), backward_floats_per_chunk(g, l)) * sizeof(float);
 }
 
-void CpuBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
-                                   const Conv2dParams& prm) {
+void forward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+             const Conv2dParams& prm) {
   const Geometry g = geometry(x.shape(), w.shape(), prm);
-  if (dnnl_conv::enabled()) return dnnl_conv::forward(*this, x, w, bias, y, prm, {});
-  const int chunk_count = chunk_count_for(*this, g);
+  const int chunk_count = chunk_count_for(g);
   const Layout l = layout(g, chunk_count);
-  float* ws = workspace(std::max<std::size_t>(1, l.forward() * chunk_count));
+  float* ws = be.workspace(std::max<std::size_t>(1, l.forward() * chunk_count));
   const float* xp = x.data<float>();
   const float* wp = w.data<float>();
   const float* bp = bias.defined() ? bias.data<float>() : nullptr;
@@ -176,7 +176,7 @@ void CpuBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tenso
   const std::size_t x_group = static_cast<std::size_t>(g.cg) * g.h * g.w;
   const std::size_t cols = static_cast<std::size_t>(g.cols());
   for_chunks(
-      *this, static_cast<std::size_t>(g.n), chunk_count,
+      be, static_cast<std::size_t>(g.n), chunk_count,
       [&](int chunk, std::size_t begin, std::size_t end) {
         float* col = ws + l.forward() * static_cast<std::size_t>(chunk);
         float* stage = col + l.col;
@@ -214,15 +214,14 @@ void CpuBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tenso
       });
 }
 
-void CpuBackend::do_conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
-                                    Tensor& dw, Tensor& db, const Conv2dParams& prm) {
+void backward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+              Tensor& dw, Tensor& db, const Conv2dParams& prm) {
   const Geometry g = geometry(x.shape(), w.shape(), prm);
-  if (dnnl_conv::enabled()) return dnnl_conv::backward(*this, x, w, dy, dx, dw, db, prm);
-  const int chunk_count = chunk_count_for(*this, g);
+  const int chunk_count = chunk_count_for(g);
   const Layout l = layout(g, chunk_count);
   const std::size_t per_chunk = backward_floats_per_chunk(g, l);
   const std::size_t w_floats = static_cast<std::size_t>(g.k) * g.rows();
-  float* ws = workspace(per_chunk * chunk_count);
+  float* ws = be.workspace(per_chunk * chunk_count);
   const float* xp = x.data<float>();
   const float* wp = w.data<float>();
   const float* dyp = dy.data<float>();
@@ -230,7 +229,7 @@ void CpuBackend::do_conv2d_backward(const Tensor& x, const Tensor& w, const Tens
   const std::size_t x_image = static_cast<std::size_t>(g.c) * g.h * g.w;
   const std::size_t x_group = static_cast<std::size_t>(g.cg) * g.h * g.w;
   const std::size_t cols = static_cast<std::size_t>(g.cols());
-  for_chunks(*this, static_cast<std::size_t>(g.n), chunk_count,
+  for_chunks(be, static_cast<std::size_t>(g.n), chunk_count,
              [&](int chunk, std::size_t begin, std::size_t end) {
                float* col = ws + per_chunk * static_cast<std::size_t>(chunk);
                float* stage = col + l.col;
@@ -293,7 +292,7 @@ void CpuBackend::do_conv2d_backward(const Tensor& x, const Tensor& w, const Tens
   // Reduce the partials in chunk order.
   float* dwp = dw.data<float>();
   float* dbp = db.defined() ? db.data<float>() : nullptr;
-  for_chunks(*this, w_floats + g.k, chunks(), [&](int, std::size_t begin, std::size_t end) {
+  for_chunks(be, w_floats + g.k, be.chunks(), [&](int, std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) {
       float sum = 0.0f;
       for (int c = 0; c < chunk_count; ++c) sum += ws[per_chunk * c + l.forward() + i];
@@ -304,6 +303,31 @@ void CpuBackend::do_conv2d_backward(const Tensor& x, const Tensor& w, const Tens
       }
     }
   });
+}
+
+}  // namespace gemm_conv
+
+// Through oneDNN where stoke is built with it, else the im2col + sgemm path above.
+bool CpuBackend::dnnl_convolutions() const noexcept {
+  return dnnl_conv::enabled() && !gemm_convolutions_;
+}
+
+std::size_t CpuBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
+                                               const Conv2dParams& params) const {
+  if (dnnl_convolutions()) return dnnl_conv::workspace_bytes(*this, x, w, params);
+  return gemm_conv::workspace_bytes(x, w, params);
+}
+
+void CpuBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+                                   const Conv2dParams& prm) {
+  if (dnnl_convolutions()) return dnnl_conv::forward(*this, x, w, bias, y, prm, {});
+  gemm_conv::forward(*this, x, w, bias, y, prm);
+}
+
+void CpuBackend::do_conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+                                    Tensor& dw, Tensor& db, const Conv2dParams& prm) {
+  if (dnnl_convolutions()) return dnnl_conv::backward(*this, x, w, dy, dx, dw, db, prm);
+  gemm_conv::backward(*this, x, w, dy, dx, dw, db, prm);
 }
 
 }  // namespace stoke::cpu

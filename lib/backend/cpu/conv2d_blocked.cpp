@@ -169,7 +169,8 @@ void reorder_images(Backend& backend, const Shape& s, const void* from, Side in,
 }  // namespace
 
 bool available(Backend& backend) noexcept {
-  return dynamic_cast<CpuBackend*>(&backend) != nullptr;
+  const auto* cpu = dynamic_cast<CpuBackend*>(&backend);
+  return cpu && cpu->dnnl_convolutions();
 }
 
 int bf16_support() noexcept {
@@ -331,15 +332,13 @@ Part Conv::Impl::make_part(const Shape& x, bool x_plain, bool accumulate, bool w
 }
 
 // Winograd F(2x2, 3x3) (oneDNN's jit_fp32_wino_2x3, AVX-512 only) for a 3x3
-// stride-1 convolution of at least 32 input and output channels, measured
-// against the direct kernels (bench/RESULTS.md, "Winograd"):
-// - a batch (parts of whole images): 1.1-1.7x faster at batch 8 and 32
-//   (at 16 channels 1.0-1.3x slower: direct there);
-// - one image of at least 64 input channels, split into two halves of the
-//   output channels (more parts would each transform the whole input again):
-//   1.2-2.2x faster than the direct kernels' split into up to 8 parts, at
-//   64-512 channels on 112x112 to 7x7; at 32 channels slower, so direct there.
-// The choice depends on the shape only, never on the thread count or a timing.
+// stride-1 convolution of at least 32 input and output channels: a batch
+// (parts of whole images), or one image of at least 64 input channels split
+// into two halves of the output channels (more parts would each transform the
+// whole input again). Below those sizes the direct kernels win; the table
+// behind the thresholds is bench_engine_winograd's (bench/RESULTS.md,
+// "Winograd"). The choice depends on the shape only, never on the thread
+// count or a timing.
 bool Conv::Impl::winograd_fits(const Shape& x, bool x_plain) const {
   const bool shape = !x_plain && w_shape[2] == 3 && w_shape[3] == 3 && params.stride_h == 1 &&
                      params.stride_w == 1 && params.dilation_h == 1 && params.dilation_w == 1 &&

@@ -111,7 +111,7 @@ std::string batch_kernels(const Shape& x, const Shape& w, const Conv2dParams& pr
   std::string out;
   for (int kind : {kForward, kBackwardData, kBackwardWeights}) {
     if (!out.empty()) out += "; ";
-    out += layout_primitive(sub(g, kind, false, false, 0, first)).implementation;
+    out += layout_primitive(sub(g, kind, SplitOver::kImages, 0, first)).implementation;
   }
   return out;
 }
@@ -198,7 +198,7 @@ void forward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& bia
                  forward_band(g, fp, scratch, b, e, xp, wp, yp, out);
                  return;
                }
-               const Problem pb = sub(g, kForward, false, false, b, e);
+               const Problem pb = sub(g, kForward, SplitOver::kImages, b, e);
                const Descs d = descs(pb);
                Args args{{DNNL_ARG_SRC, wrap(d.src, xp + b * x_image)},
                          {DNNL_ARG_WEIGHTS, sw.staged ? w_staged : wrap(d.weights, wp)},

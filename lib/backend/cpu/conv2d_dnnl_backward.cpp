@@ -50,8 +50,9 @@ BackwardPlan backward_plan(const Problem& g, bool bias) {
   if (bp.channels) {
     bp.count_k = parts(g.k);
     bp.count_c = parts(g.c);
-    bp.scratch = std::max(most_scratch(w, kBackwardWeights, true, false, g.k, bp.count_k),
-                          most_scratch(g, kBackwardData, false, true, g.c, bp.count_c));
+    bp.scratch =
+        std::max(most_scratch(w, kBackwardWeights, SplitOver::kOutputChannels, g.k, bp.count_k),
+                 most_scratch(g, kBackwardData, SplitOver::kInputChannels, g.c, bp.count_c));
     const std::size_t c_most = static_cast<std::size_t>((g.c + bp.count_c - 1) / bp.count_c);
     bp.slice = align16(static_cast<std::size_t>(g.k) * c_most * g.r * g.s);
   } else {
@@ -80,7 +81,7 @@ void backward_channels(CpuBackend& be, const BackwardPlan& bp, const Problem& g,
   gw.bias = dbp != nullptr;
   for_chunks(be, static_cast<std::size_t>(g.k), bp.count_k,
              [&](int chunk, std::size_t b, std::size_t e) {
-               const Problem pb = sub(gw, kBackwardWeights, true, false, b, e);
+               const Problem pb = sub(gw, kBackwardWeights, SplitOver::kOutputChannels, b, e);
                const Descs d = descs(pb);
                Args args{{DNNL_ARG_SRC, wrap(d.src, xp)},
                          {DNNL_ARG_DIFF_DST, wrap(d.dst, dyp + b * pq)},
@@ -91,7 +92,7 @@ void backward_channels(CpuBackend& be, const BackwardPlan& bp, const Problem& g,
   if (!dxp) return;
   for_chunks(
       be, static_cast<std::size_t>(g.c), bp.count_c, [&](int chunk, std::size_t b, std::size_t e) {
-        const Problem pb = sub(g, kBackwardData, false, true, b, e);
+        const Problem pb = sub(g, kBackwardData, SplitOver::kInputChannels, b, e);
         const Descs d = descs(pb);
         float* scratch = ws + bp.per_chunk() * static_cast<std::size_t>(chunk);
         float* w_slice = scratch + bp.scratch;
@@ -129,8 +130,8 @@ void backward_images(CpuBackend& be, const BackwardPlan& bp, const Problem& g, f
         float* scratch = ws + bp.per_chunk() * static_cast<std::size_t>(chunk);
         float* dw_part = partials ? scratch + bp.scratch + bp.dy : dwp;
         float* db_part = partials ? dw_part + bp.db : dbp;
-        const Problem pw = sub(gw, kBackwardWeights, false, false, b, e);
-        const Problem pd = sub(g, kBackwardData, false, false, b, e);
+        const Problem pw = sub(gw, kBackwardWeights, SplitOver::kImages, b, e);
+        const Problem pd = sub(g, kBackwardData, SplitOver::kImages, b, e);
         const Descs d = descs(pw);
         const LayoutPrim& lw = layout_primitive(pw);
         const LayoutPrim* ld = dxp ? &layout_primitive(pd) : nullptr;

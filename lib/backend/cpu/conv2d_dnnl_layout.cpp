@@ -36,12 +36,11 @@ void finish(LayoutPrim& lp, const Pd& pd, dnnl::primitive primitive) {
 
 // Winograd F(4x4, 3x3) (oneDNN's jit_wino_4x3, AVX-512 only) for a 3x3
 // stride-1 problem of at least 32 input and output channels and 28x28 output
-// pixels over its images (bench/RESULTS.md, "Winograd": bench_engine_winograd).
-// It takes 0.4-0.9x the direct kernels' time for the three passes (forward,
-// input and weight gradient) there, but 1.9x and 4.9x at 14x14 and 7x7 per
-// image, where transforming the weights on every call outweighs the pixels,
-// and 1.2-3.8x with 16 channels or fewer (the stems of 1 and 3). The choice
-// depends on the problem only: the same bits for any thread count.
+// pixels over its images: below that, transforming the weights on every call
+// outweighs the pixels, and narrow layers (the stems of 1 and 3 channels, 16
+// channels) run faster direct (bench_engine_winograd's table, bench/RESULTS.md,
+// "Winograd"). The choice depends on the problem only: the same bits for any
+// thread count.
 bool winograd_pays(const Problem& pb) {
   return pb.r == 3 && pb.s == 3 && pb.sh == 1 && pb.sw == 1 && pb.dh == 1 && pb.dw == 1 &&
          pb.groups == 1 && pb.ph_bottom == pb.ph && pb.c >= 32 && pb.k >= 32 &&
@@ -114,8 +113,8 @@ namespace {
 std::array<const LayoutPrim*, 2> part_primitives(const Problem& pb, int kind, int total,
                                                  int count) {
   const auto [lo, hi] = part_sizes(total, count);
-  return {&layout_primitive(sub(pb, kind, false, false, 0, lo)),
-          &layout_primitive(sub(pb, kind, false, false, 0, hi))};
+  return {&layout_primitive(sub(pb, kind, SplitOver::kImages, 0, lo)),
+          &layout_primitive(sub(pb, kind, SplitOver::kImages, 0, hi))};
 }
 
 }  // namespace

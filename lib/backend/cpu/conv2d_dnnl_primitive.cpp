@@ -160,25 +160,28 @@ void run(const Prim& prim, Args& args, float* scratch, const char* what) {
 }
 
 // Sub-problem for items [b, e) of `total` split over images or channels.
-Problem sub(Problem pb, int kind, bool channels_k, bool channels_c, std::size_t b, std::size_t e) {
+Problem sub(Problem pb, int kind, SplitOver over, std::size_t b, std::size_t e) {
   pb.kind = kind;
   const int count = static_cast<int>(e - b);
-  if (channels_k) {
-    pb.k = count;
-  } else if (channels_c) {
-    pb.c = count;
-  } else {
-    pb.n = count;
+  switch (over) {
+    case SplitOver::kOutputChannels:
+      pb.k = count;
+      break;
+    case SplitOver::kInputChannels:
+      pb.c = count;
+      break;
+    case SplitOver::kImages:
+      pb.n = count;
+      break;
   }
   return pb;
 }
 
 // Largest scratch over the (at most two) sub-problem sizes of an even split.
-std::size_t most_scratch(Problem pb, int kind, bool channels_k, bool channels_c, int total,
-                         int count) {
+std::size_t most_scratch(Problem pb, int kind, SplitOver over, int total, int count) {
   std::size_t most = 0;
   for (std::size_t n : part_sizes(total, count))
-    most = std::max(most, primitive(sub(pb, kind, channels_k, channels_c, 0, n)).scratch_floats);
+    most = std::max(most, primitive(sub(pb, kind, over, 0, n)).scratch_floats);
   return most;
 }
 

@@ -224,13 +224,14 @@ inline std::array<std::size_t, 2> part_sizes(int total, int count) {
   return {lo, lo + (total % count ? 1 : 0)};
 }
 
-// Sub-problem for items [b, e) of a split over output channels (channels_k),
-// input channels (channels_c) or images.
-Problem sub(Problem pb, int kind, bool channels_k, bool channels_c, std::size_t b, std::size_t e);
+// What a problem is split over into parts.
+enum class SplitOver { kImages, kOutputChannels, kInputChannels };
+
+// Sub-problem for items [b, e) of a split over `over`.
+Problem sub(Problem pb, int kind, SplitOver over, std::size_t b, std::size_t e);
 
 // Largest scratch over the (at most two) sub-problem sizes of an even split.
-std::size_t most_scratch(Problem pb, int kind, bool channels_k, bool channels_c, int total,
-                         int count);
+std::size_t most_scratch(Problem pb, int kind, SplitOver over, int total, int count);
 
 // Floats of backward's workspace (conv2d_dnnl_backward.cpp).
 std::size_t backward_workspace_floats(const Problem& g, bool bias);

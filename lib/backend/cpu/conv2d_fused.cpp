@@ -10,7 +10,7 @@ void CpuBackend::do_conv2d_fused_forward(const Tensor& x, const Tensor& w, const
                                          const Tensor& residual, Tensor& y,
                                          const Conv2dParams& params, Activation activation) {
   const bool relu = activation == Activation::kRelu;
-  if (dnnl_conv::enabled()) {
+  if (dnnl_convolutions()) {
     return dnnl_conv::forward(*this, x, w, bias, y, params,
                               {residual.defined() ? residual.data<float>() : nullptr, relu});
   }

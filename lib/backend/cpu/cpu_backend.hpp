@@ -78,6 +78,12 @@ class STOKE_INTERNAL CpuBackend final : public Backend {
   // The elementwise kernel table this backend was built with.
   const SimdKernels& simd_kernels() const noexcept { return *simd_; }
   const Context& context() const noexcept { return context_; }
+  // Convolutions through oneDNN (built in, and not turned off below), else
+  // the im2col + sgemm path (conv2d_gemm.hpp) and the plain inference program.
+  bool dnnl_convolutions() const noexcept;
+  // Runs this backend as a build without oneDNN would: the op suite's
+  // "cpu_gemm" instance, so the fallback path is tested where oneDNN exists.
+  void use_gemm_convolutions(bool on) noexcept { gemm_convolutions_ = on; }
   // Workspace of at least `floats` floats, kept between calls and grown on
   // demand through the counting allocator. Valid until the next workspace() call.
   float* workspace(std::size_t floats);
@@ -87,6 +93,7 @@ class STOKE_INTERNAL CpuBackend final : public Backend {
   Context context_;
   const SimdKernels* simd_;
   Execution execution_ = Execution::kParallel;
+  bool gemm_convolutions_ = false;
   float* workspace_ = nullptr;
   std::size_t workspace_floats_ = 0;
 };

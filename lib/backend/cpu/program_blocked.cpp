@@ -260,7 +260,9 @@ PrecisionSupport CpuBackend::inference_precision(Precision precision) const noex
 }
 
 std::unique_ptr<Backend> CpuBackend::make_worker() const {
-  return std::make_unique<CpuBackend>(0, context_);
+  auto worker = std::make_unique<CpuBackend>(0, context_);
+  worker->use_gemm_convolutions(gemm_convolutions_);
+  return worker;
 }
 
 }  // namespace stoke::cpu
