@@ -30,7 +30,7 @@ add_test(NAME Cli.ImportDeployable
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_import.sh $<TARGET_FILE:stoke_cli>)
 set_tests_properties(Cli.ImportDeployable PROPERTIES TIMEOUT 300)
 
-# stoke quantize: the bf16 gate on a classifier and an anomaly model.
+# stoke quantize: the bf16 gate on a classifier and anomaly models (PatchCore, PaDiM).
 add_test(NAME Cli.QuantizeGate
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_quantize.sh $<TARGET_FILE:stoke_cli>)
 set_tests_properties(Cli.QuantizeGate PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)

@@ -1,8 +1,12 @@
-// Anomaly detection trained on good parts only: PatchCore (Roth et al. 2022,
-// as anomalib defines it) on a torchvision backbone's layer2 and layer3
-// features, extracted through the inference plan (the same fused program as
-// Model::forward(x, false)). docs/anomaly.md describes the algorithm, the
-// model file and where stoke's definitions differ from anomalib's.
+// Anomaly detection trained on good parts only, two methods as anomalib
+// defines them: PatchCore (Roth et al. 2022: a memory bank of layer2 and
+// layer3 patch features, nearest-neighbour distances) and PaDiM (Defard et
+// al. 2020: a Gaussian per grid position over a seeded channel subset of
+// layer1..layer3, Mahalanobis distances). The features of both come from a
+// torchvision backbone through the inference plan (the same fused program as
+// Model::forward(x, false)); tiling, thresholds, maps and the model file are
+// shared. docs/anomaly.md describes the algorithms, the model file and where
+// stoke's definitions differ from anomalib's.
 #pragma once
 
 #include <cstdint>
@@ -22,17 +26,35 @@
 
 namespace stoke::anomaly {
 
+// What is fitted and how a patch grid is scored.
+enum class AnomalyMethod {
+  kPatchCore,  // memory bank (coreset) + nearest-neighbour distance
+  kPadim,      // per-position Gaussians + Mahalanobis distance (at least 2 training images)
+};
+// "patchcore", "padim".
+STOKE_API const char* method_name(AnomalyMethod method) noexcept;
+// InvalidArgument naming the accepted values for another name.
+STOKE_API AnomalyMethod anomaly_method_from_name(std::string_view name);
+
+// The options of either method (the name is PatchCore's, which came first).
 struct PatchCoreOptions {
+  AnomalyMethod method = AnomalyMethod::kPatchCore;
   // Share of the training patches kept by the greedy k-center coreset, in
-  // (0, 1]; 1 keeps every patch (no coreset).
+  // (0, 1]; 1 keeps every patch (no coreset). PatchCore only.
   double coreset_ratio = 0.1;
-  // The memory cap: the full bank (training patches x feature width x 4
-  // bytes), checked before any patch is stored; InvalidArgument naming
-  // max_bank_bytes (the CLI's --max-bank) when the training set needs more.
+  // The memory cap: PatchCore's full bank (training patches x feature width x
+  // 4 bytes), PaDiM's Gaussians (grid positions x features^2 x 4 bytes) and
+  // the training embeddings they are fitted from; checked before any patch is
+  // stored; InvalidArgument naming max_bank_bytes (the CLI's --max-bank) when
+  // the training set needs more.
   std::uint64_t max_bank_bytes = std::uint64_t{4} << 30;
-  std::uint64_t seed = 0;  // the coreset's projection and starting patch
-  int num_neighbors = 9;   // the image score's re-weighting (1: the plain maximum)
-  float sigma = 4.0f;      // the anomaly map's Gaussian smoothing
+  // PatchCore: the coreset's projection and starting patch; PaDiM: its channel subset.
+  std::uint64_t seed = 0;
+  // PaDiM: the channels kept of layer1 + layer2 + layer3 (0: the default,
+  // padim_default_features). InvalidArgument above the backbone's width.
+  int padim_features = 0;
+  int num_neighbors = 9;  // PatchCore's image score re-weighting (1: the plain maximum)
+  float sigma = 4.0f;     // the anomaly map's Gaussian smoothing
   // The threshold's target: the share of good validation parts rejected.
   double target_false_reject = 0.005;
   // Tiling at native resolution (0: off, the whole image is resized to the
@@ -66,6 +88,16 @@ struct Embeddings {
 // Bank size x feature width x 4 bytes: the memory figure the training prints
 // before the coreset runs.
 STOKE_API std::uint64_t bank_bytes(std::uint64_t patches, std::uint64_t width) noexcept;
+// PaDiM's Gaussians: positions x features^2 x 4 bytes (the inverse
+// covariances; the means add positions x features x 4).
+STOKE_API std::uint64_t gaussians_bytes(std::uint64_t positions, std::uint64_t features) noexcept;
+// PaDiM's channels kept of a layer1 + layer2 + layer3 width: anomalib's
+// defaults, 100 of resnet18's 448 and 550 of wide_resnet50_2's 1792; the
+// same ratios for the ResNets of the same block (resnet34: 100 of 448,
+// resnet50: 550 of 1792; anomalib has no default for them) and for other
+// widths (width_multiplier), rounded, at least 1.
+STOKE_API std::int64_t padim_default_features(nn::Architecture architecture,
+                                              std::int64_t full_width) noexcept;
 
 // The threshold at which at most `target_false_reject` of `good_scores` are
 // above it (anomalous = score > threshold): the smallest good score that
@@ -116,9 +148,10 @@ STOKE_API PixelMetrics pixel_metrics(std::span<const float> maps,
                                      std::span<const std::uint8_t> masks,
                                      std::span<const MapSize> sizes, double max_fpr = 0.3);
 
-// A PatchCore model: its backbone, memory bank, options and threshold. One
-// caller at a time (the feature programs and the preprocessor keep state):
-// one PatchCore per thread.
+// An anomaly model of either method (options().method): its backbone, what
+// it fitted (PatchCore's memory bank or PaDiM's Gaussians), options and
+// threshold. One caller at a time (the feature programs and the preprocessor
+// keep state): one PatchCore per thread.
 class STOKE_API PatchCore {
  public:
   // backbone: a torchvision ResNet (resnet18/34/50, wide_resnet50_2) on the
@@ -131,15 +164,18 @@ class STOKE_API PatchCore {
   PatchCore(PatchCore&&) noexcept;
   PatchCore& operator=(PatchCore&&) noexcept;
 
-  // Embeddings of preprocessed inputs x (count, C, H, W).
+  // Embeddings of preprocessed inputs x (count, C, H, W): PatchCore's, or
+  // PaDiM's (layer1, layer2, layer3; the channel subset, drawn from the seed
+  // on the first call when the model has none yet).
   Embeddings embed(std::span<const float> inputs, std::int64_t count);
   // One preprocessed image file (the same code the Predictor runs).
   std::vector<float> preprocess_file(const std::filesystem::path& file);
 
-  // The memory bank from good images: every patch of every file, then the
-  // coreset. Progress and the bank's memory figure go to the log.
+  // PatchCore's memory bank (every patch of every file, then the coreset), or
+  // PaDiM's Gaussians (InvalidArgument for fewer than 2 files), from good
+  // images. Progress and the memory figure go to the log.
   void fit(const std::vector<std::filesystem::path>& good_files);
-  // The same from embeddings already computed (tests, parity).
+  // The same from embeddings already computed (tests, parity): embed()'s.
   void fit_embeddings(const Embeddings& embeddings);
   // Sets the threshold from good-only validation files (options' target).
   void calibrate(const std::vector<std::filesystem::path>& good_files);
@@ -172,9 +208,15 @@ class STOKE_API PatchCore {
   const PatchCoreOptions& options() const noexcept;
   const PreprocessOptions& preprocess() const noexcept;
   const nn::ModelSpec& backbone_spec() const noexcept;
+  // PatchCore's bank (0, 0 and empty for PaDiM).
   std::int64_t bank_rows() const noexcept;
   std::int64_t bank_width() const noexcept;
   const std::vector<float>& bank() const noexcept;  // bank_rows x bank_width
+  // PaDiM's channel subset (ascending indices into layer1 + layer2 + layer3;
+  // empty for PatchCore and before the first embedding) and its Gaussians'
+  // grid positions (0 before fit and for PatchCore).
+  const std::vector<std::int64_t>& padim_channels() const noexcept;
+  std::int64_t padim_positions() const noexcept;
   float threshold() const noexcept;
   void set_threshold(float threshold) noexcept;
 

@@ -29,7 +29,9 @@ Tensor pool3x3(Backend& be, const Tensor& x) {
 
 }  // namespace
 
-FeatureExtractor::FeatureExtractor(nn::Model& model, Precision precision) : model_(&model) {
+FeatureExtractor::FeatureExtractor(nn::Model& model, Precision precision,
+                                   anomaly::AnomalyMethod method)
+    : model_(&model), method_(method) {
   if (!nn::is_torchvision_resnet(model.spec().architecture)) {
     throw InvalidArgument(std::string("anomaly: backbone '") +
                           nn::architecture_name(model.spec().architecture) +
@@ -39,8 +41,17 @@ FeatureExtractor::FeatureExtractor(nn::Model& model, Precision precision) : mode
   nn::Sequential& net = model.network();
   const std::size_t l2 = layer_index(net, "layer2"), l3 = layer_index(net, "layer3");
   const auto layout = nn::FusedInference::Layout::kAuto;
-  to_layer2_ = std::make_unique<nn::FusedInference>(net, 0, l2 + 1, layout, precision);
-  layer3_ = std::make_unique<nn::FusedInference>(net, l3, l3 + 1, layout, precision);
+  const auto stage = [&](std::size_t first, std::size_t end) {
+    stages_.push_back(std::make_unique<nn::FusedInference>(net, first, end, layout, precision));
+  };
+  if (method == anomaly::AnomalyMethod::kPadim) {
+    const std::size_t l1 = layer_index(net, "layer1");
+    stage(0, l1 + 1);
+    stage(l1 + 1, l2 + 1);
+  } else {
+    stage(0, l2 + 1);
+  }
+  stage(l3, l3 + 1);
 }
 
 FeatureExtractor::~FeatureExtractor() = default;
@@ -55,9 +66,10 @@ anomaly::Embeddings FeatureExtractor::embed(std::span<const float> inputs, std::
   }
   Tensor x(be, in_shape);
   x.copy_from_host(inputs.data());
-  const Tensor& f2 = to_layer2_->forward(x);
+  if (method_ == anomaly::AnomalyMethod::kPadim) return embed_padim(x, count);
+  const Tensor& f2 = stages_[0]->forward(x);
   const std::vector<float> p2 = pool3x3(be, f2).to_vector();
-  const Tensor& f3 = layer3_->forward(f2);
+  const Tensor& f3 = stages_[1]->forward(f2);
   const Tensor pooled3 = pool3x3(be, f3);
   const std::int64_t c2 = f2.dim(1), h = f2.dim(2), w = f2.dim(3);
   const std::int64_t c3 = pooled3.dim(1);
@@ -73,6 +85,33 @@ anomaly::Embeddings FeatureExtractor::embed(std::span<const float> inputs, std::
       for (std::int64_t c = 0; c < c3; ++c)
         row[c2 + c] = p3[static_cast<std::size_t>((n * c3 + c) * h * w + pos)];
     }
+  }
+  return e;
+}
+
+anomaly::Embeddings FeatureExtractor::embed_padim(const Tensor& x, std::int64_t count) {
+  const Tensor& f1 = stages_[0]->forward(x);
+  const Tensor& f2 = stages_[1]->forward(f1);
+  const Tensor& f3 = stages_[2]->forward(f2);
+  const std::int64_t h = f1.dim(2), w = f1.dim(3);
+  anomaly::Embeddings e{count, h, w, f1.dim(1) + f2.dim(1) + f3.dim(1), {}};
+  e.rows.resize(static_cast<std::size_t>(count * h * w * e.width));
+  std::int64_t offset = 0;  // the channels before this layer's
+  for (const Tensor* f : {&f1, &f2, &f3}) {
+    const std::int64_t c = f->dim(1), fh = f->dim(2), fw = f->dim(3);
+    const std::vector<float> v = f->to_vector();
+    for (std::int64_t plane = 0; plane < count * c; ++plane) {
+      const std::span<const float> in(v.data() + plane * fh * fw,
+                                      static_cast<std::size_t>(fh * fw));
+      // F.interpolate(mode="nearest") to layer1's grid (layer1 itself as it is).
+      const std::vector<float> up =
+          f == &f1 ? std::vector<float>(in.begin(), in.end()) : resize_nearest(in, fh, fw, h, w);
+      const std::int64_t n = plane / c, channel = offset + plane % c;
+      float* rows = e.rows.data() + n * h * w * e.width + channel;
+      for (std::int64_t pos = 0; pos < h * w; ++pos)
+        rows[pos * e.width] = up[static_cast<std::size_t>(pos)];
+    }
+    offset += c;
   }
   return e;
 }

@@ -1,10 +1,12 @@
-// PatchCore: fitting the memory bank and scoring images (stoke/anomaly.hpp).
+// An anomaly model (stoke/anomaly.hpp): fitting PatchCore's memory bank or
+// PaDiM's Gaussians, and scoring images through either.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
 #include "anomaly/coreset.hpp"
+#include "anomaly/padim.hpp"
 #include "anomaly/patchcore_impl.hpp"
 #include "anomaly/resample.hpp"
 #include "stoke/backend.hpp"
@@ -41,6 +43,27 @@ float image_score(const Neighbours& nearest, std::span<const float> patches,
   return static_cast<float>(weight * s);
 }
 
+BankScorer::BankScorer(Backend& backend, std::vector<float> bank, std::int64_t rows,
+                       std::int64_t width, int num_neighbors)
+    : bank_(std::move(bank)),
+      rows_(rows),
+      width_(width),
+      num_neighbors_(num_neighbors),
+      search_(backend, bank_, rows, width) {}
+
+anomaly::AnomalyResult BankScorer::score(const anomaly::Embeddings& e, int height, int width,
+                                         float sigma) const {
+  const std::int64_t patches = e.grid_h * e.grid_w;
+  const Neighbours nearest = search_.nearest(e.rows, patches, 1);
+  anomaly::AnomalyResult r;
+  r.score = image_score(nearest, e.rows, bank_, e.width, search_, num_neighbors_);
+  r.height = height;
+  r.width = width;
+  r.map = gaussian_blur(resize_nearest(nearest.distances, e.grid_h, e.grid_w, height, width),
+                        height, width, sigma);
+  return r;
+}
+
 }  // namespace stoke::anomaly_detail
 
 namespace stoke::anomaly {
@@ -50,6 +73,11 @@ using anomaly_detail::FeatureExtractor;
 namespace {
 
 void check_options(const PatchCoreOptions& o) {
+  if (o.method != AnomalyMethod::kPatchCore && o.method != AnomalyMethod::kPadim)
+    throw InvalidArgument("anomaly: method is patchcore or padim");
+  if (o.padim_features < 0 || o.padim_features > (1 << 20))
+    throw InvalidArgument("anomaly: padim_features " + std::to_string(o.padim_features) +
+                          " (0: the backbone's default, else the channels kept)");
   if (!(o.coreset_ratio > 0.0 && o.coreset_ratio <= 1.0)) {
     throw InvalidArgument("anomaly: coreset_ratio " + std::to_string(o.coreset_ratio) +
                           " is not in (0, 1]");
@@ -78,8 +106,32 @@ std::string mib(std::uint64_t bytes) {
 
 }  // namespace
 
+const char* method_name(AnomalyMethod method) noexcept {
+  return method == AnomalyMethod::kPadim ? "padim" : "patchcore";
+}
+
+AnomalyMethod anomaly_method_from_name(std::string_view name) {
+  if (name == "patchcore") return AnomalyMethod::kPatchCore;
+  if (name == "padim") return AnomalyMethod::kPadim;
+  throw InvalidArgument("anomaly: method '" + std::string(name) + "' is not patchcore or padim");
+}
+
 std::uint64_t bank_bytes(std::uint64_t patches, std::uint64_t width) noexcept {
   return patches * width * sizeof(float);
+}
+
+std::uint64_t gaussians_bytes(std::uint64_t positions, std::uint64_t features) noexcept {
+  return positions * features * features * sizeof(float);
+}
+
+std::int64_t padim_default_features(nn::Architecture architecture,
+                                    std::int64_t full_width) noexcept {
+  // anomalib's 100 of 448 (resnet18) and 550 of 1792 (wide_resnet50_2), by block type.
+  const bool basic =
+      architecture == nn::Architecture::kResNet18 || architecture == nn::Architecture::kResNet34;
+  const std::int64_t kept =
+      basic ? (full_width * 100 + 224) / 448 : (full_width * 550 + 896) / 1792;
+  return std::clamp<std::int64_t>(kept, 1, std::max<std::int64_t>(full_width, 1));
 }
 
 PatchCore::Impl::Impl(std::unique_ptr<nn::Model> m, PreprocessOptions p, PatchCoreOptions o)
@@ -120,15 +172,19 @@ std::int64_t PatchCore::Impl::inputs_of(const std::filesystem::path& file, std::
 
 FeatureExtractor& PatchCore::Impl::features() {
   // Built on first use, after any weight import: the plan folds the weights it finds.
-  if (!extractor) extractor = std::make_unique<FeatureExtractor>(*model, precision);
+  if (!extractor) extractor = std::make_unique<FeatureExtractor>(*model, precision, options.method);
   return *extractor;
 }
 
 void PatchCore::Impl::set_bank(std::vector<float> rows, std::int64_t count, std::int64_t width) {
-  search = std::make_unique<anomaly_detail::BankSearch>(model->backend(), rows, count, width);
-  bank = std::move(rows);
-  bank_rows = count;
-  bank_width = width;
+  bank = std::make_unique<anomaly_detail::BankScorer>(model->backend(), std::move(rows), count,
+                                                      width, options.num_neighbors);
+  scorer = bank.get();
+}
+
+void PatchCore::Impl::set_gaussians(anomaly_detail::Gaussians g) {
+  gaussians = std::make_unique<anomaly_detail::GaussianScorer>(std::move(g));
+  scorer = gaussians.get();
 }
 
 PatchCore::PatchCore(std::unique_ptr<nn::Model> backbone, PreprocessOptions preprocess,
@@ -144,7 +200,7 @@ double PatchCore::set_precision(Precision requested) {
   impl_->precision = p;
   impl_->extractor.reset();  // rebuilt in `p` on first use
   const std::vector<float>& ref = impl_->reference_input;
-  if (ref.empty() || !impl_->search) return 0.0;
+  if (ref.empty() || !impl_->scorer) return 0.0;
   const float score = score_input(ref).score;
   const float stored = impl_->reference_score;
   return std::isfinite(score) ? std::fabs(score - stored) / std::max(1.0f, std::fabs(stored))
@@ -156,7 +212,16 @@ Precision PatchCore::precision() const noexcept {
 }
 
 Embeddings PatchCore::embed(std::span<const float> inputs, std::int64_t count) {
-  return impl_->features().embed(inputs, count);
+  Embeddings e = impl_->features().embed(inputs, count);
+  if (impl_->options.method != AnomalyMethod::kPadim) return e;
+  if (impl_->channels.empty()) {
+    const int asked = impl_->options.padim_features;
+    const std::int64_t kept =
+        asked > 0 ? asked : padim_default_features(impl_->model->spec().architecture, e.width);
+    impl_->channels = anomaly_detail::padim_channels(e.width, kept, impl_->options.seed);
+  }
+  anomaly_detail::select_channels(e, impl_->channels);
+  return e;
 }
 
 std::vector<float> PatchCore::preprocess_file(const std::filesystem::path& file) {
@@ -165,8 +230,59 @@ std::vector<float> PatchCore::preprocess_file(const std::filesystem::path& file)
   return x;
 }
 
+namespace {
+
+// The memory figure of a fit, logged before anything is stored, and the cap:
+// every patch of every image (of every tile, counting the first image's for
+// each) for PatchCore's bank or PaDiM's training embeddings, and PaDiM's
+// Gaussians. Returns the training embeddings' float count.
+std::uint64_t check_fit_memory(const PatchCore::Impl& impl, const Embeddings& first,
+                               std::int64_t tiles, std::size_t images) {
+  const std::uint64_t cap = impl.options.max_bank_bytes;
+  const auto positions = static_cast<std::uint64_t>(first.grid_h * first.grid_w);
+  const auto width = static_cast<std::uint64_t>(first.width);
+  const std::uint64_t patches = positions * static_cast<std::uint64_t>(tiles) * images;
+  const std::uint64_t bytes = bank_bytes(patches, width);
+  const std::string tiled = impl.tiles ? ", " + std::to_string(tiles) + " tiles per image" : "";
+  const std::string raise = "; raise max_bank_bytes (--max-bank) or train on fewer images";
+  const bool padim = impl.options.method == AnomalyMethod::kPadim;
+  if (padim) {
+    const std::uint64_t g = gaussians_bytes(positions, width);
+    log_info("anomaly: PaDiM Gaussians " + std::to_string(positions) + " positions x " +
+             std::to_string(width) + "^2 floats = " + mib(g) + " (cap " + mib(cap) +
+             "), fitted from " + std::to_string(patches) + " x " + std::to_string(width) +
+             " training floats = " + mib(bytes) + tiled);
+    if (g > cap) {
+      throw InvalidArgument("anomaly: PaDiM's Gaussians need " + mib(g) + " (" +
+                            std::to_string(positions) + " positions x " + std::to_string(width) +
+                            " x " + std::to_string(width) +
+                            " x 4 bytes), above max_bank_bytes = " + mib(cap) +
+                            "; raise max_bank_bytes (--max-bank), keep fewer channels "
+                            "(padim_features) or use a smaller input size");
+    }
+  } else {
+    log_info("anomaly: full bank " + std::to_string(patches) + " patches x " +
+             std::to_string(width) + " floats = " + mib(bytes) + " (cap " + mib(cap) + ")" + tiled);
+  }
+  if (bytes > cap) {
+    throw InvalidArgument(std::string(padim ? "anomaly: PaDiM's training embeddings need "
+                                            : "anomaly: the full memory bank needs ") +
+                          mib(bytes) + " (" + std::to_string(patches) + " patches x " +
+                          std::to_string(width) + " x 4 bytes), above max_bank_bytes = " +
+                          mib(cap) + raise + (impl.tiles ? " or larger tiles" : ""));
+  }
+  return patches * width;
+}
+
+}  // namespace
+
 void PatchCore::fit(const std::vector<std::filesystem::path>& good_files) {
   if (good_files.empty()) throw InvalidArgument("anomaly: no good images to fit");
+  if (impl_->options.method == AnomalyMethod::kPadim && good_files.size() < 2) {
+    throw InvalidArgument(
+        "anomaly: PaDiM fits a covariance per position and needs at least 2 "
+        "good images to train on, got 1");
+  }
   const std::size_t sample = impl_->reader->sample_size();
   const std::uint64_t cap = impl_->options.max_bank_bytes;
   Embeddings all;
@@ -182,29 +298,15 @@ void PatchCore::fit(const std::vector<std::filesystem::path>& good_files) {
                 m);
       if (all.count == 0) {
         first.assign(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(sample));
-        // The memory figure, before anything is stored: every patch of every
-        // image (of every tile, counting the first image's for each).
-        const auto patches = static_cast<std::uint64_t>(e.grid_h * e.grid_w) *
-                             static_cast<std::uint64_t>(n) * good_files.size();
-        const std::uint64_t bytes = bank_bytes(patches, static_cast<std::uint64_t>(e.width));
-        log_info("anomaly: full bank " + std::to_string(patches) + " patches x " +
-                 std::to_string(e.width) + " floats = " + mib(bytes) + " (cap " + mib(cap) + ")" +
-                 (impl_->tiles ? ", " + std::to_string(n) + " tiles per image" : ""));
-        if (bytes > cap) {
-          throw InvalidArgument("anomaly: the full memory bank needs " + mib(bytes) + " (" +
-                                std::to_string(patches) + " patches x " + std::to_string(e.width) +
-                                " x 4 bytes), above max_bank_bytes = " + mib(cap) +
-                                "; raise max_bank_bytes (--max-bank) or train on fewer images" +
-                                (impl_->tiles ? " or larger tiles" : ""));
-        }
+        const std::uint64_t floats = check_fit_memory(*impl_, e, n, good_files.size());
         all = e;
-        all.rows.reserve(static_cast<std::size_t>(patches * static_cast<std::uint64_t>(e.width)));
+        all.rows.reserve(static_cast<std::size_t>(floats));
       } else {
         all.count += e.count;
         all.rows.insert(all.rows.end(), e.rows.begin(), e.rows.end());
         if (all.rows.size() * sizeof(float) > cap) {  // images larger than the first
-          throw InvalidArgument("anomaly: the memory bank grew past max_bank_bytes = " + mib(cap) +
-                                " at '" + file.string() +
+          throw InvalidArgument("anomaly: the training embeddings grew past max_bank_bytes = " +
+                                mib(cap) + " at '" + file.string() +
                                 "' (its images are larger than the first one's): raise "
                                 "max_bank_bytes (--max-bank) or use larger tiles");
         }
@@ -223,6 +325,19 @@ void PatchCore::fit_embeddings(const Embeddings& e) {
                           " floats are not " + std::to_string(n) + " rows of " +
                           std::to_string(e.width));
   const PatchCoreOptions& o = impl_->options;
+  if (o.method == AnomalyMethod::kPadim) {
+    const std::uint64_t g = gaussians_bytes(static_cast<std::uint64_t>(e.grid_h * e.grid_w),
+                                            static_cast<std::uint64_t>(e.width));
+    if (g > o.max_bank_bytes) {
+      throw InvalidArgument("anomaly: PaDiM's Gaussians need " + mib(g) +
+                            ", above max_bank_bytes = " + mib(o.max_bank_bytes) +
+                            "; raise max_bank_bytes (--max-bank)");
+    }
+    log_info("anomaly: fitting PaDiM's Gaussians at " + std::to_string(e.grid_h * e.grid_w) +
+             " positions from " + std::to_string(e.count) + " images");
+    impl_->set_gaussians(anomaly_detail::fit_gaussians(e));
+    return;
+  }
   const auto select = static_cast<std::int64_t>(static_cast<double>(n) * o.coreset_ratio);
   if (o.coreset_ratio >= 1.0 || select >= n) {
     impl_->set_bank(e.rows, n, e.width);
@@ -247,23 +362,16 @@ void PatchCore::fit_embeddings(const Embeddings& e) {
 }
 
 AnomalyResult PatchCore::score_input(std::span<const float> input) {
-  if (!impl_->search) throw InvalidArgument("anomaly: the memory bank is empty (fit first)");
+  if (!impl_->scorer) throw InvalidArgument("anomaly: nothing fitted yet (fit first)");
   const Embeddings e = embed(input, 1);
-  if (e.width != impl_->bank_width) {
-    throw InvalidArgument("anomaly: embeddings of width " + std::to_string(e.width) +
-                          ", the bank holds " + std::to_string(impl_->bank_width));
+  if (e.width != impl_->scorer->width()) {
+    throw InvalidArgument("anomaly: embeddings of width " + std::to_string(e.width) + ", the " +
+                          method_name(impl_->options.method) + " model holds " +
+                          std::to_string(impl_->scorer->width()));
   }
-  const std::int64_t patches = e.grid_h * e.grid_w;
-  const anomaly_detail::Neighbours nearest = impl_->search->nearest(e.rows, patches, 1);
-  AnomalyResult r;
-  r.score = anomaly_detail::image_score(nearest, e.rows, impl_->bank, e.width, *impl_->search,
-                                        impl_->options.num_neighbors);
+  AnomalyResult r = impl_->scorer->score(e, impl_->preprocess.height, impl_->preprocess.width,
+                                         impl_->options.sigma);
   r.anomalous = r.score > impl_->threshold;
-  r.height = impl_->preprocess.height;
-  r.width = impl_->preprocess.width;
-  r.map = anomaly_detail::gaussian_blur(
-      anomaly_detail::resize_nearest(nearest.distances, e.grid_h, e.grid_w, r.height, r.width),
-      r.height, r.width, impl_->options.sigma);
   return r;
 }
 
@@ -350,13 +458,20 @@ const nn::ModelSpec& PatchCore::backbone_spec() const noexcept {
   return impl_->model->spec();
 }
 std::int64_t PatchCore::bank_rows() const noexcept {
-  return impl_->bank_rows;
+  return impl_->bank ? impl_->bank->rows() : 0;
 }
 std::int64_t PatchCore::bank_width() const noexcept {
-  return impl_->bank_width;
+  return impl_->bank ? impl_->bank->width() : 0;
 }
 const std::vector<float>& PatchCore::bank() const noexcept {
-  return impl_->bank;
+  static const std::vector<float> none;
+  return impl_->bank ? impl_->bank->bank() : none;
+}
+const std::vector<std::int64_t>& PatchCore::padim_channels() const noexcept {
+  return impl_->channels;
+}
+std::int64_t PatchCore::padim_positions() const noexcept {
+  return impl_->gaussians ? impl_->gaussians->gaussians().positions() : 0;
 }
 float PatchCore::threshold() const noexcept {
   return impl_->threshold;

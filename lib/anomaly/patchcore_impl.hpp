@@ -1,5 +1,5 @@
-// Internal: PatchCore's state (the public class's Impl), shared by the
-// scoring (patchcore.cpp) and the model file (model_file.cpp).
+// Internal: an anomaly model's state (the public class's Impl), shared by the
+// fitting and scoring (patchcore.cpp) and the model file (model_file.cpp).
 #pragma once
 
 #include <limits>
@@ -8,6 +8,7 @@
 
 #include "anomaly/features.hpp"
 #include "anomaly/knn.hpp"
+#include "anomaly/scorer.hpp"
 #include "anomaly/tiles.hpp"
 #include "deploy/preprocess.hpp"
 #include "stoke/anomaly.hpp"
@@ -32,13 +33,15 @@ struct __attribute__((visibility("hidden"))) PatchCore::Impl {
   std::unique_ptr<nn::Model> model;
   PreprocessOptions preprocess;
   PatchCoreOptions options;
-  std::vector<float> bank;
-  std::int64_t bank_rows = 0, bank_width = 0;
+  // What was fitted (null before fit): one of the two below, which own it.
+  anomaly_detail::PatchScorer* scorer = nullptr;
+  std::unique_ptr<anomaly_detail::BankScorer> bank;           // PatchCore
+  std::unique_ptr<anomaly_detail::GaussianScorer> gaussians;  // PaDiM
+  std::vector<std::int64_t> channels;  // PaDiM's subset; empty until the first embedding
   float threshold = std::numeric_limits<float>::infinity();
   std::vector<float> reference_input;  // (C, H, W); empty: no self-check
   float reference_score = 0.0f;
   std::unique_ptr<anomaly_detail::FeatureExtractor> extractor;
-  std::unique_ptr<anomaly_detail::BankSearch> search;
   std::unique_ptr<deploy_detail::SamplePreprocessor> reader;
   std::unique_ptr<anomaly_detail::TileReader> tiles;  // with options.tile
   Precision precision = Precision::kFp32;             // the feature extraction's
@@ -52,6 +55,7 @@ struct __attribute__((visibility("hidden"))) PatchCore::Impl {
                             std::span<const float> inputs);
   anomaly_detail::FeatureExtractor& features();
   void set_bank(std::vector<float> rows, std::int64_t count, std::int64_t width);
+  void set_gaussians(anomaly_detail::Gaussians g);
 };
 
 }  // namespace stoke::anomaly

@@ -1,8 +1,11 @@
-"""PatchCore parity: seeded random torchvision backbones (ResNet-18 and
-Wide-ResNet-50-2, batch-norm statistics away from the identity) saved as
+"""PatchCore and PaDiM parity: seeded random torchvision backbones (ResNet-18
+and Wide-ResNet-50-2, batch-norm statistics away from the identity) saved as
 safetensors; stoke and a PyTorch reference fit PatchCore with coreset ratio 1
-on the same raw inputs, and the embeddings, anomaly maps and image scores
-agree within 1e-4 relative.
+(ResNet-18 and Wide-ResNet-50-2) and PaDiM (ResNet-18, stoke's channel subset
+passed to the reference) on the same raw inputs, and the embeddings, anomaly
+maps and image scores agree within 1e-4 relative.
+
+  parity.py TOOL WORKDIR [patchcore] [padim]   (both without a method)
 
 The reference is anomalib's PatchcoreModel (pre_trained=False, the same
 weights loaded into its timm feature extractor) where anomalib imports;
@@ -23,11 +26,14 @@ from safetensors_np import save_safetensors  # noqa: E402
 from torch_batch_norm import perturb_batch_norm  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
+import padim_reference  # noqa: E402
 import patchcore_reference  # noqa: E402
 from patchcore_reference import blur, embed  # noqa: E402
 
 tool, work = sys.argv[1], sys.argv[2]
+methods = sys.argv[3:] or ["patchcore", "padim"]
 SIZE, NTRAIN, NTEST = 64, 3, 2
+PADIM_NTRAIN = 6
 
 
 def backbone(arch):
@@ -121,10 +127,73 @@ def check(arch, failures):
         failures.append(f"{arch}: the test image with the bright square does not score higher")
 
 
+def check_padim(failures):
+    """stoke's PaDiM against anomalib's definitions: the Gaussians fitted and the distances
+    measured in float64 from the float32 mean and inverse stoke stores (stoke computes the
+    inverse in double); the maps from anomalib's own float32 arithmetic are printed beside,
+    not gated (their rounding depends on the covariance's conditioning)."""
+    arch = "resnet18"
+    net = backbone(arch)
+    weights = f"{work}/padim_{arch}.safetensors"
+    save_safetensors({k: v.numpy() for k, v in net.state_dict().items()}, weights)
+    torch.manual_seed(1)
+    train = torch.rand(PADIM_NTRAIN, 3, SIZE, SIZE) * 2 - 1
+    test = torch.rand(NTEST, 3, SIZE, SIZE) * 2 - 1
+    test[1, :, 20:30, 20:30] += 2.0
+    train.numpy().tofile(f"{work}/train.bin")
+    test.numpy().tofile(f"{work}/test.bin")
+    r = subprocess.run([tool, weights, arch, str(SIZE), f"{work}/train.bin", str(PADIM_NTRAIN),
+                        f"{work}/test.bin", str(NTEST), work, "padim"], capture_output=True, text=True)
+    os.remove(weights)
+    if r.returncode != 0:
+        failures.append(f"padim {arch}: anomaly_tool: {r.stderr.strip()}")
+        return
+    idx = torch.from_numpy(np.fromfile(f"{work}/channels.bin", dtype=np.int64))
+    if not (len(idx) == 100 and bool((idx[1:] > idx[:-1]).all()) and int(idx[-1]) < 448):
+        failures.append(f"padim {arch}: channels are not 100 ascending of 448: {idx.tolist()}")
+        return
+    reference = "plain PyTorch (anomalib's PaDiM definitions, fit and distances in float64)"
+    with torch.no_grad():
+        bank = padim_reference.embed(net, train, idx)
+        mean, inv = padim_reference.fit(bank)
+        mean32, inv32 = padim_reference.fit(bank, torch.float32)  # anomalib's arithmetic
+        stored = (mean.float().double(), inv.float().double())  # what stoke keeps
+        k = bank.size(1)
+        got_bank = np.fromfile(f"{work}/train_embeddings.bin", dtype=np.float32)
+        got_bank = got_bank.reshape(PADIM_NTRAIN, -1, k)
+        got_emb = np.fromfile(f"{work}/test_embeddings.bin", dtype=np.float32).reshape(NTEST, -1, k)
+        got_maps = np.fromfile(f"{work}/maps.bin", dtype=np.float32).reshape(NTEST, -1)
+        got_scores = np.fromfile(f"{work}/scores.bin", dtype=np.float32)
+        rows = bank.permute(0, 2, 3, 1).reshape(PADIM_NTRAIN, -1, k)
+        checks = [("train embeddings", rel(got_bank, rows.numpy()))]
+        scores = []
+        for i in range(NTEST):
+            e = padim_reference.embed(net, test[i : i + 1], idx)
+            amap = padim_reference.anomaly_map(padim_reference.distance(e, *stored), (SIZE, SIZE))
+            loose = padim_reference.anomaly_map(padim_reference.distance(e, mean32, inv32), (SIZE, SIZE))
+            score = float(amap.max())
+            scores.append(score)
+            checks += [(f"test {i} embeddings", rel(got_emb[i], e.permute(0, 2, 3, 1).reshape(-1, k).numpy())),
+                       (f"test {i} anomaly map", rel(got_maps[i], amap.flatten().numpy())),
+                       (f"test {i} image score", abs(float(got_scores[i]) - score) / max(1.0, abs(score)))]
+            print(f"padim {arch:10s} test {i} map against anomalib's float32 arithmetic: "
+                  f"{rel(got_maps[i], loose.flatten().numpy()):.2e} (not gated)")
+    for name, d in checks:
+        print(f"padim {arch:10s} {name:20s} max rel diff {d:.2e} (against {reference})")
+        if not d <= 1e-4:
+            failures.append(f"padim {arch} {name}: {d:.3e} > 1e-4 against {reference}")
+    print(f"padim {arch:10s} scores stoke {[float(s) for s in got_scores]} reference {scores}")
+    if not got_scores[1] > got_scores[0]:
+        failures.append(f"padim {arch}: the test image with the bright square does not score higher")
+
+
 failures = []
-for arch in ("resnet18", "wide_resnet50_2"):
-    check(arch, failures)
+if "patchcore" in methods:
+    for arch in ("resnet18", "wide_resnet50_2"):
+        check(arch, failures)
+if "padim" in methods:
+    check_padim(failures)
 if failures:
     print("FAIL:\n  " + "\n  ".join(failures))
     sys.exit(1)
-print("OK: PatchCore embeddings, maps and scores of resnet18 and wide_resnet50_2 equal the reference within 1e-4")
+print(f"OK: {' and '.join(methods)} embeddings, maps and scores equal the reference within 1e-4")

@@ -68,10 +68,17 @@ case "$host" in
       --coreset 0.5 --out "$work/a.stoke" >/dev/null 2>"$work/anomaly.err" || { cat "$work/anomaly.err"; fail "anomaly train"; }
     score=$("$stoke" predict --model "$work/a.stoke" "${images[0]}" --json 2>/dev/null \
       | python3 -c 'import json, sys; print(json.load(sys.stdin)["score"])') || fail "anomaly predict"
+    # The same calls on a PaDiM model.
+    "$stoke" train --task anomaly --method padim --data "$work/d/ok" --arch resnet18 --width-mult 0.25 \
+      --size 32 --out "$work/p.stoke" >/dev/null 2>"$work/padim.err" || { cat "$work/padim.err"; fail "padim train"; }
+    padim_score=$("$stoke" predict --model "$work/p.stoke" "${images[0]}" --json 2>/dev/null \
+      | python3 -c 'import json, sys; print(json.load(sys.stdin)["score"])') || fail "padim predict"
     for lang in c99 c++; do
-      mkdir -p "$work/$lang"
+      mkdir -p "$work/$lang" "$work/$lang-padim"
       "$work/c_abi_test_$lang" "$work/m.stoke" "${images[0]}" "$work/d" "$work/$lang" \
         "$work/a.stoke" "${images[0]}" "$score" || fail "the C ABI test compiled as $lang"
+      "$work/c_abi_test_$lang" "$work/m.stoke" "${images[0]}" "$work/d" "$work/$lang-padim" \
+        "$work/p.stoke" "${images[0]}" "$padim_score" || fail "the C ABI test compiled as $lang, PaDiM"
     done
     ;;
   csharp)

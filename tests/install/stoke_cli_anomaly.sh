@@ -3,7 +3,8 @@
 # train --task anomaly on the good parts -> eval (image AUROC, false-reject and
 # escape rates; pixel AUROC and AUPRO from the generator's masks) -> predict
 # --json (file, score, anomalous; --heatmaps), the memory cap
-# naming its option, and unimplemented options refused by name.
+# naming its option, bad options refused by name; then the same for
+# --method padim.
 #   stoke_cli_anomaly.sh <stoke binary>
 set -euo pipefail
 stoke=$1
@@ -124,9 +125,46 @@ if "$stoke" train --task anomaly --data "$work/data/ok" --arch resnet18 --width-
 fi
 grep -q 'max_bank_bytes (--max-bank)' "$work/cap.err" || fail "the cap error does not name --max-bank" "$work/cap.err"
 test ! -e "$work/capped.stoke" || fail "a model was written past the cap"
-if "$stoke" train --task anomaly --data "$work/data/ok" --arch resnet18 --size 96 --method padim \
-  --out "$work/p.stoke" >/dev/null 2>"$work/padim.err"; then
-  fail "--method padim accepted" "$work/padim.err"
+
+# PaDiM: the same commands, the same JSON, its memory figure and its own refusals.
+"$stoke" train --task anomaly --method padim --data "$work/data/ok" --arch resnet18 --width-mult 0.5 --size 96 \
+  --out "$work/padim.stoke" --json >"$work/padim-train.json" 2>"$work/padim-train.err" \
+  || fail "train --method padim" "$work/padim-train.err"
+grep -q '"method": "padim".*"positions": 576, "features": 50' "$work/padim-train.json" \
+  || fail "padim train json (24 x 24 positions, 50 of 224 channels)" "$work/padim-train.json"
+grep -q 'PaDiM Gaussians 576 positions x 50^2 floats = 5.5 MiB' "$work/padim-train.err" \
+  || fail "no Gaussians memory figure before fitting" "$work/padim-train.err"
+"$stoke" eval --model "$work/padim.stoke" --data "$work/data" --good ok --masks "$work/masks" --json \
+  >"$work/padim-eval.json" 2>"$work/padim-eval.err" || fail "padim eval --masks" "$work/padim-eval.err"
+python3 - "$work/padim-eval.json" "$defects" <<'PY' || fail "padim eval json" "$work/padim-eval.json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for key in ("image_auroc", "false_reject_rate", "escape_rate", "threshold", "pixel_auroc", "aupro"):
+    assert key in r and r[key] is not None, key
+assert 0 <= r["image_auroc"] <= 1 and 0 <= r["pixel_auroc"] <= 1 and 0 <= r["aupro"] <= 1, r
+assert r["masks"] == int(sys.argv[2]), r
+PY
+"$stoke" predict --model "$work/padim.stoke" --data "$work/data/defect" --heatmaps "$work/padim-maps" --json \
+  >"$work/padim-predict.json" 2>"$work/padim-predict.err" || fail "padim predict --heatmaps" "$work/padim-predict.err"
+test "$(grep -c '"file".*"score".*"anomalous": \(true\|false\).*"heatmap"' "$work/padim-predict.json")" -eq "$defects" \
+  || fail "padim predict json: file, score, anomalous, heatmap per image" "$work/padim-predict.json"
+test "$(find "$work/padim-maps" -name '*.png' | wc -l)" -eq "$defects" || fail "one padim heatmap per image"
+# Refused by name: a method that does not exist, PatchCore's option, one image, the cap.
+if "$stoke" train --task anomaly --method padlm --data "$work/data/ok" --arch resnet18 --size 96 \
+  --out "$work/x.stoke" >/dev/null 2>"$work/method.err"; then fail "--method padlm accepted" "$work/method.err"; fi
+grep -q "'padlm' is not patchcore or padim" "$work/method.err" || fail "bad --method message" "$work/method.err"
+if "$stoke" train --task anomaly --method padim --coreset 0.5 --data "$work/data/ok" --arch resnet18 --size 96 \
+  --out "$work/x.stoke" >/dev/null 2>"$work/coreset.err"; then fail "--coreset with padim accepted" "$work/coreset.err"; fi
+grep -q -- '--coreset is for --method patchcore' "$work/coreset.err" || fail "--coreset message" "$work/coreset.err"
+mkdir -p "$work/one" && cp "$one" "$work/one/"
+if "$stoke" train --task anomaly --method padim --data "$work/one" --arch resnet18 --width-mult 0.25 --size 64 \
+  --out "$work/x.stoke" >/dev/null 2>"$work/one.err"; then fail "padim on one image accepted" "$work/one.err"; fi
+grep -q 'needs at least 2' "$work/one.err" || fail "one-image message" "$work/one.err"
+if "$stoke" train --task anomaly --method padim --data "$work/data/ok" --arch resnet18 --width-mult 0.5 --size 96 \
+  --max-bank 1M --out "$work/x.stoke" >/dev/null 2>"$work/padim-cap.err"; then
+  fail "padim Gaussians over --max-bank accepted" "$work/padim-cap.err"
 fi
-grep -q 'padim is not implemented' "$work/padim.err" || fail "padim refusal" "$work/padim.err"
-echo "OK: stoke train --task anomaly -> eval (AUROC $auroc) -> predict"
+grep -q "PaDiM's Gaussians need .*max_bank_bytes.*(--max-bank)" "$work/padim-cap.err" \
+  || fail "the padim cap error does not name --max-bank" "$work/padim-cap.err"
+test ! -e "$work/x.stoke" || fail "a model was written by a refused padim training"
+echo "OK: stoke train --task anomaly [--method padim] -> eval (AUROC $auroc) -> predict"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# stoke quantize (docs/precision.md, the gate): a classifier and an anomaly
-# model in bf16, written only after the comparison with fp32 on a validation
+# stoke quantize (docs/precision.md, the gate): a classifier and anomaly
+# models (PatchCore, PaDiM) in bf16, written only after the comparison with fp32 on a validation
 # folder, run in bf16 by predict and eval unless STOKE_PRECISION says fp32;
 # int8, --calibrate and an output onto the input refused by name. Status 77:
 # no bf16 kernels on this CPU (its refusal is checked first).
@@ -74,4 +74,16 @@ assert r["images"] == 30 and r["auroc_fp32"] is not None and r["written"] is Tru
 PY
 "$stoke" predict --model "$work/anq.stoke" --data "$work/a/ok" --json >/dev/null 2>"$work/err" \
   || { cat "$work/err"; fail "predict with the quantized anomaly model"; }
+# The same gate on a PaDiM model.
+"$stoke" train --task anomaly --method padim --data "$work/a/ok" --arch resnet18 --width-mult 0.25 --size 32 \
+  --out "$work/pd.stoke" >/dev/null 2>"$work/err" || { cat "$work/err"; fail "padim train"; }
+"$stoke" quantize --model "$work/pd.stoke" --val "$work/a" --good ok --out "$work/pdq.stoke" --force --json \
+  >"$work/pq.json" 2>"$work/err" || { cat "$work/err"; fail "padim quantize"; }
+python3 - "$work/pq.json" <<'PY' || fail "padim quantize json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["images"] == 30 and r["auroc_fp32"] is not None and r["written"] is True, r
+PY
+"$stoke" predict --model "$work/pdq.stoke" --data "$work/a/ok" --json >/dev/null 2>"$work/err" \
+  || { cat "$work/err"; fail "predict with the quantized padim model"; }
 echo "ok"

@@ -1,8 +1,9 @@
 // The anomaly parity test's stoke side (tests/anomaly/parity.py): a
 // torchvision-named safetensors backbone, PatchCore fitted with coreset
-// ratio 1 on raw float inputs, then per test input its embeddings, anomaly
-// map and image score, written as float32 files.
-//   anomaly_tool WEIGHTS ARCH SIZE TRAIN.bin NTRAIN TEST.bin NTEST OUTDIR
+// ratio 1 (or PaDiM: its channel subset written to channels.bin as int64) on
+// raw float inputs, then per test input its embeddings, anomaly map and image
+// score, written as float32 files.
+//   anomaly_tool WEIGHTS ARCH SIZE TRAIN.bin NTRAIN TEST.bin NTEST OUTDIR [patchcore|padim]
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -30,9 +31,10 @@ void write_floats(const std::string& path, const std::vector<float>& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 9) {
+  if (argc != 9 && argc != 10) {
     std::fprintf(stderr,
-                 "usage: anomaly_tool WEIGHTS ARCH SIZE TRAIN.bin NTRAIN TEST.bin NTEST OUTDIR\n");
+                 "usage: anomaly_tool WEIGHTS ARCH SIZE TRAIN.bin NTRAIN TEST.bin NTEST OUTDIR "
+                 "[patchcore|padim]\n");
     return 2;
   }
   try {
@@ -50,6 +52,7 @@ int main(int argc, char** argv) {
     pre.width = pre.height = spec.height;
     stoke::anomaly::PatchCoreOptions o;
     o.coreset_ratio = 1.0;
+    if (argc == 10) o.method = stoke::anomaly::anomaly_method_from_name(argv[9]);
     stoke::anomaly::PatchCore core(std::move(model), pre, o);
     const auto sample = static_cast<std::size_t>(3 * spec.height * spec.width);
     const int ntrain = std::stoi(argv[5]), ntest = std::stoi(argv[7]);
@@ -71,6 +74,13 @@ int main(int argc, char** argv) {
     write_floats(out + "/test_embeddings.bin", emb);
     write_floats(out + "/maps.bin", maps);
     write_floats(out + "/scores.bin", scores);
+    if (o.method == stoke::anomaly::AnomalyMethod::kPadim) {
+      const auto& channels = core.padim_channels();
+      std::ofstream f(out + "/channels.bin", std::ios::binary);
+      f.write(reinterpret_cast<const char*>(channels.data()),
+              static_cast<std::streamsize>(channels.size() * sizeof(std::int64_t)));
+      if (!f) throw stoke::IoError("cannot write " + out + "/channels.bin");
+    }
     std::printf("%lld %lld %lld\n", static_cast<long long>(e.grid_h),
                 static_cast<long long>(e.grid_w), static_cast<long long>(e.width));
     return 0;

@@ -1,5 +1,5 @@
 // stoke train --task anomaly, and stoke predict / stoke eval on an anomaly
-// model file (PatchCore, stoke/anomaly.hpp; docs/anomaly.md).
+// model file (PatchCore or PaDiM, stoke/anomaly.hpp; docs/anomaly.md).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -23,10 +23,14 @@ constexpr const char* kTrainUsage =
     R"(usage: stoke train --task anomaly --data GOOD_DIR [--val GOOD_OR_MIXED_DIR]
                    --arch resnet18|resnet34|resnet50|wide_resnet50_2 [--init WEIGHTS|MODEL.stoke] --size N
                    [--channels 1|3] [--normalize imagenet(default)|minmax|mean=..,std=..]
-                   [--method patchcore] [--coreset RATIO (0.1)] [--max-bank BYTES[K|M|G] (4G)]
+                   [--method patchcore|padim] [--coreset RATIO (0.1, patchcore)]
+                   [--features N (padim)] [--max-bank BYTES[K|M|G] (4G)]
                    [--false-reject R (0.005)] [--tile SIZE [--stride S]] [--seed N] --out MODEL [--json]
-  Fits PatchCore's memory bank on the good images of GOOD_DIR (images under a subfolder other
-  than good/ or ok/ are listed and left out). The threshold rejects at most R of the good
+  Fits PatchCore's memory bank (the default) or PaDiM's per-position Gaussians (--method padim,
+  at least 2 images; --features: the channels kept of layer1..layer3, default 100 for
+  resnet18/34, 550 for resnet50/wide_resnet50_2) on the good images of GOOD_DIR (images under
+  a subfolder other than good/ or ok/ are listed and left out). --max-bank caps the bank, or
+  PaDiM's Gaussians and training features. The threshold rejects at most R of the good
   images of --val (its good/ or ok/ subfolder, or the folder itself); without --val every 10th
   training image is held out for it. --init loads torchvision-named safetensors (or ONNX) into
   --arch, or takes the backbone of a classifier stoke trained (MODEL.stoke, its size and channels).
@@ -93,11 +97,15 @@ stoke::nn::Architecture backbone(const stoke_cli::Args& args) {
 
 stoke::anomaly::PatchCoreOptions patchcore_options(const stoke_cli::Args& args) {
   const std::string method = args.get("method", "patchcore");
-  if (method == "padim")
-    throw stoke::Unsupported("--method padim is not implemented yet (issue 26)");
-  if (method != "patchcore") throw UsageError("--method is patchcore");
+  if (method != "patchcore" && method != "padim")
+    throw UsageError("--method: '" + method + "' is not patchcore or padim");
   if (args.has("stride") && !args.has("tile")) throw UsageError("--stride needs --tile");
   stoke::anomaly::PatchCoreOptions o;
+  o.method = stoke::anomaly::anomaly_method_from_name(method);
+  const bool padim = o.method == stoke::anomaly::AnomalyMethod::kPadim;
+  if (padim && args.has("coreset")) throw UsageError("--coreset is for --method patchcore");
+  if (!padim && args.has("features")) throw UsageError("--features is for --method padim");
+  if (args.has("features")) o.padim_features = args.get_int("features", 0, 1, 1 << 16);
   if (args.has("tile")) {
     o.tile = args.get_int("tile", 0, 1, 65536);
     o.tile_stride = args.get_int("stride", o.tile, 1, o.tile);
@@ -159,7 +167,7 @@ int train(int argc, char** argv) {
   stoke_cli::Args args(
       argc, argv,
       {"task", "data", "val", "arch", "init", "size", "channels", "normalize", "method", "coreset",
-       "max-bank", "false-reject", "seed", "out", "tile", "stride", "width-mult"},
+       "features", "max-bank", "false-reject", "seed", "out", "tile", "stride", "width-mult"},
       {"json"});
   const std::string out = args.required("out");
   std::vector<fs::path> good, mixed_in;
@@ -199,17 +207,24 @@ int train(int argc, char** argv) {
   core.save(out);
   std::size_t escapes = 0;
   for (const auto& f : val_defects) escapes += core.score_file(f).anomalous ? 0 : 1;
+  // What was fitted: PatchCore's bank rows x width, PaDiM's positions x features.
+  const bool padim = options.method == stoke::anomaly::AnomalyMethod::kPadim;
+  const long long rows = padim ? core.padim_positions() : core.bank_rows();
+  const long long width =
+      padim ? static_cast<long long>(core.padim_channels().size()) : core.bank_width();
   if (args.has("json")) {
     std::printf(
-        "{\"model\": %s, \"train_images\": %zu, \"val_images\": %zu, \"bank_rows\": %lld, "
-        "\"bank_width\": %lld, \"threshold\": %.9g, \"val_defects\": %zu, \"val_escapes\": %zu}\n",
-        stoke_cli::json_string(out).c_str(), good.size(), val.size(),
-        static_cast<long long>(core.bank_rows()), static_cast<long long>(core.bank_width()),
-        core.threshold(), val_defects.size(), escapes);
+        "{\"model\": %s, \"method\": \"%s\", \"train_images\": %zu, \"val_images\": %zu, "
+        "\"%s\": %lld, \"%s\": %lld, \"threshold\": %.9g, \"val_defects\": %zu, "
+        "\"val_escapes\": %zu}\n",
+        stoke_cli::json_string(out).c_str(), stoke::anomaly::method_name(options.method),
+        good.size(), val.size(), padim ? "positions" : "bank_rows", rows,
+        padim ? "features" : "bank_width", width, core.threshold(), val_defects.size(), escapes);
   } else {
-    std::printf("model: %s (%zu good images, bank %lld x %lld, threshold %.6g from %zu good)\n",
-                out.c_str(), good.size(), static_cast<long long>(core.bank_rows()),
-                static_cast<long long>(core.bank_width()), core.threshold(), val.size());
+    std::printf("model: %s (%s, %zu good images, %s %lld x %lld, threshold %.6g from %zu good)\n",
+                out.c_str(), stoke::anomaly::method_name(options.method), good.size(),
+                padim ? "Gaussians at positions x features" : "bank", rows, width, core.threshold(),
+                val.size());
   }
   return 0;
 }
