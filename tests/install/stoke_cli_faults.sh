@@ -8,7 +8,13 @@ set -uo pipefail
 stoke=$1
 case_name=$2
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+cleanup_pids=""  # processes a case started that must not outlive it
+cleanup() {
+  # shellcheck disable=SC2086
+  test -z "$cleanup_pids" || kill -KILL $cleanup_pids 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
 export STOKE_LOG_LEVEL=warn
 T=(--epochs 1 --size 16 --batch 4 --arch plain)
 
@@ -406,6 +412,36 @@ case_sigterm_under_nproc() {  # item 17: SIGTERM to the launcher stops every ran
   test -s "$work/p.stoke.stop" || { cat "$work/err"; fail "SIGTERM under --nproc wrote no stop checkpoint"; }
   for r in $ranks; do ! kill -0 "$r" 2>/dev/null || fail "rank process $r still runs"; done
   ! grep -q 'killing rank' "$work/err" || { cat "$work/err"; fail "a rank had to be killed"; }
+}
+
+case_hung_rank_named() {  # item 25: a hung rank is named, and stopped seconds after its peer's timeout
+  "$stoke" info --json 2>/dev/null | grep -q '"distributed": *true' || skip "a build without Gloo"
+  setup
+  STOKE_DIST_TIMEOUT=5 "$stoke" train --nproc 2 --data "$work/d" --out "$work/h.stoke" --epochs 100000 \
+    --size 16 --batch 4 --arch plain >/dev/null 2>"$work/err" &
+  pid=$!
+  cleanup_pids="$pid"
+  for _ in $(seq 1 600); do grep -q '^train ' "$work/err" 2>/dev/null && break; sleep 0.1; done
+  grep -q '^train ' "$work/err" || { cat "$work/err"; fail "the ranks never started training"; }
+  hung=""
+  for r in $(pgrep -P $pid); do
+    tr '\0' '\n' <"/proc/$r/environ" | grep -qx 'RANK=1' && hung=$r
+  done
+  test -n "$hung" || fail "no rank 1 under the launcher"
+  cleanup_pids="$pid $hung"
+  kill -STOP "$hung"  # hangs: alive, connections open, never answers
+  start=$(date +%s%N)
+  wait $pid
+  rc=$?
+  seconds=$((($(date +%s%N) - start) / 1000000000))
+  echo "launcher ended ${seconds} s after rank 1 hung (status $rc)"
+  test "$rc" -ne 0 && test "$rc" -lt 124 || { cat "$work/err"; fail "status $rc"; }
+  # STOKE_DIST_TIMEOUT 5 s for rank 0 to give up, 3 s for the launcher, 4 s of margin.
+  test "$seconds" -le 12 || { cat "$work/err"; fail "the hung rank was stopped only after ${seconds} s"; }
+  grep -q "no answer from rank 1 (127.0.0.1 on [^,]*, pid $hung)" "$work/err" \
+    || { cat "$work/err"; fail "rank 0's error does not name the hung rank 1 and its address"; }
+  grep -q "killing rank 1 (pid $hung)" "$work/err" || { cat "$work/err"; fail "the launcher does not name rank 1"; }
+  ! kill -0 "$hung" 2>/dev/null || fail "the hung rank $hung still runs"
 }
 
 case_address_space_limit() {  # item 4: out of memory under ulimit -v is a message, never a hang
