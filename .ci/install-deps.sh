@@ -26,6 +26,7 @@ test_packages=(
   python3-torch python3-torchvision
   mono-mcs mono-runtime  # the C# host of the C ABI (CApi.CSharpPInvokeHost, examples/csharp)
   python3-numpy  # the Python host's zero-copy array path (CApi.PythonCtypesHost; ctypes alone without it)
+  redis-server  # the rendezvous of Distributed.TwoHostRehearsal (started by the test itself, skips without it)
 )
 packages=("${demo_packages[@]}")
 if [ "${1:-}" != "--demo" ]; then packages+=("${test_packages[@]}"); fi

@@ -11,7 +11,7 @@ set(stoke_cli_fault_cases cache_with_validation cache_refuses_foreign_file nan_l
     sigterm_writes_stop_checkpoint skip_corrupt folder_rule success_only_when_written
     outputs_checked_first val_classes_checked bad_values_refused max_image_pixels json_is_utf8
     impossible_splits report_bounded sigterm_under_nproc address_space_limit
-    model_without_training_images dist_store_not_created)
+    model_without_training_images dist_store_not_created hung_rank_named)
 foreach(fault_case IN LISTS stoke_cli_fault_cases)
   add_test(NAME Cli.Faults.${fault_case}
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_faults.sh $<TARGET_FILE:stoke_cli>

@@ -27,7 +27,9 @@ namespace stoke {
 
 // A collective failed: a peer rank exited or stopped answering within the
 // timeout, or the rendezvous could not complete. The message names this
-// rank, the peer (when known), the operation and the cause.
+// rank, the operation, the cause and the peer at fault (when Gloo's error
+// or the collective's pattern tells which) with the address, machine and
+// process id it registered.
 class STOKE_API CommunicationError : public Error {
  public:
   CommunicationError(const std::string& message, int rank)
@@ -103,9 +105,10 @@ class STOKE_API Communicator {
 };
 
 // world_size 1: a communicator whose collectives return at once. Otherwise
-// Gloo over TCP after a rendezvous through options.store;
-// CommunicationError when a peer does not arrive within the timeout,
-// Unsupported when this build has no Gloo.
+// Gloo over TCP after a rendezvous through options.store, where every rank
+// registers its hostname (address), machine name and process id for the
+// others' error messages; CommunicationError naming the ranks that did not
+// arrive within the timeout, Unsupported when this build has no Gloo.
 STOKE_API std::unique_ptr<Communicator> make_communicator(const DistributedOptions& options);
 // True when this build can run collectives between processes.
 STOKE_API bool distributed_available() noexcept;

@@ -1,8 +1,12 @@
 // stoke::Communicator on Gloo's TCP transport: full-mesh rendezvous through
 // Gloo's FileStore or RedisStore, ring allreduce, broadcast, barrier; every
-// call bounded by the options' timeout. Gloo's exceptions (peer closed,
-// timeout, enforce) become CommunicationError naming this rank, the
-// operation and, where a failing rank left one, its own reason.
+// call bounded by the options' timeout. At the rendezvous each rank registers
+// its address, host and process id, and waits for all the others (a rank
+// that never arrives is named); once connected, each publishes its end of
+// every connection. Gloo's exceptions (peer closed, timeout, enforce) become
+// CommunicationError naming this rank, the operation, the peer at fault with
+// what it registered (lib/distributed/peer_directory.hpp) and, where a
+// failing rank left one, its own reason.
 #include "distributed/gloo_communicator.hpp"
 
 #include <gloo/allreduce.h>
@@ -15,19 +19,36 @@
 #include <gloo/rendezvous/redis_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
+#include <thread>
 
 #include "distributed/failure_notes.hpp"
+#include "distributed/peer_directory.hpp"
 
 namespace stoke::detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::unique_ptr<gloo::rendezvous::Store> open_store(const DistributedOptions& o) {
+// Gloo's FileStore keeps its non-blocking check() protected; RedisStore's is public.
+class CheckedFileStore final : public gloo::rendezvous::FileStore {
+ public:
+  using FileStore::check;
+  using FileStore::FileStore;
+};
+
+// The store, and whether a key is in it yet (without waiting).
+struct OpenStore {
+  std::unique_ptr<gloo::rendezvous::Store> store;
+  std::function<bool(const std::string&)> has;
+};
+
+OpenStore open_store(const DistributedOptions& o) {
   if (o.store.rfind("file:", 0) == 0) {
     const std::filesystem::path dir = o.store.substr(5);
     // The store folder itself may be made here (every rank races to), but not
@@ -43,7 +64,9 @@ std::unique_ptr<gloo::rendezvous::Store> open_store(const DistributedOptions& o)
       throw IoError("rendezvous store " + o.store + ": '" + dir.string() +
                     "' is not a directory stoke can create");
     }
-    return std::make_unique<gloo::rendezvous::FileStore>(dir.string());
+    auto store = std::make_unique<CheckedFileStore>(dir.string());
+    CheckedFileStore* file = store.get();
+    return {std::move(store), [file](const std::string& key) { return file->check({key}); }};
   }
   std::string host = o.store.substr(6);
   int port = 6379;
@@ -51,23 +74,38 @@ std::unique_ptr<gloo::rendezvous::Store> open_store(const DistributedOptions& o)
     port = std::stoi(host.substr(colon + 1));
     host.resize(colon);
   }
-  return std::make_unique<gloo::rendezvous::RedisStore>(host, port);
+  auto store = std::make_unique<gloo::rendezvous::RedisStore>(host, port);
+  gloo::rendezvous::RedisStore* redis = store.get();
+  return {std::move(store), [redis](const std::string& key) { return redis->check({key}); }};
+}
+
+std::string as_text(const std::vector<char>& bytes) {
+  return std::string(bytes.begin(), bytes.end());
+}
+
+std::string seconds_text(double seconds) {
+  std::ostringstream text;
+  text << seconds;
+  return text.str();
 }
 
 class GlooCommunicator final : public Communicator {
  public:
-  explicit GlooCommunicator(const DistributedOptions& o) : options_(o), notes_(o) {
-    const auto timeout =
-        std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_seconds * 1000));
-    guard("rendezvous", [&] {
+  explicit GlooCommunicator(const DistributedOptions& o)
+      : options_(o), notes_(o), peers_(o.rank, o.world_size) {
+    guard("rendezvous", full_mesh_exchange(o.rank, o.world_size), [&] {
       gloo::transport::tcp::attr attr;
       attr.hostname = o.hostname;
       auto device = gloo::transport::tcp::CreateDevice(attr);
-      store_ = open_store(o);
+      OpenStore opened = open_store(o);
+      store_ = std::move(opened.store);
+      has_key_ = std::move(opened.has);
+      join();
       prefixed_ = std::make_unique<gloo::rendezvous::PrefixStore>(o.run_id, *store_);
       context_ = std::make_shared<gloo::rendezvous::Context>(o.rank, o.world_size);
-      context_->setTimeout(timeout);
+      context_->setTimeout(timeout());
       context_->connectFullMesh(*prefixed_, device);
+      publish_connections();
     });
   }
 
@@ -78,14 +116,17 @@ class GlooCommunicator final : public Communicator {
 
   void allreduce_sum(std::span<float> data) override {
     if (data.empty()) return;
-    guard("allreduce of " + std::to_string(data.size()) + " floats", [&] {
-      gloo::AllreduceOptions opts(context_);
-      opts.setOutput(data.data(), data.size());
-      opts.setReduceFunction(
-          static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-      opts.setTag(next_tag());
-      gloo::allreduce(opts);
-    });
+    guard("allreduce of " + std::to_string(data.size()) + " floats",
+          ring_allreduce_exchange(options_.rank, options_.world_size), [&] {
+            gloo::AllreduceOptions opts(context_);
+            // The ring, named: ring_allreduce_exchange() describes who waits on whom in it.
+            opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+            opts.setOutput(data.data(), data.size());
+            opts.setReduceFunction(
+                static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+            opts.setTag(next_tag());
+            gloo::allreduce(opts);
+          });
   }
 
   void broadcast(std::span<float> data, int root) override {
@@ -102,7 +143,7 @@ class GlooCommunicator final : public Communicator {
     if (data.empty()) return;
     guard(
         "broadcast of " + std::to_string(data.size()) + " bytes from rank " + std::to_string(root),
-        [&] {
+        tree_broadcast_exchange(options_.rank, options_.world_size, root), [&] {
           gloo::BroadcastOptions opts(context_);
           opts.setOutput(data.data(), data.size());
           opts.setRoot(root);
@@ -112,7 +153,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   void barrier() override {
-    guard("barrier", [&] {
+    guard("barrier", dissemination_barrier_exchange(options_.rank, options_.world_size), [&] {
       gloo::BarrierOptions opts(context_);
       opts.setTag(next_tag());
       gloo::barrier(opts);
@@ -124,10 +165,79 @@ class GlooCommunicator final : public Communicator {
  private:
   std::uint32_t next_tag() noexcept { return tag_++; }
 
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds(static_cast<std::int64_t>(options_.timeout_seconds * 1000));
+  }
+
+  std::string key(const char* kind, int rank) const {
+    return options_.run_id + "/stoke." + kind + "." + std::to_string(rank);
+  }
+
+  std::string prefix() const {
+    return "rank " + std::to_string(options_.rank) + " of " + std::to_string(options_.world_size);
+  }
+
+  // Registers this rank and waits, up to the timeout, until every other rank
+  // has: the ranks still missing then are named (never started, failed
+  // before the rendezvous, or cannot reach the store).
+  void join() {
+    const std::string me = PeerRecord::of_this_process(options_.hostname).serialize();
+    store_->set(key("rank", options_.rank), std::vector<char>(me.begin(), me.end()));
+    std::vector<int> missing;
+    for (int r = 0; r < options_.world_size; ++r)
+      if (r != options_.rank) missing.push_back(r);
+    const auto deadline = Clock::now() + std::chrono::duration<double>(options_.timeout_seconds);
+    while (true) {
+      std::erase_if(missing, [&](int r) { return has_key_(key("rank", r)); });
+      if (missing.empty() || Clock::now() > deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (int r = 0; r < options_.world_size; ++r) {
+      if (std::find(missing.begin(), missing.end(), r) == missing.end())
+        peers_.set_record(r, PeerRecord::parse(as_text(store_->get(key("rank", r)))));
+    }
+    if (missing.empty()) return;
+    std::string list;
+    for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    std::vector<int> joined;
+    for (int r = 0; r < options_.world_size; ++r)
+      if (std::find(missing.begin(), missing.end(), r) == missing.end()) joined.push_back(r);
+    throw CommunicationError(
+        prefix() + ": rank" + (missing.size() > 1 ? "s " : " ") + list + " did not join the " +
+            "rendezvous at " + options_.store + " (run id " + options_.run_id + ") within " +
+            seconds_text(options_.timeout_seconds) +
+            " s (STOKE_DIST_TIMEOUT): not started, failed before it got there, or cannot reach "
+            "the store. Joined: " +
+            peers_.names(joined),
+        options_.rank);
+  }
+
+  // Each rank's end of its connection to every other, so that an error
+  // naming the remote end of a connection ("[127.0.0.1]:50321") names its
+  // rank even when several ranks share an address.
+  void publish_connections() {
+    std::string mine;
+    for (int r = 0; r < options_.world_size; ++r) {
+      if (r == options_.rank) continue;
+      mine += std::to_string(r) + " " + context_->getPair(r)->address().str() + "\n";
+    }
+    store_->set(key("sockets", options_.rank), std::vector<char>(mine.begin(), mine.end()));
+    for (int r = 0; r < options_.world_size; ++r) {
+      if (r == options_.rank) continue;
+      store_->wait({key("sockets", r)}, timeout());
+      std::istringstream theirs(as_text(store_->get(key("sockets", r))));
+      int peer = -1;
+      std::string address;
+      while (theirs >> peer >> address) {
+        if (peer == options_.rank) peers_.set_socket(r, address);
+      }
+    }
+  }
+
   // Runs one Gloo call, adds its time to seconds(), and turns whatever Gloo
-  // throws into a CommunicationError.
+  // throws into a CommunicationError. `exchange`: whom the call waits on.
   template <typename F>
-  void guard(const std::string& what, F&& call) {
+  void guard(const std::string& what, const Exchange& exchange, F&& call) {
     const auto start = Clock::now();
     try {
       call();
@@ -135,28 +245,35 @@ class GlooCommunicator final : public Communicator {
       throw;
     } catch (const std::exception& e) {
       seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
-      throw CommunicationError(describe_failure(what, e.what()), options_.rank);
+      throw CommunicationError(describe_failure(what, exchange, e.what()), options_.rank);
     }
     seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
   }
 
-  std::string describe_failure(const std::string& what, const std::string& cause) {
+  std::string describe_failure(const std::string& what, const Exchange& exchange,
+                               const std::string& cause) {
     std::ostringstream out;
-    out << "rank " << options_.rank << " of " << options_.world_size << ": " << what << " failed ("
-        << cause << "). ";
-    const std::string peers = notes_.read_others();
-    if (!peers.empty()) {
-      out << "Reported by the failing rank: " << peers;
-    } else {
+    out << prefix() << ": " << what << " failed (" << cause << "). ";
+    const std::string peer =
+        explain_gloo_failure(peers_, cause, exchange, options_.timeout_seconds);
+    if (!peer.empty()) out << "Cause: " << peer << ". ";
+    const std::string reasons = notes_.read_others();
+    if (!reasons.empty()) {
+      out << "Reported by the failing rank: " << reasons;
+    } else if (peer.empty()) {
       out << "A peer rank exited, was killed, or did not answer within " << options_.timeout_seconds
           << " s (STOKE_DIST_TIMEOUT); see the other ranks' output.";
+    } else {
+      out << "See that rank's output.";
     }
     return out.str();
   }
 
   DistributedOptions options_;
   FailureNotes notes_;
+  PeerDirectory peers_;
   std::unique_ptr<gloo::rendezvous::Store> store_;
+  std::function<bool(const std::string&)> has_key_;
   std::unique_ptr<gloo::rendezvous::PrefixStore> prefixed_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
   std::uint32_t tag_ = 1;

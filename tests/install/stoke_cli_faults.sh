@@ -8,7 +8,13 @@ set -uo pipefail
 stoke=$1
 case_name=$2
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+cleanup_pids=""  # processes a case started that must not outlive it
+cleanup() {
+  # shellcheck disable=SC2086
+  test -z "$cleanup_pids" || kill -KILL $cleanup_pids 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
 export STOKE_LOG_LEVEL=warn
 T=(--epochs 1 --size 16 --batch 4 --arch plain)
 
@@ -294,13 +300,33 @@ case_outputs_checked_first() {  # item 16: --out, --log, --report writable befor
   done
   mkdir "$work/ro"
   chmod 555 "$work/ro"
-  if [ -w "$work/ro" ]; then
-    echo "note: running as a user that writes into read-only folders; that part is skipped"
-  else
+  if [ ! -w "$work/ro" ]; then
     run "$stoke" train --data "$work/d" --out "$work/ro/z.stoke" "${T[@]}"
-    test "$rc" -eq 2 && grep -q 'cannot write' "$work/err" || { cat "$work/err"; fail "read-only --out"; }
-    ! grep -q '^epoch 1/' "$work/err" || fail "read-only --out refused only after training"
+  elif setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
+    # Root writes into chmod 555 folders: the same train as the unprivileged
+    # user nobody (65534), which reads the dataset and writes only where the
+    # folder lets it (the control run into a writable folder must succeed).
+    echo "note: as root; the read-only folder is checked with the train run as user 65534"
+    chmod 755 "$work"
+    mkdir -m 777 "$work/rw"
+    run setpriv --reuid=65534 --regid=65534 --clear-groups "$stoke" train --data "$work/d" \
+      --out "$work/rw/z.stoke" "${T[@]}"
+    test "$rc" -eq 0 && test -s "$work/rw/z.stoke" || { cat "$work/err"; fail "user 65534 cannot train here"; }
+    run setpriv --reuid=65534 --regid=65534 --clear-groups "$stoke" train --data "$work/d" \
+      --out "$work/ro/z.stoke" "${T[@]}"
+  elif unshare -m true 2>/dev/null; then
+    # No setpriv: a read-only mount over the folder, seen by this one process.
+    echo "note: as root; the read-only folder is a read-only tmpfs mounted in a private namespace"
+    # shellcheck disable=SC2016 # $1 and $@ are the inner shell's
+    run unshare -m sh -c 'mount -t tmpfs -o ro tmpfs "$1" && shift && exec "$@"' sh "$work/ro" \
+      "$stoke" train --data "$work/d" --out "$work/ro/z.stoke" "${T[@]}"
+  else
+    chmod 755 "$work/ro"
+    skip "root writes into read-only folders, and neither setpriv nor unshare -m works here (the other checks passed)"
   fi
+  test "$rc" -eq 2 && grep -q 'cannot write' "$work/err" || { cat "$work/err"; fail "read-only --out"; }
+  ! grep -q '^epoch 1/' "$work/err" || fail "read-only --out refused only after training"
+  test ! -e "$work/ro/z.stoke" || fail "a model was written into the read-only folder"
   chmod 755 "$work/ro"
 }
 
@@ -406,6 +432,36 @@ case_sigterm_under_nproc() {  # item 17: SIGTERM to the launcher stops every ran
   test -s "$work/p.stoke.stop" || { cat "$work/err"; fail "SIGTERM under --nproc wrote no stop checkpoint"; }
   for r in $ranks; do ! kill -0 "$r" 2>/dev/null || fail "rank process $r still runs"; done
   ! grep -q 'killing rank' "$work/err" || { cat "$work/err"; fail "a rank had to be killed"; }
+}
+
+case_hung_rank_named() {  # item 25: a hung rank is named, and stopped seconds after its peer's timeout
+  "$stoke" info --json 2>/dev/null | grep -q '"distributed": *true' || skip "a build without Gloo"
+  setup
+  STOKE_DIST_TIMEOUT=5 "$stoke" train --nproc 2 --data "$work/d" --out "$work/h.stoke" --epochs 100000 \
+    --size 16 --batch 4 --arch plain >/dev/null 2>"$work/err" &
+  pid=$!
+  cleanup_pids="$pid"
+  for _ in $(seq 1 600); do grep -q '^train ' "$work/err" 2>/dev/null && break; sleep 0.1; done
+  grep -q '^train ' "$work/err" || { cat "$work/err"; fail "the ranks never started training"; }
+  hung=""
+  for r in $(pgrep -P $pid); do
+    tr '\0' '\n' <"/proc/$r/environ" | grep -qx 'RANK=1' && hung=$r
+  done
+  test -n "$hung" || fail "no rank 1 under the launcher"
+  cleanup_pids="$pid $hung"
+  kill -STOP "$hung"  # hangs: alive, connections open, never answers
+  start=$(date +%s%N)
+  wait $pid
+  rc=$?
+  seconds=$((($(date +%s%N) - start) / 1000000000))
+  echo "launcher ended ${seconds} s after rank 1 hung (status $rc)"
+  test "$rc" -ne 0 && test "$rc" -lt 124 || { cat "$work/err"; fail "status $rc"; }
+  # STOKE_DIST_TIMEOUT 5 s for rank 0 to give up, 3 s for the launcher, 4 s of margin.
+  test "$seconds" -le 12 || { cat "$work/err"; fail "the hung rank was stopped only after ${seconds} s"; }
+  grep -q "no answer from rank 1 (127.0.0.1 on [^,]*, pid $hung)" "$work/err" \
+    || { cat "$work/err"; fail "rank 0's error does not name the hung rank 1 and its address"; }
+  grep -q "killing rank 1 (pid $hung)" "$work/err" || { cat "$work/err"; fail "the launcher does not name rank 1"; }
+  ! kill -0 "$hung" 2>/dev/null || fail "the hung rank $hung still runs"
 }
 
 case_address_space_limit() {  # item 4: out of memory under ulimit -v is a message, never a hang

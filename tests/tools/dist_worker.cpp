@@ -3,11 +3,13 @@
 // a real run. argv[1] picks the scenario; exit 0 means it saw what it should.
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "distributed/group_id.hpp"
@@ -64,6 +66,26 @@ int peer_fails(stoke::Communicator& comm, bool leave_reason) {
     return 0;
   }
   std::fprintf(stderr, "rank %d: no error after the peer failed\n", comm.rank());
+  return 1;
+}
+
+// Rank 1 hangs after the first collective (alive, its connections open,
+// never answering) for the timeout and 2 s more; the others must get a
+// CommunicationError naming it within the timeout.
+int peer_hangs(stoke::Communicator& comm) {
+  std::vector<float> data(16, 1.0f);
+  comm.allreduce_sum(data);
+  if (comm.rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(comm.timeout_seconds() + 2));
+    return 0;
+  }
+  try {
+    comm.allreduce_sum(data);
+  } catch (const stoke::CommunicationError& e) {
+    std::printf("rank %d caught: %s\n", comm.rank(), e.what());
+    return 0;
+  }
+  std::fprintf(stderr, "rank %d: no error while rank 1 hung\n", comm.rank());
   return 1;
 }
 
@@ -162,6 +184,7 @@ int main(int argc, char** argv) {
     if (scenario == "group-id") return group_id(*comm);
     if (scenario == "peer-fails") return peer_fails(*comm, true);
     if (scenario == "peer-killed") return peer_fails(*comm, false);
+    if (scenario == "peer-hangs") return peer_hangs(*comm);
     if (scenario == "train" && argc >= 5) return train(*comm, argv, argc);
     if (scenario == "train-fake-gpu" && argc >= 5) return train(*comm, argv, argc, true);
     // Buckets of 32 floats: the tiny model's gradients in several pieces.

@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -69,6 +68,95 @@ int status_code(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+         strsignal(WTERMSIG(status)) + ")";
+}
+
+// Status 130: the rank stopped on request, and so do the others at the same
+// step; rank 0 may still be writing the stop checkpoint.
+bool agreed_stop(int code) {
+  return code == 130;
+}
+
+// The ranks of one launch: which still run, the first that ended badly, and
+// how long the others may run on after it. A failed rank's peers end on their
+// own at once when its connections close, and within STOKE_DIST_TIMEOUT when
+// it hangs or the network is gone; a peer that is itself the hung one never
+// does. So after a failure the others get a short grace and are then killed;
+// after an agreed stop, the time rank 0 may need to write its checkpoint.
+class LaunchedRanks {
+ public:
+  LaunchedRanks(std::vector<pid_t> pids, double timeout, double grace)
+      : pids_(std::move(pids)), running_(pids_.size()), timeout_(timeout), grace_(grace) {}
+
+  bool any_running() const { return running_ > 0; }
+  int first_failure() const { return first_failure_; }
+
+  void forward(int sig) const {
+    for (pid_t pid : pids_) {
+      if (pid) kill(pid, sig);
+    }
+  }
+
+  // Reaps a rank that ended, if one did: true when one was reaped.
+  bool reap() {
+    int status = 0;
+    const pid_t done = waitpid(-1, &status, WNOHANG);
+    if (done <= 0) return false;
+    for (std::size_t r = 0; r < pids_.size(); ++r) {
+      if (pids_[r] != done) continue;
+      pids_[r] = 0;
+      --running_;
+      if (status_code(status) != 0 && first_failure_ == 0) failed(r, status);
+    }
+    return true;
+  }
+
+  // Kills, naming each, the ranks still running past the allowance.
+  void kill_overdue() {
+    if (std::chrono::steady_clock::now() <= kill_at_) return;
+    for (std::size_t r = 0; r < pids_.size(); ++r) {
+      if (!pids_[r]) continue;
+      std::fprintf(
+          stderr, "stoke: killing rank %zu (pid %d): still running %.0f s after rank %d %s\n", r,
+          pids_[r], allowed_, failed_rank_, agreed_stop(first_failure_) ? "stopped" : "failed");
+      kill(pids_[r], SIGKILL);
+      waitpid(pids_[r], nullptr, 0);
+      pids_[r] = 0;
+      --running_;
+    }
+  }
+
+ private:
+  void failed(std::size_t rank, int status) {
+    first_failure_ = status_code(status);
+    failed_rank_ = static_cast<int>(rank);
+    const bool stop = agreed_stop(first_failure_);
+    allowed_ = stop ? timeout_ + grace_ : grace_;
+    kill_at_ = std::chrono::steady_clock::now() +
+               std::chrono::milliseconds(static_cast<long>(allowed_ * 1000));
+    if (running_ == 0) return;
+    if (stop) {
+      std::fprintf(stderr,
+                   "stoke: rank %zu stopped (status 130); waiting up to %.0f s for the others\n",
+                   rank, allowed_);
+    } else {
+      std::fprintf(stderr,
+                   "stoke: rank %zu %s; stopping the others in %.0f s unless they end first\n",
+                   rank, describe_status(status).c_str(), allowed_);
+    }
+  }
+
+  std::vector<pid_t> pids_;  // 0: ended
+  std::size_t running_;
+  double timeout_, grace_;
+  int first_failure_ = 0, failed_rank_ = -1;
+  double allowed_ = 0;
+  std::chrono::steady_clock::time_point kill_at_ = std::chrono::steady_clock::time_point::max();
+};
+
 }  // namespace
 
 bool launched_as_rank() {
@@ -91,54 +179,20 @@ int launch_ranks(int nproc, const std::vector<std::string>& args, const std::vec
   std::fprintf(stderr, "stoke: started %d ranks (store %s)\n", nproc, store.c_str());
 
   const char* timeout_text = std::getenv("STOKE_DIST_TIMEOUT");
-  const double timeout = timeout_text ? std::atof(timeout_text) : 60.0;
-  int first_failure = 0, failed_rank = -1;
-  std::optional<std::chrono::steady_clock::time_point> kill_at;
-  std::size_t running = pids.size();
-  while (running > 0) {
+  LaunchedRanks ranks(std::move(pids), timeout_text ? std::atof(timeout_text) : 60.0,
+                      grace_seconds);
+  while (ranks.any_running()) {
     if (g_signal) {  // forwarded once: each rank stops after its current step
-      for (pid_t pid : pids) {
-        if (pid) kill(pid, g_signal);
-      }
+      ranks.forward(g_signal);
       g_signal = 0;
     }
-    int status = 0;
-    const pid_t done = waitpid(-1, &status, WNOHANG);
-    if (done > 0) {
-      for (std::size_t r = 0; r < pids.size(); ++r) {
-        if (pids[r] != done) continue;
-        pids[r] = 0;
-        --running;
-        const int code = status_code(status);
-        if (code != 0 && first_failure == 0) {
-          first_failure = code;
-          failed_rank = static_cast<int>(r);
-          std::fprintf(stderr, "stoke: rank %zu exited with status %d; waiting for the others\n", r,
-                       code);
-          kill_at = std::chrono::steady_clock::now() +
-                    std::chrono::milliseconds(static_cast<long>((timeout + grace_seconds) * 1000));
-        }
-      }
-      continue;
-    }
-    if (kill_at && std::chrono::steady_clock::now() > *kill_at) {
-      for (std::size_t r = 0; r < pids.size(); ++r) {
-        if (!pids[r]) continue;
-        std::fprintf(stderr,
-                     "stoke: killing rank %zu (pid %d): still running %.0f s after rank %d "
-                     "failed (STOKE_DIST_TIMEOUT %.0f s + %.0f s)\n",
-                     r, pids[r], timeout + grace_seconds, failed_rank, timeout, grace_seconds);
-        kill(pids[r], SIGKILL);
-        waitpid(pids[r], nullptr, 0);
-        pids[r] = 0;
-        --running;
-      }
-    }
+    if (ranks.reap()) continue;
+    ranks.kill_overdue();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   std::error_code ec;
   std::filesystem::remove_all(store, ec);
-  return first_failure;
+  return ranks.first_failure();
 }
 
 }  // namespace stoke_cli

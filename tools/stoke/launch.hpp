@@ -15,12 +15,15 @@ bool launched_as_rank();
 
 // Starts `nproc` ranks running `args` (the subcommand's argv without
 // --nproc), forwards SIGINT/SIGTERM to them, and waits. When one rank fails,
-// the others end on their own within STOKE_DIST_TIMEOUT (their collectives
-// fail); any still running `grace_seconds` after that are killed, each named
-// by its rank. Returns 0
-// when every rank succeeded, else the first failing rank's status. With more
-// than one entry in `devices`, rank r runs with STOKE_GPU_DEVICE=devices[r % size].
+// the launcher says which and how; the others get `grace_seconds` to end on
+// their own (a peer of a rank that exited fails at once and prints its own
+// error) and are then killed, each named by its rank: a hung rank is stopped
+// a few seconds after its peer timed out, not after another timeout. After an
+// agreed stop (status 130, rank 0 writing the stop checkpoint) they get
+// STOKE_DIST_TIMEOUT + `grace_seconds`. Returns 0 when every rank succeeded,
+// else the first failing rank's status. With more than one entry in
+// `devices`, rank r runs with STOKE_GPU_DEVICE=devices[r % size].
 int launch_ranks(int nproc, const std::vector<std::string>& args, const std::vector<int>& devices,
-                 double grace_seconds = 5);
+                 double grace_seconds = 3);
 
 }  // namespace stoke_cli
