@@ -89,6 +89,19 @@ struct AdamParams {
 // What a fused op applies to its result last.
 enum class Activation : std::uint8_t { kIdentity, kRelu };
 
+// Upsampling as PyTorch's F.interpolate with an output size: nearest takes
+// source index floor(dst * (in / out)) (the ratio in float), bilinear is
+// align_corners=False (source (dst + 0.5) * (in / out) - 0.5, clamped at 0).
+enum class UpsampleMode : std::uint8_t { kNearest, kBilinear };
+
+// Per-pixel losses of segmentation (pixel_cross_entropy_*, dice_loss_*).
+struct PixelLossParams {
+  // Pixels with this label count nowhere (loss, gradient, class sums);
+  // a negative value that no label has (the default) ignores nothing.
+  std::int32_t ignore_label = -100;
+  float smooth = 0.0f;  // Dice: (2 I + smooth) / (P + G + smooth), as segmentation_models_pytorch
+};
+
 // Output spatial size of a convolution or pooling window.
 STOKE_API std::int64_t conv_output_size(std::int64_t in, int kernel, int stride, int pad,
                                         int dilation = 1) noexcept;
@@ -174,6 +187,30 @@ STOKE_API Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2d
      const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,               \
      Tensor& dbeta),                                                                               \
     (x, y, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta))                                  \
+  X(kUpsample2dForward, upsample2d_forward, (const Tensor& x, Tensor& y, UpsampleMode mode),       \
+    (x, y, mode))                                                                                  \
+  X(kUpsample2dBackward, upsample2d_backward, (const Tensor& dy, Tensor& dx, UpsampleMode mode),   \
+    (dy, dx, mode))                                                                                \
+  X(kConcatChannelsForward, concat_channels_forward,                                               \
+    (const Tensor& a, const Tensor& b, Tensor& y), (a, b, y))                                      \
+  X(kConcatChannelsBackward, concat_channels_backward, (const Tensor& dy, Tensor& da, Tensor& db), \
+    (dy, da, db))                                                                                  \
+  X(kPixelCrossEntropyForward, pixel_cross_entropy_forward,                                        \
+    (const Tensor& logits, const Tensor& labels, const Tensor& class_weights, Tensor& probs,       \
+     Tensor& loss, const PixelLossParams& params),                                                 \
+    (logits, labels, class_weights, probs, loss, params))                                          \
+  X(kPixelCrossEntropyBackward, pixel_cross_entropy_backward,                                      \
+    (const Tensor& probs, const Tensor& labels, const Tensor& class_weights, const Tensor& loss,   \
+     Tensor& dlogits, const PixelLossParams& params),                                              \
+    (probs, labels, class_weights, loss, dlogits, params))                                         \
+  X(kDiceLossForward, dice_loss_forward,                                                           \
+    (const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums, Tensor& loss,        \
+     const PixelLossParams& params),                                                               \
+    (logits, labels, probs, sums, loss, params))                                                   \
+  X(kDiceLossBackward, dice_loss_backward,                                                         \
+    (const Tensor& probs, const Tensor& labels, const Tensor& sums, Tensor& dlogits,               \
+     const PixelLossParams& params),                                                               \
+    (probs, labels, sums, dlogits, params))                                                        \
   X(kSgdUpdate, sgd_update,                                                                        \
     (Tensor & params, const Tensor& grads, Tensor& velocity, const SgdParams& p),                  \
     (params, grads, velocity, p))                                                                  \
@@ -334,6 +371,43 @@ class STOKE_API Backend {
   // the same mask for the same seed.
   void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, std::uint64_t seed);
   void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx);
+
+  // --- segmentation ops (docs/segmentation-ops.md) ----------------------------
+  // x (N, C, H, W) -> y (N, C, P, Q), the size y has (UpsampleMode).
+  void upsample2d_forward(const Tensor& x, Tensor& y, UpsampleMode mode);
+  // dx (N, C, H, W) overwritten with the adjoint: each dy value spread back
+  // over the source pixels it was interpolated from, with the same weights.
+  void upsample2d_backward(const Tensor& dy, Tensor& dx, UpsampleMode mode);
+  // a (N, Ca, H, W), b (N, Cb, H, W) -> y (N, Ca + Cb, H, W): a's channels, then b's.
+  void concat_channels_forward(const Tensor& a, const Tensor& b, Tensor& y);
+  // dy (N, Ca + Cb, H, W) split back into da and db (either may be undefined).
+  void concat_channels_backward(const Tensor& dy, Tensor& da, Tensor& db);
+  // logits (N, K, H, W), labels int32 (N, H, W) in [0, K) or the ignore
+  // label, class_weights (K) or undefined (all 1): probs (N, K, H, W) =
+  // softmax over K per pixel; loss (2) = {sum of w[y] (-log p_y) / W, W},
+  // W the sum of w[y] over the pixels not ignored (PyTorch's cross_entropy
+  // with weight, ignore_index, reduction 'mean'; 0 loss when W = 0, where
+  // PyTorch gives NaN). A label outside both is InvalidArgument on the CPU, a
+  // NaN loss on a GPU.
+  void pixel_cross_entropy_forward(const Tensor& logits, const Tensor& labels,
+                                   const Tensor& class_weights, Tensor& probs, Tensor& loss,
+                                   const PixelLossParams& params);
+  // dlogits = w[y] (probs - onehot(y)) / W per pixel not ignored, 0 elsewhere
+  // (loss: the forward's, for W).
+  void pixel_cross_entropy_backward(const Tensor& probs, const Tensor& labels,
+                                    const Tensor& class_weights, const Tensor& loss,
+                                    Tensor& dlogits, const PixelLossParams& params);
+  // Soft Dice over softmax probabilities (segmentation_models_pytorch's
+  // DiceLoss, multiclass, from logits): per class c over the batch's pixels not
+  // ignored, I = sum p_c g_c, P = sum p_c, G = sum g_c (g the one-hot label);
+  // sums (K, 3) = {I, P, G}; loss (1) = mean over the K classes of
+  // 1 - (2 I + smooth) / max(P + G + smooth, 1e-7), counted 0 for a class with G = 0.
+  // probs (N, K, H, W) = the softmax; labels as pixel_cross_entropy_forward.
+  void dice_loss_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& sums,
+                         Tensor& loss, const PixelLossParams& params);
+  // dlogits (N, K, H, W) of the forward's loss, through the softmax.
+  void dice_loss_backward(const Tensor& probs, const Tensor& labels, const Tensor& sums,
+                          Tensor& dlogits, const PixelLossParams& params);
 
   // --- fused ops (one output pass; the same arithmetic as the plain ops they
   // replace, up to rounding) ------------------------------------------------
