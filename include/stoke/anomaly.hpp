@@ -57,6 +57,11 @@ struct PatchCoreOptions {
   float sigma = 4.0f;     // the anomaly map's Gaussian smoothing
   // The threshold's target: the share of good validation parts rejected.
   double target_false_reject = 0.005;
+  // With defect images among the validation images (calibrate's second
+  // list): the threshold passes at most this share of them as good (the
+  // highest threshold that does, so the fewest good parts are rejected);
+  // negative (the default): the false-reject target alone.
+  double target_escape = -1.0;
   // Tiling at native resolution (0: off, the whole image is resized to the
   // backbone's input): each image is cut into tile x tile squares of its
   // full-size pixels, `tile_stride` apart (0: the tile size, no overlap; the
@@ -73,6 +78,13 @@ struct PatchCoreOptions {
 struct AnomalyResult {
   float score = 0.0f;
   bool anomalous = false;
+  // The score on [0, 1] with the threshold at 0.5: (score - threshold) /
+  // (max - min) + 0.5, clamped, min and max the validation scores
+  // (anomalib's min-max normalization); anomalous exactly when above 0.5
+  // (files written before it was stored: 0.5 +- 0.5 at the threshold).
+  float normalized_score = 0.0f;
+  // Map values above the model's pixel threshold (the defect's area in map pixels).
+  std::int64_t defect_pixels = 0;
   int height = 0, width = 0;
   std::vector<float> map;
 };
@@ -105,6 +117,12 @@ STOKE_API std::int64_t padim_default_features(nn::Architecture architecture,
 // score or a target outside [0, 1).
 STOKE_API float threshold_at_false_reject(std::vector<float> good_scores,
                                           double target_false_reject);
+
+// The highest threshold at which at most `target_escape` of `defect_scores`
+// are at or below it (passed as good): just below the (floor(target x n) +
+// 1)-th smallest defect score. InvalidArgument for no score, a non-finite
+// one, or a target outside [0, 1).
+STOKE_API float threshold_at_escape(std::vector<float> defect_scores, double target_escape);
 
 // Area under the ROC curve of defect (positive) vs good scores, ties counted
 // half; InvalidArgument when either list is empty.
@@ -178,7 +196,13 @@ class STOKE_API PatchCore {
   // The same from embeddings already computed (tests, parity): embed()'s.
   void fit_embeddings(const Embeddings& embeddings);
   // Sets the threshold from good-only validation files (options' target).
-  void calibrate(const std::vector<std::filesystem::path>& good_files);
+  // With `defect_files` (validation images known to be defects) and
+  // options' target_escape >= 0: the threshold from the escape target
+  // instead. Also stores the score normalization (the validation scores'
+  // range) and the pixel threshold (at the false-reject target over the good
+  // images' map pixels).
+  void calibrate(const std::vector<std::filesystem::path>& good_files,
+                 const std::vector<std::filesystem::path>& defect_files = {});
 
   AnomalyResult score_input(std::span<const float> input);  // (C, H, W)
   // The file's image (with tiling: its tiles, the map at the image's size).
@@ -219,6 +243,11 @@ class STOKE_API PatchCore {
   std::int64_t padim_positions() const noexcept;
   float threshold() const noexcept;
   void set_threshold(float threshold) noexcept;
+  // The map value above which a pixel counts as defect (AnomalyResult::defect_pixels).
+  float pixel_threshold() const noexcept;
+  // The validation scores' range the normalized score is taken over.
+  float score_min() const noexcept;
+  float score_max() const noexcept;
 
   struct Impl;
 

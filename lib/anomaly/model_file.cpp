@@ -186,6 +186,12 @@ void PatchCore::save(const std::filesystem::path& path) const {
   m["anomaly.sigma"] = modelfile_detail::float_text(o.sigma);
   m["anomaly.target_false_reject"] = modelfile_detail::float_text(o.target_false_reject);
   m["anomaly.threshold"] = modelfile_detail::float_text(s.threshold);
+  m["anomaly.target_escape"] = modelfile_detail::float_text(o.target_escape);
+  if (!std::isnan(s.pixel_threshold)) {
+    m["anomaly.pixel_threshold"] = modelfile_detail::float_text(s.pixel_threshold);
+    m["anomaly.score_min"] = modelfile_detail::float_text(s.score_min);
+    m["anomaly.score_max"] = modelfile_detail::float_text(s.score_max);
+  }
   m["anomaly.tile"] = std::to_string(o.tile);
   m["anomaly.tile_stride"] = std::to_string(o.tile_stride);
   if (s.gaussians) {
@@ -232,6 +238,18 @@ PatchCore PatchCore::load(const std::filesystem::path& path, Backend& backend) {
   }
   auto impl = std::make_unique<Impl>(std::move(model), info.preprocess, o);
   impl->threshold = static_cast<float>(r.real("anomaly.threshold", -HUGE_VAL, HUGE_VAL));
+  // Files written before the escape target, the pixel threshold and the
+  // score range hold none of them.
+  if (ck.metadata.count("anomaly.target_escape"))
+    impl->options.target_escape = r.real("anomaly.target_escape", -1.0, 0.999999);
+  if (ck.metadata.count("anomaly.pixel_threshold")) {
+    impl->pixel_threshold =
+        static_cast<float>(r.real("anomaly.pixel_threshold", -HUGE_VAL, HUGE_VAL));
+    impl->score_min = static_cast<float>(r.real("anomaly.score_min", -HUGE_VAL, HUGE_VAL));
+    impl->score_max = static_cast<float>(r.real("anomaly.score_max", -HUGE_VAL, HUGE_VAL));
+    if (!(impl->score_max >= impl->score_min))
+      r.fail("anomaly.score_max", "is below anomaly.score_min");
+  }
   const auto sample = static_cast<std::int64_t>(impl->reader->sample_size());
   const bool checked = r.integer("anomaly.reference.count", 0, 1) == 1;
   impl->reference_input = r.floats("anomaly.reference.input", checked ? sample : 0);

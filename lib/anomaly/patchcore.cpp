@@ -371,7 +371,7 @@ AnomalyResult PatchCore::score_input(std::span<const float> input) {
   }
   AnomalyResult r = impl_->scorer->score(e, impl_->preprocess.height, impl_->preprocess.width,
                                          impl_->options.sigma);
-  r.anomalous = r.score > impl_->threshold;
+  impl_->decide(r);
   return r;
 }
 
@@ -406,7 +406,7 @@ AnomalyResult PatchCore::Impl::score_tiles(PatchCore& core, const anomaly_detail
   }
   r.map.resize(pixels);
   for (std::size_t p = 0; p < pixels; ++p) r.map[p] = sum[p] / static_cast<float>(covered[p]);
-  r.anomalous = r.score > threshold;
+  decide(r);
   return r;
 }
 
@@ -441,11 +441,45 @@ AnomalyResult PatchCore::score_pixels(const PixelBuffer& pixels) {
   return impl_->score_tiles(*this, grid, inputs);
 }
 
-void PatchCore::calibrate(const std::vector<std::filesystem::path>& good_files) {
-  std::vector<float> scores;
-  for (const auto& f : good_files) scores.push_back(score_file(f).score);
-  impl_->threshold =
-      threshold_at_false_reject(std::move(scores), impl_->options.target_false_reject);
+void PatchCore::Impl::decide(AnomalyResult& r) const {
+  r.anomalous = r.score > threshold;
+  // The validation scores' range; without one (older files) the threshold's size.
+  const float range = score_max - score_min;
+  const float spread = range > 0 ? range : (std::abs(threshold) > 0 ? std::abs(threshold) : 1.0f);
+  const float normalized = std::isfinite(threshold) ? (r.score - threshold) / spread + 0.5f : 0.0f;
+  r.normalized_score = std::clamp(normalized, 0.0f, 1.0f);
+  const float pixel = std::isnan(pixel_threshold) ? threshold : pixel_threshold;
+  r.defect_pixels = std::count_if(r.map.begin(), r.map.end(), [&](float v) { return v > pixel; });
+}
+
+void PatchCore::calibrate(const std::vector<std::filesystem::path>& good_files,
+                          const std::vector<std::filesystem::path>& defect_files) {
+  std::vector<float> good, peaks, defects;
+  for (const auto& f : good_files) {
+    const AnomalyResult r = score_file(f);
+    good.push_back(r.score);
+    peaks.push_back(r.map.empty() ? r.score : *std::max_element(r.map.begin(), r.map.end()));
+  }
+  for (const auto& f : defect_files) defects.push_back(score_file(f).score);
+  const PatchCoreOptions& o = impl_->options;
+  impl_->threshold = o.target_escape >= 0 && !defects.empty()
+                         ? threshold_at_escape(defects, o.target_escape)
+                         : threshold_at_false_reject(good, o.target_false_reject);
+  // A good part shows a pixel above it at the false-reject target's rate.
+  impl_->pixel_threshold = threshold_at_false_reject(std::move(peaks), o.target_false_reject);
+  good.insert(good.end(), defects.begin(), defects.end());
+  impl_->score_min = *std::min_element(good.begin(), good.end());
+  impl_->score_max = *std::max_element(good.begin(), good.end());
+}
+
+float PatchCore::pixel_threshold() const noexcept {
+  return std::isnan(impl_->pixel_threshold) ? impl_->threshold : impl_->pixel_threshold;
+}
+float PatchCore::score_min() const noexcept {
+  return impl_->score_min;
+}
+float PatchCore::score_max() const noexcept {
+  return impl_->score_max;
 }
 
 const PatchCoreOptions& PatchCore::options() const noexcept {

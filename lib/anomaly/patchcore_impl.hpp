@@ -39,6 +39,11 @@ struct __attribute__((visibility("hidden"))) PatchCore::Impl {
   std::unique_ptr<anomaly_detail::GaussianScorer> gaussians;  // PaDiM
   std::vector<std::int64_t> channels;  // PaDiM's subset; empty until the first embedding
   float threshold = std::numeric_limits<float>::infinity();
+  // calibrate()'s: the map value a defect pixel exceeds, and the validation
+  // scores' range (NaN: not stored, files written before them).
+  float pixel_threshold = std::numeric_limits<float>::quiet_NaN();
+  float score_min = std::numeric_limits<float>::quiet_NaN();
+  float score_max = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> reference_input;  // (C, H, W); empty: no self-check
   float reference_score = 0.0f;
   std::unique_ptr<anomaly_detail::FeatureExtractor> extractor;
@@ -54,6 +59,9 @@ struct __attribute__((visibility("hidden"))) PatchCore::Impl {
   AnomalyResult score_tiles(PatchCore& core, const anomaly_detail::TileGrid& grid,
                             std::span<const float> inputs);
   anomaly_detail::FeatureExtractor& features();
+  // The decision and what comes with it: anomalous, the normalized score,
+  // the defect pixels.
+  void decide(AnomalyResult& r) const;
   void set_bank(std::vector<float> rows, std::int64_t count, std::int64_t width);
   void set_gaussians(anomaly_detail::Gaussians g);
 };

@@ -1,6 +1,7 @@
 // Thresholds from good-only scores, and the image AUROC (stoke/anomaly.hpp).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "stoke/anomaly.hpp"
@@ -23,6 +24,23 @@ float threshold_at_false_reject(std::vector<float> good_scores, double target_fa
   const auto allowed =
       static_cast<std::size_t>(std::floor(target_false_reject * static_cast<double>(n)));
   return good_scores[n - 1 - std::min(allowed, n - 1)];
+}
+
+float threshold_at_escape(std::vector<float> defect_scores, double target_escape) {
+  if (defect_scores.empty())
+    throw InvalidArgument("anomaly: no defect validation score for the escape threshold");
+  if (!(target_escape >= 0.0 && target_escape < 1.0)) {
+    throw InvalidArgument("anomaly: target escape rate " + std::to_string(target_escape) +
+                          " is not in [0, 1)");
+  }
+  for (float s : defect_scores)
+    if (!std::isfinite(s))
+      throw InvalidArgument("anomaly: a defect validation score is not finite");
+  std::sort(defect_scores.begin(), defect_scores.end());
+  // At most `allowed` defects may score at or below the threshold (anomalous = score > threshold).
+  const auto allowed = static_cast<std::size_t>(
+      std::floor(target_escape * static_cast<double>(defect_scores.size())));
+  return std::nextafter(defect_scores[allowed], -std::numeric_limits<float>::infinity());
 }
 
 double image_auroc(std::span<const float> good_scores, std::span<const float> defect_scores) {

@@ -34,6 +34,35 @@ one=$(find "$work/data/defect" -name '*.png' | sort | head -1)
 "$stoke" predict --model "$work/m.stoke" "$one" --json >"$work/predict.json" 2>/dev/null || fail "predict" "$work/predict.json"
 grep -q '"file".*"score".*"anomalous": \(true\|false\)' "$work/predict.json" || fail "predict json" "$work/predict.json"
 
+# The threshold from an escape target when --val holds defects: none of them passes at
+# --escape 0; every prediction carries its normalized score (the threshold at 0.5) and its
+# defect pixels (above the stored pixel threshold).
+"$stoke" train --task anomaly --data "$work/data/ok" --val "$work/data" --escape 0 --arch resnet18 \
+  --width-mult 0.5 --size 96 --coreset 0.2 --out "$work/esc.stoke" --json >"$work/esc.json" 2>"$work/esc.err" \
+  || fail "train --escape" "$work/esc.err"
+"$stoke" predict --model "$work/esc.stoke" --data "$work/data" --json >"$work/esc-predict.json" 2>"$work/esc-predict.err" \
+  || fail "predict on the --escape model" "$work/esc-predict.err"
+python3 - "$work/esc.json" "$work/esc-predict.json" <<'PY' || fail "escape threshold" "$work/esc.json" "$work/esc-predict.json"
+import json, sys
+t = json.load(open(sys.argv[1]))
+assert t["threshold_from"] == "escape" and t["val_defects"] > 0 and t["val_escapes"] == 0, t
+assert t["pixel_threshold"] > 0, t
+rows = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+assert rows, "no predictions"
+for r in rows:
+    assert 0 <= r["normalized_score"] <= 1 and r["defect_pixels"] >= 0, r
+    assert r["anomalous"] == (r["score"] > t["threshold"]), (r, t["threshold"])
+    if r["anomalous"]:
+        assert r["normalized_score"] >= 0.5, r
+    else:
+        assert r["normalized_score"] <= 0.5, r
+defects = [r for r in rows if "/defect/" in r["file"]]
+assert defects and all(r["anomalous"] for r in defects), "a defect passed at --escape 0"
+PY
+"$stoke" train --task anomaly --data "$work/data/ok" --escape 1.5 --arch resnet18 --size 96 --out "$work/x.stoke" \
+  >/dev/null 2>"$work/bad-escape.err" && fail "--escape 1.5 accepted"
+grep -q -- "--escape" "$work/bad-escape.err" || fail "--escape 1.5 not named" "$work/bad-escape.err"
+
 # Ground-truth masks (the generator's, MVTec's layout): pixel AUROC and AUPRO in [0, 1].
 defects=$(find "$work/data/defect" -name '*.png' | wc -l)
 test "$(find "$work/masks/defect" -name '*_mask.png' | wc -l)" -eq "$defects" || fail "one mask per defect image"

@@ -143,6 +143,46 @@ TEST_F(AnomalyModel, SavedModelScoresAsTrainedAndBrokenFilesAreRefused) {
   const auto a = core.score_file(defect_[0]), b = back.score_file(defect_[0]);
   EXPECT_EQ(a.score, b.score);
   EXPECT_EQ(a.map, b.map);
+  // calibrate()'s pixel threshold and score range travel with the file.
+  EXPECT_EQ(back.pixel_threshold(), core.pixel_threshold());
+  EXPECT_EQ(back.score_min(), core.score_min());
+  EXPECT_EQ(back.score_max(), core.score_max());
+  EXPECT_EQ(a.normalized_score, b.normalized_score);
+  EXPECT_EQ(a.defect_pixels, b.defect_pixels);
+  EXPECT_EQ(a.anomalous, a.normalized_score > 0.5f || (a.anomalous && a.normalized_score == 0.5f));
+  EXPECT_GT(a.defect_pixels + 1, 0);
+  // A range written upside down is refused by name.
+  {
+    nn::CheckpointInfo swapped;
+    auto m = nn::load_model(path.string(), cpu_backend(), &swapped);
+    std::swap(swapped.metadata["anomaly.score_min"], swapped.metadata["anomaly.score_max"]);
+    if (core.score_min() < core.score_max()) {
+      const fs::path bad = dir_ / "swapped_range.stoke";
+      nn::save_checkpoint(bad.string(), *m, nullptr, swapped.metadata);
+      try {
+        anomaly::PatchCore::load(bad, cpu_backend());
+        FAIL() << "an inverted score range loaded";
+      } catch (const CorruptFile& e) {
+        EXPECT_NE(std::string(e.what()).find("anomaly.score_max"), std::string::npos) << e.what();
+      }
+    }
+  }
+  // A file written before the range and the pixel threshold loads, the image
+  // threshold standing in for the pixel one.
+  {
+    nn::CheckpointInfo older;
+    auto m = nn::load_model(path.string(), cpu_backend(), &older);
+    for (const char* key : {"anomaly.pixel_threshold", "anomaly.score_min", "anomaly.score_max",
+                            "anomaly.target_escape"})
+      older.metadata.erase(key);
+    const fs::path old_file = dir_ / "older.stoke";
+    nn::save_checkpoint(old_file.string(), *m, nullptr, older.metadata);
+    anomaly::PatchCore old = anomaly::PatchCore::load(old_file, cpu_backend());
+    EXPECT_EQ(old.pixel_threshold(), old.threshold());
+    const auto c = old.score_file(defect_[0]);
+    EXPECT_EQ(c.score, a.score);
+    EXPECT_EQ(c.anomalous, a.anomalous);
+  }
 
   // A bank shorter than rows x width: written through the checkpoint (valid CRC).
   nn::CheckpointInfo info;

@@ -129,6 +129,28 @@ TEST(AnomalyThreshold, RejectsAtMostTheTargetShareOfGoodParts) {
   EXPECT_DOUBLE_EQ(anomaly::image_auroc(same, same), 0.5);
 }
 
+// The escape threshold passes at most floor(target x n) defects as good, and is
+// the highest such: the next defect up is caught.
+TEST(AnomalyThreshold, EscapeTargetPassesAtMostItsShareOfDefects) {
+  const std::vector<float> defects = {5.0f, 1.0f, 3.0f, 3.0f, 9.0f, 7.0f, 2.0f, 8.0f, 4.0f, 6.0f};
+  for (const double target : {0.0, 0.05, 0.1, 0.25, 0.5, 0.95}) {
+    const float t = anomaly::threshold_at_escape(defects, target);
+    const auto escaped =
+        std::count_if(defects.begin(), defects.end(), [&](float d) { return d <= t; });
+    const auto allowed =
+        static_cast<long>(std::floor(target * static_cast<double>(defects.size())));
+    EXPECT_LE(escaped, allowed) << target;
+    // Raising it to the next defect's score lets one more pass: it is the highest.
+    const auto at_next = std::count_if(defects.begin(), defects.end(),
+                                       [&](float d) { return d <= std::nextafter(t, 1e9f); });
+    EXPECT_GT(at_next, allowed) << target;
+  }
+  EXPECT_LT(anomaly::threshold_at_escape(defects, 0.0), 1.0f) << "every defect caught";
+  EXPECT_THROW(anomaly::threshold_at_escape({}, 0.1), InvalidArgument);
+  EXPECT_THROW(anomaly::threshold_at_escape({1.0f}, 1.0), InvalidArgument);
+  EXPECT_THROW(anomaly::threshold_at_escape({NAN}, 0.1), InvalidArgument);
+}
+
 // Naive AvgPool2d(3, 1, 1) with the padding counted, on (N, C, H, W).
 std::vector<float> pool_reference(const std::vector<float>& x, const Shape& s) {
   std::vector<float> y(x.size());

@@ -25,14 +25,18 @@ constexpr const char* kTrainUsage =
                    [--channels 1|3] [--normalize imagenet(default)|minmax|mean=..,std=..]
                    [--method patchcore|padim] [--coreset RATIO (0.1, patchcore)]
                    [--features N (padim)] [--max-bank BYTES[K|M|G] (4G)]
-                   [--false-reject R (0.005)] [--tile SIZE [--stride S]] [--seed N] --out MODEL [--json]
+                   [--false-reject R (0.005)] [--escape E] [--tile SIZE [--stride S]] [--seed N]
+                   --out MODEL [--json]
   Fits PatchCore's memory bank (the default) or PaDiM's per-position Gaussians (--method padim,
   at least 2 images; --features: the channels kept of layer1..layer3, default 100 for
   resnet18/34, 550 for resnet50/wide_resnet50_2) on the good images of GOOD_DIR (images under
   a subfolder other than good/ or ok/ are listed and left out). --max-bank caps the bank, or
   PaDiM's Gaussians and training features. The threshold rejects at most R of the good
   images of --val (its good/ or ok/ subfolder, or the folder itself); without --val every 10th
-  training image is held out for it. --init loads torchvision-named safetensors (or ONNX) into
+  training image is held out for it. With --escape E and defect images in --val (its other
+  subfolders) the threshold instead passes at most E of those defects as good (the highest
+  such threshold). The validation scores' range (the normalized score) and a pixel threshold
+  (a good part shows a pixel above it at rate R) are stored too. --init loads torchvision-named safetensors (or ONNX) into
   --arch, or takes the backbone of a classifier stoke trained (MODEL.stoke, its size and channels).
   --tile SIZE cuts each image at its full resolution into SIZE x SIZE tiles S apart (default S =
   SIZE; the last tile of a row or column ends at the edge), each resized to --size: small defects
@@ -43,7 +47,9 @@ constexpr const char* kTrainUsage =
 constexpr const char* kPredictUsage =
     "usage: stoke predict --model ANOMALY_MODEL (FILE... | --data DIR) [--json] [--heatmaps DIR]\n"
     "                     [--precision fp32|bf16|auto]\n"
-    "  prints file, score and anomalous (score above the model's threshold) per image.\n"
+    "  prints file, score and anomalous (score above the model's threshold) per image; --json\n"
+    "  adds normalized_score (0..1, the threshold at 0.5) and defect_pixels (map pixels above\n"
+    "  the model's pixel threshold).\n"
     "  --heatmaps DIR writes each image's anomaly map as DIR/<name>.png at the model's input\n"
     "  size (8-bit gray: 128 = the model's threshold, 255 = twice it or more; \"heatmap\" in "
     "--json).\n";
@@ -112,6 +118,11 @@ stoke::anomaly::PatchCoreOptions patchcore_options(const stoke_cli::Args& args) 
   }
   o.coreset_ratio = args.get_double("coreset", 0.1);
   o.target_false_reject = args.get_double("false-reject", 0.005);
+  if (args.has("escape")) {
+    o.target_escape = args.get_double("escape", 0.0);
+    if (!(o.target_escape >= 0.0 && o.target_escape < 1.0))
+      throw UsageError("--escape: " + args.get("escape") + " is not in [0, 1)");
+  }
   o.seed = static_cast<std::uint64_t>(args.get_int("seed", 0));
   if (args.has("max-bank")) o.max_bank_bytes = byte_count(args.get("max-bank"));
   return o;
@@ -164,11 +175,11 @@ std::unique_ptr<stoke::nn::Model> load_backbone(const stoke_cli::Args& args, std
 }
 
 int train(int argc, char** argv) {
-  stoke_cli::Args args(
-      argc, argv,
-      {"task", "data", "val", "arch", "init", "size", "channels", "normalize", "method", "coreset",
-       "features", "max-bank", "false-reject", "seed", "out", "tile", "stride", "width-mult"},
-      {"json"});
+  stoke_cli::Args args(argc, argv,
+                       {"task", "data", "val", "arch", "init", "size", "channels", "normalize",
+                        "method", "coreset", "features", "max-bank", "false-reject", "escape",
+                        "seed", "out", "tile", "stride", "width-mult"},
+                       {"json"});
   const std::string out = args.required("out");
   std::vector<fs::path> good, mixed_in;
   split_folder(args.required("data"), good, mixed_in);
@@ -203,7 +214,12 @@ int train(int argc, char** argv) {
   stoke::set_log_level(stoke::LogLevel::kInfo);  // the bank's memory figure and the coreset
   stoke::anomaly::PatchCore core(std::move(model), pre, options);
   core.fit(good);
-  core.calibrate(val);
+  if (options.target_escape >= 0 && val_defects.empty()) {
+    std::fprintf(stderr,
+                 "stoke train: --escape without defect images in --val: the threshold "
+                 "comes from --false-reject\n");
+  }
+  core.calibrate(val, val_defects);
   core.save(out);
   std::size_t escapes = 0;
   for (const auto& f : val_defects) escapes += core.score_file(f).anomalous ? 0 : 1;
@@ -216,10 +232,12 @@ int train(int argc, char** argv) {
     std::printf(
         "{\"model\": %s, \"method\": \"%s\", \"train_images\": %zu, \"val_images\": %zu, "
         "\"%s\": %lld, \"%s\": %lld, \"threshold\": %.9g, \"val_defects\": %zu, "
-        "\"val_escapes\": %zu}\n",
+        "\"val_escapes\": %zu, \"threshold_from\": \"%s\", \"pixel_threshold\": %.9g}\n",
         stoke_cli::json_string(out).c_str(), stoke::anomaly::method_name(options.method),
         good.size(), val.size(), padim ? "positions" : "bank_rows", rows,
-        padim ? "features" : "bank_width", width, core.threshold(), val_defects.size(), escapes);
+        padim ? "features" : "bank_width", width, core.threshold(), val_defects.size(), escapes,
+        options.target_escape >= 0 && !val_defects.empty() ? "escape" : "false_reject",
+        core.pixel_threshold());
   } else {
     std::printf("model: %s (%s, %zu good images, %s %lld x %lld, threshold %.6g from %zu good)\n",
                 out.c_str(), stoke::anomaly::method_name(options.method), good.size(),
@@ -255,10 +273,13 @@ fs::path write_heatmap(const fs::path& dir, const fs::path& file,
 void print_result(bool json, const fs::path& file, const stoke::anomaly::AnomalyResult& r,
                   const fs::path& heatmap) {
   if (json) {
-    std::printf("{\"file\": %s, \"score\": %.9g, \"anomalous\": %s%s%s}\n",
-                stoke_cli::json_string(file.string()).c_str(), r.score,
-                r.anomalous ? "true" : "false", heatmap.empty() ? "" : ", \"heatmap\": ",
-                heatmap.empty() ? "" : stoke_cli::json_string(heatmap.string()).c_str());
+    std::printf(
+        "{\"file\": %s, \"score\": %.9g, \"anomalous\": %s, \"normalized_score\": "
+        "%.6g, \"defect_pixels\": %lld%s%s}\n",
+        stoke_cli::json_string(file.string()).c_str(), r.score, r.anomalous ? "true" : "false",
+        r.normalized_score, static_cast<long long>(r.defect_pixels),
+        heatmap.empty() ? "" : ", \"heatmap\": ",
+        heatmap.empty() ? "" : stoke_cli::json_string(heatmap.string()).c_str());
   } else {
     std::printf("%-48s %12.6g %s\n", file.c_str(), r.score, r.anomalous ? "anomalous" : "good");
   }
