@@ -20,7 +20,8 @@ namespace stoke::detail {
 // 4: set_jit_cache (the NVRTC cache directory comes from libstoke's settings).
 // 5: GpuBackend's device collectives (NCCL groups: new_device_group_id,
 //    join_device_group), reached through the backend's table.
-inline constexpr int kCudaPluginAbi = 5;
+// 6: ConvAlgoChoice::deterministic.
+inline constexpr int kCudaPluginAbi = 6;
 
 class CudaPlugin {
  public:

@@ -160,6 +160,7 @@ ConvAlgoChoice CudaBackend::choose_conv_algo(int pass, const ConvCall& call) con
   choice.math_type = static_cast<int>(strict ? CUDNN_FMA_MATH : it->math);
   choice.tensor_ops = !strict && it->math != CUDNN_FMA_MATH;
   choice.time_ms = timed ? it->time : -1.0f;
+  choice.deterministic = it->deterministic;
   // A size query (no buffers) in benchmark mode must not pin a heuristic choice.
   if (call.out || !options_.conv_benchmark) {
     std::lock_guard lock(algo_mutex_);
@@ -173,8 +174,12 @@ std::string CudaBackend::save_conv_algorithms() const {
 }
 
 std::size_t CudaBackend::load_conv_algorithms(const std::string& text) {
+  // Loaded choices obey this backend's options as its own choices would.
+  ConvAlgoLimits limits;
+  limits.deterministic = options_.deterministic;
+  limits.workspace_limit = options_.conv_workspace_limit;
   std::string why;
-  const auto choices = parse_conv_algos(text, static_cast<int>(cudnnGetVersion()), &why);
+  const auto choices = conv_algos_to_load(text, static_cast<int>(cudnnGetVersion()), limits, &why);
   if (!why.empty()) log_warn("cuDNN algorithm choices not loaded on " + name() + ": " + why);
   std::size_t added = 0;
   std::lock_guard lock(algo_mutex_);
