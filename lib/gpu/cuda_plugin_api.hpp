@@ -21,7 +21,8 @@ namespace stoke::detail {
 // 5: GpuBackend's device collectives (NCCL groups: new_device_group_id,
 //    join_device_group), reached through the backend's table.
 // 6: ConvAlgoChoice::deterministic.
-inline constexpr int kCudaPluginAbi = 6;
+// 7: CudaDevice::normalize_u8_hwc_to_f32_chw takes STOKE_GPU_JIT.
+inline constexpr int kCudaPluginAbi = 7;
 
 class CudaPlugin {
  public:

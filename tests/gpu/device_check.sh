@@ -305,7 +305,7 @@ memcheck() {
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ -n "$sanitizer" ]; then
   memcheck memcheck "$bundle/bin/stoke_gpu_tests" \
-    'Gpu/OpSuite.Pool*:Gpu/OpSuite.GlobalAvgPool*:Gpu/OpSuite.Relu*:Gpu/OpSuite.Softmax*:Gpu/OpSuite.Dropout*:Gpu/OpSuite.AddAccumulate*:Gpu/OpSuite.Elementwise*:Gpu/OpSuite.Sgd*:Gpu/OpSuite.Adam*:Gpu/OpSuite.Update*:DeviceStreams.DeviceNormalize*'
+    'Gpu/OpSuite.Pool*:Gpu/OpSuite.GlobalAvgPool*:Gpu/OpSuite.Relu*:Gpu/OpSuite.Softmax*:Gpu/OpSuite.Dropout*:Gpu/OpSuite.AddAccumulate*:Gpu/OpSuite.Elementwise*:Gpu/OpSuite.Sgd*:Gpu/OpSuite.Adam*:Gpu/OpSuite.Update*:Kernels/DeviceNormalizeKernel.*'
   memcheck memcheck-kernels "$bundle/bin/stoke_cuda_tests" '*GpuKernels.*'
 else
   outcome memcheck "inconclusive: no compute-sanitizer on this machine"

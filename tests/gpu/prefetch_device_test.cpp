@@ -97,8 +97,11 @@ TEST_P(DevicePrefetch, EveryBatchArrivesIntactWhileReadsAreStillQueuedAtRelease)
 INSTANTIATE_TEST_SUITE_P(Streams, DevicePrefetch, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "CopyStream" : "OneStream"; });
 
-// The NVRTC-compiled uint8 HWC -> float CHW kernel against a plain CPU loop.
-TEST_F(DeviceStreams, DeviceNormalizeEqualsTheCpuReference) {
+// The uint8 HWC -> float CHW kernel against a plain CPU loop: the one NVRTC
+// compiles (STOKE_GPU_JIT on/auto) and the precompiled one (off).
+class DeviceNormalizeKernel : public DeviceStreams, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(DeviceNormalizeKernel, EqualsTheCpuReference) {
   constexpr int kH = 37, kW = 53, kC = 3, kN = 5;
   PrefetchOptions o;
   o.sample_bytes = kH * kW * kC;
@@ -107,7 +110,7 @@ TEST_F(DeviceStreams, DeviceNormalizeEqualsTheCpuReference) {
   o.device = 0;
   o.compute_stream = compute_;
   o.device_normalize = {
-      true, kH, kW, kC, {0.485f, 0.456f, 0.406f, 0.0f}, {0.229f, 0.224f, 0.225f, 1.0f}};
+      true, kH, kW, kC, {0.485f, 0.456f, 0.406f, 0.0f}, {0.229f, 0.224f, 0.225f, 1.0f}, GetParam()};
   auto byte_at = [](std::uint64_t b, std::size_t i) {
     return static_cast<unsigned char>((b * 101 + i * 7 + i / 13) % 256);
   };
@@ -143,6 +146,9 @@ TEST_F(DeviceStreams, DeviceNormalizeEqualsTheCpuReference) {
   }
   EXPECT_EQ(prefetcher.stats().batches, 4u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, DeviceNormalizeKernel, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Jit" : "Precompiled"; });
 
 // Device time of n batches whose consumer work is a device->host copy of the
 // same size as the upload (another copy engine): serialized on one stream it
