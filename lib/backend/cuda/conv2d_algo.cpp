@@ -127,7 +127,9 @@ ConvAlgoChoice CudaBackend::choose_conv_algo(int pass, const ConvCall& call) con
       if (acceptable(c, strict, det, limit)) need = std::max(need, c.memory);
     try {
       // The workspace is the backend's scratch memory; growing it is not an
-      // observable change of the backend, hence the const_cast.
+      // observable change of the backend, hence the const_cast. The timing
+      // writes into it: held until cudnnFind returns.
+      const auto lock = workspace_lock();
       void* ws = const_cast<CudaBackend*>(this)->workspace(need);
       auto measured = benchmark(h, pass, call.setup, call, ws, need);
       if (std::any_of(measured.begin(), measured.end(),

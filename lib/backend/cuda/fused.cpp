@@ -41,7 +41,9 @@ void CudaBackend::do_conv2d_fused_forward(const Tensor& x, const Tensor& w, cons
     if (activation == Activation::kRelu) do_relu_forward(y, y);
     return;
   }
-  const ConvSetup& s = conv_setup("conv2d_fused_forward", x.shape(), w.shape(), params);
+  const auto lock = workspace_lock();
+  const auto setup = conv_setup("conv2d_fused_forward", x.shape(), w.shape(), params);
+  const ConvSetup& s = *setup;
   const ConvAlgoChoice c = choose_conv_algo(kConvForward, ConvCall{s, x.raw(), w.raw(), y.raw()});
   s.set_math(c.math_type);
   void* ws = workspace(c.workspace_bytes);
@@ -82,6 +84,7 @@ void CudaBackend::do_batch_norm_relu_backward(const Tensor& x, const Tensor& y, 
   // dy masked to y > 0 in the backend's workspace (kept between ops, safe
   // inside a captured graph), then batch norm's backward from it.
   check_cudnn_elements("batch_norm_relu_backward", "x", x.shape());
+  const auto lock = workspace_lock();
   const float* yp = y.data<float>();
   const float* dyp = dy.data<float>();
   auto* masked = static_cast<float*>(workspace(dy.bytes()));
