@@ -160,7 +160,11 @@ ConvAlgoChoice CudaBackend::choose_conv_algo(int pass, const ConvCall& call) con
   choice.benchmarked = timed;
   // Strict runs with FMA math whatever cuDNN reported, so TF32 stays off.
   choice.math_type = static_cast<int>(strict ? CUDNN_FMA_MATH : it->math);
-  choice.tensor_ops = !strict && it->math != CUDNN_FMA_MATH;
+  // What cuDNN reported for the chosen candidate, not what strict implies:
+  // a tensor-op candidate let through in strict mode shows here.
+  choice.tensor_ops = it->math == CUDNN_TENSOR_OP_MATH ||
+                      it->math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+                      (!strict && it->math == CUDNN_DEFAULT_MATH);
   choice.time_ms = timed ? it->time : -1.0f;
   choice.deterministic = it->deterministic;
   // A size query (no buffers) in benchmark mode must not pin a heuristic choice.
