@@ -4,15 +4,21 @@
 //   one thread (the shared per-shape descriptors and the workspace are
 //   locked), also while one of them overruns the descriptor cache;
 // - the descriptor cache stays bounded and a shape evicted and built again
-//   gives the same bits.
+//   gives the same bits;
+// - a JIT cubin that does not load falls back to the precompiled kernels;
+// - custom elementwise kernels are right past 2^31 elements.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 #include <vector>
 
 #include "backend/cuda/conv2d.hpp"
 #include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/jit.hpp"
+#include "backend/cuda/kernels.hpp"
 #include "cuda_device.hpp"
 #include "stoke/config.hpp"
 
@@ -99,6 +105,59 @@ TEST_F(GpuConvCache, EvictedShapesAreBuiltAgainWithTheSameResult) {
   EXPECT_LE(be_->conv_setups_cached(), 256u);
   EXPECT_LT(be_->conv_setups_cached(), 260u) << "the cache was never evicted";
   EXPECT_TRUE(same_bits(conv_pass(3, 9, 7), first));
+}
+
+// A cached cubin with a valid header and checksum that the driver refuses to
+// load (not an ELF image): the backend's kernels come from the precompiled
+// build, with a warning, and work.
+TEST(GpuJitFallback, ACubinThatDoesNotLoadFallsBackToPrecompiledKernels) {
+  if (const std::string why = missing_cuda_device(); !why.empty()) GTEST_SKIP() << why;
+  const auto dir = std::filesystem::temp_directory_path() / "stoke_gpu_jit_fallback_test";
+  std::filesystem::remove_all(dir);
+  const JitCache cache(dir);
+  int major = 0, minor = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0), cudaSuccess);
+  const std::vector<char> garbage(4096, 'x');
+  for (const auto& source : kernel_sources())
+    ASSERT_TRUE(cache.store(cache.key(source, major * 10 + minor), garbage));
+  const KernelSet kernels(0, true, cache);
+  EXPECT_EQ(kernels.origin(), KernelOrigin::kPrecompiled);
+  float* y = nullptr;
+  ASSERT_EQ(cudaMalloc(&y, 1000 * sizeof(float)), cudaSuccess);
+  float value = 3.5f;
+  long long n = 1000;
+  void* args[] = {&y, &value, &n};
+  launch(kernels.function("stoke_fill"), grid_for(n), dim3(256), args, nullptr, "stoke_fill");
+  std::vector<float> host(1000);
+  ASSERT_EQ(cudaMemcpy(host.data(), y, host.size() * sizeof(float), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  cudaFree(y);
+  EXPECT_EQ(host.front(), 3.5f);
+  EXPECT_EQ(host.back(), 3.5f);
+  std::filesystem::remove_all(dir);
+}
+
+// The elementwise kernels index with 64 bits: a tensor of 2^31 + 16 floats
+// (8 GiB) is filled, scaled and rectified to its last element.
+TEST(GpuLargeTensors, ElementwiseKernelsAreRightPast2To31Elements) {
+  if (const std::string why = missing_cuda_device(); !why.empty()) GTEST_SKIP() << why;
+  CudaBackend be(0, MemoryPool::device(Settings{}, 0), CudaBackendOptions{});
+  const std::int64_t n = (std::int64_t{1} << 31) + 16;
+  Tensor x(be, {n});
+  be.fill(x, -1.5f);
+  be.scale(x, 2.0f);
+  auto tail = [&](std::int64_t from) {
+    std::vector<float> v(16);
+    be.copy(v.data(), x.data<float>() + from, v.size() * sizeof(float), CopyKind::kDeviceToHost);
+    be.synchronize();
+    return v;
+  };
+  for (float v : tail(n - 16)) EXPECT_EQ(v, -3.0f);
+  for (float v : tail((std::int64_t{1} << 31) - 8)) EXPECT_EQ(v, -3.0f);
+  be.relu_forward(x, x);
+  for (float v : tail(n - 16)) EXPECT_EQ(v, 0.0f);
+  for (float v : tail(0)) EXPECT_EQ(v, 0.0f);
 }
 
 }  // namespace

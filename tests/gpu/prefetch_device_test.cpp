@@ -99,6 +99,49 @@ TEST_P(DevicePrefetch, EveryBatchArrivesIntactWhileReadsAreStillQueuedAtRelease)
 INSTANTIATE_TEST_SUITE_P(Streams, DevicePrefetch, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "CopyStream" : "OneStream"; });
 
+// Past STOKE_HOST_PINNED_MAX the ring stages in pageable memory (its copies
+// then synchronous with respect to the host): every batch still reaches its
+// device slot intact, and the stats say it fell back.
+TEST_F(DeviceStreams, PageableFallbackDeliversEveryBatchIntact) {
+  PrefetchOptions o;
+  o.sample_bytes = kSampleBytes;
+  o.batch_size = kBatch;
+  o.batches_per_epoch = 12;
+  o.depth = 2;
+  o.device = 0;
+  o.compute_stream = compute_;
+  o.host_pinned_max = 64u << 10;  // less than one slot's 256 KiB
+  auto fill = [](std::uint64_t, std::uint64_t b, std::span<std::byte> images,
+                 std::span<std::int32_t> labels) {
+    for (std::size_t s = 0; s < kBatch; ++s) {
+      std::memset(images.data() + s * kSampleBytes, static_cast<int>(pattern(b, s)), kSampleBytes);
+      labels[s] = static_cast<std::int32_t>(b * 1000 + s);
+    }
+    return kBatch;
+  };
+  std::vector<std::byte> seen(kBatch * kSampleBytes);
+  std::vector<std::int32_t> labels(kBatch);
+  Prefetcher prefetcher(o, fill);
+  std::uint64_t batches = 0;
+  while (auto batch = prefetcher.next()) {
+    device_->copy_to_host(seen.data(), batch->device_images(), seen.size(), compute_);
+    device_->copy_to_host(labels.data(), batch->device_labels(), kBatch * sizeof(std::int32_t),
+                          compute_);
+    device_->synchronize(compute_);
+    for (std::size_t s = 0; s < kBatch; ++s) {
+      ASSERT_EQ(seen[s * kSampleBytes], pattern(batch->index(), s)) << "batch " << batch->index();
+      ASSERT_EQ(seen[s * kSampleBytes + kSampleBytes - 1], pattern(batch->index(), s));
+      ASSERT_EQ(labels[s], static_cast<std::int32_t>(batch->index() * 1000 + s));
+    }
+    batch->release();
+    ++batches;
+  }
+  EXPECT_EQ(batches, 12u);
+  const PrefetchStats stats = prefetcher.stats();
+  EXPECT_TRUE(stats.on_device);
+  EXPECT_TRUE(stats.staging.fell_back) << "a 64 KiB pinned cap must not hold the ring";
+}
+
 // The uint8 HWC -> float CHW kernel against a plain CPU loop: the one NVRTC
 // compiles (STOKE_GPU_JIT on/auto) and the precompiled one (off).
 class DeviceNormalizeKernel : public DeviceStreams, public ::testing::WithParamInterface<bool> {};
