@@ -140,8 +140,9 @@ STOKE_API Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2d
     (x, gamma, beta, running_mean, running_var, y, params))                                        \
   X(kBatchNormBackward, batch_norm_backward,                                                       \
     (const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,              \
-     const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta),                        \
-    (x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta))                                     \
+     const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,                         \
+     const BatchNormParams& params),                                                               \
+    (x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, params))                             \
   X(kReluForward, relu_forward, (const Tensor& x, Tensor& y), (x, y))                              \
   X(kReluBackward, relu_backward, (const Tensor& y, const Tensor& dy, Tensor& dx), (y, dy, dx))    \
   X(kMaxPool2dForward, max_pool2d_forward,                                                         \
@@ -185,8 +186,8 @@ STOKE_API Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2d
   X(kBatchNormReluBackward, batch_norm_relu_backward,                                              \
     (const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& gamma,                      \
      const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,               \
-     Tensor& dbeta),                                                                               \
-    (x, y, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta))                                  \
+     Tensor& dbeta, const BatchNormParams& params),                                                \
+    (x, y, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, params))                          \
   X(kUpsample2dForward, upsample2d_forward, (const Tensor& x, Tensor& y, UpsampleMode mode),       \
     (x, y, mode))                                                                                  \
   X(kUpsample2dBackward, upsample2d_backward, (const Tensor& dy, Tensor& dx, UpsampleMode mode),   \
@@ -324,10 +325,11 @@ class STOKE_API Backend {
   void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                     const Tensor& running_mean, const Tensor& running_var,
                                     Tensor& y, const BatchNormParams& params);
-  // dgamma, dbeta (C) overwritten.
+  // dgamma, dbeta (C) overwritten. `params` are the forward's (its epsilon:
+  // cuDNN asks for the same one in both passes).
   void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                            const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
-                           Tensor& dgamma, Tensor& dbeta);
+                           Tensor& dgamma, Tensor& dbeta, const BatchNormParams& params);
 
   // y may be x (in place). Backward uses the output: dx = dy where y > 0.
   void relu_forward(const Tensor& x, Tensor& y);
@@ -429,7 +431,7 @@ class STOKE_API Backend {
   void batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
                                 const Tensor& gamma, const Tensor& save_mean,
                                 const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
-                                Tensor& dbeta);
+                                Tensor& dbeta, const BatchNormParams& params);
 
   // One flat sweep over a parameter block: params, grads, and the optimizer
   // state (velocity; first and second moments) have the same element count.

@@ -48,10 +48,11 @@ struct ConvAlgoChoice {
   int algorithm = -1;  // the cudnnConvolution*Algo_t value
   std::string algorithm_name;
   std::size_t workspace_bytes = 0;
-  bool benchmarked = false;  // timed (cudnnFind) rather than heuristic
-  bool tensor_ops = false;   // math type allows TF32 / tensor cores
-  int math_type = 0;         // the cudnnMathType_t to run it with
-  float time_ms = -1.0f;     // measured time when benchmarked
+  bool benchmarked = false;    // timed (cudnnFind) rather than heuristic
+  bool tensor_ops = false;     // math type allows TF32 / tensor cores
+  int math_type = 0;           // the cudnnMathType_t to run it with
+  float time_ms = -1.0f;       // measured time when benchmarked
+  bool deterministic = false;  // cuDNN reports it bitwise repeatable (no atomics)
 };
 
 // A captured step: replay() enqueues the whole recorded sequence of ops on the

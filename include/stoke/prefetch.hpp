@@ -52,6 +52,9 @@ struct DeviceNormalize {
   int channels = 0;  // 1..4
   std::array<float, 4> mean{0.0f, 0.0f, 0.0f, 0.0f};
   std::array<float, 4> std{1.0f, 1.0f, 1.0f, 1.0f};
+  // STOKE_GPU_JIT: the kernel NVRTC compiles for the device (true), or the
+  // precompiled one (false). The trainer sets it from its settings.
+  bool jit = true;
 };
 
 struct STOKE_API PrefetchOptions {

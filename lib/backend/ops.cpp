@@ -82,14 +82,15 @@ void Backend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma,
 
 void Backend::batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                                   const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
-                                  Tensor& dgamma, Tensor& dbeta) {
+                                  Tensor& dgamma, Tensor& dbeta, const BatchNormParams& params) {
   OpCheck check(*this, Op::kBatchNormBackward);
   check.supported("x", x).rank("x", x, 4);
   const Shape c{x.dim(1)};
   check.input("x", x, x.shape()).input("dy", dy, x.shape()).input("gamma", gamma, c);
   check.input("save_mean", save_mean, c).input("save_invstd", save_invstd, c);
-  check.output("dx", dx, x.shape()).output("dgamma", dgamma, c).output("dbeta", dbeta, c).done();
-  do_batch_norm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  check.output("dx", dx, x.shape()).output("dgamma", dgamma, c).output("dbeta", dbeta, c);
+  check.require(params.epsilon > 0.0f, "epsilon must be > 0").done();
+  do_batch_norm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, params);
 }
 
 void Backend::relu_forward(const Tensor& x, Tensor& y) {

@@ -45,15 +45,16 @@ void Backend::batch_norm_relu_forward_training(const Tensor& x, const Tensor& ga
 void Backend::batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
                                        const Tensor& gamma, const Tensor& save_mean,
                                        const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
-                                       Tensor& dbeta) {
+                                       Tensor& dbeta, const BatchNormParams& params) {
   OpCheck check(*this, Op::kBatchNormReluBackward);
   check.supported("x", x).rank("x", x, 4);
   const Shape c{x.dim(1)};
   check.input("x", x, x.shape()).input("y", y, x.shape()).input("dy", dy, x.shape());
   check.input("gamma", gamma, c).input("save_mean", save_mean, c);
   check.input("save_invstd", save_invstd, c);
-  check.output("dx", dx, x.shape()).output("dgamma", dgamma, c).output("dbeta", dbeta, c).done();
-  do_batch_norm_relu_backward(x, y, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  check.output("dx", dx, x.shape()).output("dgamma", dgamma, c).output("dbeta", dbeta, c);
+  check.require(params.epsilon > 0.0f, "epsilon must be > 0").done();
+  do_batch_norm_relu_backward(x, y, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, params);
 }
 
 }  // namespace stoke

@@ -54,10 +54,11 @@ class CudaDevice {
 
   // On `stream`: dst (N, C, H, W) float = (src (N, H, W, C) uint8 / 255 -
   // mean[c]) / std[c], with a kernel compiled by NVRTC for this device on first
-  // use. Requires 1 <= channels <= 4.
+  // use when `jit` (STOKE_GPU_JIT), else the precompiled one. Requires
+  // 1 <= channels <= 4.
   virtual void normalize_u8_hwc_to_f32_chw(const void* src, float* dst, int samples, int height,
                                            int width, int channels, const float* mean,
-                                           const float* std, GpuStream stream) = 0;
+                                           const float* std, bool jit, GpuStream stream) = 0;
 };
 
 }  // namespace stoke::detail

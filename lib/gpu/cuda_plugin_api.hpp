@@ -20,7 +20,9 @@ namespace stoke::detail {
 // 4: set_jit_cache (the NVRTC cache directory comes from libstoke's settings).
 // 5: GpuBackend's device collectives (NCCL groups: new_device_group_id,
 //    join_device_group), reached through the backend's table.
-inline constexpr int kCudaPluginAbi = 5;
+// 6: ConvAlgoChoice::deterministic.
+// 7: CudaDevice::normalize_u8_hwc_to_f32_chw takes STOKE_GPU_JIT.
+inline constexpr int kCudaPluginAbi = 7;
 
 class CudaPlugin {
  public:

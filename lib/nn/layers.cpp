@@ -158,14 +158,14 @@ const Tensor& BatchNorm2d::backward_relu(const Tensor& y, const Tensor& dy) {
   }
   ensure(dx_, x_.shape());
   backend_->batch_norm_relu_backward(x_, y, dy, gamma_, save_mean_, save_invstd_, dx_, gamma_grad_,
-                                     beta_grad_);
+                                     beta_grad_, params_);
   return dx_;
 }
 
 const Tensor& BatchNorm2d::backward(const Tensor& dy) {
   ensure(dx_, x_.shape());
   backend_->batch_norm_backward(x_, dy, gamma_, save_mean_, save_invstd_, dx_, gamma_grad_,
-                                beta_grad_);
+                                beta_grad_, params_);
   return dx_;
 }
 

@@ -15,7 +15,7 @@ bool same_normalize(const DeviceNormalize& a, const DeviceNormalize& b) {
   if (a.enabled != b.enabled) return false;
   if (!a.enabled) return true;
   return a.height == b.height && a.width == b.width && a.channels == b.channels &&
-         a.mean == b.mean && a.std == b.std;
+         a.mean == b.mean && a.std == b.std && a.jit == b.jit;
 }
 
 }  // namespace

@@ -96,7 +96,8 @@ class CudaTransport final : public SlotTransport {
       const auto samples = static_cast<int>(label_count);
       device_->normalize_u8_hwc_to_f32_chw(slot.buffer, slot.normalized, samples, normalize_.height,
                                            normalize_.width, normalize_.channels,
-                                           normalize_.mean.data(), normalize_.std.data(), copy_);
+                                           normalize_.mean.data(), normalize_.std.data(),
+                                           normalize_.jit, copy_);
     }
     device_->record(slot.uploaded, copy_);
     slot.upload_pending = true;

@@ -14,9 +14,10 @@ namespace {
 
 // The prefetcher's device normalize for uint8 batches: the loader's affine
 // normalization (pixel * scale + bias) as (x / 255 - mean) / std.
-DeviceNormalize device_normalize_for(const PreprocessOptions& pre) {
+DeviceNormalize device_normalize_for(const PreprocessOptions& pre, Toggle jit) {
   DeviceNormalize dn;
   dn.enabled = true;
+  dn.jit = jit != Toggle::kOff;
   dn.height = pre.height;
   dn.width = pre.width;
   dn.channels = pre.channels;
@@ -47,7 +48,7 @@ PrefetchOptions prefetch_options(const Settings& settings, const Loader& loader,
   if (gpu) po.compute_stream = gpu->compute_stream();
   po.device_memory = gpu;  // the device slots count against the pool's cap
   if (loader.dtype() == OutputDtype::kUint8)
-    po.device_normalize = device_normalize_for(loader.options().preprocess);
+    po.device_normalize = device_normalize_for(loader.options().preprocess, settings.gpu_jit);
   return po;
 }
 

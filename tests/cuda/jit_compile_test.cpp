@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "backend/cuda/jit.hpp"
 #include "stoke/error.hpp"
@@ -132,6 +135,33 @@ TEST_F(JitCacheTest, TruncatedOrCorruptEntryIsRecompiledNeverLoaded) {
     f.write(&c, 1);
   }
   EXPECT_FALSE(cache.load(key).has_value());
+}
+
+// Two backends (or a backend and the prefetcher's normalize kernel) may
+// store the same kernel from two threads of one process at once: each write
+// goes to a temporary file of its own, so both renames succeed and the entry
+// is whole. (With the temporary file named by the process id alone the
+// threads wrote into one file, and one rename found it already gone.)
+TEST_F(JitCacheTest, ThreadsStoringTheSameEntryAtOnceEachSucceed) {
+  JitCache cache(dir_);
+  constexpr int kThreads = 4, kRounds = 200;
+  std::vector<char> payload(256 << 10);
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>(i * 7);
+  std::atomic<int> failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int r = 0; r < kRounds; ++r)
+        if (!cache.store(42, payload)) ++failed;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failed.load(), 0) << "stores that lost their temporary file to another thread";
+  const auto loaded = cache.load(42);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(*loaded, payload);
+  for (const auto& entry : std::filesystem::directory_iterator(dir_))
+    EXPECT_EQ(entry.path().extension(), ".cubin") << "left behind: " << entry.path();
 }
 
 TEST_F(JitCacheTest, UnwritableDirectoryIsNotAnError) {

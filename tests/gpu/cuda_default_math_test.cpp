@@ -50,8 +50,8 @@ TEST_F(CudaDefaultMath, BatchNormTrainingAndBackwardAreFiniteAndMatchTheCpu) {
 
     const Tensor dy = random(s, 14);
     Tensor dx(cpu(), s), dg(cpu(), c), db(cpu(), c), gdx(gpu(), s), gdg(gpu(), c), gdb(gpu(), c);
-    cpu().batch_norm_backward(x, dy, gamma, sm, si, dx, dg, db);
-    gpu().batch_norm_backward(gx, to_gpu(dy), gg, gsm, gsi, gdx, gdg, gdb);
+    cpu().batch_norm_backward(x, dy, gamma, sm, si, dx, dg, db, p);
+    gpu().batch_norm_backward(gx, to_gpu(dy), gg, gsm, gsi, gdx, gdg, gdb, p);
     EXPECT_TRUE(finite(gdx) && finite(gdg) && finite(gdb)) << what;
     EXPECT_TRUE(close(gdx, dx, kBatchNorm, "bn dx " + what));
     EXPECT_TRUE(close(gdg, dg, kBatchNorm, "bn dgamma " + what));

@@ -126,6 +126,10 @@ TEST_F(CudaParity, GraphReplayRecapturesOnANewKey) {
 // each copying its slot into the static input, replays every new batch the
 // ring uploads there, in stream order with the uploads.
 TEST_F(CudaParity, OneGraphPerPrefetchSlotMatchesEagerExecution) {
+  CudaBackendOptions deterministic;  // kReplay's 1e-5 assumes it
+  deterministic.strict_fp32 = true;
+  deterministic.deterministic = true;
+  gpu_ = create_cuda_backend(0, Settings{}, deterministic);
   const nn::ModelSpec spec = small_resnet();
   auto eager_model = nn::build_model(gpu(), spec, 11);
   auto graph_model = nn::build_model(gpu(), spec, 11);

@@ -256,8 +256,31 @@ bench() {
   step "$@"
   outcome "$name" "$(bench_verdict $? "$scratch/$name.txt")"
 }
-gtest gpu-tests 200 "$bundle/bin/stoke_gpu_tests"
-gtest cuda-gpu-tests 40 "$bundle/bin/stoke_cuda_tests" 'Gpu*'
+gtest gpu-tests 240 "$bundle/bin/stoke_gpu_tests"
+gtest cuda-gpu-tests 60 "$bundle/bin/stoke_cuda_tests" 'Gpu*'
+# One line per GPU path of issue 27 (ran / passed / seconds), from both binaries.
+cat "$scratch/gpu-tests.status" "$scratch/cuda-gpu-tests.status" >"$scratch/all-gpu.status" 2>/dev/null
+gpu_logs=("$scratch"/gpu-tests*.txt "$scratch"/cuda-gpu-tests*.txt)
+for path in \
+  'GPU inference (Predictor, evaluate, fused plan)=GpuInference.*:CudaParity.InferencePlan*' \
+  'gradient accumulation=GpuTrainerPaths.GradientAccumulation*' \
+  'out of memory and auto batch on the device=GpuTrainerPaths.OutOfMemory*' \
+  'out of memory inside a capture=CudaParity.OutOfMemoryInsideACapture*' \
+  'cuDNN benchmark mode, backward passes=CudaParity.BenchmarkMode*' \
+  'deterministic steps bit-repeatable=GpuTrainerPaths.DeterministicSteps*' \
+  'TF32 backward convolution and cuBLAS linear=CudaParity.Tf32Backward*' \
+  'class-weighted loss=GpuTrainerPaths.ClassWeighted*' \
+  'uint8 upload with graphs=GpuTrainerPaths.Uint8UploadUnderGraphs*' \
+  'trainer with streams off=GpuTrainerPaths.StreamsOff*' \
+  'frozen layers=GpuTrainerPaths.FrozenStages*' \
+  'checkpoint round trip and resume=GpuTrainerPaths.CheckpointRoundTrip*' \
+  'JIT failure falls back to precompiled=GpuJitFallback.*:Kernels/DeviceNormalizeKernel.*' \
+  'ring pageable fallback=DeviceStreams.PageableFallback*' \
+  'custom kernels past 2^31 elements=GpuLargeTensors.*' \
+  'conv cache: two threads, eviction=GpuConvCache.*' \
+  'prefetch event order=Streams/DevicePrefetchOrder.*'; do
+  note "  path $(gtest_path_line "${path%%=*}" "${path#*=}" "$scratch/all-gpu.status" "${gpu_logs[@]}")"
+done
 # The paths added since (one line each in the summary; absent ones say so).
 for group in 'Anomaly*:*Anomaly*' '*ReducedPrecision*:*Bf16*:*Fp16*:*Half*' '*Segment*'; do
   n=$(awk -v pat="$group" 'BEGIN { n = split(pat, p, ":"); for (i = 1; i <= n; i++) { g = p[i]; gsub(/\./, "\\.", g); gsub(/\*/, ".*", g); re[i] = "^" g "$" } }
@@ -305,7 +328,7 @@ memcheck() {
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ -n "$sanitizer" ]; then
   memcheck memcheck "$bundle/bin/stoke_gpu_tests" \
-    'Gpu/OpSuite.Pool*:Gpu/OpSuite.GlobalAvgPool*:Gpu/OpSuite.Relu*:Gpu/OpSuite.Softmax*:Gpu/OpSuite.Dropout*:Gpu/OpSuite.AddAccumulate*:Gpu/OpSuite.Elementwise*:Gpu/OpSuite.Sgd*:Gpu/OpSuite.Adam*:Gpu/OpSuite.Update*:DeviceStreams.DeviceNormalize*'
+    'Gpu/OpSuite.Pool*:Gpu/OpSuite.GlobalAvgPool*:Gpu/OpSuite.Relu*:Gpu/OpSuite.Softmax*:Gpu/OpSuite.Dropout*:Gpu/OpSuite.AddAccumulate*:Gpu/OpSuite.Elementwise*:Gpu/OpSuite.Sgd*:Gpu/OpSuite.Adam*:Gpu/OpSuite.Update*:Kernels/DeviceNormalizeKernel.*'
   memcheck memcheck-kernels "$bundle/bin/stoke_cuda_tests" '*GpuKernels.*'
 else
   outcome memcheck "inconclusive: no compute-sanitizer on this machine"

@@ -62,6 +62,40 @@ gtest_verdict() {
   fi
 }
 
+# gtest_path_line <label> <patterns> <classified-file> <log>...: one summary
+# line for the tests whose full names match one of the ':'-separated globs:
+# "<label>: ran R of L, passed P, S s" (S: the sum of the times gtest printed
+# for them, a later log overriding an earlier one), or "<label>: no test in
+# this build" when none is listed.
+gtest_path_line() {
+  local label=$1 patterns=$2 classified=$3
+  shift 3
+  awk -v label="$label" -v pat="$patterns" -v classified="$classified" '
+    BEGIN {
+      n = split(pat, p, ":")
+      for (i = 1; i <= n; i++) { g = p[i]; gsub(/\./, "\\.", g); gsub(/\*/, ".*", g); re[i] = "^" g "$" }
+      while ((getline line < classified) > 0) {
+        split(line, f, " ")
+        for (i = 1; i <= n; i++) {
+          if (f[2] ~ re[i]) {
+            listed++; want[f[2]] = 1
+            if (f[1] != "notreached") ran++
+            if (f[1] == "passed") passed++
+            break
+          }
+        }
+      }
+    }
+    /^\[ +(OK|FAILED|SKIPPED) +\] [^ ]+ \([0-9]+ ms\)$/ {
+      if ($4 in want) { t = $5; sub(/^\(/, "", t); ms[$4] = t + 0 }
+    }
+    END {
+      if (!listed) { printf "%s: no test in this build\n", label; exit }
+      for (t in ms) total += ms[t]
+      printf "%s: ran %d of %d, passed %d, %.1f s\n", label, ran, listed, passed, total / 1000
+    }' "$@" </dev/null
+}
+
 # bench_verdict <rc> <log>: a bench passes when it exited 0 within its time and
 # printed a measurement, no failure and no skip. rc 125 is device_check.sh's
 # "the deadline left no time to start it".

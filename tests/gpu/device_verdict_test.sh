@@ -146,6 +146,33 @@ expect "a test failing under the sanitizer" "fail: exit 1 under the sanitizer (a
 expect "sanitizer the deadline did not start" "inconclusive: not run, the deadline came first" \
   "$(sanitizer_verdict 125 "$tmp/san-none")"
 
+# One summary line per GPU path: ran / passed / seconds from the
+# classification and the logs' times (a rerun's log overrides).
+cat >"$tmp/paths.status" <<'EOF'
+passed GpuTrainerPaths.GradientAccumulationMatchesTheCpuReference
+failed GpuTrainerPaths.ClassWeightedLossMatchesTheCpuReference
+notreached GpuTrainerPaths.StreamsOffTrainsLikeACopyStreamAndRunsEagerly
+passed Kernels/DeviceNormalizeKernel.EqualsTheCpuReference/Jit
+EOF
+cat >"$tmp/paths.log" <<'EOF'
+[ RUN      ] GpuTrainerPaths.GradientAccumulationMatchesTheCpuReference
+[       OK ] GpuTrainerPaths.GradientAccumulationMatchesTheCpuReference (1500 ms)
+[ RUN      ] GpuTrainerPaths.ClassWeightedLossMatchesTheCpuReference
+[  FAILED  ] GpuTrainerPaths.ClassWeightedLossMatchesTheCpuReference (250 ms)
+[ RUN      ] Kernels/DeviceNormalizeKernel.EqualsTheCpuReference/Jit
+[       OK ] Kernels/DeviceNormalizeKernel.EqualsTheCpuReference/Jit (40 ms)
+[  FAILED  ] GpuTrainerPaths.ClassWeightedLossMatchesTheCpuReference
+EOF
+expect "path line: one test" "accumulation: ran 1 of 1, passed 1, 1.5 s" \
+  "$(gtest_path_line accumulation 'GpuTrainerPaths.GradientAccumulation*' "$tmp/paths.status" "$tmp/paths.log")"
+expect "path line: several patterns, a failure, one not reached" \
+  "trainer: ran 2 of 3, passed 1, 1.8 s" \
+  "$(gtest_path_line trainer 'GpuTrainerPaths.*:Nothing.*' "$tmp/paths.status" "$tmp/paths.log")"
+expect "path line: a parameterized name" "normalize: ran 1 of 1, passed 1, 0.0 s" \
+  "$(gtest_path_line normalize 'Kernels/DeviceNormalizeKernel.*' "$tmp/paths.status" "$tmp/paths.log")"
+expect "path line: none listed" "eviction: no test in this build" \
+  "$(gtest_path_line eviction 'GpuConvCache.*' "$tmp/paths.status" "$tmp/paths.log")"
+
 # The exit of the whole check.
 verdict_exit pass pass
 expect "exit, all passed" 0 $?

@@ -129,8 +129,9 @@ class AsyncFakeCudaDevice final : public detail::CudaDevice {
     copy_to_device(dst, src, bytes, stream);
   }
   void normalize_u8_hwc_to_f32_chw(const void* src, float* dst, int samples, int height, int width,
-                                   int channels, const float* mean, const float* std,
+                                   int channels, const float* mean, const float* std, bool jit,
                                    detail::GpuStream stream) override {
+    (jit ? jit_normalizes_ : precompiled_normalizes_).fetch_add(1);
     std::vector<float> m(mean, mean + channels), s(std, std + channels);
     std::lock_guard lock(mutex_);
     enqueue_locked(stream, Op{[=] {
@@ -145,8 +146,13 @@ class AsyncFakeCudaDevice final : public detail::CudaDevice {
                               },
                               nullptr, 0});
   }
+  // Normalizes asked for with the JIT kernel (STOKE_GPU_JIT on/auto) and with
+  // the precompiled one (off).
+  int jit_normalizes() const noexcept { return jit_normalizes_.load(); }
+  int precompiled_normalizes() const noexcept { return precompiled_normalizes_.load(); }
 
  private:
+  std::atomic<int> jit_normalizes_{0}, precompiled_normalizes_{0};
   struct Event {
     std::uint64_t recorded = 0;
     std::uint64_t completed = 0;

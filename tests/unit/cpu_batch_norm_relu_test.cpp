@@ -50,9 +50,9 @@ TEST(BatchNormRelu, FusedKernelsMatchTheUnfusedOpsBitForBit) {
       }
       Tensor dx(be, s), dg(be, {c}), db(be, {c}), masked(be, s), want_dx(be, s), want_dg(be, {c}),
           want_db(be, {c});
-      be.batch_norm_relu_backward(x, y, dy, gamma, fused.sm, fused.si, dx, dg, db);
+      be.batch_norm_relu_backward(x, y, dy, gamma, fused.sm, fused.si, dx, dg, db, {});
       be.relu_backward(want_y, dy, masked);
-      be.batch_norm_backward(x, masked, gamma, plain.sm, plain.si, want_dx, want_dg, want_db);
+      be.batch_norm_backward(x, masked, gamma, plain.sm, plain.si, want_dx, want_dg, want_db, {});
       expect_identical(dx, want_dx, "dx " + what);
       expect_identical(dg, want_dg, "dgamma " + what);
       expect_identical(db, want_db, "dbeta " + what);

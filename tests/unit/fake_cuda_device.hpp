@@ -92,11 +92,13 @@ class FakeCudaDevice final : public detail::CudaDevice {
     std::memcpy(dst, src, bytes);
   }
   std::atomic<int> normalizes{0};
+  std::atomic<int> precompiled_normalizes{0};  // those asked for without JIT
   // The plain reference of the device kernel.
   void normalize_u8_hwc_to_f32_chw(const void* src, float* dst, int samples, int height, int width,
-                                   int channels, const float* mean, const float* std,
+                                   int channels, const float* mean, const float* std, bool jit,
                                    detail::GpuStream) override {
     ++normalizes;
+    if (!jit) ++precompiled_normalizes;
     const auto* in = static_cast<const unsigned char*>(src);
     const std::size_t pixels = static_cast<std::size_t>(height) * width;
     for (int n = 0; n < samples; ++n) {

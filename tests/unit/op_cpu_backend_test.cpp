@@ -63,7 +63,7 @@ TEST(CpuBackend, BatchNormSerialEqualsParallel) {
     be->fill(rm, 0.0f);
     be->fill(rv, 1.0f);
     be->batch_norm_forward_training(x, gamma, beta, y, rm, rv, m, is, {});
-    be->batch_norm_backward(x, dy, gamma, m, is, dx, dg, db);
+    be->batch_norm_backward(x, dy, gamma, m, is, dx, dg, db, {});
     for (const Tensor* t : {&y, &rm, &rv, &dx, &dg, &db}) {
       const auto v = t->to_vector();
       results[static_cast<std::size_t>(i)].insert(results[static_cast<std::size_t>(i)].end(),

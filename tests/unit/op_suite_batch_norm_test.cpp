@@ -76,16 +76,19 @@ TEST_P(OpSuite, BatchNormBackwardMatchesNaiveOnRandomShapes) {
     if (per_channel(s) < 2) continue;  // one value per channel: the gradient is all rounding
     const auto x = both(s, seed += 10), dy = both(s, seed + 1);
     Channels bn(*this, s[1], seed + 2);
-    // The saved statistics from the reference's forward, on both sides.
+    // The saved statistics from the reference's forward, on both sides,
+    // with an epsilon far from the default: a backend must take the forward's
+    // (cuDNN's backward asks for it), not a constant of its own.
+    const BatchNormParams p{0.25f, 0.1f};
     Tensor y(ref(), s), m(ref(), {s[1]}), is(ref(), {s[1]});
     cpu::naive::batch_norm_forward_training(x.ref, bn.gamma.ref, bn.beta.ref, y, bn.mean.ref,
-                                            bn.var.ref, m, is, {});
+                                            bn.var.ref, m, is, p);
     const Tensor m_dut = copy_to(be(), m), is_dut = copy_to(be(), is);
     auto dx = out(s), dgamma = out({s[1]}), dbeta = out({s[1]});
     be().batch_norm_backward(x.dut, dy.dut, bn.gamma.dut, m_dut, is_dut, dx.dut.tensor,
-                             dgamma.dut.tensor, dbeta.dut.tensor);
+                             dgamma.dut.tensor, dbeta.dut.tensor, p);
     cpu::naive::batch_norm_backward(x.ref, dy.ref, bn.gamma.ref, m, is, dx.ref, dgamma.ref,
-                                    dbeta.ref);
+                                    dbeta.ref, p);
     const Tolerance tol = tolerance(Accuracy::kNormalization, per_channel(s));
     const std::string what = shape_to_string(s);
     expect_output(dx, tol, "dx " + what);
@@ -107,7 +110,7 @@ TEST_P(OpSuite, BatchNormBackwardMatchesFiniteDifferences) {
     Tensor y(be(), s), rm(be(), {c}), rv(be(), {c}), m(be(), {c}), is(be(), {c});
     Tensor dy = upload(be(), s, r), dx(be(), s), dg(be(), {c}), db(be(), {c});
     be().batch_norm_forward_training(x, gamma, beta, y, rm, rv, m, is, {});
-    be().batch_norm_backward(x, dy, gamma, m, is, dx, dg, db);
+    be().batch_norm_backward(x, dy, gamma, m, is, dx, dg, db, {});
     auto loss = [&] {
       x.copy_from_host(xv.data());
       gamma.copy_from_host(gv.data());

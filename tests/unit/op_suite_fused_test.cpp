@@ -100,10 +100,11 @@ TEST_P(OpSuite, BatchNormReluMatchesNaiveForwardAndBackward) {
     const auto gamma = both({c}, seed + 2, 0.5f, 1.5f), beta = both({c}, seed + 3);
     auto rm = both({c}, seed + 4), rv = both({c}, seed + 5, 0.5f, 2.0f);
     auto y = out(s), sm = out({c}), si = out({c});
+    const BatchNormParams p{0.25f, 0.1f};  // not the default: the backward must take this one
     be().batch_norm_relu_forward_training(x.dut, gamma.dut, beta.dut, y.dut.tensor, rm.dut, rv.dut,
-                                          sm.dut.tensor, si.dut.tensor, {});
+                                          sm.dut.tensor, si.dut.tensor, p);
     cpu::naive::batch_norm_relu_forward_training(x.ref, gamma.ref, beta.ref, y.ref, rm.ref, rv.ref,
-                                                 sm.ref, si.ref, {});
+                                                 sm.ref, si.ref, p);
     const auto per = static_cast<std::size_t>(s[0] * s[2] * s[3]);
     const Tolerance tol = tolerance(Accuracy::kNormalization, per);
     const std::string what = shape_to_string(s);
@@ -116,9 +117,9 @@ TEST_P(OpSuite, BatchNormReluMatchesNaiveForwardAndBackward) {
                  si_dut = copy_to(be(), si.ref);
     auto dx = out(s), dg = out({c}), db = out({c});
     be().batch_norm_relu_backward(x.dut, y_dut, dy.dut, gamma.dut, sm_dut, si_dut, dx.dut.tensor,
-                                  dg.dut.tensor, db.dut.tensor);
+                                  dg.dut.tensor, db.dut.tensor, p);
     cpu::naive::batch_norm_relu_backward(x.ref, y.ref, dy.ref, gamma.ref, sm.ref, si.ref, dx.ref,
-                                         dg.ref, db.ref);
+                                         dg.ref, db.ref, p);
     expect_output(dx, tol, "dx " + what);
     expect_output(dg, tol, "dgamma " + what);
     expect_output(db, tolerance(Accuracy::kReduction, per), "dbeta " + what);
@@ -140,7 +141,12 @@ TEST_P(OpSuite, FusedFrontDoorsNameTheBadTensor) {
   Tensor a(be(), {2, 3}), c(be(), {3, 2});
   expect_invalid([&] { be().add_relu(a, c, a); }, "'b'");
   Tensor g(be(), {4}), bad_y(be(), {1, 4, 6, 5}), dx(be(), {1, 4, 6, 6});
-  expect_invalid([&] { be().batch_norm_relu_backward(x, bad_y, x, g, g, g, dx, g, g); }, "'y'");
+  expect_invalid([&] { be().batch_norm_relu_backward(x, bad_y, x, g, g, g, dx, g, g, {}); }, "'y'");
+  expect_invalid(
+      [&] {
+        be().batch_norm_relu_backward(x, x, x, g, g, g, dx, g, g, {0.0f, 0.1f});
+      },
+      "epsilon");
 }
 
 }  // namespace stoke::testing

@@ -163,6 +163,24 @@ TEST_F(FakeGpuTrainer, Uint8UploadTrainsLikeFloatBatches) {
   EXPECT_LT(max_difference(as_u8.parameters, as_float.parameters), 1e-4);
   // A quarter of the image bytes went through the prefetcher.
   EXPECT_EQ(as_u8.result.log.epochs.back().images, static_cast<std::uint64_t>(kCount));
+  EXPECT_GT(u8_gpu.fake_device().jit_normalizes(), 0) << "STOKE_GPU_JIT is auto";
+  EXPECT_EQ(u8_gpu.fake_device().precompiled_normalizes(), 0);
+}
+
+// STOKE_GPU_JIT reaches the prefetcher's normalize kernel as it reaches the
+// backend's kernels: off asks the device for the precompiled kernel.
+TEST_F(FakeGpuTrainer, Uint8UploadNormalizesWithThePrecompiledKernelWhenJitIsOff) {
+  loader_.preprocess.dtype = OutputDtype::kUint8;
+  Config config;
+  config.set("STOKE_PREFETCH_DEPTH", "2");
+  config.set("STOKE_GPU_GRAPH", "off");
+  config.set("STOKE_GPU_JIT", "off");
+  options_.settings = config.settings();
+  FakeGpuBackend gpu;
+  auto m = nn::build_model(gpu, spec_, 7);
+  Trainer(*m, options_).fit(data_, nullptr, loader_);
+  EXPECT_GT(gpu.fake_device().precompiled_normalizes(), 0);
+  EXPECT_EQ(gpu.fake_device().jit_normalizes(), 0) << "STOKE_GPU_JIT=off asked for the JIT kernel";
 }
 
 }  // namespace

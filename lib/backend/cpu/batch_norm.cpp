@@ -137,7 +137,8 @@ void CpuBackend::do_batch_norm_forward_inference(const Tensor& x, const Tensor& 
 
 void CpuBackend::do_batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                                         const Tensor& save_mean, const Tensor& save_invstd,
-                                        Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+                                        Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                                        const BatchNormParams& /*params*/) {
   backward(*this, x, nullptr, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
 }
 
@@ -153,7 +154,7 @@ void CpuBackend::do_batch_norm_relu_forward_training(const Tensor& x, const Tens
 void CpuBackend::do_batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
                                              const Tensor& gamma, const Tensor& save_mean,
                                              const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
-                                             Tensor& dbeta) {
+                                             Tensor& dbeta, const BatchNormParams& /*params*/) {
   backward(*this, x, y.data<float>(), dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
 }
 

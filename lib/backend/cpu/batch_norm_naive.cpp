@@ -64,9 +64,10 @@ void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Te
     }
 }
 
+// The saved statistics carry epsilon already: params is not needed here.
 void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                          const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
-                         Tensor& dgamma, Tensor& dbeta) {
+                         Tensor& dgamma, Tensor& dbeta, const BatchNormParams& /*params*/) {
   const std::int64_t N = x.dim(0), C = x.dim(1), HW = x.dim(2) * x.dim(3);
   const double M = static_cast<double>(N * HW);
   const float* xp = x.data<float>();

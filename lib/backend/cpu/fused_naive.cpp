@@ -35,13 +35,13 @@ void batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma, cons
 
 void batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
                               const Tensor& gamma, const Tensor& save_mean,
-                              const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
-                              Tensor& dbeta) {
+                              const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                              const BatchNormParams& params) {
   // dx holds the masked gradient first: the reference reads all of dy
   // before it writes dx, so a copy keeps it obviously right.
   Tensor masked(cpu_backend(), dy.shape());
   relu_backward(y, dy, masked);
-  batch_norm_backward(x, masked, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  batch_norm_backward(x, masked, gamma, save_mean, save_invstd, dx, dgamma, dbeta, params);
 }
 
 }  // namespace stoke::cpu::naive

@@ -1,6 +1,7 @@
 // cuDNN spatial batch normalization: training (batch statistics, running
 // statistics with cuDNN's unbiased variance, saved mean and inverse std),
-// inference, and backward from the saved statistics. NCHW tensors use the
+// inference, and backward from the saved statistics with the forward's
+// epsilon (cuDNN asks for the same one in both passes). NCHW tensors use the
 // plain spatial mode (see batch_norm_mode in cudnn_limits.hpp).
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/cuda_backend.hpp"
@@ -8,12 +9,6 @@
 #include "stoke/error.hpp"
 
 namespace stoke::cuda {
-namespace {
-
-// Unused by cuDNN when the saved statistics are given, but must be valid.
-constexpr double kBackwardEpsilon = 1e-5;
-
-}  // namespace
 
 void CudaBackend::do_batch_norm_forward_training(const Tensor& x, const Tensor& gamma,
                                                  const Tensor& beta, Tensor& y,
@@ -45,14 +40,15 @@ void CudaBackend::do_batch_norm_forward_inference(const Tensor& x, const Tensor&
 
 void CudaBackend::do_batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                                          const Tensor& save_mean, const Tensor& save_invstd,
-                                         Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+                                         Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                                         const BatchNormParams& params) {
   check_cudnn_elements("batch_norm_backward", "x", x.shape());
   const TensorDesc xd(x.shape()), bn(1, static_cast<int>(x.dim(1)), 1, 1);
   const float one = 1.0f, zero = 0.0f;
   STOKE_CUDNN_CHECK(cudnnBatchNormalizationBackward(
       cudnn(), batch_norm_mode(false, options_.strict_fp32), &one, &zero, &one, &zero, xd.get(),
       x.raw(), xd.get(), dy.raw(), xd.get(), dx.raw(), bn.get(), gamma.raw(), dgamma.raw(),
-      dbeta.raw(), kBackwardEpsilon, save_mean.raw(), save_invstd.raw()));
+      dbeta.raw(), static_cast<double>(params.epsilon), save_mean.raw(), save_invstd.raw()));
 }
 
 }  // namespace stoke::cuda

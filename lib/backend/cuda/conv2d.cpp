@@ -74,16 +74,22 @@ ConvShapeKey conv_shape_key(const Shape& x, const Shape& w, const Conv2dParams& 
 
 // The descriptors of a shape, built (and checked) once and kept: every pass
 // of every step used to rebuild them and their key string. Bounded: a stream
-// of ever new shapes (inference on arbitrary image sizes) starts over.
-const ConvSetup& CudaBackend::conv_setup(const char* op, const Shape& x, const Shape& w,
-                                         const Conv2dParams& p) {
+// of ever new shapes (inference on arbitrary image sizes) starts over; a
+// setup another thread still uses lives on in its shared_ptr.
+std::shared_ptr<const ConvSetup> CudaBackend::conv_setup(const char* op, const Shape& x,
+                                                         const Shape& w, const Conv2dParams& p) {
   const ConvShapeKey key = conv_shape_key(x, w, p, options_.strict_fp32);
   std::lock_guard lock(conv_setups_mutex_);
   auto it = conv_setups_.find(key);
-  if (it != conv_setups_.end()) return *it->second;
+  if (it != conv_setups_.end()) return it->second;
   if (conv_setups_.size() >= kMaxConvSetups) conv_setups_.clear();
-  auto setup = std::make_unique<ConvSetup>(op, x, w, p, options_.strict_fp32);
-  return *conv_setups_.emplace(key, std::move(setup)).first->second;
+  auto setup = std::make_shared<const ConvSetup>(op, x, w, p, options_.strict_fp32);
+  return conv_setups_.emplace(key, std::move(setup)).first->second;
+}
+
+std::size_t CudaBackend::conv_setups_cached() const {
+  std::lock_guard lock(conv_setups_mutex_);
+  return conv_setups_.size();
 }
 
 std::size_t CudaBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
@@ -98,7 +104,9 @@ std::size_t CudaBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
 
 void CudaBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
                                     const Conv2dParams& params) {
-  const ConvSetup& s = conv_setup("conv2d_forward", x.shape(), w.shape(), params);
+  const auto lock = workspace_lock();
+  const auto setup = conv_setup("conv2d_forward", x.shape(), w.shape(), params);
+  const ConvSetup& s = *setup;
   const ConvAlgoChoice c = choose_conv_algo(kConvForward, ConvCall{s, x.raw(), w.raw(), y.raw()});
   s.set_math(c.math_type);
   void* ws = workspace(c.workspace_bytes);
@@ -115,7 +123,9 @@ void CudaBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tens
 
 void CudaBackend::do_conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                                      Tensor& dw, Tensor& db, const Conv2dParams& params) {
-  const ConvSetup& s = conv_setup("conv2d_backward", x.shape(), w.shape(), params);
+  const auto lock = workspace_lock();
+  const auto setup = conv_setup("conv2d_backward", x.shape(), w.shape(), params);
+  const ConvSetup& s = *setup;
   const float one = 1.0f, zero = 0.0f;
   if (db.defined()) {
     const TensorDesc b(1, static_cast<int>(w.dim(0)), 1, 1);

@@ -127,7 +127,9 @@ ConvAlgoChoice CudaBackend::choose_conv_algo(int pass, const ConvCall& call) con
       if (acceptable(c, strict, det, limit)) need = std::max(need, c.memory);
     try {
       // The workspace is the backend's scratch memory; growing it is not an
-      // observable change of the backend, hence the const_cast.
+      // observable change of the backend, hence the const_cast. The timing
+      // writes into it: held until cudnnFind returns.
+      const auto lock = workspace_lock();
       void* ws = const_cast<CudaBackend*>(this)->workspace(need);
       auto measured = benchmark(h, pass, call.setup, call, ws, need);
       if (std::any_of(measured.begin(), measured.end(),
@@ -158,8 +160,13 @@ ConvAlgoChoice CudaBackend::choose_conv_algo(int pass, const ConvCall& call) con
   choice.benchmarked = timed;
   // Strict runs with FMA math whatever cuDNN reported, so TF32 stays off.
   choice.math_type = static_cast<int>(strict ? CUDNN_FMA_MATH : it->math);
-  choice.tensor_ops = !strict && it->math != CUDNN_FMA_MATH;
+  // What cuDNN reported for the chosen candidate, not what strict implies:
+  // a tensor-op candidate let through in strict mode shows here.
+  choice.tensor_ops = it->math == CUDNN_TENSOR_OP_MATH ||
+                      it->math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+                      (!strict && it->math == CUDNN_DEFAULT_MATH);
   choice.time_ms = timed ? it->time : -1.0f;
+  choice.deterministic = it->deterministic;
   // A size query (no buffers) in benchmark mode must not pin a heuristic choice.
   if (call.out || !options_.conv_benchmark) {
     std::lock_guard lock(algo_mutex_);
@@ -173,8 +180,12 @@ std::string CudaBackend::save_conv_algorithms() const {
 }
 
 std::size_t CudaBackend::load_conv_algorithms(const std::string& text) {
+  // Loaded choices obey this backend's options as its own choices would.
+  ConvAlgoLimits limits;
+  limits.deterministic = options_.deterministic;
+  limits.workspace_limit = options_.conv_workspace_limit;
   std::string why;
-  const auto choices = parse_conv_algos(text, static_cast<int>(cudnnGetVersion()), &why);
+  const auto choices = conv_algos_to_load(text, static_cast<int>(cudnnGetVersion()), limits, &why);
   if (!why.empty()) log_warn("cuDNN algorithm choices not loaded on " + name() + ": " + why);
   std::size_t added = 0;
   std::lock_guard lock(algo_mutex_);

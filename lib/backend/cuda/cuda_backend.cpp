@@ -142,6 +142,7 @@ void CudaBackend::reset_peak() {
 
 void CudaBackend::release_workspace() {
   if (capturing_) return;
+  const auto lock = workspace_lock();
   drop_workspace();
 }
 
@@ -240,9 +241,12 @@ cublasHandle_t CudaBackend::cublas() {
     STOKE_CUBLAS_CHECK(cublasCreate(&h));
     it = map.emplace(device_, h).first;
   }
-  if (!cublas_workspace_) {
-    cublas_workspace_ = pool_->allocate(kCublasWorkspace, stream_);
-    cublas_workspace_bytes_ = kCublasWorkspace;
+  {
+    const auto lock = workspace_lock();  // two threads' first linear op
+    if (!cublas_workspace_) {
+      cublas_workspace_ = pool_->allocate(kCublasWorkspace, stream_);
+      cublas_workspace_bytes_ = kCublasWorkspace;
+    }
   }
   cublasHandle_t h = it->second;
   STOKE_CUBLAS_CHECK(cublasSetStream(h, stream_));

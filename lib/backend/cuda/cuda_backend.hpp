@@ -3,6 +3,12 @@
 // stream with no host synchronization inside an op. Memory (tensors and
 // workspace) comes from the capped device pool in stream order.
 //
+// Two threads may issue ops on one backend (the stream serializes them): the
+// shared per-shape convolution descriptors (whose math type is set per call),
+// the workspace and cuBLAS's workspace are locked from the moment an op takes
+// them until its work is enqueued. Graph capture and busy spans remain one
+// thread's at a time.
+//
 // The op families live one per file: conv2d.cpp (+ conv2d_algo.cpp), batch_norm.cpp,
 // linear.cpp, pool.cpp, elementwise.cpp (relu, add, scale, dropout), loss.cpp, optim.cpp
 // (the same file stems as the CPU backend's);
@@ -97,7 +103,12 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   // Workspace of at least `bytes` from the pool, kept between ops. When it
   // grows (or is released) the old block is freed in stream order, unless a
   // live graph may point into it: then it is kept until the last graph goes.
+  // Requires: the caller holds workspace_lock() until its work using the
+  // block is enqueued (another thread's growth would free it first).
   void* workspace(std::size_t bytes);
+  std::unique_lock<std::recursive_mutex> workspace_lock() const {
+    return std::unique_lock(workspace_mutex_);
+  }
   // Launches kernel `name` over n elements (grid-stride) on the stream.
   void launch_n(const char* name, long long n, std::initializer_list<const void*> args);
   void launch(const char* name, dim3 grid, dim3 block, std::initializer_list<const void*> args);
@@ -108,9 +119,13 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   // benchmarking (outside a capture).
   struct ConvCall;
   ConvAlgoChoice choose_conv_algo(int pass, const ConvCall& call) const;
-  // The descriptors of a convolution shape, built once per backend (conv.cpp).
-  const ConvSetup& conv_setup(const char* op, const Shape& x, const Shape& w,
-                              const Conv2dParams& params);
+  // The descriptors of a convolution shape, built once per backend
+  // (conv2d.cpp). Shared: a caller that eviction of the cache (at
+  // kMaxConvSetups shapes) overtakes still holds its setup. Requires: the
+  // caller holds workspace_lock() while it sets the setup's math and issues.
+  std::shared_ptr<const ConvSetup> conv_setup(const char* op, const Shape& x, const Shape& w,
+                                              const Conv2dParams& params);
+  std::size_t conv_setups_cached() const;
 
  private:
   friend class CudaCapturedStep;
@@ -138,8 +153,11 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   void* cublas_workspace_ = nullptr;
   std::size_t cublas_workspace_bytes_ = 0;
   static constexpr std::size_t kMaxConvSetups = 256;
-  std::mutex conv_setups_mutex_;
-  std::map<std::array<std::int64_t, 16>, std::unique_ptr<ConvSetup>> conv_setups_;
+  mutable std::mutex conv_setups_mutex_;
+  std::map<std::array<std::int64_t, 16>, std::shared_ptr<const ConvSetup>> conv_setups_;
+  // Held by every op from taking the workspace (and a convolution's shared
+  // descriptors) until its work is enqueued; recursive: fused ops call plain ones.
+  mutable std::recursive_mutex workspace_mutex_;
   mutable std::mutex algo_mutex_;
   mutable std::map<std::string, ConvAlgoChoice> algos_;
   mutable std::vector<std::string> algo_order_;

@@ -13,7 +13,7 @@ class NormalizeKernel {
  public:
   // use_jit: compile for the device with NVRTC (STOKE_GPU_JIT), else the
   // precompiled kernel.
-  explicit NormalizeKernel(int device, bool use_jit = true) : device_(device), use_jit_(use_jit) {}
+  NormalizeKernel(int device, bool use_jit) : device_(device), use_jit_(use_jit) {}
   ~NormalizeKernel();
   NormalizeKernel(const NormalizeKernel&) = delete;
   NormalizeKernel& operator=(const NormalizeKernel&) = delete;

@@ -32,7 +32,8 @@ class CaptureModeRelaxed {
 
 class Device final : public detail::CudaDevice {
  public:
-  explicit Device(int index) : index_(index), normalize_(index) {
+  explicit Device(int index)
+      : index_(index), normalize_jit_(index, true), normalize_precompiled_(index, false) {
     int count = 0;
     STOKE_CUDA_CHECK(cudaGetDeviceCount(&count));
     if (index < 0 || index >= count) {
@@ -161,16 +162,20 @@ class Device final : public detail::CudaDevice {
   }
 
   void normalize_u8_hwc_to_f32_chw(const void* src, float* dst, int samples, int height, int width,
-                                   int channels, const float* mean, const float* std,
+                                   int channels, const float* mean, const float* std, bool jit,
                                    detail::GpuStream stream) override {
     DeviceScope scope(index_);
-    normalize_.launch(src, dst, samples, height, width, channels, mean, std,
-                      static_cast<cudaStream_t>(stream));
+    // One handle per device serves every prefetcher: each asks for the
+    // kernel its settings name, each loaded on first use.
+    NormalizeKernel& kernel = jit ? normalize_jit_ : normalize_precompiled_;
+    kernel.launch(src, dst, samples, height, width, channels, mean, std,
+                  static_cast<cudaStream_t>(stream));
   }
 
  private:
   int index_;
-  NormalizeKernel normalize_;
+  NormalizeKernel normalize_jit_;
+  NormalizeKernel normalize_precompiled_;
   std::string name_;
   std::uint64_t total_ = 0;
 };

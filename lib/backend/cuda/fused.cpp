@@ -13,9 +13,6 @@
 namespace stoke::cuda {
 namespace {
 
-// cuDNN ignores the backward's epsilon when the saved statistics are given.
-constexpr double kUnusedEpsilon = 1e-5;
-
 class ReluDesc {
  public:
   ReluDesc() {
@@ -44,7 +41,9 @@ void CudaBackend::do_conv2d_fused_forward(const Tensor& x, const Tensor& w, cons
     if (activation == Activation::kRelu) do_relu_forward(y, y);
     return;
   }
-  const ConvSetup& s = conv_setup("conv2d_fused_forward", x.shape(), w.shape(), params);
+  const auto lock = workspace_lock();
+  const auto setup = conv_setup("conv2d_fused_forward", x.shape(), w.shape(), params);
+  const ConvSetup& s = *setup;
   const ConvAlgoChoice c = choose_conv_algo(kConvForward, ConvCall{s, x.raw(), w.raw(), y.raw()});
   s.set_math(c.math_type);
   void* ws = workspace(c.workspace_bytes);
@@ -81,10 +80,11 @@ void CudaBackend::do_batch_norm_relu_forward_training(const Tensor& x, const Ten
 void CudaBackend::do_batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
                                               const Tensor& gamma, const Tensor& save_mean,
                                               const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
-                                              Tensor& dbeta) {
+                                              Tensor& dbeta, const BatchNormParams& params) {
   // dy masked to y > 0 in the backend's workspace (kept between ops, safe
   // inside a captured graph), then batch norm's backward from it.
   check_cudnn_elements("batch_norm_relu_backward", "x", x.shape());
+  const auto lock = workspace_lock();
   const float* yp = y.data<float>();
   const float* dyp = dy.data<float>();
   auto* masked = static_cast<float*>(workspace(dy.bytes()));
@@ -95,7 +95,7 @@ void CudaBackend::do_batch_norm_relu_backward(const Tensor& x, const Tensor& y, 
   STOKE_CUDNN_CHECK(cudnnBatchNormalizationBackward(
       cudnn(), batch_norm_mode(false, options_.strict_fp32), &one, &zero, &one, &zero, xd.get(),
       x.raw(), xd.get(), masked, xd.get(), dx.raw(), bn.get(), gamma.raw(), dgamma.raw(),
-      dbeta.raw(), kUnusedEpsilon, save_mean.raw(), save_invstd.raw()));
+      dbeta.raw(), static_cast<double>(params.epsilon), save_mean.raw(), save_invstd.raw()));
 }
 
 }  // namespace stoke::cuda

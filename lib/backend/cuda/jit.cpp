@@ -3,12 +3,15 @@
 #include <nvrtc.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "backend/cuda/check.hpp"
 #include "stoke/error.hpp"
@@ -39,6 +42,18 @@ std::string program_log(nvrtcProgram program) {
   nvrtcGetProgramLog(program, log.data());
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
   return log;
+}
+
+// A temporary name no other writer uses: the process id alone is shared by
+// the threads of one process (two backends, or a backend and the
+// prefetcher's normalize kernel, may store the same entry at once).
+std::string temporary_name(const std::filesystem::path& path) {
+  static std::atomic<std::uint64_t> counter{0};
+  char suffix[64];
+  std::snprintf(suffix, sizeof suffix, ".tmp.%ld.%zx.%llu", static_cast<long>(::getpid()),
+                std::hash<std::thread::id>{}(std::this_thread::get_id()),
+                static_cast<unsigned long long>(counter.fetch_add(1)));
+  return path.string() + suffix;
 }
 
 int nvrtc_version() {
@@ -142,7 +157,7 @@ bool JitCache::store(std::uint64_t key, const std::vector<char>& cubin) const {
   std::error_code ec;
   std::filesystem::create_directories(directory_, ec);
   const auto path = path_for(key);
-  const auto temp = path.string() + ".tmp." + std::to_string(::getpid());
+  const auto temp = temporary_name(path);
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     CacheHeader header{};

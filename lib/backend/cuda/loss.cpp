@@ -9,6 +9,7 @@ void CudaBackend::do_softmax_cross_entropy_forward(const Tensor& logits, const T
   const int n = static_cast<int>(logits.dim(0)), c = static_cast<int>(logits.dim(1));
   // Per-row loss and hit in the (stream-ordered) workspace: ops run in order
   // on the one stream, so no convolution is using it now.
+  const auto lock = workspace_lock();
   float* rows =
       static_cast<float*>(workspace(2 * static_cast<std::size_t>(n > 0 ? n : 1) * sizeof(float)));
   float* row_loss = rows;
