@@ -75,8 +75,10 @@ du -sh "$bundle"/*
 # The carry limit: 64 MiB for the working tree (tracked and untracked files
 # git does not ignore, shared/ where there is one) and the carried paths.
 limit=$((64 * 1024 * 1024))
-tree=$( (git ls-files -z --cached --others --exclude-standard; [ -d shared ] && find shared -type f -print0) |
-  du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+# (no shared/ in the checkout is not an error, nor a listed file deleted since)
+tree=$( (git ls-files -z --cached --others --exclude-standard
+  if [ -d shared ]; then find shared -type f -print0; fi) |
+  du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1) || true
 size=$(du -sb "$bundle" | cut -f1)
 room=$((limit - ${tree:-0}))
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
