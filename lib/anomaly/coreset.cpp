@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "data/rng.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
 
@@ -14,15 +15,8 @@ namespace stoke::anomaly_detail {
 
 namespace {
 
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-double uniform01(std::uint64_t& state) {
-  return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;
+double uniform01(data_detail::Rng& rng) {
+  return static_cast<double>(rng.next() >> 11) * 0x1.0p-53;
 }
 
 constexpr std::size_t kGrain = 256;
@@ -93,10 +87,10 @@ std::vector<float> sparse_project(std::span<const float> rows, std::int64_t coun
   const auto value =
       static_cast<float>(std::sqrt(1.0 / density) / std::sqrt(static_cast<double>(dim)));
   std::vector<std::vector<std::pair<std::int64_t, float>>> taps(static_cast<std::size_t>(dim));
-  std::uint64_t state = seed ^ 0x5EED0F0C0BE5E7ull;
+  data_detail::Rng rng(seed ^ 0x5EED0F0C0BE5E7ull);
   for (auto& component : taps) {
     for (std::int64_t c = 0; c < width; ++c) {
-      const double u = uniform01(state);
+      const double u = uniform01(rng);
       if (u < density / 2.0) {
         component.emplace_back(c, -value);
       } else if (u < density) {
@@ -132,9 +126,8 @@ std::vector<std::int64_t> k_center_greedy(std::span<const float> rows, std::int6
   }
   std::vector<float> min_distance(static_cast<std::size_t>(count),
                                   std::numeric_limits<float>::infinity());
-  std::uint64_t state = seed;
-  std::int64_t center =
-      static_cast<std::int64_t>(splitmix64(state) % static_cast<std::uint64_t>(count));
+  data_detail::Rng rng(seed);
+  std::int64_t center = static_cast<std::int64_t>(rng.next() % static_cast<std::uint64_t>(count));
   std::vector<std::int64_t> chosen{center};
   chosen.reserve(static_cast<std::size_t>(select));
   const std::size_t blocks = (static_cast<std::size_t>(count) + kGrain - 1) / kGrain;

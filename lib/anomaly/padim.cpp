@@ -9,18 +9,12 @@
 
 #include "anomaly/resample.hpp"
 #include "anomaly/scorer.hpp"
+#include "data/rng.hpp"
 #include "stoke/error.hpp"
 
 namespace stoke::anomaly_detail {
 
 namespace {
-
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // Positions per task: a few, each a whole Cholesky of features^3 / 3 flops.
 constexpr std::size_t kPositionGrain = 4;
@@ -82,10 +76,10 @@ std::vector<std::int64_t> padim_channels(std::int64_t full_width, std::int64_t k
   }
   std::vector<std::int64_t> all(static_cast<std::size_t>(full_width));
   std::iota(all.begin(), all.end(), std::int64_t{0});
-  std::uint64_t state = seed;
+  data_detail::Rng rng(seed);
   for (std::int64_t i = 0; i < kept; ++i) {
-    const auto j = i + static_cast<std::int64_t>(splitmix64(state) %
-                                                 static_cast<std::uint64_t>(full_width - i));
+    const auto j =
+        i + static_cast<std::int64_t>(rng.next() % static_cast<std::uint64_t>(full_width - i));
     std::swap(all[static_cast<std::size_t>(i)], all[static_cast<std::size_t>(j)]);
   }
   all.resize(static_cast<std::size_t>(kept));

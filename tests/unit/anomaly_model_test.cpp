@@ -13,55 +13,14 @@
 #include "stoke/data.hpp"
 #include "stoke/error.hpp"
 #include "stoke/nn/checkpoint.hpp"
+#include "unit/anomaly_fixture.hpp"
 
 namespace stoke::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kSize = 96;
-
-std::unique_ptr<nn::Model> backbone(std::uint64_t seed) {
-  nn::ModelSpec spec;
-  spec.architecture = nn::Architecture::kResNet18;
-  spec.width_multiplier = 0.5f;
-  spec.in_channels = 3;
-  spec.height = spec.width = kSize;
-  spec.classes = 2;
-  return nn::build_model(cpu_backend(), spec, seed);
-}
-
-PreprocessOptions preprocess() {
-  PreprocessOptions p;
-  p.width = p.height = kSize;
-  p.channels = 3;
-  p.normalization = Normalization::mean_std(std::vector<float>{0.485f, 0.456f, 0.406f},
-                                            std::vector<float>{0.229f, 0.224f, 0.225f});
-  return p;
-}
-
-class AnomalyModel : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    dir_ = fs::temp_directory_path() / ("stoke_anomaly_" + name);
-    fs::remove_all(dir_);
-    SyntheticOptions o;
-    o.width = o.height = 192;
-    o.defect_fraction = 0.5;
-    o.format = SyntheticOptions::Format::kPng;
-    o.seed = 3;
-    const fs::path root = write_synthetic_dataset(dir_ / "data", 32, o);
-    for (const auto& e : fs::directory_iterator(root / "ok")) good_.push_back(e.path());
-    for (const auto& e : fs::directory_iterator(root / "defect")) defect_.push_back(e.path());
-    std::sort(good_.begin(), good_.end());
-    std::sort(defect_.begin(), defect_.end());
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path dir_;
-  std::vector<fs::path> good_, defect_;
-};
+class AnomalyModel : public SyntheticParts {};
 
 // Random backbone features (no pretrained weights here) do not separate the
 // generator's thin scratches from its good parts (image AUROC about 0.54 at
@@ -73,7 +32,7 @@ TEST_F(AnomalyModel, SpottedPartsScoreAboveThemselvesAndTheMapFindsTheSpot) {
   ASSERT_GE(good_.size(), 8u);
   anomaly::PatchCoreOptions o;
   o.coreset_ratio = 0.25;
-  anomaly::PatchCore core(backbone(1), preprocess(), o);
+  anomaly::PatchCore core(anomaly_backbone(1), anomaly_preprocess(), o);
   const std::vector<fs::path> train(good_.begin(), good_.end() - 4);
   core.fit(train);
   for (auto it = good_.end() - 4; it != good_.end(); ++it) {
@@ -83,13 +42,14 @@ TEST_F(AnomalyModel, SpottedPartsScoreAboveThemselvesAndTheMapFindsTheSpot) {
     for (int c = 0; c < 3; ++c)
       for (int y = y0; y < y0 + 12; ++y)
         for (int xx = x0; xx < x0 + 12; ++xx)
-          x[static_cast<std::size_t>((c * kSize + y) * kSize + xx)] = -2.0f;
+          x[static_cast<std::size_t>((c * kAnomalySize + y) * kAnomalySize + xx)] = -2.0f;
     const anomaly::AnomalyResult spotted = core.score_input(x);
     EXPECT_GT(spotted.score, clean.score * 1.2f) << it->string();
-    ASSERT_EQ(spotted.map.size(), static_cast<std::size_t>(kSize * kSize));
+    ASSERT_EQ(spotted.map.size(), static_cast<std::size_t>(kAnomalySize * kAnomalySize));
     const auto peak =
         std::max_element(spotted.map.begin(), spotted.map.end()) - spotted.map.begin();
-    const int py = static_cast<int>(peak / kSize), px = static_cast<int>(peak % kSize);
+    const int py = static_cast<int>(peak / kAnomalySize),
+              px = static_cast<int>(peak % kAnomalySize);
     EXPECT_NEAR(py, y0 + 6, 12) << it->string();
     EXPECT_NEAR(px, x0 + 6, 12) << it->string();
   }
@@ -100,7 +60,7 @@ TEST_F(AnomalyModel, SpottedPartsScoreAboveThemselvesAndTheMapFindsTheSpot) {
 TEST_F(AnomalyModel, Bf16FeaturesScoreCloseToFp32) {
   anomaly::PatchCoreOptions o;
   o.coreset_ratio = 0.5;
-  anomaly::PatchCore core(backbone(1), preprocess(), o);
+  anomaly::PatchCore core(anomaly_backbone(1), anomaly_preprocess(), o);
   core.fit({good_[0], good_[1], good_[2]});
   const auto fp32 = core.score_file(defect_[0]);
   if (cpu_backend().inference_precision(Precision::kBf16) == PrecisionSupport::kNone) {
@@ -120,7 +80,7 @@ TEST_F(AnomalyModel, Bf16FeaturesScoreCloseToFp32) {
 TEST_F(AnomalyModel, BankOverTheMemoryCapNamesTheOption) {
   anomaly::PatchCoreOptions o;
   o.max_bank_bytes = 1024;
-  anomaly::PatchCore core(backbone(1), preprocess(), o);
+  anomaly::PatchCore core(anomaly_backbone(1), anomaly_preprocess(), o);
   try {
     core.fit({good_.front(), good_.back()});
     FAIL() << "no error";
@@ -132,7 +92,7 @@ TEST_F(AnomalyModel, BankOverTheMemoryCapNamesTheOption) {
 TEST_F(AnomalyModel, SavedModelScoresAsTrainedAndBrokenFilesAreRefused) {
   anomaly::PatchCoreOptions o;
   o.coreset_ratio = 0.5;
-  anomaly::PatchCore core(backbone(2), preprocess(), o);
+  anomaly::PatchCore core(anomaly_backbone(2), anomaly_preprocess(), o);
   core.fit({good_[0], good_[1], good_[2]});
   core.calibrate({good_[3], good_[4]});
   const fs::path path = dir_ / "model.stoke";

@@ -18,6 +18,7 @@
 #include "stoke/error.hpp"
 #include "stoke/nn/checkpoint.hpp"
 #include "stoke/threads.hpp"
+#include "unit/anomaly_fixture.hpp"
 
 namespace stoke::testing {
 namespace {
@@ -188,27 +189,6 @@ TEST(AnomalyPadim, OneImageIsRefusedNamingTheMinimum) {
 
 // ---- End to end on the CPU backend (random ResNet-18 at half width).
 
-constexpr int kSize = 96;
-
-std::unique_ptr<nn::Model> backbone(std::uint64_t seed) {
-  nn::ModelSpec spec;
-  spec.architecture = nn::Architecture::kResNet18;
-  spec.width_multiplier = 0.5f;
-  spec.in_channels = 3;
-  spec.height = spec.width = kSize;
-  spec.classes = 2;
-  return nn::build_model(cpu_backend(), spec, seed);
-}
-
-PreprocessOptions preprocess() {
-  PreprocessOptions p;
-  p.width = p.height = kSize;
-  p.channels = 3;
-  p.normalization = Normalization::mean_std(std::vector<float>{0.485f, 0.456f, 0.406f},
-                                            std::vector<float>{0.229f, 0.224f, 0.225f});
-  return p;
-}
-
 anomaly::PatchCoreOptions padim_options() {
   anomaly::PatchCoreOptions o;
   o.method = anomaly::AnomalyMethod::kPadim;
@@ -216,39 +196,18 @@ anomaly::PatchCoreOptions padim_options() {
   return o;
 }
 
-class AnomalyPadimModel : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    dir_ = fs::temp_directory_path() / ("stoke_padim_" + name);
-    fs::remove_all(dir_);
-    SyntheticOptions o;
-    o.width = o.height = 192;
-    o.defect_fraction = 0.5;
-    o.format = SyntheticOptions::Format::kPng;
-    o.seed = 3;
-    const fs::path root = write_synthetic_dataset(dir_ / "data", 32, o);
-    for (const auto& e : fs::directory_iterator(root / "ok")) good_.push_back(e.path());
-    for (const auto& e : fs::directory_iterator(root / "defect")) defect_.push_back(e.path());
-    std::sort(good_.begin(), good_.end());
-    std::sort(defect_.begin(), defect_.end());
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path dir_;
-  std::vector<fs::path> good_, defect_;
-};
+class AnomalyPadimModel : public SyntheticParts {};
 
 // A dark 12 x 12 spot painted into held-out good parts (what random features
 // see; docs/anomaly.md): each spotted part scores above itself unspotted and
 // its map peaks on the spot.
 TEST_F(AnomalyPadimModel, SpottedPartsScoreAboveThemselvesAndTheMapFindsTheSpot) {
   ASSERT_GE(good_.size(), 8u);
-  anomaly::PatchCore core(backbone(1), preprocess(), padim_options());
+  anomaly::PatchCore core(anomaly_backbone(1), anomaly_preprocess(), padim_options());
   const std::vector<fs::path> train(good_.begin(), good_.end() - 4);
   core.fit(train);
   EXPECT_EQ(core.padim_channels().size(), 50u);  // of 32 + 64 + 128 channels
-  EXPECT_EQ(core.padim_positions(), (kSize / 4) * (kSize / 4));
+  EXPECT_EQ(core.padim_positions(), (kAnomalySize / 4) * (kAnomalySize / 4));
   EXPECT_EQ(core.bank_rows(), 0);
   for (auto it = good_.end() - 4; it != good_.end(); ++it) {
     std::vector<float> x = core.preprocess_file(*it);
@@ -257,22 +216,22 @@ TEST_F(AnomalyPadimModel, SpottedPartsScoreAboveThemselvesAndTheMapFindsTheSpot)
     for (int c = 0; c < 3; ++c)
       for (int y = y0; y < y0 + 12; ++y)
         for (int xx = x0; xx < x0 + 12; ++xx)
-          x[static_cast<std::size_t>((c * kSize + y) * kSize + xx)] = -2.0f;
+          x[static_cast<std::size_t>((c * kAnomalySize + y) * kAnomalySize + xx)] = -2.0f;
     const anomaly::AnomalyResult spotted = core.score_input(x);
     EXPECT_GT(spotted.score, clean.score * 1.2f) << it->string();
-    ASSERT_EQ(spotted.map.size(), static_cast<std::size_t>(kSize * kSize));
+    ASSERT_EQ(spotted.map.size(), static_cast<std::size_t>(kAnomalySize * kAnomalySize));
     const auto peak = std::max_element(spotted.map.begin(), spotted.map.end());
     EXPECT_EQ(*peak, spotted.score);  // the image score is the map's maximum
     const auto at = peak - spotted.map.begin();
-    EXPECT_NEAR(static_cast<int>(at / kSize), y0 + 6, 12) << it->string();
-    EXPECT_NEAR(static_cast<int>(at % kSize), x0 + 6, 12) << it->string();
+    EXPECT_NEAR(static_cast<int>(at / kAnomalySize), y0 + 6, 12) << it->string();
+    EXPECT_NEAR(static_cast<int>(at % kAnomalySize), x0 + 6, 12) << it->string();
   }
 }
 
 TEST_F(AnomalyPadimModel, GaussiansOverTheMemoryCapNameTheOption) {
   anomaly::PatchCoreOptions o = padim_options();
   o.max_bank_bytes = 1 << 20;  // the Gaussians: 576 x 50^2 x 4 = 5.5 MiB
-  anomaly::PatchCore core(backbone(1), preprocess(), o);
+  anomaly::PatchCore core(anomaly_backbone(1), anomaly_preprocess(), o);
   try {
     core.fit({good_[0], good_[1]});
     FAIL() << "no error";
@@ -281,7 +240,7 @@ TEST_F(AnomalyPadimModel, GaussiansOverTheMemoryCapNameTheOption) {
     EXPECT_NE(what.find("Gaussians"), std::string::npos) << what;
     EXPECT_NE(what.find("max_bank_bytes (--max-bank)"), std::string::npos) << what;
   }
-  anomaly::PatchCore one(backbone(1), preprocess(), padim_options());
+  anomaly::PatchCore one(anomaly_backbone(1), anomaly_preprocess(), padim_options());
   try {
     one.fit({good_[0]});
     FAIL() << "one image accepted";
@@ -312,7 +271,7 @@ void expect_refused(const fs::path& file, const std::string& key) {
 }
 
 TEST_F(AnomalyPadimModel, SavedModelScoresBitIdenticallyAndCraftedFilesAreRefused) {
-  anomaly::PatchCore core(backbone(2), preprocess(), padim_options());
+  anomaly::PatchCore core(anomaly_backbone(2), anomaly_preprocess(), padim_options());
   core.fit({good_[0], good_[1], good_[2]});
   core.calibrate({good_[3], good_[4]});
   const fs::path path = dir_ / "model.stoke";
