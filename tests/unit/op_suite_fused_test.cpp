@@ -4,6 +4,7 @@
 // training batch norm + ReLU forward and backward, and the front doors'
 // errors. The references (lib/backend/cpu/fused_naive.cpp) run the plain
 // references one after the other.
+#include "stoke/program.hpp"
 #include "unit/op_suite.hpp"
 
 namespace stoke::testing {
@@ -123,6 +124,49 @@ TEST_P(OpSuite, BatchNormReluMatchesNaiveForwardAndBackward) {
     expect_output(dx, tol, "dx " + what);
     expect_output(dg, tol, "dgamma " + what);
     expect_output(db, tolerance(Accuracy::kReduction, per), "dbeta " + what);
+    if (HasFailure()) return;
+  }
+}
+
+// The low-precision ops: a fused convolution (bias, ReLU) computed in bf16 by
+// the backend's inference program, where it has bf16 kernels, against the
+// fp32 naive reference within the bf16 row of the tolerance table; and not
+// the fp32 program's bits (it did run in bf16).
+TEST_P(OpSuite, Bf16FusedConvolutionMatchesTheFp32Reference) {
+  if (be().inference_precision(Precision::kBf16) == PrecisionSupport::kNone)
+    GTEST_SKIP() << GetParam().name << " runs no bf16 inference on this machine";
+  struct Case {
+    Shape x, w;
+    Conv2dParams p;
+  };
+  const std::vector<Case> cases = {
+      {{1, 16, 12, 12}, {32, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1}},
+      {{2, 32, 9, 7}, {16, 32, 3, 3}, {2, 2, 1, 1, 1, 1, 1}},
+      {{1, 3, 20, 20}, {16, 3, 7, 7}, {2, 2, 3, 3, 1, 1, 1}},  // a stem: the input stays plain
+      {{3, 64, 5, 5}, {64, 64, 1, 1}, {}},
+  };
+  std::uint32_t seed = 1300;
+  for (const Case& c : cases) {
+    const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
+    const auto x = both(c.x, ++seed), w = both(c.w, ++seed), b = both({c.w[0]}, ++seed);
+    const auto program = [&](Precision precision) {
+      InferenceStep step;
+      step.kind = InferenceStep::Kind::kConv;
+      step.name = "conv";
+      step.chain.push_back(FusedConv{w.dut, b.dut, c.p, Activation::kRelu});
+      return be().compile_inference({step}, ProgramLayout::kBackend, precision);
+    };
+    const auto low = program(Precision::kBf16);
+    const auto fp32 = program(Precision::kFp32);
+    const auto got = low->forward(x.dut).to_vector();
+    const auto full = fp32->forward(x.dut).to_vector();
+    Tensor want(ref(), ys);
+    cpu::naive::conv2d_forward(x.ref, w.ref, b.ref, want, c.p);
+    cpu::naive::relu_forward(want, want);
+    const std::string what = "bf16 x" + shape_to_string(c.x) + " w" + shape_to_string(c.w);
+    EXPECT_TRUE(close(got, want.to_vector(),
+                      tolerance(Accuracy::kRoundedInputs, 1, DType::kBFloat16), what));
+    EXPECT_NE(got, full) << what << ": the bf16 program gave the fp32 program's bits";
     if (HasFailure()) return;
   }
 }

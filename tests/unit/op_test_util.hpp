@@ -57,6 +57,7 @@ enum class Accuracy : std::uint8_t {
   kConvolution,     // kReduction, plus the algorithms a GPU library may choose
   kNormalization,   // statistics over n values, then a division by the std
   kOptimizer,       // several steps of sqrt and division per element
+  kRoundedInputs,   // a low-precision dtype's products: inputs rounded, fp32 sums
 };
 
 struct ToleranceRule {
@@ -83,6 +84,10 @@ inline constexpr ToleranceRule kToleranceTable[] = {
      "1/std"},
     {Accuracy::kOptimizer, 128, false,
      "sqrt and division per element, over a few steps; bias corrections rounded to float"},
+    {Accuracy::kRoundedInputs, 4, false,
+     "inputs and weights rounded to the dtype (eps/2 each), products summed in fp32, the output "
+     "rounded once more: a random-sign sum of n rounding errors grows as sqrt(n), as the "
+     "output's scale does, so the error relative to that scale does not grow with n"},
 };
 
 inline Tolerance tolerance(Accuracy accuracy, std::size_t n = 1, DType dtype = DType::kFloat32) {

@@ -248,7 +248,8 @@ std::unique_ptr<InferenceProgram> CpuBackend::compile_inference(std::vector<Infe
 
 PrecisionSupport CpuBackend::inference_precision(Precision precision) const noexcept {
   if (precision == Precision::kFp32) return PrecisionSupport::kNative;
-  if (precision != Precision::kBf16) return PrecisionSupport::kNone;
+  // bf16 runs in oneDNN's blocked program only (not on the gemm convolutions).
+  if (precision != Precision::kBf16 || !dnnl_convolutions()) return PrecisionSupport::kNone;
   switch (blk::bf16_support()) {
     case 2:
       return PrecisionSupport::kNative;
