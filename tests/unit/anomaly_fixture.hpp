@@ -40,6 +40,15 @@ inline PreprocessOptions anomaly_preprocess() {
   return p;
 }
 
+// A dark 12 x 12 spot (-2 in every channel) at (y0, x0) of a preprocessed
+// (3, kAnomalySize, kAnomalySize) input: a defect random features see.
+inline void paint_spot(std::vector<float>& x, int y0, int x0) {
+  for (int c = 0; c < 3; ++c)
+    for (int y = y0; y < y0 + 12; ++y)
+      for (int xx = x0; xx < x0 + 12; ++xx)
+        x[static_cast<std::size_t>((c * kAnomalySize + y) * kAnomalySize + xx)] = -2.0f;
+}
+
 class SyntheticParts : public ::testing::Test {
  protected:
   void SetUp() override {

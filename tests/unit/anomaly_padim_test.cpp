@@ -213,10 +213,7 @@ TEST_F(AnomalyPadimModel, SpottedPartsScoreAboveThemselvesAndTheMapFindsTheSpot)
     std::vector<float> x = core.preprocess_file(*it);
     const anomaly::AnomalyResult clean = core.score_input(x);
     const int y0 = 20 + static_cast<int>(it - good_.begin()) % 3 * 20, x0 = 60;
-    for (int c = 0; c < 3; ++c)
-      for (int y = y0; y < y0 + 12; ++y)
-        for (int xx = x0; xx < x0 + 12; ++xx)
-          x[static_cast<std::size_t>((c * kAnomalySize + y) * kAnomalySize + xx)] = -2.0f;
+    paint_spot(x, y0, x0);
     const anomaly::AnomalyResult spotted = core.score_input(x);
     EXPECT_GT(spotted.score, clean.score * 1.2f) << it->string();
     ASSERT_EQ(spotted.map.size(), static_cast<std::size_t>(kAnomalySize * kAnomalySize));
