@@ -17,6 +17,7 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/rendezvous/redis_store.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
@@ -229,9 +230,25 @@ class GlooCommunicator final : public Communicator {
       int peer = -1;
       std::string address;
       while (theirs >> peer >> address) {
-        if (peer == options_.rank) peers_.set_socket(r, address);
+        if (peer == options_.rank) peers_.add_socket(r, address);
       }
+      peers_.add_socket(r, advertised_address(r));
     }
+  }
+
+  // The listening address rank `r` advertised for its connection to this
+  // rank (connectFullMesh's record under key "r": one address per other
+  // rank, in rank order). Gloo prints that one, not the socket's end, for a
+  // connection the peer made before this rank read the record.
+  std::string advertised_address(int r) {
+    const std::vector<char> all = prefixed_->get(std::to_string(r));
+    const auto size = all.size() / static_cast<std::size_t>(options_.world_size - 1);
+    const auto index =
+        static_cast<std::size_t>(options_.rank > r ? options_.rank - 1 : options_.rank);
+    const std::vector<char> bytes(all.begin() + static_cast<std::ptrdiff_t>(index * size),
+                                  all.begin() + static_cast<std::ptrdiff_t>((index + 1) * size));
+    const std::string text = gloo::transport::tcp::Address(bytes).str();
+    return text.substr(0, text.find('$'));  // without Gloo's sequence number
   }
 
   // Runs one Gloo call, adds its time to seconds(), and turns whatever Gloo

@@ -110,8 +110,8 @@ void PeerDirectory::set_record(int peer, PeerRecord record) {
   records_.at(static_cast<std::size_t>(peer)) = std::move(record);
 }
 
-void PeerDirectory::set_socket(int peer, std::string address) {
-  sockets_.at(static_cast<std::size_t>(peer)) = std::move(address);
+void PeerDirectory::add_socket(int peer, std::string address) {
+  sockets_.at(static_cast<std::size_t>(peer)).push_back(std::move(address));
 }
 
 std::string PeerDirectory::name(int peer) const {
@@ -135,7 +135,8 @@ std::vector<int> PeerDirectory::named_in(const std::string& message) const {
     for (int p = 0; p < world_; ++p) {
       if (p == rank_) continue;
       const auto i = static_cast<std::size_t>(p);
-      if (!sockets_[i].empty() && sockets_[i] == address) add_unique(exact, p);
+      if (std::find(sockets_[i].begin(), sockets_[i].end(), address) != sockets_[i].end())
+        add_unique(exact, p);
       if (records_[i].address == host) add_unique(by_host, p);
     }
   }

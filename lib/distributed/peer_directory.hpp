@@ -52,8 +52,11 @@ class STOKE_INTERNAL PeerDirectory {
   int rank() const noexcept { return rank_; }
   int world() const noexcept { return world_; }
   void set_record(int peer, PeerRecord record);
-  // `address`: the peer's end of its connection to this rank (Gloo's form).
-  void set_socket(int peer, std::string address);
+  // `address`: an address Gloo may print for the peer's connection to this
+  // rank, in Gloo's form: the peer's end of the socket, or the listening
+  // address it advertised (Gloo keeps that one when the peer connected
+  // before this rank read it). A peer may have several.
+  void add_socket(int peer, std::string address);
 
   // "rank 1 (10.0.0.2 on node-b, pid 4242)"; "rank 1" when it registered nothing.
   std::string name(int peer) const;
@@ -67,7 +70,7 @@ class STOKE_INTERNAL PeerDirectory {
  private:
   int rank_, world_;
   std::vector<PeerRecord> records_;
-  std::vector<std::string> sockets_;
+  std::vector<std::vector<std::string>> sockets_;
 };
 
 // Why a collective failed, in words that name the peer: `gloo_message` is

@@ -197,11 +197,16 @@ TEST(PeerDirectory, NamesTheRankWhoseConnectionGlooNames) {
   detail::PeerDirectory peers(0, 3);
   peers.set_record(1, detail::PeerRecord::parse("127.0.0.1 node-a 41"));
   peers.set_record(2, detail::PeerRecord::parse("127.0.0.1 node-a 42"));
-  peers.set_socket(1, "[127.0.0.1]:1234");
-  peers.set_socket(2, "[127.0.0.1]:5678");
+  peers.add_socket(1, "[127.0.0.1]:1234");
+  peers.add_socket(2, "[127.0.0.1]:5678");
   const std::string closed =
       "[gloo/transport/tcp/pair.cc:598] Connection closed by peer [127.0.0.1]:5678";
   EXPECT_EQ(peers.named_in(closed), std::vector<int>{2});
+  // The listening address a peer advertised names it too (Gloo prints that
+  // one for a connection the peer made first).
+  peers.add_socket(1, "[127.0.0.1]:4321");
+  EXPECT_EQ(peers.named_in("Read error [127.0.0.1]:4321: Connection reset by peer"),
+            std::vector<int>{1});
   EXPECT_EQ(detail::explain_gloo_failure(peers, closed, detail::full_mesh_exchange(0, 3), 5),
             "rank 2 (127.0.0.1 on node-a, pid 42) closed its connection to this rank: it exited "
             "or was killed");
