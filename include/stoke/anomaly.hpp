@@ -73,21 +73,8 @@ struct PatchCoreOptions {
   int tile_stride = 0;
 };
 
-// One image's result. map: (height, width) row-major, at the input size (at
-// the image's own size with tiling).
-struct AnomalyResult {
-  float score = 0.0f;
-  bool anomalous = false;
-  // The score on [0, 1] with the threshold at 0.5: (score - threshold) /
-  // (max - min) + 0.5, clamped, min and max the validation scores
-  // (anomalib's min-max normalization); anomalous exactly when above 0.5
-  // (files written before it was stored: 0.5 +- 0.5 at the threshold).
-  float normalized_score = 0.0f;
-  // Map values above the model's pixel threshold (the defect's area in map pixels).
-  std::int64_t defect_pixels = 0;
-  int height = 0, width = 0;
-  std::vector<float> map;
-};
+// One image's result (stoke/deploy.hpp, where the Predictor returns it too).
+using AnomalyResult = stoke::AnomalyResult;
 
 // Patch embeddings of a batch: rows (N x grid_h x grid_w) of `width` floats,
 // row (n, y, x) at ((n * grid_h + y) * grid_w + x) * width; channels are
@@ -212,6 +199,9 @@ class STOKE_API PatchCore {
   // what a file of the same image gives.
   AnomalyResult score_bytes(std::span<const std::uint8_t> bytes, std::string_view name = "<bytes>");
   AnomalyResult score_pixels(const PixelBuffer& pixels);
+  // The decoding's pixel limit from here on (PredictorOptions::max_image_pixels;
+  // 0: none); kDefaultMaxImagePixels until set.
+  void set_max_image_pixels(std::uint64_t max_pixels);
 
   // Writes the model file (a checkpoint of the backbone with the bank,
   // options, preprocessing and threshold in its metadata), atomically.

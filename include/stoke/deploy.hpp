@@ -51,6 +51,48 @@ struct Prediction {
   std::vector<float> probabilities;  // one per class
 };
 
+// An anomaly model's result for one image (PatchCore and PaDiM,
+// stoke/anomaly.hpp, where it is also stoke::anomaly::AnomalyResult). map:
+// (height, width) row-major, at the model's input size (at the image's own
+// size with tiling).
+struct AnomalyResult {
+  float score = 0.0f;
+  bool anomalous = false;  // score above the model's threshold
+  // The score on [0, 1] with the threshold at 0.5: (score - threshold) /
+  // (max - min) + 0.5, clamped, min and max the validation scores
+  // (anomalib's min-max normalization); anomalous exactly when above 0.5
+  // (files written before it was stored: 0.5 +- 0.5 at the threshold).
+  float normalized_score = 0.0f;
+  // Map values above the model's pixel threshold (the defect's area in map pixels).
+  std::int64_t defect_pixels = 0;
+  int height = 0, width = 0;
+  std::vector<float> map;
+};
+
+// What a Predictor's model file is: a classifier (predict_*, forward,
+// logits) or an anomaly model (score_*).
+enum class ModelKind { kClassifier, kAnomaly };
+
+// An anomaly model's decision rule, as its file stores it.
+struct AnomalyModelInfo {
+  std::string method;   // "patchcore", "padim"
+  float threshold = 0;  // anomalous: score > threshold
+  // The map value a defect pixel exceeds (AnomalyResult::defect_pixels; the
+  // threshold for files written before it was stored).
+  float pixel_threshold = 0;
+  // The validation scores' range the normalized score is taken over; NaN
+  // for files written before it was stored (normalized_score is then 0.5 +-
+  // 0.5 at the threshold).
+  float score_min = NAN, score_max = NAN;
+  bool has_score_range() const noexcept { return !std::isnan(score_min); }
+  // Tiling at native resolution (0: off): maps are then at the image's size.
+  int tile = 0;
+};
+
+namespace deploy_detail {
+struct OpenedModel;  // lib/deploy/model_kinds.hpp
+}
+
 struct SelfCheckResult {
   bool ran = false;  // false when the file holds no references
   bool passed = false;
@@ -101,8 +143,22 @@ struct PredictorOptions {
 // take turns. A Session (cheap: a decoder, a resampler and buffers; no
 // weights) is one thread's decoding and preprocessing; the predict_*
 // functions take one from a pool.
+//
+// Anomaly models (stoke train --task anomaly: PatchCore, PaDiM; see
+// docs/anomaly.md) open too (kind() == ModelKind::kAnomaly) and are scored
+// with score_file, score_bytes and score_pixels: the same code and the same
+// bits as anomaly::PatchCore::load + score_file (what stoke eval runs). Their
+// calls take turns (one PatchCore: its feature programs and decoder keep
+// state), so threads may share the Predictor but do not score at once.
 class STOKE_API Predictor {
  public:
+  // A classifier's model file, or an anomaly model's (the file's
+  // "anomaly.method" key decides). For an anomaly model the backend and the
+  // context's precision (STOKE_PRECISION when set, else the file's gated
+  // one) apply as for a classifier; its self-check always runs (CorruptFile
+  // naming the file when the reference image does not score as stored,
+  // whatever require_self_check says), and images decode with
+  // max_image_pixels as for a classifier.
   explicit Predictor(const std::filesystem::path& model_file, PredictorOptions options = {});
   // A plain checkpoint (nn::save_checkpoint) that records only a
   // normalization (nn::Preprocessing, what nn::Classifier reads): images go in
@@ -115,8 +171,14 @@ class STOKE_API Predictor {
   Predictor(const Predictor&) = delete;
   Predictor& operator=(const Predictor&) = delete;
 
+  ModelKind kind() const noexcept;
+  // An anomaly model's: the file's preprocessing and provenance, class names
+  // "good" and "anomalous" (the decision's two outcomes); spec() is its backbone's.
   const ModelInfo& info() const noexcept;
   const nn::ModelSpec& spec() const noexcept;
+  // An anomaly model's: ran when the file holds a reference image (it scored
+  // as stored, within 1e-3 relative, in fp32), precision the one scoring
+  // runs in, precision_max_error the reference score's change in it.
   const SelfCheckResult& self_check() const noexcept;
   // Elements per preprocessed sample (C * H * W).
   std::size_t sample_size() const noexcept;
@@ -160,10 +222,27 @@ class STOKE_API Predictor {
   std::vector<Prediction> forward(std::span<const float> inputs, std::size_t count);
   // The raw logits (count x classes). Thread-safe.
   std::vector<float> logits(std::span<const float> inputs, std::size_t count);
+  // (The predict_*, forward and logits calls, and a Session's predict_*, are
+  // a classifier's: InvalidArgument naming the file on an anomaly model.)
+
+  // ---- Anomaly models (kind() == ModelKind::kAnomaly) -----------------------------
+  // Each call is InvalidArgument naming the file on a classifier.
+
+  const AnomalyModelInfo& anomaly_info() const;
+  // The image's score, decision, normalized score, defect pixels and map (the
+  // map always: the defect pixels are counted on it). Calls take turns.
+  AnomalyResult score_file(const std::filesystem::path& path);
+  AnomalyResult score_bytes(std::span<const std::uint8_t> bytes, std::string_view name = "<bytes>");
+  AnomalyResult score_pixels(const PixelBuffer& pixels);
 
   struct Impl;
 
  private:
+  // The file's kind decides: the public constructor (lib/anomaly/predictor_open.cpp,
+  // the module above both kinds) opens an anomaly model and hands it here;
+  // without one (opened.anomaly null) the classifier loads here.
+  Predictor(const std::filesystem::path& model_file, const PredictorOptions& options,
+            deploy_detail::OpenedModel&& opened);
   template <class F>
   auto with_session(F&& f);
   // The rest of loading, once impl_->loaded holds the network and its information.

@@ -441,6 +441,18 @@ AnomalyResult PatchCore::score_pixels(const PixelBuffer& pixels) {
   return impl_->score_tiles(*this, grid, inputs);
 }
 
+void PatchCore::set_max_image_pixels(std::uint64_t max_pixels) {
+  ModelInfo info;
+  info.preprocess = impl_->preprocess;
+  impl_->reader =
+      std::make_unique<deploy_detail::SamplePreprocessor>(info, default_simd_level(), max_pixels);
+  if (impl_->tiles) {
+    const PatchCoreOptions& o = impl_->options;
+    impl_->tiles = std::make_unique<anomaly_detail::TileReader>(
+        impl_->preprocess, o.tile, o.tile_stride ? o.tile_stride : o.tile, max_pixels);
+  }
+}
+
 void PatchCore::Impl::decide(AnomalyResult& r) const {
   r.anomalous = r.score > threshold;
   // The validation scores' range; without one (older files) the threshold's size.

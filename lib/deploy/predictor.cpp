@@ -8,6 +8,7 @@
 #include <functional>
 #include <mutex>
 
+#include "deploy/model_kinds.hpp"
 #include "deploy/preprocess.hpp"
 #include "modelfile/model_file.hpp"
 #include "modelfile/text.hpp"
@@ -148,6 +149,26 @@ struct Predictor::Impl {
   std::size_t workers = 0;
   std::size_t in_flight = 0;                            // calls running now
   std::vector<std::unique_ptr<Session>> idle_sessions;  // the predict_* calls'
+  // An anomaly model (loaded.model null then): its calls take turns.
+  std::unique_ptr<deploy_detail::AnomalyScorer> anomaly;
+  std::mutex anomaly_mutex;
+  AnomalyModelInfo anomaly_details;
+  std::string file;  // the model file, for the errors below
+
+  void require_classifier(const char* call) const {
+    if (!anomaly) return;
+    throw InvalidArgument("Predictor::" + std::string(call) + ": '" + file +
+                          "' is an anomaly model (" + anomaly_details.method +
+                          "), which has no classes: score it with score_file, score_bytes or "
+                          "score_pixels");
+  }
+  deploy_detail::AnomalyScorer& scorer(const char* call) const {
+    if (anomaly) return *anomaly;
+    throw InvalidArgument("Predictor::" + std::string(call) + ": '" + file +
+                          "' is a classifier: anomaly scores come from anomaly models (stoke "
+                          "train --task anomaly); classify it with predict_file, predict_bytes or "
+                          "predict_pixels");
+  }
 
   std::unique_ptr<ForwardWorker> take_worker() {
     std::unique_lock lock(pool_mutex);
@@ -239,6 +260,7 @@ struct Predictor::Impl {
   }
 
   std::vector<float> logits(std::span<const float> inputs, std::size_t count) {
+    require_classifier("logits");
     const nn::Model& model = *loaded.model;
     const Shape shape = model.input_shape(static_cast<std::int64_t>(count));
     if (static_cast<std::size_t>(shape_numel(shape)) != inputs.size()) {
@@ -262,8 +284,19 @@ struct Predictor::Impl {
   }
 };
 
-Predictor::Predictor(const std::filesystem::path& model_file, PredictorOptions options)
+Predictor::Predictor(const std::filesystem::path& model_file, const PredictorOptions& options,
+                     deploy_detail::OpenedModel&& opened)
     : impl_(std::make_unique<Impl>()) {
+  impl_->file = model_file.string();
+  if (opened.anomaly) {
+    impl_->anomaly = std::move(opened.anomaly);
+    impl_->loaded.info = std::move(opened.info);
+    impl_->anomaly_details = std::move(opened.details);
+    impl_->check = std::move(opened.check);
+    impl_->level = default_simd_level();
+    impl_->max_pixels = deploy_detail::max_image_pixels(options);
+    return;
+  }
   Backend& backend = options.backend ? *options.backend : default_backend();
   impl_->loaded = modelfile_detail::load_model_file(model_file, backend);
   open(model_file, options);
@@ -273,6 +306,7 @@ Predictor::Predictor(const std::filesystem::path& checkpoint,
                      const nn::Preprocessing& normalization, PredictorOptions options)
     : impl_(std::make_unique<Impl>()) {
   Backend& backend = options.backend ? *options.backend : default_backend();
+  impl_->file = checkpoint.string();
   impl_->loaded = modelfile_detail::load_checkpoint(checkpoint, normalization, backend);
   open(checkpoint, options);
 }
@@ -280,9 +314,7 @@ Predictor::Predictor(const std::filesystem::path& checkpoint,
 void Predictor::open(const std::filesystem::path& model_file, const PredictorOptions& options) {
   Backend& backend = impl_->loaded.model->backend();
   impl_->level = default_simd_level();
-  impl_->max_pixels = options.max_image_pixels
-                          ? *options.max_image_pixels
-                          : options.context.settings().max_image_pixels.value_or(0);
+  impl_->max_pixels = deploy_detail::max_image_pixels(options);
   // STOKE_PRECISION when set, else the model file's (a gated bf16: stoke
   // quantize) where the backend runs it natively, else fp32.
   const bool asked =
@@ -319,8 +351,11 @@ Predictor::~Predictor() = default;
 const ModelInfo& Predictor::info() const noexcept {
   return impl_->loaded.info;
 }
+ModelKind Predictor::kind() const noexcept {
+  return impl_->anomaly ? ModelKind::kAnomaly : ModelKind::kClassifier;
+}
 const nn::ModelSpec& Predictor::spec() const noexcept {
-  return impl_->loaded.model->spec();
+  return impl_->anomaly ? impl_->anomaly->spec() : impl_->loaded.model->spec();
 }
 const SelfCheckResult& Predictor::self_check() const noexcept {
   return impl_->check;
@@ -339,7 +374,31 @@ std::vector<float> Predictor::logits(std::span<const float> inputs, std::size_t 
 }
 
 std::vector<Prediction> Predictor::forward(std::span<const float> inputs, std::size_t count) {
+  impl_->require_classifier("forward");
   return to_predictions(impl_->loaded.info, logits(inputs, count), count);
+}
+
+// ---- Anomaly models ------------------------------------------------------------------
+
+const AnomalyModelInfo& Predictor::anomaly_info() const {
+  impl_->scorer("anomaly_info");
+  return impl_->anomaly_details;
+}
+
+AnomalyResult Predictor::score_file(const std::filesystem::path& path) {
+  auto& scorer = impl_->scorer("score_file");
+  std::lock_guard lock(impl_->anomaly_mutex);
+  return scorer.score_file(path);
+}
+AnomalyResult Predictor::score_bytes(std::span<const std::uint8_t> bytes, std::string_view name) {
+  auto& scorer = impl_->scorer("score_bytes");
+  std::lock_guard lock(impl_->anomaly_mutex);
+  return scorer.score_bytes(bytes, name);
+}
+AnomalyResult Predictor::score_pixels(const PixelBuffer& pixels) {
+  auto& scorer = impl_->scorer("score_pixels");
+  std::lock_guard lock(impl_->anomaly_mutex);
+  return scorer.score_pixels(pixels);
 }
 
 // The predict_* calls take a Session from a pool (made on demand, kept), so
@@ -367,15 +426,19 @@ auto Predictor::with_session(F&& f) {
 }
 
 Prediction Predictor::predict_file(const std::filesystem::path& path) {
+  impl_->require_classifier("predict_file");
   return with_session([&](Session& s) { return s.predict_file(path); });
 }
 Prediction Predictor::predict_bytes(std::span<const std::uint8_t> bytes, std::string_view name) {
+  impl_->require_classifier("predict_bytes");
   return with_session([&](Session& s) { return s.predict_bytes(bytes, name); });
 }
 Prediction Predictor::predict_pixels(const PixelBuffer& pixels) {
+  impl_->require_classifier("predict_pixels");
   return with_session([&](Session& s) { return s.predict_pixels(pixels); });
 }
 std::vector<Prediction> Predictor::predict_files(std::span<const std::filesystem::path> paths) {
+  impl_->require_classifier("predict_files");
   return with_session([&](Session& s) { return s.predict_files(paths); });
 }
 
@@ -405,21 +468,25 @@ void Predictor::Session::preprocess_pixels(const PixelBuffer& pixels, std::span<
 }
 
 Prediction Predictor::Session::predict_file(const std::filesystem::path& path) {
+  impl_->owner.impl_->require_classifier("Session::predict_file");
   impl_->pre.from_file(path, impl_->input);
   return impl_->owner.forward(impl_->input, 1).front();
 }
 Prediction Predictor::Session::predict_bytes(std::span<const std::uint8_t> bytes,
                                              std::string_view name) {
+  impl_->owner.impl_->require_classifier("Session::predict_bytes");
   impl_->pre.from_bytes(bytes, name, impl_->input);
   return impl_->owner.forward(impl_->input, 1).front();
 }
 Prediction Predictor::Session::predict_pixels(const PixelBuffer& pixels) {
+  impl_->owner.impl_->require_classifier("Session::predict_pixels");
   impl_->pre.from_pixels(pixels, impl_->input);
   return impl_->owner.forward(impl_->input, 1).front();
 }
 
 std::vector<Prediction> Predictor::Session::predict_files(
     std::span<const std::filesystem::path> paths) {
+  impl_->owner.impl_->require_classifier("Session::Session");
   std::vector<Prediction> out;
   const std::size_t n = impl_->pre.sample_size();
   std::vector<float> batch;
@@ -436,6 +503,7 @@ std::vector<Prediction> Predictor::Session::predict_files(
 }
 
 std::vector<Prediction> Predictor::Session::predict_pixels(std::span<const PixelBuffer> images) {
+  impl_->owner.impl_->require_classifier("Session::Session");
   std::vector<Prediction> out;
   const std::size_t n = impl_->pre.sample_size();
   std::vector<float> batch;
