@@ -2,45 +2,22 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <memory>
-#include <mutex>
-#include <optional>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "c_api/boundary.hpp"
-#include "stoke/anomaly.hpp"
 #include "stoke/deploy.hpp"
-#include "stoke/nn/checkpoint.hpp"
 
-namespace {
-
-bool is_anomaly_model(const char* path) {
-  return stoke::nn::read_checkpoint_info(path).metadata.count("anomaly.method") != 0;
-}
-
-}  // namespace
-
-// The opaque handle of stoke.h: a classifier's Predictor, or an anomaly
-// model (PatchCore: one call at a time, so calls on it take turns).
+// The opaque handle of stoke.h: a Predictor on a classifier's model file or
+// an anomaly model's (whose calls take turns inside the Predictor).
 struct stoke_predictor {
-  stoke_predictor(const char* path, stoke::PredictorOptions options) {
-    if (is_anomaly_model(path)) {
-      anomaly.emplace(stoke::anomaly::PatchCore::load(path, stoke::default_backend()));
-      // STOKE_PRECISION when set, as for a classifier (else the model file's,
-      // which PatchCore::load applied; the self-check ran in fp32).
-      if (options.context.config().knob("STOKE_PRECISION").source != stoke::ConfigSource::kDefault)
-        anomaly->set_precision(options.context.settings().precision);
-    } else {
-      predictor.emplace(path, options);
-    }
-  }
-  const std::vector<std::string>& class_names() const {
-    static const std::vector<std::string> kAnomaly = {"good", "anomalous"};
-    return anomaly ? kAnomaly : predictor->info().class_names;
-  }
-  std::optional<stoke::Predictor> predictor;
-  std::optional<stoke::anomaly::PatchCore> anomaly;
-  std::mutex anomaly_mutex;
+  stoke_predictor(const char* path, const stoke::PredictorOptions& options)
+      : predictor(path, options) {}
+  bool anomaly() const { return predictor.kind() == stoke::ModelKind::kAnomaly; }
+  // An anomaly model's: "good", "anomalous" (labels 0 and 1).
+  const std::vector<std::string>& class_names() const { return predictor.info().class_names; }
+  stoke::Predictor predictor;
 };
 
 namespace stoke::c_api {
@@ -76,21 +53,23 @@ stoke_status write(const Prediction& p, float anomaly_score, stoke_prediction* o
   return STOKE_OK;
 }
 
-// One prediction through the handle: the classifier's, or the anomaly
-// model's as label 0 (good) or 1 (anomalous), its score, and no probability
-// (NaN for confidence and both classes).
-template <class Classify, class Score>
-stoke_status run(stoke_predictor& h, stoke_prediction* out, float* probabilities,
-                 Classify&& classify, Score&& score) {
+// An anomaly model's result as a prediction: label 0 (good) or 1
+// (anomalous), its score, and no probability (NaN for confidence and both classes).
+stoke_status write_anomaly(const AnomalyResult& r, stoke_prediction* out, float* probabilities) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  if (h.predictor) return write(classify(*h.predictor), nan, out, probabilities);
-  std::lock_guard lock(h.anomaly_mutex);
-  const anomaly::AnomalyResult r = score(*h.anomaly);
   Prediction p;
   p.label = r.anomalous ? 1 : 0;
   p.confidence = nan;
   p.probabilities.assign(2, nan);
   return write(p, r.score, out, probabilities);
+}
+
+// One prediction through the handle: the classifier's, or the anomaly model's.
+template <class Classify, class Score>
+stoke_status run(stoke_predictor& h, stoke_prediction* out, float* probabilities,
+                 Classify&& classify, Score&& score) {
+  if (h.anomaly()) return write_anomaly(score(h.predictor), out, probabilities);
+  return write(classify(h.predictor), std::numeric_limits<float>::quiet_NaN(), out, probabilities);
 }
 
 // An anomaly model's score and map: the prediction into `out`, the map's size
@@ -104,10 +83,9 @@ stoke_status run_map(stoke_predictor& h, stoke_prediction* out, float* map,
   require(map_height, "map_height");
   if (!map && map_capacity != 0)
     throw InvalidArgument("map is NULL but map_capacity is " + std::to_string(map_capacity));
-  if (!h.anomaly)
+  if (!h.anomaly())
     throw InvalidArgument("the model is a classifier: anomaly maps come from anomaly models");
-  std::lock_guard lock(h.anomaly_mutex);
-  const anomaly::AnomalyResult r = score(*h.anomaly);
+  const AnomalyResult r = score(h.predictor);
   *map_width = r.width;
   *map_height = r.height;
   if (map_capacity < r.map.size()) {
@@ -117,12 +95,7 @@ stoke_status run_map(stoke_predictor& h, stoke_prediction* out, float* map,
                       std::to_string(r.height) + ")"};
   }
   std::copy(r.map.begin(), r.map.end(), map);
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  Prediction p;
-  p.label = r.anomalous ? 1 : 0;
-  p.confidence = nan;
-  p.probabilities.assign(2, nan);
-  return write(p, r.score, out, nullptr);
+  return write_anomaly(r, out, nullptr);
 }
 
 PixelFormat pixel_format(std::int32_t format) {
@@ -204,15 +177,7 @@ stoke_status stoke_predictor_class_name(const stoke_predictor* predictor, uint32
 stoke_status stoke_predictor_self_check(const stoke_predictor* predictor, int32_t* passed,
                                         char* buffer, size_t capacity, size_t* needed) {
   return guarded("stoke_predictor_self_check", [&] {
-    const auto& h = checked(predictor);
-    if (h.anomaly) {  // PatchCore::load refuses a model whose reference scores otherwise
-      if (passed) *passed = 1;
-      return copy_text(
-          "anomaly model: the load-time self-check passed (the model file's reference image "
-          "scored as stored, within 1e-3 relative, where the file holds one)",
-          buffer, capacity, needed, "the self-check message");
-    }
-    const auto& check = h.predictor->self_check();
+    const auto& check = checked(predictor).predictor.self_check();
     if (passed) *passed = check.passed ? 1 : 0;
     return copy_text(check.message, buffer, capacity, needed, "the self-check message");
   });
@@ -226,7 +191,7 @@ stoke_status stoke_predict_file(stoke_predictor* predictor, const char* path, st
     check_outputs(*predictor, out, probabilities, capacity);
     return run(
         *predictor, out, probabilities, [&](stoke::Predictor& p) { return p.predict_file(path); },
-        [&](stoke::anomaly::PatchCore& c) { return c.score_file(path); });
+        [&](stoke::Predictor& p) { return p.score_file(path); });
   });
 }
 
@@ -239,7 +204,7 @@ stoke_status stoke_predict_bytes(stoke_predictor* predictor, const void* bytes, 
     const std::span<const std::uint8_t> data(static_cast<const std::uint8_t*>(bytes), size);
     return run(
         *predictor, out, probabilities, [&](stoke::Predictor& p) { return p.predict_bytes(data); },
-        [&](stoke::anomaly::PatchCore& c) { return c.score_bytes(data); });
+        [&](stoke::Predictor& p) { return p.score_bytes(data); });
   });
 }
 
@@ -254,7 +219,7 @@ stoke_status stoke_predict_pixels(stoke_predictor* predictor, const void* pixels
     return run(
         *predictor, out, probabilities,
         [&](stoke::Predictor& p) { return p.predict_pixels(buffer); },
-        [&](stoke::anomaly::PatchCore& c) { return c.score_pixels(buffer); });
+        [&](stoke::Predictor& p) { return p.score_pixels(buffer); });
   });
 }
 
@@ -265,7 +230,7 @@ stoke_status stoke_predict_file_map(stoke_predictor* predictor, const char* path
     require(predictor, "predictor");
     require(path, "path");
     return run_map(*predictor, out, map, map_capacity, map_width, map_height,
-                   [&](stoke::anomaly::PatchCore& c) { return c.score_file(path); });
+                   [&](stoke::Predictor& p) { return p.score_file(path); });
   });
 }
 
@@ -278,7 +243,7 @@ stoke_status stoke_predict_pixels_map(stoke_predictor* predictor, const void* pi
     require(pixels, "pixels");
     const stoke::PixelBuffer buffer = pixel_buffer(pixels, width, height, format, stride);
     return run_map(*predictor, out, map, map_capacity, map_width, map_height,
-                   [&](stoke::anomaly::PatchCore& c) { return c.score_pixels(buffer); });
+                   [&](stoke::Predictor& p) { return p.score_pixels(buffer); });
   });
 }
 
