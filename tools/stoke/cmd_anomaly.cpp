@@ -285,27 +285,47 @@ void print_result(bool json, const fs::path& file, const stoke::anomaly::Anomaly
   }
 }
 
+// Whether --precision / STOKE_PRECISION asked for a precision (else the model file's).
+bool precision_asked(const stoke::Runtime& runtime) {
+  return runtime.context.config().knob("STOKE_PRECISION").source != stoke::ConfigSource::kDefault;
+}
+
+// Logs the reference image's score change in the precision asked for.
+void log_precision(stoke::Precision precision, double change) {
+  if (precision == stoke::Precision::kFp32) return;
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "anomaly model in %s: the reference image scores %.3g (relative) away from "
+                "fp32's",
+                stoke::to_string(precision), change);
+  stoke::log_info(text);
+}
+
 // The anomaly model of --model in the precision of --precision /
 // STOKE_PRECISION (docs/precision.md): its self-check ran in fp32; in bf16
 // the reference image's score change is logged.
 stoke::anomaly::PatchCore load_model(const stoke_cli::Args& args) {
   const auto runtime = stoke_cli::init_with_precision(args.get("precision"));
   auto core = stoke::anomaly::PatchCore::load(args.required("model"), stoke::default_backend());
-  const stoke::Precision wanted = runtime.context.settings().precision;
-  const bool asked =
-      runtime.context.config().knob("STOKE_PRECISION").source != stoke::ConfigSource::kDefault;
-  if (asked) {  // else the model file's (PatchCore::load)
-    const double change = core.set_precision(wanted);
-    if (core.precision() != stoke::Precision::kFp32) {
-      char text[160];
-      std::snprintf(text, sizeof text,
-                    "anomaly model in %s: the reference image scores %.3g (relative) away from "
-                    "fp32's",
-                    stoke::to_string(core.precision()), change);
-      stoke::log_info(text);
-    }
+  if (precision_asked(runtime)) {  // else the model file's (PatchCore::load)
+    const double change = core.set_precision(runtime.context.settings().precision);
+    log_precision(core.precision(), change);
   }
   return core;
+}
+
+// The same through the Predictor (what stoke predict scores with): the same
+// precision, the same bits; STOKE_MAX_IMAGE_PIXELS applies as for a classifier.
+std::unique_ptr<stoke::Predictor> open_predictor(const stoke_cli::Args& args) {
+  const auto runtime = stoke_cli::init_with_precision(args.get("precision"));
+  stoke::PredictorOptions po;
+  po.context = runtime.context;
+  auto predictor = std::make_unique<stoke::Predictor>(args.required("model"), po);
+  if (precision_asked(runtime)) {
+    const stoke::SelfCheckResult& check = predictor->self_check();
+    log_precision(check.precision, check.precision_max_error);
+  }
+  return predictor;
 }
 
 int predict(int argc, char** argv) {
@@ -316,7 +336,7 @@ int predict(int argc, char** argv) {
     files.insert(files.end(), found.begin(), found.end());
   }
   if (files.empty()) throw UsageError("no images: give FILE... or --data DIR");
-  auto core = load_model(args);
+  const auto predictor = open_predictor(args);
   const fs::path heatmaps = args.get("heatmaps");
   if (!heatmaps.empty()) {
     stoke_cli::check_writable("--heatmaps", heatmaps.string(), true);
@@ -332,9 +352,11 @@ int predict(int argc, char** argv) {
   std::size_t failed = 0;
   for (const auto& f : files) {
     try {
-      const auto r = core.score_file(f);
+      const auto r = predictor->score_file(f);
       const fs::path map =
-          heatmaps.empty() ? fs::path() : write_heatmap(heatmaps, f, r, core.threshold(), written);
+          heatmaps.empty()
+              ? fs::path()
+              : write_heatmap(heatmaps, f, r, predictor->anomaly_info().threshold, written);
       print_result(args.has("json"), f, r, map);
     } catch (const stoke::Error& e) {
       ++failed;
