@@ -26,15 +26,19 @@ namespace fs = std::filesystem;
 
 class AnomalyPredictor : public SyntheticParts {
  protected:
-  // A model of `method` fitted on four good parts, calibrated on two, saved.
-  fs::path write_model(anomaly::AnomalyMethod method) {
+  // A model of `method` fitted on four good parts, calibrated on two, saved;
+  // tile > 0: tiled at the parts' native resolution (192 x 192).
+  fs::path write_model(anomaly::AnomalyMethod method, int tile = 0) {
     anomaly::PatchCoreOptions o;
     o.method = method;
     o.coreset_ratio = 0.5;
+    o.tile = tile;
+    o.tile_stride = tile / 2 * 3 / 2;
     anomaly::PatchCore core(anomaly_backbone(4), anomaly_preprocess(), o);
     core.fit({good_[0], good_[1], good_[2], good_[3]});
     core.calibrate({good_[4], good_[5]}, {defect_[0]});
-    const fs::path path = dir_ / (std::string(anomaly::method_name(method)) + ".stoke");
+    const fs::path path =
+        dir_ / (std::string(anomaly::method_name(method)) + "_" + std::to_string(tile) + ".stoke");
     core.save(path);
     return path;
   }
@@ -57,8 +61,8 @@ class AnomalyPredictor : public SyntheticParts {
 
   // The Predictor and stoke eval's model (PatchCore::load, score_file) agree
   // bit for bit on files; bytes and camera buffers agree with the files.
-  void check_against_eval(anomaly::AnomalyMethod method) {
-    const fs::path path = write_model(method);
+  void check_against_eval(anomaly::AnomalyMethod method, int tile = 0) {
+    const fs::path path = write_model(method, tile);
     anomaly::PatchCore eval = anomaly::PatchCore::load(path, cpu_backend());
     Predictor predictor(path, on_cpu());
     ASSERT_EQ(predictor.kind(), ModelKind::kAnomaly);
@@ -77,7 +81,8 @@ class AnomalyPredictor : public SyntheticParts {
 
     for (const fs::path& file : {good_[6], good_[7], defect_[1], defect_[2], defect_[3]}) {
       const AnomalyResult r = predictor.score_file(file);
-      ASSERT_EQ(r.map.size(), static_cast<std::size_t>(kAnomalySize * kAnomalySize));
+      const int side = tile ? 192 : kAnomalySize;  // tiled: the map at the image's size
+      ASSERT_EQ(r.map.size(), static_cast<std::size_t>(side * side));
       expect_same(r, eval.score_file(file), file.string() + " (file)");
 
       std::vector<std::uint8_t> bytes;
@@ -108,6 +113,32 @@ TEST_F(AnomalyPredictor, PatchCoreScoresAsEvalBitForBit) {
 
 TEST_F(AnomalyPredictor, PadimScoresAsEvalBitForBit) {
   check_against_eval(anomaly::AnomalyMethod::kPadim);
+}
+
+TEST_F(AnomalyPredictor, TiledModelScoresAsEvalBitForBit) {
+  check_against_eval(anomaly::AnomalyMethod::kPatchCore, kAnomalySize);
+}
+
+// PredictorOptions::max_image_pixels applies to anomaly models as to
+// classifiers, tiled or not: a larger image is a DecodeError naming the limit.
+TEST_F(AnomalyPredictor, TheImagePixelLimitApplies) {
+  for (const int tile : {0, kAnomalySize}) {
+    const fs::path path = write_model(anomaly::AnomalyMethod::kPatchCore, tile);
+    PredictorOptions o = on_cpu();
+    o.max_image_pixels = 192 * 192 - 1;
+    Predictor small(path, o);
+    EXPECT_EQ(small.max_image_pixels(), 192u * 192u - 1u);
+    try {
+      small.score_file(good_[6]);
+      ADD_FAILURE() << "an image over the limit was scored (tile " << tile << ")";
+    } catch (const DecodeError& e) {
+      EXPECT_NE(std::string(e.what()).find("STOKE_MAX_IMAGE_PIXELS"), std::string::npos)
+          << e.what();
+    }
+    o.max_image_pixels = 192 * 192;
+    Predictor enough(path, o);
+    EXPECT_GT(enough.score_file(good_[6]).map.size(), 0u) << "tile " << tile;
+  }
 }
 
 // Threads sharing the Predictor take turns: each gets the serial result.
