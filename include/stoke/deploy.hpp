@@ -178,7 +178,8 @@ class STOKE_API Predictor {
   const nn::ModelSpec& spec() const noexcept;
   // An anomaly model's: ran when the file holds a reference image (it scored
   // as stored, within 1e-3 relative, in fp32), precision the one scoring
-  // runs in, precision_max_error the reference score's change in it.
+  // runs in and, when STOKE_PRECISION asked for it, precision_max_error the
+  // reference score's change in it from fp32's (0 otherwise).
   const SelfCheckResult& self_check() const noexcept;
   // Elements per preprocessed sample (C * H * W).
   std::size_t sample_size() const noexcept;

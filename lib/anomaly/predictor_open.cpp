@@ -65,8 +65,9 @@ deploy_detail::OpenedModel open_model(const std::filesystem::path& path,
   anomaly::PatchCore core = anomaly::PatchCore::load(path, backend);
   SelfCheckResult& check = out.check;
   // STOKE_PRECISION when set, as for a classifier (and stoke eval).
-  if (options.context.config().knob("STOKE_PRECISION").source != ConfigSource::kDefault)
-    check.precision_max_error = core.set_precision(options.context.settings().precision);
+  const bool asked =
+      options.context.config().knob("STOKE_PRECISION").source != ConfigSource::kDefault;
+  if (asked) check.precision_max_error = core.set_precision(options.context.settings().precision);
   core.set_max_image_pixels(deploy_detail::max_image_pixels(options));
 
   const auto reference = meta.find("anomaly.reference.count");
@@ -82,8 +83,9 @@ deploy_detail::OpenedModel open_model(const std::filesystem::path& path,
                              : std::string("the file holds no reference image: no self-check ran"));
   if (check.precision != Precision::kFp32) {
     check.message += std::string("; in ") + to_string(check.precision) +
-                     ": the reference score moved " + figure(check.precision_max_error) +
-                     " (relative) from fp32's";
+                     (asked ? ": the reference score moved " + figure(check.precision_max_error) +
+                                  " (relative) from fp32's"
+                            : std::string(" (the model file's gated precision)"));
   }
 
   out.info = ModelInfo::from_metadata(meta, path.string());
