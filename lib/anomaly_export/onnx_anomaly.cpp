@@ -3,6 +3,7 @@
 // nearest-neighbour scoring or PaDiM's Mahalanobis distances as standard ops
 // with what was fitted as constants, then the map's resize and blur.
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,13 @@ std::size_t layer_index(const nn::Sequential& net, const std::string& name) {
   for (std::size_t i = 0; i < layers.size(); ++i)
     if (layers[i]->name() == name) return i;
   throw Unsupported(std::string(kWhat) + ": the backbone has no top-level layer '" + name + "'");
+}
+
+// A float as text that reads back to the same float ("nan" when not stored).
+std::string float_text(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+  return buf;
 }
 
 std::uint64_t floats_bytes(std::uint64_t n) {
@@ -336,11 +344,11 @@ std::string onnx_model_bytes(const PatchCore& model, const AnomalyOnnxOptions& o
   std::vector<std::pair<std::string, std::string>> meta = {
       {"stoke.architecture", nn::architecture_name(spec.architecture)},
       {"anomaly.method", method},
-      {"anomaly.threshold", std::to_string(impl.threshold)},
-      {"anomaly.pixel_threshold", std::to_string(model.pixel_threshold())},
-      {"anomaly.score_min", std::to_string(impl.score_min)},
-      {"anomaly.score_max", std::to_string(impl.score_max)},
-      {"anomaly.sigma", std::to_string(o.sigma)}};
+      {"anomaly.threshold", float_text(impl.threshold)},
+      {"anomaly.pixel_threshold", float_text(model.pixel_threshold())},
+      {"anomaly.score_min", float_text(impl.score_min)},
+      {"anomaly.score_max", float_text(impl.score_max)},
+      {"anomaly.sigma", float_text(o.sigma)}};
   meta.insert(meta.end(), options.metadata.begin(), options.metadata.end());
   return g.model_bytes(
       std::string("stoke_anomaly_") + method, {{"input", {1, spec.in_channels, height, width}}},
