@@ -5,7 +5,7 @@
 // good and defect images (and one with a painted spot) the preprocessed
 // input, stoke's score and map as float32 files, and one manifest line per
 // case: NAME METHOD IMAGES C H W.
-//   anomaly_export_tool OUTDIR
+//   anomaly_export_tool OUTDIR [SIZE]  (SIZE: the input's side, 96 by default)
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -23,7 +23,7 @@ void write_floats(const std::string& path, const std::vector<float>& v) {
   if (!f) throw stoke::IoError("cannot write " + path);
 }
 
-constexpr int kSize = 96;
+int kSize = 96;
 
 std::unique_ptr<stoke::nn::Model> backbone(std::uint64_t seed) {
   stoke::nn::ModelSpec spec;
@@ -38,10 +38,11 @@ std::unique_ptr<stoke::nn::Model> backbone(std::uint64_t seed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: anomaly_export_tool OUTDIR\n");
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: anomaly_export_tool OUTDIR [SIZE]\n");
     return 2;
   }
+  if (argc == 3) kSize = std::stoi(argv[2]);
   try {
     stoke::init();
     const std::filesystem::path out = argv[1];
