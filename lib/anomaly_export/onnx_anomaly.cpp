@@ -62,7 +62,7 @@ struct Scored {
 class Builder {
  public:
   Builder(const PatchCore::Impl& impl, bool fold)
-      : impl_(impl), g_(*impl.model, fold), net_(impl.model->network()) {}
+      : g_(*impl.model, fold), net_(impl.model->network()) {}
 
   OnnxGraph& graph() { return g_; }
 
@@ -138,7 +138,6 @@ class Builder {
   const nn::Sequential& net() const { return net_; }
 
  private:
-  const PatchCore::Impl& impl_;
   OnnxGraph g_;
   const nn::Sequential& net_;
 };
