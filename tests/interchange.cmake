@@ -16,6 +16,12 @@ add_test(NAME Interchange.TorchvisionExport
 add_test(NAME Interchange.DeployableImport
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/interchange/run.sh deploy_import
                  $<TARGET_FILE:stoke_cli> ${CMAKE_CURRENT_BINARY_DIR}/interchange_deploy)
+# The anomaly models' export (PatchCore, PaDiM) in ONNX Runtime against stoke's scores and maps.
+add_executable(stoke_anomaly_export_tool ${CMAKE_CURRENT_SOURCE_DIR}/tools/anomaly_export_tool.cpp)
+target_link_libraries(stoke_anomaly_export_tool PRIVATE stoke stoke_warnings)
+add_test(NAME Interchange.AnomalyOnnxRuntimeParity
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/interchange/run.sh anomaly_export
+                 $<TARGET_FILE:stoke_anomaly_export_tool> ${CMAKE_CURRENT_BINARY_DIR}/interchange_anomaly)
 set_tests_properties(Interchange.OnnxRuntimeParity Interchange.ImportGeneratedFiles Interchange.TorchvisionExport
-                     Interchange.DeployableImport
+                     Interchange.DeployableImport Interchange.AnomalyOnnxRuntimeParity
                      PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS python RESOURCE_LOCK stoke_py_venv)

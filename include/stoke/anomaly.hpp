@@ -240,6 +240,9 @@ class STOKE_API PatchCore {
   float score_max() const noexcept;
 
   struct Impl;
+  // The state itself, for stoke's own modules (the ONNX export reads the
+  // backbone and what was fitted); Impl is not part of the public API.
+  const Impl& internals() const noexcept { return *impl_; }
 
  private:
   explicit PatchCore(std::unique_ptr<Impl> impl);

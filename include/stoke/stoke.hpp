@@ -2,6 +2,7 @@
 #pragma once
 
 #include "stoke/anomaly.hpp"
+#include "stoke/anomaly_export.hpp"
 #include "stoke/backend.hpp"
 #include "stoke/config.hpp"
 #include "stoke/data.hpp"

@@ -17,8 +17,8 @@ namespace node {  // NodeProto
 inline constexpr int kInput = 1, kOutput = 2, kName = 3, kOpType = 4, kAttribute = 5, kDomain = 7;
 }
 namespace attr {  // AttributeProto and its AttributeType values
-inline constexpr int kName = 1, kF = 2, kI = 3, kT = 5, kFloats = 7, kInts = 8, kType = 20;
-inline constexpr int kTypeFloat = 1, kTypeInt = 2, kTypeTensor = 4, kTypeInts = 7;
+inline constexpr int kName = 1, kF = 2, kI = 3, kS = 4, kT = 5, kFloats = 7, kInts = 8, kType = 20;
+inline constexpr int kTypeFloat = 1, kTypeInt = 2, kTypeString = 3, kTypeTensor = 4, kTypeInts = 7;
 }  // namespace attr
 namespace tensor {  // TensorProto and its DataType values
 inline constexpr int kDims = 1, kDataType = 2, kFloatData = 4, kInt64Data = 7, kName = 8,

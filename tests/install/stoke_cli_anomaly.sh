@@ -2,7 +2,7 @@
 # The `stoke` command's anomaly path end to end on a small synthetic set:
 # train --task anomaly on the good parts -> eval (image AUROC, false-reject and
 # escape rates; pixel AUROC and AUPRO from the generator's masks) -> predict
-# --json (file, score, anomalous; --heatmaps), the memory cap
+# --json (file, score, anomalous; --heatmaps) -> export to ONNX, the memory cap
 # naming its option, bad options refused by name; then the same for
 # --method padim.
 #   stoke_cli_anomaly.sh <stoke binary>
@@ -133,6 +133,29 @@ if "$stoke" train --task anomaly --data "$work/data/ok" --arch resnet18 --width-
   --out "$work/big-tile.stoke" >/dev/null 2>"$work/big-tile.err"; then fail "a tile larger than the images" "$work/big-tile.err"; fi
 grep -q 'smaller than a 256x256 tile' "$work/big-tile.err" || fail "big tile message" "$work/big-tile.err"
 test ! -e "$work/big-tile.stoke" || fail "a model was written with a tile larger than the images"
+
+# stoke export of an anomaly model: the scoring graph (Interchange.AnomalyOnnxRuntimeParity
+# runs it in ONNX Runtime); a tiling model, --softmax and a truncated file are refused by name.
+"$stoke" export --model "$work/m.stoke" --onnx "$work/m.onnx" >"$work/export.out" 2>"$work/export.err" \
+  || fail "export of an anomaly model" "$work/export.err"
+grep -q 'anomaly patchcore on resnet18, input 1x3x96x96, outputs score and anomaly_map' "$work/export.out" \
+  || fail "anomaly export summary" "$work/export.out"
+test -s "$work/m.onnx" || fail "no ONNX file written"
+if "$stoke" export --model "$work/tiled.stoke" --onnx "$work/tiled.onnx" >/dev/null 2>"$work/tiled-export.err"; then
+  fail "export of a tiling model accepted" "$work/tiled-export.err"
+fi
+grep -q 'patchcore model tiles its images (tile 96)' "$work/tiled-export.err" \
+  || fail "the tiling refusal names no tile" "$work/tiled-export.err"
+test ! -e "$work/tiled.onnx" || fail "an ONNX file was written for a tiling model"
+if "$stoke" export --model "$work/m.stoke" --onnx "$work/x.onnx" --softmax >/dev/null 2>"$work/softmax.err"; then
+  fail "--softmax accepted for an anomaly model" "$work/softmax.err"
+fi
+grep -q -- '--softmax: an anomaly model' "$work/softmax.err" || fail "--softmax message" "$work/softmax.err"
+head -c 20000 "$work/m.stoke" >"$work/cut.stoke"
+if "$stoke" export --model "$work/cut.stoke" --onnx "$work/x.onnx" >/dev/null 2>"$work/cut.err"; then
+  fail "export of a truncated model file accepted" "$work/cut.err"
+fi
+grep -q "cut.stoke.*truncated" "$work/cut.err" || fail "the truncated file is not named" "$work/cut.err"
 
 # The backbone of a classifier stoke trained (its size and channels come with it).
 "$stoke" train --data "$work/data" --arch resnet18 --width-mult 0.25 --size 48 --epochs 1 --batch 8 \

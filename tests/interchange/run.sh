@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh MODE TOOL WORKDIR: the interchange checks against the Python reference
 # packages. MODE export: stoke's ONNX files in ONNX Runtime; import: onnx- and
-# numpy-generated torchvision-style files into stoke; torchvision: a real
+# numpy-generated torchvision-style files into stoke; anomaly_export: stoke's
+# anomaly models (PatchCore, PaDiM) exported and run in ONNX Runtime; torchvision: a real
 # torchvision export (needs PyTorch where python3 runs; skips otherwise);
 # deploy_import: `stoke import` of a torchvision export run by `stoke predict`
 # (TOOL is then the stoke command; PyTorch as for torchvision).

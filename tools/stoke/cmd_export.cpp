@@ -1,6 +1,8 @@
 // stoke export --model MODEL --onnx OUT [--fold-bn] [--softmax] [--opset N]
 // Writes a model file (or any stoke checkpoint) as ONNX for inference, with
-// the model file's class names and preprocessing in metadata_props.
+// the model file's class names and preprocessing in metadata_props; an
+// anomaly model file (stoke train --task anomaly) as its scoring graph
+// (stoke/anomaly_export.hpp: outputs score and anomaly_map, batch 1).
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -9,6 +11,7 @@
 #include "args.hpp"
 #include "commands.hpp"
 #include "inputs.hpp"
+#include "stoke/anomaly_export.hpp"
 #include "stoke/deploy.hpp"
 #include "stoke/interchange.hpp"
 #include "stoke/nn/checkpoint.hpp"
@@ -20,7 +23,34 @@ constexpr const char* kUsage =
     "usage: stoke export --model MODEL --onnx OUT [--fold-bn] [--softmax] [--opset N]\n"
     "  --fold-bn   fold batch norm into the convolutions (exact at inference)\n"
     "  --softmax   add a 'probabilities' output\n"
-    "  --opset N   ONNX opset, 13..21 (default 13)\n";
+    "  --opset N   ONNX opset, 13..21 (default 13; an anomaly model: 13)\n"
+    "An anomaly model file exports as one graph of batch 1: input (1, C, H, W)\n"
+    "preprocessed, outputs score (1) and anomaly_map (1, 1, H, W); no --softmax.\n";
+
+bool anomaly = false;  // the --model is an anomaly model file (cmd_export decides)
+
+int export_anomaly(const stoke_cli::Args& args, const std::string& model_path,
+                   const std::string& out) {
+  if (args.has("softmax"))
+    throw stoke_cli::UsageError("--softmax: an anomaly model has no class probabilities");
+  auto core = stoke::anomaly::PatchCore::load(model_path, stoke::cpu_backend());
+  stoke::anomaly::AnomalyOnnxOptions o;
+  o.fold_batch_norm = args.has("fold-bn");
+  o.opset = args.get_int("opset", 13);
+  for (const auto& [key, value] : stoke::nn::read_checkpoint_info(model_path).metadata) {
+    if (key.rfind("model.preprocess.", 0) == 0) o.metadata.emplace_back(key, value);
+  }
+  o.metadata.emplace_back("stoke.source", model_path);
+  stoke::anomaly::export_onnx(core, out, o);
+  const stoke::PreprocessOptions& p = core.preprocess();
+  std::printf(
+      "wrote %s (anomaly %s on %s, input 1x%dx%dx%d, outputs score and anomaly_map, "
+      "opset %d%s)\n",
+      out.c_str(), stoke::anomaly::method_name(core.options().method),
+      stoke::nn::architecture_name(core.backbone_spec().architecture), p.channels, p.height,
+      p.width, o.opset, o.fold_batch_norm ? ", batch norm folded" : "");
+  return 0;
+}
 
 int run(int argc, char** argv) {
   const stoke_cli::Args args(argc, argv, {"model", "onnx", "opset"}, {"fold-bn", "softmax"});
@@ -31,6 +61,7 @@ int run(int argc, char** argv) {
                                 "; refusing to overwrite it");
   }
   stoke_cli::check_writable("--onnx", out);
+  if (anomaly) return export_anomaly(args, model_path, out);
   stoke::nn::CheckpointInfo info;
   auto model = stoke::nn::load_model(model_path, stoke::cpu_backend(), &info);
   stoke::interchange::OnnxExportOptions o;
@@ -61,5 +92,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int cmd_export(int argc, char** argv) {
+  anomaly = stoke_cli::is_anomaly_model(argc, argv);
   return stoke_cli::run_guarded("export", kUsage, run, argc, argv);
 }

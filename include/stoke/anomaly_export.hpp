@@ -1,0 +1,43 @@
+// ONNX export of an anomaly model (stoke/anomaly.hpp): the backbone up to its
+// feature layers and the method's scoring as one ONNX graph, so that an
+// application scores parts in ONNX Runtime (or any ONNX runtime) with the
+// model stoke trained. docs/anomaly.md ("ONNX export") describes the graph,
+// its inputs and outputs and where its numbers differ from stoke's.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "stoke/anomaly.hpp"
+#include "stoke/export.hpp"
+
+namespace stoke::anomaly {
+
+struct AnomalyOnnxOptions {
+  // Batch norm folded into the preceding convolution (exact at inference).
+  bool fold_batch_norm = false;
+  // The file's opset: 13 only (ReduceMax, ReduceMin and Pad changed their
+  // inputs later); InvalidArgument for another.
+  int opset = 13;
+  // Further metadata_props (the model file's preprocessing, say), written as given.
+  std::vector<std::pair<std::string, std::string>> metadata;
+};
+
+// The model as an ONNX ModelProto for batch 1: input "input" (1, C, H, W)
+// float32, the preprocessed image (PatchCore::preprocess_file's values: the
+// same input as the classifier export takes); outputs "score" (1) and
+// "anomaly_map" (1, 1, H, W): what PatchCore::score_input returns (the
+// decision against the threshold is the application's; the threshold, the
+// pixel threshold and the score range are in metadata_props under
+// "anomaly.*"). PatchCore and PaDiM; Unsupported naming the option for a
+// tiling model (its tiles and their map's stitching are outside the graph),
+// an input smaller than the Gaussian blur's half width, or a file over 2 GiB
+// (protobuf's limit); InvalidArgument for a model fitted to nothing.
+STOKE_API std::string onnx_model_bytes(const PatchCore& model,
+                                       const AnomalyOnnxOptions& options = {});
+// Writes onnx_model_bytes to `path` atomically; IoError naming the path.
+STOKE_API void export_onnx(const PatchCore& model, const std::string& path,
+                           const AnomalyOnnxOptions& options = {});
+
+}  // namespace stoke::anomaly

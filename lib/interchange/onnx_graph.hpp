@@ -1,0 +1,75 @@
+// Internal: an ONNX graph under construction (nodes, initializers) and the
+// ModelProto around it. The classifier export (onnx_export.cpp) and the
+// anomaly model's export (lib/anomaly_export/) both build on it: a stoke
+// layer becomes its standard ops through layer(), anything else through node().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "interchange/protobuf.hpp"
+#include "stoke/nn/model.hpp"
+
+namespace stoke::interchange::detail {
+
+struct OnnxAttr {
+  std::string name;
+  int type = 2;  // onnx::attr::kTypeInt
+  std::int64_t i = 0;
+  float f = 0.0f;
+  std::vector<std::int64_t> ints;
+  std::string s;
+};
+STOKE_INTERNAL OnnxAttr ints_attr(std::string name, std::vector<std::int64_t> v);
+STOKE_INTERNAL OnnxAttr int_attr(std::string name, std::int64_t v);
+STOKE_INTERNAL OnnxAttr float_attr(std::string name, float v);
+STOKE_INTERNAL OnnxAttr string_attr(std::string name, std::string v);
+
+// A graph input or output: float32 of these dims, a negative one dynamic ("N").
+struct OnnxValue {
+  std::string name;
+  std::vector<std::int64_t> dims;
+};
+
+// Collects nodes and initializers in order; values are named after the layers.
+class STOKE_INTERNAL OnnxGraph {
+ public:
+  // The model's parameters and buffers become initializers as layers use
+  // them; with fold_batch_norm a BatchNorm2d right after a Conv2d is folded
+  // into the convolution's weights and bias.
+  OnnxGraph(const nn::Model& model, bool fold_batch_norm);
+
+  const std::vector<float>& value(const std::string& name) const;
+  std::string initializer(const std::string& name, const std::vector<std::int64_t>& dims,
+                          const std::vector<float>& v);
+  std::string int64_initializer(const std::string& name, const std::vector<std::int64_t>& dims,
+                                const std::vector<std::int64_t>& v);
+  std::string node(const std::string& op, const std::vector<std::string>& inputs,
+                   const std::string& output, const std::vector<OnnxAttr>& attrs = {});
+
+  // The ops of one stoke layer (or a Sequential's layers) applied to x; returns the output's name.
+  std::string sequential(const nn::Sequential& seq, std::string x);
+  std::string layer(const nn::Layer& l, const std::string& x);
+  // seq's layers [first, end) applied to x.
+  std::string layers(const nn::Sequential& seq, std::size_t first, std::size_t end, std::string x);
+
+  // The ModelProto: this graph named `name` with its inputs and outputs,
+  // opset `opset` of the default domain, metadata_props as given.
+  std::string model_bytes(const std::string& name, const std::vector<OnnxValue>& inputs,
+                          const std::vector<OnnxValue>& outputs, int opset,
+                          const std::vector<std::pair<std::string, std::string>>& metadata) const;
+
+ private:
+  std::string residual(const std::string& name, const nn::Sequential& main,
+                       const nn::Sequential* shortcut, const std::string& x);
+  std::string conv(const nn::Conv2d& c, const nn::BatchNorm2d* folded, const std::string& x);
+
+  bool fold_batch_norm_;
+  std::map<std::string, std::vector<float>> values_;
+  pb::Writer graph_, nodes_;
+};
+
+}  // namespace stoke::interchange::detail
