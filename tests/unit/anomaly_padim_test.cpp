@@ -101,7 +101,7 @@ anomaly::Embeddings random_embeddings(std::int64_t count, std::int64_t gh, std::
 
 // Fewer images than features (the 0.01 I floor carries the covariance) and more.
 TEST(AnomalyPadim, GaussiansAndDistancesMatchANaiveDoubleReference) {
-  for (const auto [count, width] : {std::pair<int, int>{3, 8}, {9, 5}}) {
+  for (const auto& [count, width] : {std::pair<int, int>{3, 8}, {9, 5}}) {
     const anomaly::Embeddings e = random_embeddings(count, 3, 4, width, 11);
     const Gaussians g = fit_gaussians(e);
     ASSERT_EQ(g.positions(), 12);
