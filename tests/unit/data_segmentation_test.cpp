@@ -309,6 +309,45 @@ TEST(SegmentationLoader, PhotometricJitterTouchesOnlyTheImage) {
   for (int i = 0; i < 256; ++i) EXPECT_EQ(plain_labels[i], pattern(i % 16, i / 16)) << i;
 }
 
+// The segmentation set's masks mark the pixels the anomaly masks mark (one
+// generator, one rule), with the class of the defect instead of 255.
+TEST(SegmentationSynthetic, MasksMatchTheAnomalyMasks) {
+  const fs::path root = fs::path(STOKE_TEST_BINARY_DIR) / "test_tmp" / "seg_vs_anomaly";
+  fs::remove_all(root);
+  SyntheticOptions so;
+  so.width = 80;
+  so.height = 60;
+  so.defect_fraction = 0.5;
+  so.seed = 21;
+  so.format = SyntheticOptions::Format::kPng;
+  so.mask_root = root / "truth";
+  write_synthetic_dataset(root / "classify", 8, so);
+  write_synthetic_segmentation_dataset(root / "segment", 8, so);
+  Decoder decoder;
+  Image seg, truth;
+  int defects = 0;
+  for (int i = 0; i < 8; ++i) {
+    char name[16];
+    std::snprintf(name, sizeof name, "%06d", i);
+    decoder.decode_file(root / "segment" / "masks" / (std::string(name) + ".png"), {}, seg);
+    ASSERT_EQ(seg.channels(), 1);
+    const fs::path anomaly = root / "truth" / "defect" / (std::string(name) + "_mask.png");
+    if (!fs::exists(anomaly)) {  // an ok image: all background
+      EXPECT_EQ(std::count(seg.data(), seg.data() + seg.size_bytes(), 0), 80 * 60) << name;
+      continue;
+    }
+    ++defects;
+    decoder.decode_file(anomaly, {}, truth);
+    std::set<int> classes;
+    for (std::size_t p = 0; p < seg.size_bytes(); ++p) {
+      ASSERT_EQ(seg.data()[p] != 0, truth.data()[p] == 255) << name << " pixel " << p;
+      classes.insert(seg.data()[p]);
+    }
+    for (int k : classes) EXPECT_TRUE(k >= 0 && k <= 2) << k;
+  }
+  EXPECT_GT(defects, 0);
+}
+
 TEST(SegmentationLoader, SyntheticSetEndToEnd) {
   const fs::path root = fs::path(STOKE_TEST_BINARY_DIR) / "test_tmp" / "seg_synthetic";
   fs::remove_all(root);
