@@ -4,12 +4,14 @@
 // a bad pair is an error naming its files before training starts.
 #include <algorithm>
 #include <cctype>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <set>
 
 #include "stoke/data.hpp"
 #include "stoke/error.hpp"
+#include "stoke/threads.hpp"
 
 namespace stoke {
 namespace fs = std::filesystem;
@@ -38,25 +40,48 @@ std::string stem_key(const fs::path& file, const fs::path& dir) {
   return rel.generic_string();
 }
 
-// The histogram of mask values over all samples, and where each value was
-// first seen (for the error naming it).
-struct ValueCensus {
-  std::vector<std::uint64_t> count = std::vector<std::uint64_t>(65536, 0);
-  std::vector<std::size_t> first = std::vector<std::size_t>(65536, SIZE_MAX);
-  std::vector<std::pair<int, int>> where = std::vector<std::pair<int, int>>(65536);
+// The values one mask holds: each with its pixel count and first pixel.
+struct ValueSeen {
+  std::uint32_t value = 0;
+  std::uint64_t count = 0;
+  int x = 0, y = 0;
 };
 
-// Decodes and checks sample `index`'s mask, adding its pixels to `census`
-// (MVTec masks mapped to their class).
-void check_sample(const SegmentationDataset::Sample& s, std::size_t index,
-                  const SegmentationOptions& options, Decoder& decoder,
-                  std::vector<std::uint8_t>& bytes, Image& mask, ValueCensus& census) {
+// Per-thread scratch: a count per possible value, the values touched.
+struct Tally {
+  std::vector<std::uint64_t> count = std::vector<std::uint64_t>(65536, 0);
+  std::vector<std::pair<int, int>> where = std::vector<std::pair<int, int>>(65536);
+  std::vector<std::uint32_t> touched;
+  void add(std::uint32_t value, int x, int y, std::uint64_t n = 1) {
+    if (count[value] == 0) {
+      where[value] = {x, y};
+      touched.push_back(value);
+    }
+    count[value] += n;
+  }
+  // The values seen since the last take, in value order; resets.
+  std::vector<ValueSeen> take() {
+    std::sort(touched.begin(), touched.end());
+    std::vector<ValueSeen> out;
+    for (auto v : touched) {
+      out.push_back({v, count[v], where[v].first, where[v].second});
+      count[v] = 0;
+    }
+    touched.clear();
+    return out;
+  }
+};
+
+// Decodes and checks one sample's mask against its image's header, tallying
+// its values (MVTec masks mapped to their class).
+void check_sample(const SegmentationDataset::Sample& s, const SegmentationOptions& options,
+                  Decoder& decoder, std::vector<std::uint8_t>& bytes, Image& mask, Tally& tally) {
   read_file(s.image, bytes);
   DecodeOptions header;
   header.max_pixels = options.max_image_pixels;
   const ImageInfo info = decoder.output_info(bytes, s.image, header);
   if (s.mask.empty()) {
-    census.count[0] += static_cast<std::uint64_t>(info.width) * info.height;
+    tally.add(0, 0, 0, static_cast<std::uint64_t>(info.width) * info.height);
     return;
   }
   DecodeOptions d;
@@ -85,61 +110,69 @@ void check_sample(const SegmentationDataset::Sample& s, std::size_t index,
         }
         value = value == 255 ? static_cast<std::uint32_t>(s.mask_class) : 0;
       }
-      if (census.first[value] == SIZE_MAX) {
-        census.first[value] = index;
-        census.where[value] = {x, y};
-      }
-      ++census.count[value];
+      tally.add(value, x, y);
     }
   }
 }
 
+// Checks every sample in parallel (a decoder and tally per chunk); then, in
+// sample order, throws the first sample's error or the first value outside
+// the classes, so the error does not depend on the thread count.
 std::shared_ptr<SegmentationDataset::Storage> check_all(
     std::vector<SegmentationDataset::Sample> samples, std::vector<std::string> classes,
     const SegmentationOptions& options, DatasetReport report) {
-  if (options.ignore_label >= 0 && options.ignore_label < 65536 && !classes.empty() &&
+  if (options.ignore_label >= 0 && !classes.empty() &&
       options.ignore_label < static_cast<std::int32_t>(classes.size())) {
     throw InvalidArgument("segmentation dataset " + report.source + ": the ignore label " +
                           std::to_string(options.ignore_label) + " is a class index (" +
                           std::to_string(classes.size()) + " classes)");
   }
-  Decoder decoder;
-  std::vector<std::uint8_t> bytes;
-  Image mask;
-  ValueCensus census;
-  for (std::size_t i = 0; i < samples.size(); ++i)
-    check_sample(samples[i], i, options, decoder, bytes, mask, census);
-  const auto is_ignore = [&](std::size_t v) {
-    return options.ignore_label >= 0 && v == static_cast<std::size_t>(options.ignore_label);
+  std::vector<std::vector<ValueSeen>> seen(samples.size());
+  std::vector<std::exception_ptr> errors(samples.size());
+  parallel_for(0, samples.size(), 4, [&](std::size_t begin, std::size_t end) {
+    Decoder decoder;
+    std::vector<std::uint8_t> bytes;
+    Image mask;
+    Tally tally;
+    for (std::size_t i = begin; i < end; ++i) {
+      try {
+        check_sample(samples[i], options, decoder, bytes, mask, tally);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+      seen[i] = tally.take();
+    }
+  });
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  const auto is_ignore = [&](std::uint32_t v) {
+    return options.ignore_label >= 0 && v == static_cast<std::uint32_t>(options.ignore_label);
   };
-  if (classes.empty()) {  // names from the largest value found
-    std::size_t top = 1;
-    for (std::size_t v = 0; v < census.count.size(); ++v)
-      if (census.count[v] && !is_ignore(v)) top = std::max(top, v);
+  if (classes.empty()) {  // names up to the largest value found
+    std::uint32_t top = 1;
+    for (const auto& values : seen)
+      for (const auto& v : values)
+        if (!is_ignore(v.value)) top = std::max(top, v.value);
     classes.push_back("background");
-    for (std::size_t k = 1; k <= top; ++k) classes.push_back("class_" + std::to_string(k));
-  }
-  // The first sample (dataset order) with a value outside the classes.
-  std::size_t bad = SIZE_MAX;
-  for (std::size_t v = classes.size(); v < census.count.size(); ++v) {
-    if (census.count[v] && !is_ignore(v) &&
-        (bad == SIZE_MAX || census.first[v] < census.first[bad]))
-      bad = v;
-  }
-  if (bad != SIZE_MAX) {
-    const auto& s = samples[census.first[bad]];
-    throw InvalidArgument("mask '" + s.mask + "': value " + std::to_string(bad) + " at pixel (" +
-                          std::to_string(census.where[bad].first) + ", " +
-                          std::to_string(census.where[bad].second) + ") is not a class index (" +
-                          std::to_string(classes.size()) + " classes: 0.." +
-                          std::to_string(classes.size() - 1) + ") nor the ignore label " +
-                          std::to_string(options.ignore_label));
+    for (std::uint32_t k = 1; k <= top; ++k) classes.push_back("class_" + std::to_string(k));
   }
   auto st = std::make_shared<SegmentationDataset::Storage>();
-  st->class_pixels.assign(census.count.begin(),
-                          census.count.begin() + static_cast<std::ptrdiff_t>(classes.size()));
-  if (options.ignore_label >= 0 && options.ignore_label < 65536)
-    st->ignored = census.count[static_cast<std::size_t>(options.ignore_label)];
+  st->class_pixels.assign(classes.size(), 0);
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    for (const auto& v : seen[i]) {
+      if (is_ignore(v.value)) {
+        st->ignored += v.count;
+      } else if (v.value < classes.size()) {
+        st->class_pixels[v.value] += v.count;
+      } else {
+        throw InvalidArgument("mask '" + samples[i].mask + "': value " + std::to_string(v.value) +
+                              " at pixel (" + std::to_string(v.x) + ", " + std::to_string(v.y) +
+                              ") is not a class index (" + std::to_string(classes.size()) +
+                              " classes: 0.." + std::to_string(classes.size() - 1) +
+                              ") nor the ignore label " + std::to_string(options.ignore_label));
+      }
+    }
+  }
   report.used = samples.size();
   st->samples = std::move(samples);
   st->classes = std::move(classes);

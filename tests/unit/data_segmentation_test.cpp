@@ -168,6 +168,24 @@ TEST(SegmentationDataset, EveryBadInputNamesTheFileAndTheProblem) {
          write_file(r / "images" / "a.bmp", std::vector<std::uint8_t>{1, 2, 3});
        },
        {"share the name 'a'", "images/a.png"}},
+      {"corrupt_mask",
+       [](const fs::path& r) {
+         write_gray(r / "images" / "a.png", 4, 4, 0);
+         auto png = encode_png(Image(4, 4, 1).view());
+         png.resize(png.size() / 2);
+         write_file(r / "masks" / "a.png", png);
+       },
+       {"masks/a.png", "truncated"}},
+      {"first_in_order",  // checked in parallel, reported in dataset order
+       [](const fs::path& r) {
+         std::ofstream(r / "classes.txt") << "background\nscratch\n";
+         for (int i = 0; i < 12; ++i) {
+           const int bad = i == 3 ? 6 : i == 10 ? 5 : 0;
+           write_pair(r, std::string(i < 10 ? "p0" : "p") + std::to_string(i), 4, 4,
+                      [bad](int x, int) { return x == 1 ? bad : 0; });
+         }
+       },
+       {"masks/p03.png': value 6", "(2 classes: 0..1)"}},
       {"no_masks_folder",
        [](const fs::path& r) {
          write_gray(r / "images" / "a.png", 4, 4, 0);
