@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "data/rng.hpp"
 #include "stoke/data.hpp"
@@ -111,9 +112,18 @@ void SegmentationLoader::load(std::size_t index, std::uint64_t epoch, float* ima
   const auto& p = options_.preprocess;
   const auto& s = dataset_.sample(index);
   const int rw = resize_width_, rh = resize_height_, c = p.channels;
-  Decoder decoder;
-  Resampler resampler(level_);
-  Image decoded, staged;
+  // Per-thread decoder, resampler and buffers, reused from sample to sample.
+  struct Worker {
+    Decoder decoder;
+    std::optional<Resampler> resampler;
+    Image decoded, staged, mask, out;
+    std::vector<std::int32_t> map;
+  };
+  thread_local Worker w;
+  if (!w.resampler || w.resampler->level() != level_) w.resampler.emplace(level_);
+  Decoder& decoder = w.decoder;
+  Resampler& resampler = *w.resampler;
+  Image &decoded = w.decoded, &staged = w.staged;
   DecodeOptions d = p.dct_scaling ? DecodeOptions{c, rw, rh} : DecodeOptions{c, 0, 0};
   d.max_pixels = 0;  // checked at load
   decoder.decode_file(s.image, d, decoded);
@@ -121,9 +131,10 @@ void SegmentationLoader::load(std::size_t index, std::uint64_t epoch, float* ima
   resampler.resize(decoded.view(), staged.mutable_view(), p.filter);
 
   // The label map at the resize target.
-  std::vector<std::int32_t> map(static_cast<std::size_t>(rw) * rh, 0);
+  std::vector<std::int32_t>& map = w.map;
+  map.assign(static_cast<std::size_t>(rw) * rh, 0);
   if (!s.mask.empty()) {
-    Image mask;
+    Image& mask = w.mask;
     DecodeOptions md;
     md.max_pixels = 0;
     md.keep_16_bit = true;
@@ -161,7 +172,8 @@ void SegmentationLoader::load(std::size_t index, std::uint64_t epoch, float* ima
   const auto offset = static_cast<std::size_t>(window.data - staged.data());
   const int x0 = static_cast<int>(offset % staged.stride()) / c;
   const int y0 = static_cast<int>(offset / staged.stride());
-  Image out(p.width, p.height, c);
+  Image& out = w.out;
+  out.reshape(p.width, p.height, c);
   for (int y = 0; y < p.height; ++y) {
     std::memcpy(out.data() + y * out.stride(), window.row(y), out.stride());
     const std::int32_t* src = map.data() + static_cast<std::size_t>(y0 + y) * rw + x0;
