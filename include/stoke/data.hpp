@@ -1,7 +1,8 @@
 // Datasets (folder per class, CSV manifest, IDX), seeded stratified splits, the
 // synthetic industrial-inspection generator, and the Loader: a oneTBB pipeline
 // read -> decode -> deterministic preprocess -> cache -> augment -> batch that
-// fills caller-provided batch buffers, identically for any thread count.
+// fills caller-provided batch buffers, identically for any thread count; and
+// for segmentation, image + class-mask datasets and their SegmentationLoader.
 #pragma once
 
 #include <array>

@@ -43,9 +43,10 @@ SegmentationLoader::SegmentationLoader(SegmentationDataset dataset,
   const auto& p = options_.preprocess;
   if (p.width <= 0 || p.height <= 0 || (p.channels != 1 && p.channels != 3) ||
       options_.batch_size == 0) {
-    throw InvalidArgument(
-        "SegmentationLoader: needs a positive size and batch size, 1 or 3 "
-        "channels");
+    throw InvalidArgument("SegmentationLoader: output " + std::to_string(p.width) + "x" +
+                          std::to_string(p.height) + " with " + std::to_string(p.channels) +
+                          " channels, batch size " + std::to_string(options_.batch_size) +
+                          " (a positive size and batch size, 1 or 3 channels)");
   }
   if (p.dtype != OutputDtype::kFloat32) {
     throw InvalidArgument(std::string("SegmentationLoader: output dtype ") + to_string(p.dtype) +

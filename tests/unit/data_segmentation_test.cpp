@@ -308,6 +308,33 @@ TEST(SegmentationLoader, ImageAndMaskStayAlignedUnderCropsAndFlips) {
   }
 }
 
+TEST(SegmentationLoader, RefusesOptionsItCannotServe) {
+  const auto root = fresh_dir("options");
+  write_pair(root, "a", 16, 16, pattern);
+  const auto d = SegmentationDataset::from_folder(root);
+  const auto refused = [&](auto change) {
+    SegmentationLoaderOptions o;
+    o.preprocess.width = o.preprocess.height = 16;
+    change(o);
+    return error_of([&] { SegmentationLoader(d, o); });
+  };
+  EXPECT_NE(refused([](auto& o) { o.preprocess.dtype = OutputDtype::kUint8; }).find("float32 only"),
+            std::string::npos);
+  EXPECT_NE(refused([](auto& o) { o.preprocess.resize_width = 8; }).find("8x16 is smaller"),
+            std::string::npos);
+  EXPECT_NE(refused([](auto& o) { o.preprocess.channels = 2; }).find("with 2 channels"),
+            std::string::npos);
+  EXPECT_NE(refused([](auto& o) { o.batch_size = 0; }).find("batch size 0"), std::string::npos);
+  SegmentationLoaderOptions o;
+  o.preprocess.width = o.preprocess.height = 16;
+  o.batch_size = 1;
+  SegmentationLoader loader(d, o);
+  std::vector<float> images(3 * 256);
+  std::vector<std::int32_t> labels(255);  // one short
+  EXPECT_NE(error_of([&] { loader.fill_batch(0, 0, images, labels); }).find("need 768 and 256"),
+            std::string::npos);
+}
+
 TEST(SegmentationLoader, PhotometricJitterTouchesOnlyTheImage) {
   const auto root = fresh_dir("jitter");
   write_pair(root, "a", 16, 16, pattern);
