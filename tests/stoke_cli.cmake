@@ -19,6 +19,12 @@ foreach(fault_case IN LISTS stoke_cli_fault_cases)
   set_tests_properties(Cli.Faults.${fault_case} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 endforeach()
 
+# stoke dataset --task segment: the segmentation layout (docs/segmentation.md).
+add_test(NAME Cli.DatasetSegment
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_segment_data.sh
+                 $<TARGET_FILE:stoke_cli>)
+set_tests_properties(Cli.DatasetSegment PROPERTIES TIMEOUT 120)
+
 # --precision on info, train, predict and eval (docs/precision.md); status 77:
 # no bf16 kernels on this CPU (the refusal is checked before the skip).
 add_test(NAME Cli.Precision

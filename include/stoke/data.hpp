@@ -1,7 +1,8 @@
 // Datasets (folder per class, CSV manifest, IDX), seeded stratified splits, the
 // synthetic industrial-inspection generator, and the Loader: a oneTBB pipeline
 // read -> decode -> deterministic preprocess -> cache -> augment -> batch that
-// fills caller-provided batch buffers, identically for any thread count.
+// fills caller-provided batch buffers, identically for any thread count; and
+// for segmentation, image + class-mask datasets and their SegmentationLoader.
 #pragma once
 
 #include <array>
@@ -346,5 +347,140 @@ class STOKE_API Loader {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// ---- Segmentation: images with per-pixel class masks ------------------------------
+// (docs/segmentation.md)
+
+// The mask value that marks pixels no loss counts (PixelLossParams::ignore_label).
+inline constexpr std::int32_t kSegmentationIgnoreLabel = 255;
+
+struct SegmentationOptions {
+  // Image files taken from images/ (lower case); masks are always PNG.
+  std::vector<std::string> extensions = {".png", ".jpg", ".jpeg", ".bmp"};
+  // Mask pixels with this value count in no class (a negative value: none do).
+  // Must not be a class index.
+  std::int32_t ignore_label = kSegmentationIgnoreLabel;
+  // The class names, background first, when the folder has no classes.txt
+  // (ignored when it has one); both empty: "background", "class_1", ...
+  // up to the largest mask value found.
+  std::vector<std::string> classes;
+  // An image without a mask is all background instead of an error (MVTec's
+  // good images always are).
+  bool missing_mask_is_background = false;
+  // Images whose header claims more pixels are refused; 0: no limit.
+  std::uint64_t max_image_pixels = kDefaultMaxImagePixels;
+};
+
+// classes.txt: one class name per line, background (index 0) first; leading
+// and trailing blanks (and a CR) are trimmed, blank lines after the last name
+// are ignored. IoError naming the file when it cannot be read; InvalidArgument
+// naming the file and line for a blank line between names, a duplicate name,
+// or fewer than 2 names.
+STOKE_API std::vector<std::string> read_class_names(const std::filesystem::path& file);
+
+// Image + mask pairs whose masks were all read and checked at load: same size
+// as the image (after a JPEG's EXIF orientation), one channel of 8 or 16 bits,
+// every value a class index or the ignore label. Cheap to copy.
+class STOKE_API SegmentationDataset {
+ public:
+  struct Sample {
+    std::string image;
+    std::string mask;  // empty: all background (missing_mask_is_background)
+    // -1: the mask's values are class indices. k >= 1: a binary mask (MVTec),
+    // 0 background and 255 class k.
+    std::int32_t mask_class = -1;
+  };
+
+  SegmentationDataset();
+  // root/images/<name>.{png,jpg,jpeg,bmp} (subfolders too) and
+  // root/masks/<name>.png, the same relative name with the .png extension;
+  // root/classes.txt if present. Errors, each naming the file(s): image
+  // without a mask or mask without an image (IoError), two images with one
+  // name (InvalidArgument), a mask with colour channels, of another size than
+  // its image, or with a value >= the class count that is not the ignore label
+  // (InvalidArgument with the value and the class count), no images (IoError),
+  // an unreadable image header or mask (DecodeError/IoError).
+  static SegmentationDataset from_folder(const std::filesystem::path& root,
+                                         const SegmentationOptions& options = {});
+  // MVTec AD's layout of one category: root/test/<defect>/NNN.png with the
+  // binary masks root/ground_truth/<defect>/NNN_mask.png (0 or 255; any other
+  // value is an error), root/test/good/ all background. Classes: background,
+  // then the defect folder names sorted.
+  static SegmentationDataset from_mvtec(const std::filesystem::path& root,
+                                        const SegmentationOptions& options = {});
+
+  std::size_t size() const noexcept;
+  const Sample& sample(std::size_t index) const;
+  const std::vector<std::string>& class_names() const noexcept;
+  std::int32_t ignore_label() const noexcept;
+  // Pixels per class over all masks at their stored size (an image without a
+  // mask counts as background), and the ignored pixels.
+  const std::vector<std::uint64_t>& class_pixels() const noexcept;
+  std::uint64_t ignored_pixels() const noexcept;
+  // Entries of images/ and masks/ that are no image file (other extensions).
+  const DatasetReport& report() const noexcept;
+  // Adds the class pixel counts to report().to_string().
+  std::string report_string() const;
+
+  struct Storage;
+
+ private:
+  std::shared_ptr<const Storage> storage_;
+};
+
+// Nearest-neighbour resize of a 1-channel label map (8 or 16 bit) to
+// (width, height) int32 values, pixel centres aligned as the bilinear resize:
+// source x = floor((x + 0.5) * in / out). Never mixes values.
+STOKE_API void resize_labels_nearest(ImageView mask, int width, int height,
+                                     std::span<std::int32_t> out);
+
+// Batches of (N, C, H, W) float images and (N, H, W) int32 label maps (the
+// labels pixel_cross_entropy and dice_loss take). Preprocessing as the Loader:
+// decode, resize to resize_width x resize_height (filter; the mask nearest),
+// crop (centre, or random_crop) to width x height; the flips of `augment` move
+// image and mask alike, brightness and contrast touch only the image. Uses
+// preprocess.{width, height, channels, resize_*, filter, normalization,
+// dct_scaling}; the dtype must be kFloat32; 16-bit images are read at 8 bits.
+// Content depends only on (options, epoch, batch index).
+struct SegmentationLoaderOptions {
+  PreprocessOptions preprocess;
+  AugmentOptions augment;
+  std::size_t batch_size = 8;
+  bool shuffle = true;
+  bool drop_last = false;
+  std::uint64_t seed = 0;
+};
+
+class STOKE_API SegmentationLoader {
+ public:
+  SegmentationLoader(SegmentationDataset dataset, SegmentationLoaderOptions options);
+
+  // requires images.size() >= batch_size * C * H * W, labels.size() >=
+  // batch_size * H * W, batch_index < batches_per_epoch() (InvalidArgument
+  // otherwise). Returns the samples written (the last batch may be short).
+  std::size_t fill_batch(std::uint64_t epoch, std::uint64_t batch_index, std::span<float> images,
+                         std::span<std::int32_t> labels);
+
+  std::size_t batches_per_epoch() const noexcept;
+  std::array<std::size_t, 4> image_shape() const noexcept;  // {batch_size, C, H, W}
+  std::array<std::size_t, 3> label_shape() const noexcept;  // {batch_size, H, W}
+  const SegmentationDataset& dataset() const noexcept { return dataset_; }
+
+ private:
+  void load(std::size_t index, std::uint64_t epoch, float* image, std::int32_t* labels) const;
+
+  SegmentationDataset dataset_;
+  SegmentationLoaderOptions options_;
+  SimdLevel level_;
+  int resize_width_ = 0, resize_height_ = 0;
+};
+
+// The synthetic set for segmentation: root/images/NNNNNN.{jpg,png},
+// root/masks/NNNNNN.png (0 background, 1 scratch, 2 spot: the pixels a
+// defect changes by 8 levels or more) and root/classes.txt. Uses width,
+// height, defect_fraction (images with defects), seed, format, jpeg_quality
+// and first of `options` (not mask_root). Returns root.
+STOKE_API std::filesystem::path write_synthetic_segmentation_dataset(
+    const std::filesystem::path& root, std::size_t count, const SyntheticOptions& options = {});
 
 }  // namespace stoke

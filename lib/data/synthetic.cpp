@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 
 #include "data/rng.hpp"
 #include "stoke/data.hpp"
@@ -23,10 +24,10 @@ constexpr int kGrid = 9;  // coarse shading grid
 constexpr float kMaskLevels = 8.f;
 
 // Darkens (delta < 0) or brightens pixels within `radius` of the segment
-// (x0, y0)-(x1, y1), fading linearly to the edge; marks the pixels it changes
-// by kMaskLevels or more in `mask` (when given: 1 channel, the image's size).
-void draw_segment(Image& img, Image* mask, float x0, float y0, float x1, float y1, float radius,
-                  float delta) {
+// (x0, y0)-(x1, y1), fading linearly to the edge; sets the pixels it changes
+// by kMaskLevels or more to `mark` in `mask` (when given: 1 channel, the image's size).
+void draw_segment(Image& img, Image* mask, std::uint8_t mark, float x0, float y0, float x1,
+                  float y1, float radius, float delta) {
   const int c = img.channels();
   const int lo_x = std::max(0, static_cast<int>(std::floor(std::min(x0, x1) - radius)));
   const int hi_x =
@@ -44,7 +45,7 @@ void draw_segment(Image& img, Image* mask, float x0, float y0, float x1, float y
       const float d = std::sqrt(px * px + py * py);
       if (d >= radius) continue;
       const float amount = delta * (1.f - d / radius);
-      if (mask && std::abs(amount) >= kMaskLevels) mask->data()[y * mask->stride() + x] = 255;
+      if (mask && std::abs(amount) >= kMaskLevels) mask->data()[y * mask->stride() + x] = mark;
       for (int k = 0; k < c; ++k) {
         row[x * c + k] = static_cast<std::uint8_t>(std::clamp(row[x * c + k] + amount, 0.f, 255.f));
       }
@@ -52,10 +53,9 @@ void draw_segment(Image& img, Image* mask, float x0, float y0, float x1, float y
   }
 }
 
-}  // namespace
-
-void synthetic_inspection_image(int width, int height, std::uint64_t seed, bool defect, Image& out,
-                                Image* mask) {
+// synthetic_inspection_image with the mask values of scratches and spots.
+void paint_image(int width, int height, std::uint64_t seed, bool defect, Image& out, Image* mask,
+                 std::uint8_t scratch_mark, std::uint8_t spot_mark) {
   out.reshape(width, height, 3);
   if (mask) {
     mask->reshape(width, height, 1);
@@ -104,7 +104,8 @@ void synthetic_inspection_image(int width, int height, std::uint64_t seed, bool 
     const float x0 = rng.unit() * width, y0 = rng.unit() * height;
     const float angle = rng.unit() * 3.14159265f;
     const float length = (200.f + 1000.f * rng.unit()) * unit;
-    draw_segment(out, mask, x0, y0, x0 + length * std::cos(angle), y0 + length * std::sin(angle),
+    draw_segment(out, mask, scratch_mark, x0, y0, x0 + length * std::cos(angle),
+                 y0 + length * std::sin(angle),
                  std::max(1.5f, (2.f + 3.f * rng.unit()) * unit * 2.f),
                  -(40.f + 30.f * rng.unit()));
   }
@@ -112,17 +113,64 @@ void synthetic_inspection_image(int width, int height, std::uint64_t seed, bool 
   for (int i = 0; i < spots; ++i) {
     const float x = rng.unit() * width, y = rng.unit() * height;
     const float radius = std::max(2.f, (8.f + 32.f * rng.unit()) * unit * 2.f);
-    draw_segment(out, mask, x, y, x, y, radius, rng.unit() < 0.5f ? -60.f : 50.f);
+    draw_segment(out, mask, spot_mark, x, y, x, y, radius, rng.unit() < 0.5f ? -60.f : 50.f);
   }
 }
 
-std::filesystem::path write_synthetic_dataset(const std::filesystem::path& root, std::size_t count,
-                                              const SyntheticOptions& options) {
+void check_size(const SyntheticOptions& options) {
   if (options.width <= 0 || options.height <= 0 || options.width > 16384 ||
       options.height > 16384) {
     throw InvalidArgument("write_synthetic_dataset: bad size " + std::to_string(options.width) +
                           "x" + std::to_string(options.height));
   }
+}
+
+void make_folder(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw IoError("cannot create '" + dir.string() + "': " + ec.message());
+}
+
+}  // namespace
+
+void synthetic_inspection_image(int width, int height, std::uint64_t seed, bool defect, Image& out,
+                                Image* mask) {
+  paint_image(width, height, seed, defect, out, mask, 255, 255);
+}
+
+std::filesystem::path write_synthetic_segmentation_dataset(const std::filesystem::path& root,
+                                                           std::size_t count,
+                                                           const SyntheticOptions& options) {
+  check_size(options);
+  make_folder(root / "images");
+  make_folder(root / "masks");
+  {
+    std::ofstream names(root / "classes.txt");
+    names << "background\nscratch\nspot\n";
+    if (!names) throw IoError("cannot write '" + (root / "classes.txt").string() + "'");
+  }
+  const bool jpeg = options.format == SyntheticOptions::Format::kJpeg;
+  parallel_for(options.first, options.first + count, 1, [&](std::size_t begin, std::size_t end) {
+    Image image, mask;
+    for (std::size_t i = begin; i < end; ++i) {
+      // The classification set's draws: image i is the same picture in both.
+      const std::uint64_t image_seed = data_detail::hash_seed(options.seed, i, 0x1AA6E);
+      const bool defect = Rng(image_seed).unit() < options.defect_fraction;
+      paint_image(options.width, options.height, image_seed, defect, image, &mask, 1, 2);
+      char name[32];
+      std::snprintf(name, sizeof name, "%06zu.%s", i, jpeg ? "jpg" : "png");
+      write_file(root / "images" / name,
+                 jpeg ? encode_jpeg(image.view(), options.jpeg_quality) : encode_png(image.view()));
+      std::snprintf(name, sizeof name, "%06zu.png", i);
+      write_file(root / "masks" / name, encode_png(mask.view()));
+    }
+  });
+  return root;
+}
+
+std::filesystem::path write_synthetic_dataset(const std::filesystem::path& root, std::size_t count,
+                                              const SyntheticOptions& options) {
+  check_size(options);
   std::error_code ec;
   for (const char* cls : {"defect", "ok"}) {
     std::filesystem::create_directories(root / cls, ec);
