@@ -5,13 +5,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.hpp"
 #include "op_test_util.hpp"
 #include "stoke/nn.hpp"
+#include "unit/fake_gpu_backend.hpp"
 
 namespace stoke::testing {
 namespace {
@@ -96,6 +100,54 @@ TEST(NnUnet, SgdLearnsASquareMask) {
   EXPECT_GE(step.evaluate(x, labels).pixel_accuracy, 0.98f);
   EXPECT_GT(now.dice, 0.0f);
   EXPECT_LT(now.dice, first.dice);
+}
+
+// Logits, loss and gradients of one step of the same model and batch on `be`.
+struct StepResult {
+  std::vector<float> logits, gradients;
+  float loss = 0.0f;
+};
+StepResult one_step(Backend& be) {
+  auto model = nn::build_model(be, unet_spec(), 9);
+  nn::SegmentationStep step(*model, nn::SegmentationLossOptions{{0.5f, 2.0f}, 0.5f, 0.0f, 255});
+  Tensor x = random_tensor(be, model->input_shape(2), 4);
+  std::vector<std::int32_t> mask(2 * 64 * 64);
+  for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = i % 11 == 0 ? 255 : (i / 7) % 2;
+  Tensor labels(be, {2, 64, 64}, DType::kInt32);
+  labels.copy_from_host(mask.data());
+  StepResult r;
+  r.loss = step.forward_backward(x, labels).loss;
+  r.logits = step.logits().to_vector();
+  r.gradients = model->gradients().to_vector();
+  return r;
+}
+
+float max_relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  float err = 0.0f, scale = 0.0f;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::abs(got[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return err / scale;
+}
+
+// The model only calls the backend's front door: the im2col + GEMM
+// convolutions of a build without oneDNN and the fake GPU (ops issued on a
+// stream) give the CPU backend's step, up to summation order.
+TEST(NnUnet, RunsOnTheOtherBackends) {
+  const StepResult want = one_step(cpu_backend());
+  auto gemm = std::make_shared<cpu::CpuBackend>(0);
+  gemm->use_gemm_convolutions(true);
+  FakeGpuBackend fake_gpu;
+  for (Backend* be : {static_cast<Backend*>(gemm.get()), static_cast<Backend*>(&fake_gpu)}) {
+    const StepResult got = one_step(*be);
+    ASSERT_EQ(got.logits.size(), want.logits.size());
+    ASSERT_EQ(got.gradients.size(), want.gradients.size());
+    // fp32 summation order (as Segment.UnetMatchesPyTorch, whose worst is 1.7e-5).
+    EXPECT_LT(max_relative_error(got.logits, want.logits), 1e-4f) << be->name();
+    EXPECT_LT(max_relative_error(got.gradients, want.gradients), 1e-4f) << be->name();
+    EXPECT_NEAR(got.loss, want.loss, 1e-5f * want.loss) << be->name();
+  }
 }
 
 TEST(NnUnet, BadShapesAreNamed) {
