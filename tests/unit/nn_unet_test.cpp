@@ -14,6 +14,7 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "op_test_util.hpp"
+#include "stoke/interchange.hpp"
 #include "stoke/nn.hpp"
 #include "unit/fake_gpu_backend.hpp"
 
@@ -206,6 +207,40 @@ TEST(NnUnet, CheckpointRebuildsTheModel) {
   EXPECT_EQ(loaded->forward(x, false).to_vector(), want);
   // Classifiers' specs do not gain the key.
   EXPECT_EQ(nn::ModelSpec{}.to_map().count("decoder_channels"), 0u);
+}
+
+// smp's state_dict names: a U-Net's safetensors file (what
+// safetensors.torch.save_file(smp_unet.state_dict()) writes) loads by name,
+// into a 1-channel model through the summed RGB stem, and with another class
+// count when the segmentation head keeps its own weights.
+TEST(NnUnet, SafetensorsLoadWithAnotherHeadAndAGrayStem) {
+  Backend& be = cpu_backend();
+  auto rgb = unet_spec();
+  rgb.in_channels = 3;
+  rgb.classes = 4;
+  auto source = nn::build_model(be, rgb, 5);
+  const auto path =
+      std::filesystem::temp_directory_path() /
+      ("stoke_unet_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+       ".safetensors");
+  interchange::save_safetensors(*source, path.string());
+  auto gray = nn::build_model(be, unet_spec(), 6);  // 1 channel, 2 classes
+  interchange::ImportOptions options;
+  options.load_classifier = false;
+  const interchange::ImportReport report =
+      interchange::load_safetensors(*gray, path.string(), options);
+  std::filesystem::remove(path);
+  EXPECT_TRUE(report.stem_summed);
+  EXPECT_EQ(report.kept,
+            (std::vector<std::string>{"segmentation_head.0.weight", "segmentation_head.0.bias"}));
+  const auto named = [](const nn::Model& m, const std::string& name) {
+    for (const auto& t : m.named_parameters())
+      if (t.name == name) return t.tensor.to_vector();
+    return std::vector<float>{};
+  };
+  const std::string block = "decoder.blocks.2.conv1.0.weight";
+  EXPECT_EQ(named(*gray, block), named(*source, block));
+  EXPECT_FALSE(named(*gray, block).empty());
 }
 
 }  // namespace
