@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
@@ -80,6 +81,28 @@ TEST(NnUnet, LogitsAtInputSizeWithSmpNames) {
   EXPECT_EQ(nn::layer_as<nn::Conv2d>(*unet->decoder_blocks()[4]->layers()[0])->in_channels(), 8);
   EXPECT_EQ(unet->head().out_channels(), 2);
   EXPECT_GT(model->memory_plan(2, 1).activations, 0u);
+}
+
+// The other encoders: ResNet-34's blocks, ResNet-50's bottleneck channels
+// (x4: 8, 32, 64, 128, 256 at width 0.125) in the skips.
+TEST(NnUnet, OtherEncodersFeedTheirChannelsToTheDecoder) {
+  Backend& be = cpu_backend();
+  for (const auto& [arch, block0_in, block3_in] :
+       {std::tuple{nn::Architecture::kResNet34, 64 + 32, 16 + 8},
+        std::tuple{nn::Architecture::kResNet50, 256 + 128, 16 + 8}}) {
+    auto spec = unet_spec();
+    spec.architecture = arch;
+    auto model = nn::build_model(be, spec, 2);
+    Tensor x = random_tensor(be, model->input_shape(1), 3);
+    EXPECT_EQ(model->forward(x, true).shape(), (Shape{1, 2, 64, 64}));
+    const auto* unet = nn::layer_as<nn::Unet>(*model->network().layers().front());
+    ASSERT_NE(unet, nullptr);
+    const auto in = [&](std::size_t i) {
+      return nn::layer_as<nn::Conv2d>(*unet->decoder_blocks()[i]->layers()[0])->in_channels();
+    };
+    EXPECT_EQ(in(0), block0_in) << nn::architecture_name(arch);
+    EXPECT_EQ(in(3), block3_in) << nn::architecture_name(arch);  // 16 from block 2 + the stem's 8
+  }
 }
 
 TEST(NnUnet, SgdLearnsASquareMask) {
