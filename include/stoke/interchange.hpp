@@ -40,8 +40,9 @@ STOKE_API void export_onnx(const nn::Model& model, const std::string& path,
                            const OnnxExportOptions& options = {});
 
 struct ImportOptions {
-  // False: the last Linear layer (the classifier head) keeps the model's own
-  // initialization, for fine-tuning on a different set of classes.
+  // False: the last Linear layer (the classifier head), or a U-Net's
+  // segmentation head, keeps the model's own initialization, for fine-tuning
+  // on a different set of classes.
   bool load_classifier = true;
   // A model with a 1-channel input takes a 3-channel stem by summing the
   // stem's weights over the input channels (gray = R = G = B gives the same response).

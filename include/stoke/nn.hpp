@@ -7,4 +7,5 @@
 #include "stoke/nn/layers.hpp"
 #include "stoke/nn/model.hpp"
 #include "stoke/nn/optim.hpp"
+#include "stoke/nn/segmentation.hpp"
 #include "stoke/tensor.hpp"

@@ -14,6 +14,11 @@ void find_ends(const nn::Layer& l, ModelEnds& e) {
         for (const auto& c : s.layers()) find_ends(*c, e);
       },
       [&](const nn::Residual& r) { find_ends(r.main(), e); },
+      [&](const nn::Unet& u) {  // stem: the encoder's; head: the segmentation head
+        find_ends(u.encoder(), e);
+        e.head_weight = u.head().name() + ".weight";
+        e.head_bias = u.head().name() + ".bias";
+      },
       [&](const nn::Conv2d& c) {
         if (e.stem_weight.empty()) e.stem_weight = c.name() + ".weight";
       },

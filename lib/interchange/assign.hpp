@@ -17,7 +17,7 @@ struct HostTensor {
 };
 
 // Names of the first convolution's weight and of the last Linear layer's
-// weight and bias ("" when the model has none).
+// weight and bias, or of a U-Net's segmentation head ("" when the model has none).
 struct ModelEnds {
   std::string stem_weight, head_weight, head_bias;
 };

@@ -91,18 +91,20 @@ void check_activation(const ModelSpec& s) {
 }  // namespace
 
 std::map<std::string, std::string> ModelSpec::to_map() const {
-  return {{"architecture", architecture_name(architecture)},
-          {"width_multiplier", std::to_string(width_multiplier)},
-          {"in_channels", std::to_string(in_channels)},
-          {"height", std::to_string(height)},
-          {"width", std::to_string(width)},
-          {"classes", std::to_string(classes)},
-          {"stem_width", std::to_string(stem_width)},
-          {"widths", join(widths)},
-          {"strides", join(strides)},
-          {"blocks_per_stage", std::to_string(blocks_per_stage)},
-          {"dropout", std::to_string(dropout)},
-          {"activation", activation}};
+  std::map<std::string, std::string> m = {{"architecture", architecture_name(architecture)},
+                                          {"width_multiplier", std::to_string(width_multiplier)},
+                                          {"in_channels", std::to_string(in_channels)},
+                                          {"height", std::to_string(height)},
+                                          {"width", std::to_string(width)},
+                                          {"classes", std::to_string(classes)},
+                                          {"stem_width", std::to_string(stem_width)},
+                                          {"widths", join(widths)},
+                                          {"strides", join(strides)},
+                                          {"blocks_per_stage", std::to_string(blocks_per_stage)},
+                                          {"dropout", std::to_string(dropout)},
+                                          {"activation", activation}};
+  if (is_segmentation()) m["decoder_channels"] = join(decoder_channels);  // classifiers: absent
+  return m;
 }
 
 ModelSpec ModelSpec::from_map(const std::map<std::string, std::string>& m) {
@@ -135,12 +137,14 @@ ModelSpec ModelSpec::from_map(const std::map<std::string, std::string>& m) {
   }
   // Written since the field exists; older files mean relu.
   if (m.count("activation")) s.activation = get(m, "activation");
+  if (m.count("decoder_channels")) s.decoder_channels = to_ints(m, "decoder_channels");
   check_activation(s);
   return s;
 }
 
 std::unique_ptr<Model> build_model(Backend& backend, const ModelSpec& spec, std::uint64_t seed) {
   check_activation(spec);
+  if (spec.is_segmentation()) return std::make_unique<Model>(spec, build_unet(backend, spec), seed);
   if (is_torchvision_resnet(spec.architecture))
     return std::make_unique<Model>(spec, build_torchvision_resnet(backend, spec, seed), seed);
   if (spec.widths.empty() || spec.classes < 1 || spec.in_channels < 1) {

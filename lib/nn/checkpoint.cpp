@@ -175,6 +175,8 @@ void check_spec_bounds(const std::string& path, const ModelSpec& s) {
   within("strides", static_cast<double>(s.strides.size()), 0, 16);
   for (int w : s.widths) within("widths", w, 1, 8192);
   for (int v : s.strides) within("strides", v, 1, 8);
+  within("decoder_channels", static_cast<double>(s.decoder_channels.size()), 0, 16);
+  for (int d : s.decoder_channels) within("decoder_channels", d, 1, 8192);
   within("dropout", s.dropout, 0, 1);
   within("width_multiplier", s.width_multiplier, 1e-3, 16);
 }

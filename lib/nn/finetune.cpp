@@ -8,6 +8,7 @@
 namespace stoke::nn {
 
 int Model::stage_count() const noexcept {
+  if (spec_.is_segmentation()) return 0;  // one Unet layer: no stages to freeze (yet)
   return is_torchvision_resnet(spec_.architecture) ? 4 : static_cast<int>(spec_.widths.size());
 }
 

@@ -82,6 +82,7 @@ const Tensor& Model::forward(const Tensor& x, bool training) {
                           " does not match the model's " +
                           shape_to_string(input_shape(x.rank() > 0 ? x.dim(0) : 0)));
   }
+  if (!training && spec_.is_segmentation()) return net_->forward(x, false);
   if (!training) return inference_forward(x);
   parameters_changed();  // the update that follows, and batch norm's running statistics
   if (frozen_ == 0) return net_->forward(x, true);
@@ -150,9 +151,12 @@ MemoryPlan Model::memory_plan(std::int64_t batch, int optimizer_slots) const {
     plan.optimizer_state += parameter_groups().size() * kOptimizerStepValues * sizeof(float);
   const Shape in = input_shape(batch);
   plan.activations = net_->activation_bytes(in);
-  // Loss buffers of a TrainStep: probabilities and dlogits (N, classes), loss and correct (1).
-  plan.activations +=
-      2 * static_cast<std::size_t>(batch * spec_.classes) * sizeof(float) + 2 * sizeof(float);
+  // Loss buffers of a TrainStep: probabilities and dlogits (N, classes), loss and correct (1);
+  // of a SegmentationStep without Dice: probabilities and dlogits (N, classes, H, W), loss (2).
+  const std::int64_t pixels =
+      spec_.is_segmentation() ? static_cast<std::int64_t>(spec_.height) * spec_.width : 1;
+  plan.activations += 2 * static_cast<std::size_t>(batch * spec_.classes * pixels) * sizeof(float) +
+                      2 * sizeof(float);
   plan.workspace = net_->workspace_bytes(in);
   return plan;
 }

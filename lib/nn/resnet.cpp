@@ -52,6 +52,35 @@ std::unique_ptr<Layer> make_block(Backend& be, const std::string& name, int in, 
 
 }  // namespace
 
+int add_torchvision_trunk(Sequential& net, Backend& be, const ModelSpec& spec,
+                          const std::string& prefix) {
+  const bool wide = spec.architecture == Architecture::kWideResNet50_2;
+  const bool bottleneck = wide || spec.architecture == Architecture::kResNet50;
+  const int blocks18[] = {2, 2, 2, 2}, blocks34[] = {3, 4, 6, 3};
+  const int* blocks = spec.architecture == Architecture::kResNet18 ? blocks18 : blocks34;
+  const int base = torchvision_base_width(spec);
+  net.add(
+      std::make_unique<Conv2d>(be, prefix + "conv1", spec.in_channels, base, 7, conv_params(2, 3)));
+  net.add(std::make_unique<BatchNorm2d>(be, prefix + "bn1", base, BatchNormParams{},
+                                        BnNames::kWeightBias));
+  net.add(std::make_unique<Relu>(be, prefix + "relu"));
+  net.add(std::make_unique<Pool2d>(be, prefix + "maxpool", PoolKind::kMax,
+                                   Pool2dParams{3, 3, 2, 2, 1, 1}));
+  int channels = base;
+  for (int st = 0; st < 4; ++st) {
+    const std::string stage = prefix + "layer" + std::to_string(st + 1);
+    auto seq = std::make_unique<Sequential>(be, stage);
+    const int planes = base << st;
+    for (int b = 0; b < blocks[st]; ++b) {
+      seq->add(make_block(be, stage + "." + std::to_string(b), channels, planes,
+                          b == 0 && st > 0 ? 2 : 1, bottleneck, wide ? 2 : 1));
+      channels = bottleneck ? planes * 4 : planes;
+    }
+    net.add(std::move(seq));
+  }
+  return channels;
+}
+
 int torchvision_base_width(const ModelSpec& spec) noexcept {
   return std::max(1,
                   static_cast<int>(std::lround(64.0 * static_cast<double>(spec.width_multiplier))));
@@ -67,28 +96,8 @@ std::unique_ptr<Sequential> build_torchvision_resnet(Backend& be, const ModelSpe
         "multiplier > 0 (got " + std::to_string(spec.classes) + ", " +
         std::to_string(spec.in_channels) + ", " + std::to_string(spec.width_multiplier) + ")");
   }
-  const bool wide = spec.architecture == Architecture::kWideResNet50_2;
-  const bool bottleneck = wide || spec.architecture == Architecture::kResNet50;
-  const int blocks18[] = {2, 2, 2, 2}, blocks34[] = {3, 4, 6, 3};
-  const int* blocks = spec.architecture == Architecture::kResNet18 ? blocks18 : blocks34;
-  const int base = torchvision_base_width(spec);
   auto net = std::make_unique<Sequential>(be, "net");
-  net->add(std::make_unique<Conv2d>(be, "conv1", spec.in_channels, base, 7, conv_params(2, 3)));
-  net->add(std::make_unique<BatchNorm2d>(be, "bn1", base, BatchNormParams{}, BnNames::kWeightBias));
-  net->add(std::make_unique<Relu>(be, "relu"));
-  net->add(std::make_unique<Pool2d>(be, "maxpool", PoolKind::kMax, Pool2dParams{3, 3, 2, 2, 1, 1}));
-  int channels = base;
-  for (int st = 0; st < 4; ++st) {
-    const std::string stage = "layer" + std::to_string(st + 1);
-    auto seq = std::make_unique<Sequential>(be, stage);
-    const int planes = base << st;
-    for (int b = 0; b < blocks[st]; ++b) {
-      seq->add(make_block(be, stage + "." + std::to_string(b), channels, planes,
-                          b == 0 && st > 0 ? 2 : 1, bottleneck, wide ? 2 : 1));
-      channels = bottleneck ? planes * 4 : planes;
-    }
-    net->add(std::move(seq));
-  }
+  const int channels = add_torchvision_trunk(*net, be, spec, "");
   net->add(std::make_unique<GlobalAvgPool>(be, "avgpool"));
   if (spec.dropout > 0.0f)
     net->add(std::make_unique<Dropout>(be, "dropout", spec.dropout, seed ^ 0xD40Full));

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "stoke/nn/model.hpp"
 
@@ -15,6 +16,18 @@ namespace stoke::nn {
 STOKE_INTERNAL std::unique_ptr<Sequential> build_torchvision_resnet(Backend& backend,
                                                                     const ModelSpec& spec,
                                                                     std::uint64_t seed);
+
+// Adds the backbone without its head to `net`: prefix + conv1, bn1, relu,
+// maxpool, then layer1..layer4 (one Sequential each), as
+// build_torchvision_resnet names them. Returns layer4's output channels.
+// The spec's counts are not checked here.
+int add_torchvision_trunk(Sequential& net, Backend& be, const ModelSpec& spec,
+                          const std::string& prefix);
+
+// The network of a spec with decoder_channels: one Unet layer (stoke/nn/layers.hpp)
+// on the spec's torchvision encoder (lib/nn/unet.cpp). InvalidArgument naming
+// what is wrong: not a torchvision architecture, classes < 2, sides not multiples of 32.
+STOKE_INTERNAL std::unique_ptr<Sequential> build_unet(Backend& backend, const ModelSpec& spec);
 
 // Channels of the stem and of each stage's blocks before expansion: round(64 x m) x {1, 2, 4, 8}.
 int torchvision_base_width(const ModelSpec& spec) noexcept;

@@ -50,6 +50,7 @@ class Linear;
 class Dropout;
 class Sequential;
 class Residual;
+class Unet;
 
 // One overload per layer type: Layer::accept calls the one of the layer's own
 // type, so code that treats layer types differently (inference planning, ONNX
@@ -70,6 +71,7 @@ class STOKE_API LayerVisitor {
   virtual void visit(const Dropout& layer) = 0;
   virtual void visit(const Sequential& layer) = 0;
   virtual void visit(const Residual& layer) = 0;  // and its subclasses (BasicBlock)
+  virtual void visit(const Unet& layer) = 0;      // stoke/nn/unet.hpp
 };
 
 class STOKE_API Layer {
@@ -388,6 +390,56 @@ class STOKE_API BasicBlock final : public Residual {
   BasicBlock(Backend& backend, std::string name, int in_channels, int out_channels, int stride);
 };
 
+// segmentation_models_pytorch's Unet (docs/segmentation-model.md), built by
+// build_model for a spec with decoder_channels: a torchvision ResNet encoder
+// (`encoder`: encoder.conv1 .. encoder.layer4) whose features at strides 2,
+// 4, 8, 16 and 32 feed five decoder blocks (decoder.blocks.i: nearest 2x
+// upsampling, concatenation with the encoder feature of that size (none for
+// the last block), then conv1 and conv2, each a 3x3 conv without bias, batch
+// norm and ReLU as .0, .1, .2), and a 3x3 convolution with bias to the class
+// logits at the input size (segmentation_head.0). The names are smp's
+// state_dict names. Input sides must be multiples of 32.
+class STOKE_API Unet final : public Layer {
+ public:
+  void accept(LayerVisitor& visitor) const override { visitor.visit(*this); }
+  // encoder: conv1, bn1, relu, maxpool, layer1..layer4 (add_torchvision_trunk),
+  // encoder_channels: the channels after the stem and after each layerN (5);
+  // decoder_channels: each block's output channels (5, each >= 1); classes >= 2.
+  Unet(Backend& backend, std::string name, std::unique_ptr<Sequential> encoder,
+       std::vector<int> encoder_channels, const std::vector<int>& decoder_channels, int classes);
+  Shape output_shape(const Shape& in) const override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& dy) override;
+  void release_activations() override;
+  std::uint64_t activation_allocations() const noexcept override;
+  void parameters(std::vector<ParamSlot>& out) override;
+  void buffers(std::vector<BufferSlot>& out) override;
+  std::size_t activation_bytes(const Shape& in) const override;
+  std::size_t workspace_bytes(const Shape& in) const override;
+  void set_input_grad(bool needed) override;
+  void describe(std::string& out, int depth, const Shape& in) const override;
+  const Sequential& encoder() const noexcept { return *encoder_; }
+  const std::vector<std::unique_ptr<Sequential>>& decoder_blocks() const noexcept {
+    return blocks_;
+  }
+  const Conv2d& head() const noexcept { return *head_; }
+  int classes() const noexcept { return classes_; }
+
+ private:
+  // The input shape of every part at input `in` (checked), for forward and the memory plan.
+  struct Shapes {
+    std::vector<Shape> features, up, cat;  // features: 5 encoder outputs; up, cat: per block
+  };
+  Shapes shapes(const Shape& in) const;
+  std::unique_ptr<Sequential> encoder_;
+  std::vector<int> encoder_channels_;
+  std::vector<std::unique_ptr<Sequential>> blocks_;
+  std::unique_ptr<Conv2d> head_;
+  int classes_;
+  std::vector<const Tensor*> features_;
+  std::vector<Tensor> up_, cat_, dup_, dskip_, dprev_, dsum_;
+};
+
 namespace visit_detail {
 
 template <class... F>
@@ -410,6 +462,7 @@ class HandlerVisitor final : public LayerVisitor {
   void visit(const Dropout& l) override { call(l); }
   void visit(const Sequential& l) override { call(l); }
   void visit(const Residual& l) override { call(l); }
+  void visit(const Unet& l) override { call(l); }
   R result() { return std::move(*result_); }
 
  private:

@@ -53,6 +53,12 @@ struct STOKE_API ModelSpec {
   // add (what the fused ops and the ONNX export apply). "relu" is the one
   // implemented; from_map and build_model refuse any other, naming it.
   std::string activation = "relu";
+  // Non-empty: a U-Net segmentation model (docs/segmentation-model.md) on the
+  // torchvision encoder `architecture` names, these five counts the decoder
+  // blocks' channels (segmentation_models_pytorch's default: 256, 128, 64, 32,
+  // 16); logits (N, classes, height, width). Empty: a classifier.
+  std::vector<int> decoder_channels;
+  bool is_segmentation() const noexcept { return !decoder_channels.empty(); }
 
   // "key=value" pairs and back, for checkpoints. from_map: InvalidArgument
   // naming the key when a value is missing or malformed.
@@ -109,10 +115,12 @@ class STOKE_API Model {
     return {batch, spec_.in_channels, spec_.height, spec_.width};
   }
 
-  // x (N, C, H, W) -> logits (N, classes); valid until the next forward.
+  // x (N, C, H, W) -> logits (N, classes), or (N, classes, H, W) for a
+  // segmentation spec; valid until the next forward.
   // Eval mode (training false) runs the inference plan: batch norm folded,
   // fused convolutions, the backend's layouts (lib/nn/fused_inference.hpp),
-  // built on the first eval forward and refolded after the weights changed.
+  // built on the first eval forward and refolded after the weights changed;
+  // a segmentation model's eval forward runs its layers in eval mode instead.
   const Tensor& forward(const Tensor& x, bool training);
   // Tells the model that its parameters or buffers were written from outside
   // (through a tensor taken earlier): the next eval forward refolds. Training
