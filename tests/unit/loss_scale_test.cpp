@@ -17,12 +17,15 @@
 
 #include "stoke/error.hpp"
 #include "stoke/nn/checkpoint.hpp"
+#include "unit/fake_gpu_backend.hpp"
 #include "unit/tiny_dataset.hpp"
+#include "unit/trainer_runs.hpp"
 
 namespace stoke {
 namespace {
 
 using testing::TinyDataset;
+using LossScaleFakeGpu = testing::TrainerRuns;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
@@ -347,6 +350,25 @@ TEST_F(LossScaleTraining, TheTrainerRefusesBadOptionsByName) {
   }
   options_.loss_scale = dynamic(2.0f, 0);
   EXPECT_THROW({ Trainer t(*m, options_); }, InvalidArgument);
+}
+
+// On a GPU backend (the fake one) loss scaling runs the eager path even with
+// CUDA graphs on: whether a step is skipped is a host decision. The weights
+// and the scale are the CPU trainer's with the same scaler.
+TEST_F(LossScaleFakeGpu, RunsEagerlyAndEqualsTheCpuTrainer) {
+  options_.epochs = 2;
+  options_.loss_scale = dynamic(65536.0f, 4);
+  const Run cpu = fit(cpu_backend(), Toggle::kOn);
+  testing::FakeGpuBackend gpu;
+  const Run fake = fit(gpu, Toggle::kOn);
+  EXPECT_EQ(fake.parameters, cpu.parameters);
+  EXPECT_EQ(fake.result.graph_steps, 0);
+  EXPECT_NE(fake.result.graph_note.find("loss scaling"), std::string::npos)
+      << fake.result.graph_note;
+  EXPECT_EQ(gpu.captures(), 0);
+  EXPECT_EQ(fake.result.skipped_steps, 0u);
+  EXPECT_EQ(fake.result.loss_scale, std::ldexp(65536.0f, static_cast<int>(2 * kSteps / 4)));
+  EXPECT_EQ(fake.result.loss_scale, cpu.result.loss_scale);
 }
 
 TEST(LossScaleState, RoundTripsThroughMetadataAndOldCheckpointsReadAsOff) {
