@@ -80,7 +80,7 @@ void CpuBackend::do_scale(Tensor& x, float alpha) {
 
 // A float is NaN or infinite exactly when its exponent bits are all ones:
 // (bits & 0x7f800000) + 0x00800000 then carries into the sign bit. Integer
-// ORs over the chunk, no branch: the loop vectorizes.
+// ORs over the chunk, no branch (a loop the compiler can vectorize).
 void CpuBackend::do_all_finite(const Tensor& x, Tensor& flag) {
   const float* xp = x.data<float>();
   const auto n = static_cast<std::size_t>(x.numel());
