@@ -174,7 +174,9 @@ struct Callbacks {
   // Between backward and the optimizer's update, with the gradients the
   // update will apply (the model's gradient block; with accumulation, the mean
   // over the device batches), issued in stream order on the model's backend;
-  // may change them in place (a data-parallel allreduce goes here). Inside a
+  // may change them in place (a data-parallel allreduce goes here). With loss
+  // scaling (TrainerOptions::loss_scale) they are still multiplied by the
+  // scale here: the check and the unscale come after the hook. Inside a
   // CUDA graph it is captured with the step: it must issue the same ops on the
   // same tensors every call.
   std::function<void(Tensor& gradients)> on_gradients;
