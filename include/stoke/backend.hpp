@@ -159,6 +159,7 @@ STOKE_API Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2d
   X(kAdd, add, (const Tensor& a, const Tensor& b, Tensor& y), (a, b, y))                           \
   X(kAccumulate, accumulate, (Tensor & dx, const Tensor& dy), (dx, dy))                            \
   X(kScale, scale, (Tensor & x, float alpha), (x, alpha))                                          \
+  X(kAllFinite, all_finite, (const Tensor& x, Tensor& flag), (x, flag))                            \
   X(kLinearForward, linear_forward,                                                                \
     (const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y), (x, w, bias, y))            \
   X(kLinearBackward, linear_backward,                                                              \
@@ -353,6 +354,10 @@ class STOKE_API Backend {
   // x *= alpha in place, in stream order (averaging accumulated gradients,
   // turning a batch-mean loss into a sum) without a host round trip.
   void scale(Tensor& x, float alpha);
+  // flag (1) = 1 when every element of x is finite, 0 when any is NaN or
+  // infinite: one pass over x, in stream order, without a host round trip
+  // (the loss scaler's check of the gradients, stoke/loss_scale.hpp).
+  void all_finite(const Tensor& x, Tensor& flag);
 
   // x (N, K), w (M, K), bias (M) or undefined, y (N, M): y = x w^T + b.
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y);

@@ -20,6 +20,7 @@
 #include "stoke/data.hpp"
 #include "stoke/error.hpp"
 #include "stoke/export.hpp"
+#include "stoke/loss_scale.hpp"
 #include "stoke/nn/model.hpp"
 #include "stoke/nn/optim.hpp"
 #include "stoke/profile.hpp"
@@ -107,11 +108,20 @@ struct TrainerOptions {
   // Draw each epoch's batches class-balanced (deterministic per loader seed
   // and epoch) instead of a plain shuffle.
   bool balanced_sampler = false;
+  // Loss scaling (stoke/loss_scale.hpp, docs/precision.md): the mode (auto:
+  // dynamic when the step computes in fp16, off otherwise, so off today, the
+  // trainer computing in fp32), the initial scale and the clean steps before
+  // a growth. Enabled, the loss gradient is scaled before backward, a step
+  // with NaN or infinite gradients is skipped (counted in
+  // EpochRecord::skipped_steps) and the others are unscaled before the
+  // update; the hook Callbacks::on_gradients then sees the scaled gradients.
+  // Bad values: InvalidArgument naming the option, from the constructor.
+  LossScaleOptions loss_scale;
 };
 
 struct EpochRecord {
   int epoch = 0;
-  std::uint64_t steps = 0;
+  std::uint64_t steps = 0;  // update points: optimizer steps, skipped ones included
   std::uint64_t images = 0;
   double train_loss = 0;  // mean over the epoch's steps
   double train_accuracy = 0;
@@ -121,6 +131,10 @@ struct EpochRecord {
   std::uint64_t val_images = 0;  // validation samples behind val_loss and val_accuracy
   double seconds = 0;
   double images_per_second = 0;
+  // Loss scaling: of `steps`, those skipped for non-finite gradients, and
+  // the scale at the epoch's end (0 when loss scaling is off).
+  std::uint64_t skipped_steps = 0;
+  double loss_scale = 0;
   ProfileSummary profile;
 };
 
@@ -147,16 +161,22 @@ struct StepInfo {
   float accuracy = 0;
   bool has_loss = false;
   float lr = 0;
+  // Loss scaling: the step was skipped (non-finite gradients; the optimizer
+  // did not step), and the scale for the next step (0 when off).
+  bool skipped = false;
+  float loss_scale = 0;
 };
 
 struct Callbacks {
-  std::function<void(const StepInfo&)> on_step;           // after every optimizer step
+  std::function<void(const StepInfo&)> on_step;           // after every optimizer step (or skip)
   std::function<void(const EpochRecord&)> on_epoch;       // after every epoch
   std::function<void(const EpochRecord&)> on_validation;  // after every validation
   // Between backward and the optimizer's update, with the gradients the
   // update will apply (the model's gradient block; with accumulation, the mean
   // over the device batches), issued in stream order on the model's backend;
-  // may change them in place (a data-parallel allreduce goes here). Inside a
+  // may change them in place (a data-parallel allreduce goes here). With loss
+  // scaling (TrainerOptions::loss_scale) they are still multiplied by the
+  // scale here: the check and the unscale come after the hook. Inside a
   // CUDA graph it is captured with the step: it must issue the same ops on the
   // same tensors every call.
   std::function<void(Tensor& gradients)> on_gradients;
@@ -183,6 +203,11 @@ struct STOKE_API TrainState {
   std::uint64_t epoch_steps = 0;
   // Per dropout layer (in network order): its mask seed and masks drawn.
   std::vector<std::uint64_t> dropout_streams;  // seed, draws, seed, draws, ...
+  // The loss scaler (scale 0: loss scaling was off) and the partial epoch's
+  // skipped steps; absent from checkpoints written before loss scaling (read
+  // as off).
+  LossScalerState loss_scaler;
+  std::uint64_t epoch_skipped_steps = 0;
 
   std::map<std::string, std::string> to_metadata() const;
   // Whether metadata carries a trainer state.
@@ -207,6 +232,10 @@ struct FitResult {
   // after each slot's warm-up and capture).
   std::int64_t graph_steps = 0;
   std::string graph_note;
+  // Loss scaling: steps skipped for non-finite gradients (the whole run's,
+  // a resumed one's included) and the final scale (0 when off).
+  std::uint64_t skipped_steps = 0;
+  float loss_scale = 0;
 };
 
 class STOKE_API Trainer {

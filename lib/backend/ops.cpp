@@ -173,6 +173,12 @@ void Backend::scale(Tensor& x, float alpha) {
   do_scale(x, alpha);
 }
 
+void Backend::all_finite(const Tensor& x, Tensor& flag) {
+  OpCheck check(*this, Op::kAllFinite);
+  check.supported("x", x).input("x", x, x.shape()).output("flag", flag, {1}).done();
+  do_all_finite(x, flag);
+}
+
 void Backend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
   OpCheck check(*this, Op::kLinearForward);
   check.supported("x", x).rank("x", x, 2).rank("w", w, 2);

@@ -33,7 +33,8 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader) {
         st.graphs,
         st.dp ? st.dp->gradient_hook(callbacks_.on_gradients) : callbacks_.on_gradients,
         st.class_weights,
-        st.dp ? st.dp->backward_progress(model_) : nn::Model::GradientsReady{}};
+        st.dp ? st.dp->backward_progress(model_) : nn::Model::GradientsReady{},
+        st.scaler.enabled() ? &st.scaler : nullptr};
     st.runner = detail::make_step_runner(std::move(env), st.multiplier, st.settings.gpu_graph,
                                          st.settings.gpu_streams);
   }
@@ -47,6 +48,7 @@ EpochRecord Trainer::run_epoch(int epoch, Loader& loader) {
              " accumulated device batches; their gradients are discarded, not applied");
     st.runner->discard_pending();
   }
+  record.loss_scale = st.scaler.enabled() ? st.scaler.scale() : 0.0;
   const auto summary = profiler_.summary();
   record.seconds = summary.wall_seconds;
   record.images_per_second = summary.images_per_second();
@@ -72,8 +74,10 @@ void Trainer::begin_epoch(EpochRecord& record) {
   st.consumed = st.applied;
   record.images = resumed ? resumed->epoch_images : 0;
   record.steps = resumed ? resumed->epoch_steps : 0;
+  record.skipped_steps = resumed ? resumed->epoch_skipped_steps : 0;
   st.epoch_images = record.images;
   st.epoch_steps = record.steps;
+  st.epoch_skipped = record.skipped_steps;
   st.epoch_finished = false;
 }
 
@@ -136,6 +140,21 @@ void Trainer::finish_step(int epoch, EpochRecord& record, float lr) {
   st.epoch_images = record.images;
   st.epoch_steps = record.steps;
   StepInfo info{epoch, st.step, 0.0f, 0.0f, false, lr};
+  if (st.scaler.enabled()) {
+    info.skipped = st.runner->skipped();
+    info.loss_scale = st.scaler.scale();
+    if (info.skipped) {
+      ++record.skipped_steps;
+      char line[200];
+      std::snprintf(line, sizeof line,
+                    "epoch %d step %llu: NaN or infinite gradients, step skipped; loss scale now "
+                    "%g (%llu skipped)",
+                    epoch, static_cast<unsigned long long>(st.step), info.loss_scale,
+                    static_cast<unsigned long long>(st.scaler.skipped_steps()));
+      st.logger->push(line);
+    }
+  }
+  st.epoch_skipped = record.skipped_steps;
   if (options_.log_every_steps > 0 &&
       st.step % static_cast<std::uint64_t>(options_.log_every_steps) == 0) {
     auto span = profiler_.span(Stage::kLogging);

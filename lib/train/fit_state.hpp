@@ -27,7 +27,10 @@ namespace stoke {
 // policy halves it: release_step_memory) and when fit() ends.
 struct Trainer::State {
   explicit State(const TrainerOptions& o)
-      : schedule(o.schedule), oom(o.batch_size == 0), stopping(o.early_stopping_patience) {}
+      : schedule(o.schedule),
+        oom(o.batch_size == 0),
+        stopping(o.early_stopping_patience),
+        scaler(o.loss_scale) {}
   std::unique_ptr<detail::AsyncLogger> logger;
   Settings settings;
   int batch = 0;       // the device batch
@@ -35,6 +38,8 @@ struct Trainer::State {
   nn::LrSchedule schedule;
   detail::OutOfMemoryPolicy oom;
   detail::EarlyStopping stopping;
+  // Loss scaling; the trainer computes in fp32, so kAuto resolves to off.
+  LossScaler scaler;
   std::unique_ptr<detail::StepRunner> runner;  // its graphs replay across epochs
   // The rings' slots (pinned staging, device buffers at fixed addresses,
   // events): the graphs captured those addresses, so the rings stay as long.
@@ -47,6 +52,7 @@ struct Trainer::State {
   std::uint64_t consumed = 0;   // device batches of the epoch run
   bool epoch_finished = false;  // every batch applied and validation (if due) done
   std::uint64_t epoch_images = 0, epoch_steps = 0;  // the epoch's record at the last update
+  std::uint64_t epoch_skipped = 0;                  // of epoch_steps, skipped by the scaler
   std::uint64_t loader_seed = 0;
   std::vector<float> class_weights;          // the loss's per-class weights; empty = none
   std::unique_ptr<detail::DataParallel> dp;  // null: one process

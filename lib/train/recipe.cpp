@@ -147,6 +147,8 @@ TrainerOptions trainer_options(const Options& args, std::uint64_t seed) {
                                 args, "bucket-kb", static_cast<int>(o.gradient_bucket_bytes >> 10)))
                             << 10;
   o.balanced_sampler = get_bool(args, "balanced-sampler");
+  if (args.count("loss-scale"))
+    o.loss_scale = parse_loss_scale(get(args, "loss-scale"), o.loss_scale, "loss-scale");
   const std::string weights = get(args, "class-weights", "");
   if (weights == "balanced")
     o.balanced_class_weights = true;
@@ -180,7 +182,8 @@ const std::vector<std::string>& train_recipe_keys() {
                                                 "balanced-sampler",
                                                 "bucket-kb",
                                                 "weight-decay",
-                                                "decay-norm-and-bias"};
+                                                "decay-norm-and-bias",
+                                                "loss-scale"};
   return keys;
 }
 

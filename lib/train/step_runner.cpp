@@ -51,12 +51,28 @@ void StepRunner::compute(Batch& batch) {
     forward();
   }
   auto span = prof.span(Stage::kBackward);
+  if (scaling()) {
+    Tensor dlogits = step_.dlogits();  // a view of the step's own buffer
+    be_.scale(dlogits, env_.scaler->scale());
+  }
   step_.backward(env_.on_backward_progress);
 }
 
 void StepRunner::update(float lr) {
   auto span = env_.profiler.span(Stage::kUpdate);
   call_hook();
+  skipped_ = false;
+  if (scaling()) {
+    Tensor& grads = env_.model.gradients();
+    if (!finite_.defined()) finite_ = Tensor(be_, {1});
+    be_.all_finite(grads, finite_);
+    const float inverse = env_.scaler->inverse_scale();  // the scale this backward used
+    if (!env_.scaler->update(read_scalar(finite_) == 1.0f)) {
+      skipped_ = true;
+      return;  // no prepare(): the optimizer's step count and state stay
+    }
+    be_.scale(grads, inverse);
+  }
   step_.prepare(lr);
   step_.update();
 }
@@ -194,7 +210,8 @@ std::unique_ptr<StepRunner> make_step_runner(StepEnv env, int multiplier, Toggle
                                              bool gpu_streams) {
   const bool gpu = env.model.backend().gpu() != nullptr;
   const bool dropout = env.model.spec().dropout > 0.0f;
-  if (gpu && gpu_graph != Toggle::kOff && gpu_streams && multiplier == 1 && !dropout) {
+  const bool scaling = env.scaler && env.scaler->enabled();
+  if (gpu && gpu_graph != Toggle::kOff && gpu_streams && multiplier == 1 && !dropout && !scaling) {
     return std::make_unique<GraphedStepRunner>(std::move(env), gpu_graph);
   }
   if (gpu) {
@@ -203,6 +220,7 @@ std::unique_ptr<StepRunner> make_step_runner(StepEnv env, int multiplier, Toggle
         : !gpu_streams ? "STOKE_GPU_STREAMS is off (CUDA graphs need the separate copy stream: "
                          "uploads on the compute stream would be captured into the graph)"
         : dropout      ? "the model has dropout (a new mask each step; a replay would repeat one)"
+        : scaling      ? "loss scaling is on (whether a step is skipped is decided on the host)"
                        : "batch multiplier > 1 (gradient accumulation runs eagerly)";
   }
   if (multiplier > 1) return std::make_unique<AccumulatingStepRunner>(std::move(env), multiplier);

@@ -12,6 +12,14 @@
 // Between backward and the update every runner calls the gradient hook
 // (Callbacks::on_gradients) with the gradients the update will apply: the
 // place for a data-parallel allreduce.
+//
+// With a loss scaler (stoke/loss_scale.hpp) the eager runners multiply the
+// loss gradient by its scale before each backward; at the update, after the
+// hook (so data-parallel ranks check the same averaged gradients and decide
+// alike), Backend::all_finite checks the gradients, the host reads the flag,
+// and the step is either skipped (the optimizer untouched) or the gradients
+// are multiplied by 1/scale before it. Graphs are not used then: the skip is
+// a host decision.
 #pragma once
 
 #include <array>
@@ -25,6 +33,7 @@
 #include <vector>
 
 #include "stoke/cuda.hpp"
+#include "stoke/loss_scale.hpp"
 #include "stoke/nn/optim.hpp"
 #include "stoke/prefetch.hpp"
 #include "stoke/profile.hpp"
@@ -57,6 +66,8 @@ struct StepEnv {
   // Follows backward's progress (the data-parallel buckets); may be empty.
   // Eager single-batch steps only: accumulation and graphs leave it out.
   nn::Model::GradientsReady on_backward_progress;
+  // Loss scaling; null or disabled = none. Outlives the runner.
+  LossScaler* scaler = nullptr;
 };
 
 class StepRunner {
@@ -85,6 +96,9 @@ class StepRunner {
   const Tensor& loss() const noexcept { return step_.loss(); }
   const Tensor& correct() const noexcept { return step_.correct(); }
   std::int64_t batch() const noexcept { return n_; }  // the last batch's samples
+  // Whether the last optimizer step run() reported was skipped by the loss
+  // scaler (non-finite gradients: the optimizer did not step).
+  bool skipped() const noexcept { return skipped_; }
 
  protected:
   // Sizes the input tensors for a batch of n samples (new tensors, counted in
@@ -95,14 +109,18 @@ class StepRunner {
   void call_hook();
   // The batch in (its slot released), forward and backward, each profiled.
   void compute(Batch& batch);
-  // The gradient hook and the optimizer's update, profiled as the update.
+  // The gradient hook and the optimizer's update, profiled as the update;
+  // with a loss scaler, the check, then the unscale and update or the skip.
   void update(float lr);
+  bool scaling() const noexcept { return env_.scaler && env_.scaler->enabled(); }
 
   StepEnv env_;
   Backend& be_;
   nn::TrainStep step_;
   std::array<std::int64_t, 3> sample_{};
   Tensor x_, labels_, scaled_loss_;
+  Tensor finite_;  // (1): Backend::all_finite of the gradients
+  bool skipped_ = false;
   std::int64_t n_ = 0;
   std::uint64_t input_allocations_ = 0;
 };

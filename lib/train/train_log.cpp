@@ -37,6 +37,7 @@ std::string TrainLog::to_json() const {
     if (e.validated)
       out << ",\"val_loss\":" << e.val_loss << ",\"val_accuracy\":" << e.val_accuracy;
     out << ",\"seconds\":" << e.seconds << ",\"images_per_second\":" << e.images_per_second
+        << ",\"skipped_steps\":" << e.skipped_steps << ",\"loss_scale\":" << e.loss_scale
         << ",\"profile\":" << profile_to_json(e.profile) << "}";
   }
   out << "],\"corrupt_samples\":[";
@@ -53,7 +54,7 @@ std::string TrainLog::to_csv() const {
   std::ostringstream out;
   out << "epoch,steps,images,train_loss,train_accuracy,val_loss,val_accuracy,seconds,images_per_"
          "second,"
-         "data_wait_seconds,device_busy_seconds\n";
+         "data_wait_seconds,device_busy_seconds,skipped_steps,loss_scale\n";
   out.precision(9);
   for (const auto& e : epochs) {
     out << e.epoch << ',' << e.steps << ',' << e.images << ',' << e.train_loss << ','
@@ -64,8 +65,8 @@ std::string TrainLog::to_csv() const {
       out << ',';
     }
     out << ',' << e.seconds << ',' << e.images_per_second << ','
-        << e.profile.stage(Stage::kDataWait).seconds << ',' << e.profile.device_busy_seconds
-        << '\n';
+        << e.profile.stage(Stage::kDataWait).seconds << ',' << e.profile.device_busy_seconds << ','
+        << e.skipped_steps << ',' << e.loss_scale << '\n';
   }
   return out.str();
 }

@@ -24,6 +24,7 @@ class Reader {
  public:
   Reader(const std::map<std::string, std::string>& map, const std::string& where)
       : map_(map), where_(where) {}
+  bool has(const char* key) const { return map_.count(kPrefix + std::string(key)) != 0; }
   const std::string& text(const char* key) const {
     const auto it = map_.find(kPrefix + std::string(key));
     if (it == map_.end())
@@ -94,6 +95,10 @@ std::map<std::string, std::string> TrainState::to_metadata() const {
     streams += std::to_string(v);
   }
   put("dropout_streams", streams);
+  put("loss_scale", hex(loss_scaler.scale));
+  put("loss_scale_growth_tracker", std::to_string(loss_scaler.growth_tracker));
+  put("loss_scale_skipped_steps", std::to_string(loss_scaler.skipped_steps));
+  put("epoch_skipped_steps", std::to_string(epoch_skipped_steps));
   return m;
 }
 
@@ -123,6 +128,12 @@ TrainState TrainState::from_metadata(const std::map<std::string, std::string>& m
   s.epoch_images = static_cast<std::uint64_t>(r.integer("epoch_images"));
   s.epoch_steps = static_cast<std::uint64_t>(r.integer("epoch_steps"));
   s.dropout_streams = r.integers("dropout_streams");
+  if (r.has("loss_scale")) {  // checkpoints written before loss scaling have none: off
+    s.loss_scaler.scale = static_cast<float>(r.real("loss_scale"));
+    s.loss_scaler.growth_tracker = r.integer("loss_scale_growth_tracker");
+    s.loss_scaler.skipped_steps = static_cast<std::uint64_t>(r.integer("loss_scale_skipped_steps"));
+    s.epoch_skipped_steps = static_cast<std::uint64_t>(r.integer("epoch_skipped_steps"));
+  }
   if (s.epoch < 0 || s.batch_size < 1 || s.batch_multiplier < 1) {
     throw CorruptFile(where + ": the trainer state is out of range (epoch " +
                       std::to_string(s.epoch) + ", batch size " + std::to_string(s.batch_size) +

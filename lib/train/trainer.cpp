@@ -67,6 +67,21 @@ std::map<std::string, std::string> stop_metadata(const TrainState& s, int epoch)
   return metadata;
 }
 
+// The scaler continues where the checkpoint's stopped; a checkpoint written
+// without loss scaling starts it at its initial scale, and one written with
+// it, resumed without, leaves its state unused (both said in the log).
+void resume_loss_scaler(const std::string& path, const LossScalerState& s, LossScaler& scaler) {
+  if (s.scale > 0.0f && scaler.enabled()) {
+    scaler.restore(s, "checkpoint '" + path + "'");
+  } else if (scaler.enabled()) {
+    log_info("resuming " + path + ": it was written without loss scaling; the scaler starts at " +
+             std::to_string(scaler.scale()));
+  } else if (s.scale > 0.0f) {
+    log_info("resuming " + path +
+             ": it was written with loss scaling, which is off now; its scaler state is unused");
+  }
+}
+
 void check_options(const TrainerOptions& o) {
   if (o.epochs < 1)
     throw InvalidArgument("TrainerOptions::epochs must be >= 1, got " + std::to_string(o.epochs));
@@ -76,6 +91,7 @@ void check_options(const TrainerOptions& o) {
     throw InvalidArgument("TrainerOptions::schedule.base_lr must be finite and >= 0, got " +
                           std::to_string(o.schedule.base_lr));
   }
+  check_loss_scale_options(o.loss_scale);
   if (o.batch_multiplier < 1) {
     throw InvalidArgument("TrainerOptions::batch_multiplier must be >= 1, got " +
                           std::to_string(o.batch_multiplier));
@@ -189,6 +205,8 @@ FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val,
   result.chrome_trace = st.chrome_trace;
   result.graph_steps = st.graphs.steps;
   result.graph_note = st.graphs.note;
+  result.skipped_steps = st.scaler.skipped_steps();
+  result.loss_scale = st.scaler.enabled() ? st.scaler.scale() : 0.0f;
   if (model_.backend().gpu()) {
     log_info("CUDA graphs: " + std::to_string(st.graphs.steps) + " steps replayed" +
              (st.graphs.note.empty() ? std::string() : "; eager steps because " + st.graphs.note));
@@ -250,6 +268,7 @@ int Trainer::resume_from(const std::string& path, State& st) {
   st.schedule.total_steps = s.schedule_total_steps;
   st.stopping.restore(s.best_val_accuracy, s.epochs_without_improvement);
   detail::restore_dropout_streams(model_, s.dropout_streams, "checkpoint '" + path + "'");
+  resume_loss_scaler(path, s.loss_scaler, st.scaler);
   log_info("resuming " + path + " at epoch " + std::to_string(s.epoch) + ", batch " +
            std::to_string(s.batch) + ", step " + std::to_string(s.step));
   if (info.optimizer_kind.empty()) {
@@ -365,12 +384,17 @@ bool Trainer::end_epoch(int epoch, EpochRecord& record, FitResult& result) {
     }
   }
   if (callbacks_.on_epoch) callbacks_.on_epoch(record);
-  char line[256];
+  char scaling[96] = "";
+  if (st.scaler.enabled()) {
+    std::snprintf(scaling, sizeof scaling, ", loss scale %g, %llu steps skipped", record.loss_scale,
+                  static_cast<unsigned long long>(record.skipped_steps));
+  }
+  char line[352];
   std::snprintf(
-      line, sizeof line, "epoch %d: loss %.4f acc %.4f%s, %.1f images/s, %.2f s", epoch,
+      line, sizeof line, "epoch %d: loss %.4f acc %.4f%s, %.1f images/s, %.2f s%s", epoch,
       record.train_loss, record.train_accuracy,
       record.validated ? (", val acc " + std::to_string(record.val_accuracy)).c_str() : "",
-      record.images_per_second, record.seconds);
+      record.images_per_second, record.seconds, scaling);
   if (writes) st.logger->push(line);
   st.finite.capture(model_, *optimizer_, stop_metadata(train_state(epoch), epoch));
   if (stopping()) {
@@ -436,7 +460,9 @@ TrainState Trainer::train_state(int epoch) const {
   s.best_val_accuracy = st.stopping.best();
   s.epochs_without_improvement = st.stopping.stale();
   s.dropout_streams = detail::dropout_streams(model_);
+  s.loss_scaler = st.scaler.state();
   if (!st.epoch_finished && st.loss_sum.defined()) {
+    s.epoch_skipped_steps = st.epoch_skipped;
     s.epoch_loss_sum = detail::read_scalar(st.loss_sum);
     s.epoch_correct_sum = detail::read_scalar(st.correct_sum);
     s.epoch_images = st.epoch_images;

@@ -62,7 +62,8 @@ TEST(JitCompile, EmbeddedSourcesListTheirKernels) {
                                "stoke_add_bias_rows",
                                "stoke_sum_rows",
                                "stoke_fill",
-                               "stoke_mul"}) {
+                               "stoke_mul",
+                               "stoke_all_finite"}) {
     EXPECT_NE(std::find(all.begin(), all.end(), expected), all.end()) << expected;
   }
 }

@@ -33,6 +33,24 @@ STOKE_PRECISION=bf16 ONEDNN_MAX_CPU_ISA=AVX2 "$stoke" info --json 2>/dev/null | 
   >/dev/null 2>"$work/err"
 test $? -eq 2 && grep -q 'fp32 only' "$work/err" || { cat "$work/err"; fail "train --precision bf16 not refused"; }
 test ! -e "$work/x.stoke" || fail "train --precision bf16 wrote a model"
+"$stoke" train --data "$work/d" --out "$work/x.stoke" --epochs 1 --size 16 --precision fp16 \
+  --loss-scale dynamic >/dev/null 2>"$work/err"
+test $? -eq 2 && grep -q 'fp32 only' "$work/err" || { cat "$work/err"; fail "train --precision fp16 not refused"; }
+
+# Loss scaling (docs/precision.md): off by default in fp32, dynamic on request
+# (GradScaler's 65536 to start; no overflow in fp32 here), bad values refused.
+"$stoke" train --data "$work/d" --out "$work/ls.stoke" --epochs 1 --size 16 --batch 4 --json \
+  --loss-scale dynamic >"$work/ls.json" 2>"$work/ls.err" || { cat "$work/ls.err"; fail "train --loss-scale dynamic"; }
+grep -q '"skipped_steps": 0, "loss_scale": 65536}' "$work/ls.json" || { cat "$work/ls.json"; fail "loss scale not in --json"; }
+grep -q 'loss scale 65536, 0 steps skipped' "$work/ls.err" || { cat "$work/ls.err"; fail "no loss scale in the epoch line"; }
+"$stoke" train --data "$work/d" --out "$work/off.stoke" --epochs 1 --size 16 --batch 4 --json \
+  >"$work/off.json" 2>/dev/null || fail "train without --loss-scale"
+grep -q '"loss_scale": 0}' "$work/off.json" || { cat "$work/off.json"; fail "loss scaling on by default in fp32"; }
+for bad in 0 -1 nan often; do
+  "$stoke" train --data "$work/d" --out "$work/x.stoke" --epochs 1 --size 16 --loss-scale "$bad" >/dev/null 2>"$work/err"
+  test $? -eq 2 && grep -q -- '--loss-scale' "$work/err" || { cat "$work/err"; fail "--loss-scale $bad not refused"; }
+done
+test ! -e "$work/x.stoke" || fail "a refused --loss-scale wrote a model"
 "$stoke" predict --model "$work/m.stoke" --data "$work/d" --precision int8 >/dev/null 2>"$work/err"
 test $? -eq 2 && grep -q "'int8' is not one of fp32, bf16, fp16, auto" "$work/err" \
   || { cat "$work/err"; fail "--precision int8 not a usage error"; }

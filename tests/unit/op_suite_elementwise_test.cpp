@@ -1,6 +1,9 @@
-// ReLU, add, accumulate, scale and dropout on every backend against the
-// naive reference; sizes straddle the SIMD width, the chunking threshold and
-// the GPU's grid-stride loop; in-place use; dropout's mask statistics.
+// ReLU, add, accumulate, scale, the finite check and dropout on every backend
+// against the naive reference; sizes straddle the SIMD width, the chunking
+// threshold and the GPU's grid-stride loop; in-place use; dropout's mask
+// statistics.
+#include <limits>
+
 #include "unit/op_suite.hpp"
 
 namespace stoke::testing {
@@ -83,6 +86,48 @@ TEST_P(OpSuite, AddAccumulateAndScaleMatchNaive) {
     expect_output(y, tolerance(Accuracy::kExact), "scale " + shape_to_string(s));
     if (HasFailure()) return;
   }
+}
+
+// One NaN, +inf or -inf anywhere (first, last, in any chunk) clears the
+// flag; the largest finite values, subnormals and -0 leave it set. The flag
+// is overwritten, not combined with what it held.
+TEST_P(OpSuite, AllFiniteFindsEveryNonFiniteValue) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), inf, -inf,
+                            -std::numeric_limits<float>::quiet_NaN()};
+  std::uint32_t seed = 40;
+  for (const Shape& s : shapes(4)) {
+    auto values = random_values(static_cast<std::size_t>(shape_numel(s)), ++seed, -1e3f, 1e3f);
+    values[0] = std::numeric_limits<float>::max();
+    values.back() = -std::numeric_limits<float>::denorm_min();
+    if (values.size() > 2) values[1] = -0.0f;
+    const auto check = [&](const std::vector<float>& v, const std::string& what) {
+      const auto x = both(s, v);
+      auto flag = out({1});
+      be().fill(flag.dut.tensor, 0.5f);
+      be().all_finite(x.dut, flag.dut.tensor);
+      cpu::naive::all_finite(x.ref, flag.ref);
+      expect_output(flag, tolerance(Accuracy::kExact), what + " " + shape_to_string(s));
+    };
+    check(values, "finite");
+    for (std::size_t at : {std::size_t{0}, values.size() / 2, values.size() - 1}) {
+      auto bad = values;
+      bad[at] = specials[(at + seed) % 4];
+      check(bad, "non-finite at " + std::to_string(at));
+    }
+    if (HasFailure()) return;
+  }
+  // The reference itself: 1 for finite, 0 with one infinity.
+  using Floats = std::vector<float>;
+  Tensor x = upload(ref(), {3}, Floats{1.0f, -2.0f, 3.0f}), flag(ref(), {1});
+  cpu::naive::all_finite(x, flag);
+  EXPECT_EQ(flag.to_vector()[0], 1.0f);
+  x = upload(ref(), {3}, Floats{1.0f, inf, 3.0f});
+  cpu::naive::all_finite(x, flag);
+  EXPECT_EQ(flag.to_vector()[0], 0.0f);
+  Tensor wrong(be(), {2});
+  const Tensor three = upload(be(), {3}, Floats{1.0f, 2.0f, 3.0f});
+  expect_invalid([&] { be().all_finite(three, wrong); }, "'flag'");
 }
 
 TEST_P(OpSuite, DropoutMatchesNaiveOnRandomShapes) {

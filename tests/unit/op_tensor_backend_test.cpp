@@ -66,6 +66,7 @@ TEST(BackendOps, EveryOpHasItsEntryPointsName) {
   constexpr int kOps = 0 STOKE_OPS(STOKE_COUNT_OP);
 #undef STOKE_COUNT_OP
   EXPECT_EQ(static_cast<int>(Op::kAdamUpdate) + 1, kOps);
+  EXPECT_STREQ(to_string(Op::kAllFinite), "all_finite");
 }
 
 TEST(Tensor, OpsRejectWrongShapesWithTheirNames) {

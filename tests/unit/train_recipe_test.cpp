@@ -78,6 +78,7 @@ TEST(TrainRecipe, EveryOptionReachesItsField) {
                         {"balanced-sampler", "true"},
                         {"freeze", "2"},
                         {"bucket-kb", "64"},
+                        {"loss-scale", "512"},
                         {"arch", "plain"}});
   EXPECT_EQ(r.trainer.epochs, 3);
   EXPECT_EQ(r.trainer.batch_size, 0);
@@ -88,6 +89,8 @@ TEST(TrainRecipe, EveryOptionReachesItsField) {
   EXPECT_EQ(r.trainer.optimizer, stoke::OptimizerKind::kSgd);
   EXPECT_EQ(r.loader.preprocess.channels, 1);
   EXPECT_EQ(r.trainer.seed, 7u);
+  EXPECT_EQ(r.trainer.loss_scale.mode, stoke::LossScaleMode::kFixed);
+  EXPECT_EQ(r.trainer.loss_scale.init_scale, 512.0f);
   const auto& n = r.loader.preprocess.normalization;
   EXPECT_EQ(n.kind, stoke::Normalization::Kind::kMeanStd);
   for (int c = 0; c < 3; ++c) {  // one value each is repeated
@@ -117,6 +120,7 @@ TEST(TrainRecipe, BadValuesAndUnknownNamesAreRefusedByName) {
       {"epochs 'ten' is not a count", {{"epochs", "ten"}}},
       {"batch '-1' is not a count", {{"batch", "-1"}}},
       {"accumulate must be at least 1", {{"accumulate", "0"}}},
+      {"loss-scale is dynamic, off, auto", {{"loss-scale", "0"}}},
       {"weight-decay must be", {{"weight-decay", "-1"}}},
       {"decay-norm-and-bias 'x'", {{"decay-norm-and-bias", "x"}}},
       {"optimizer is", {{"optimizer", "rmsprop"}}},

@@ -31,7 +31,7 @@ constexpr const char* kUsage =
                    [--resume CHECKPOINT [--force]] [--class-weights balanced|w0,w1,...]
                    [--balanced-sampler] [--skip-corrupt] [--no-reference-images]
                    [--nproc N [--bucket-kb K]] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult M]
-                   [--freeze K]] [--precision fp32]
+                   [--freeze K]] [--precision fp32] [--loss-scale off|dynamic|auto|S]
        stoke train --task anomaly ... (stoke train --task anomaly --help)
   Writes the best model (by validation accuracy) to MODEL, or the final one without validation;
   Ctrl-C writes MODEL.stop and exits. --accumulate N accumulates the gradients of N batches
@@ -57,6 +57,9 @@ constexpr const char* kUsage =
   names or an .onnx export, docs/interchange.md) with a new head for the folder's classes;
   --freeze K keeps the stem and the first K stages fixed. --precision: training computes in fp32
   (fp32 or auto accepted; bf16 runs in stoke predict and eval, docs/precision.md).
+  --loss-scale: dynamic loss scaling as PyTorch's GradScaler (from 65536, halved on NaN or
+  infinite gradients, whose step is skipped, doubled after 2000 clean steps), a fixed scale S,
+  or off; auto (default) is dynamic for fp16 training, off in fp32 (docs/precision.md).
 )";
 
 stoke::Trainer* g_trainer = nullptr;  // for the signal handler only
@@ -200,6 +203,13 @@ stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t
   o.gradient_bucket_bytes = static_cast<std::size_t>(args.get_int(
                                 "bucket-kb", static_cast<int>(o.gradient_bucket_bytes >> 10)))
                             << 10;
+  if (args.has("loss-scale")) {
+    try {
+      o.loss_scale = stoke::parse_loss_scale(args.get("loss-scale"), o.loss_scale, "--loss-scale");
+    } catch (const stoke::InvalidArgument& e) {
+      throw stoke_cli::UsageError(e.what());
+    }
+  }
   o.balanced_sampler = args.has("balanced-sampler");
   o.embed_training_images = !args.has("no-reference-images");
   const std::string weights = args.get("class-weights", "");
@@ -310,11 +320,13 @@ void print_result(const stoke_cli::Args& args, const stoke::FitResult& result, c
     std::printf(
         "{\"model\": %s, \"stop_checkpoint\": %s, \"reason\": %s, \"epochs\": %zu, \"batch_size\": "
         "%d, "
-        "\"best_val_accuracy\": %.6f, \"train_samples\": %zu, \"val_samples\": %zu}\n",
+        "\"best_val_accuracy\": %.6f, \"train_samples\": %zu, \"val_samples\": %zu, "
+        "\"skipped_steps\": %llu, \"loss_scale\": %g}\n",
         stoke_cli::json_string(out).c_str(),
         stoke_cli::json_string(stopped ? out + ".stop" : "").c_str(),
         stoke_cli::json_string(stoke::to_string(result.reason)).c_str(), result.log.epochs.size(),
-        result.batch_size, result.best_val_accuracy, sets.train.size(), sets.val.size());
+        result.batch_size, result.best_val_accuracy, sets.train.size(), sets.val.size(),
+        static_cast<unsigned long long>(result.skipped_steps), result.loss_scale);
   } else {
     std::printf("%s: %s (best validation accuracy %.4f)\n",
                 stopped ? "stopped; checkpoint" : "model", (stopped ? out + ".stop" : out).c_str(),
@@ -484,10 +496,15 @@ stoke::Callbacks progress_callbacks(stoke_cli::Progress& progress, int epochs, b
     progress.update(s.step, "epoch " + std::to_string(s.epoch + 1));
   };
   cb.on_epoch = [epochs](const stoke::EpochRecord& r) {
-    std::fprintf(stderr, "epoch %d/%d: loss %.4f acc %.4f%s (%.1f images/s)\n", r.epoch + 1, epochs,
-                 r.train_loss, r.train_accuracy,
+    char scaling[80] = "";
+    if (r.loss_scale > 0) {
+      std::snprintf(scaling, sizeof scaling, ", loss scale %g, %llu steps skipped", r.loss_scale,
+                    static_cast<unsigned long long>(r.skipped_steps));
+    }
+    std::fprintf(stderr, "epoch %d/%d: loss %.4f acc %.4f%s (%.1f images/s%s)\n", r.epoch + 1,
+                 epochs, r.train_loss, r.train_accuracy,
                  r.validated ? (", val acc " + std::to_string(r.val_accuracy)).c_str() : "",
-                 r.images_per_second);
+                 r.images_per_second, scaling);
   };
   return cb;
 }
@@ -571,7 +588,8 @@ int run(int argc, char** argv) {
        "accumulate",
        "weight-decay",
        "decay-norm-and-bias",
-       "precision"},
+       "precision",
+       "loss-scale"},
       {"json", "balanced-sampler", "skip-corrupt", "force", "no-reference-images"});
   const std::string out = args.required("out");
   args.required("data");

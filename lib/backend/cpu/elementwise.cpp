@@ -1,8 +1,12 @@
-// ReLU, residual add, gradient accumulation and dropout: xsimd kernels over
-// contiguous ranges, split into chunks only when the tensor is large enough
-// to pay for the task overhead.
+// ReLU, residual add, gradient accumulation, dropout and the finite check:
+// xsimd kernels (or loops the compiler vectorizes) over contiguous ranges,
+// split into chunks only when the tensor is large enough to pay for the task
+// overhead.
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/naive.hpp"
@@ -72,6 +76,26 @@ void CpuBackend::do_scale(Tensor& x, float alpha) {
   sweep(*this, static_cast<std::size_t>(x.numel()), [&](std::size_t s, std::size_t e) {
     for (std::size_t i = s; i < e; ++i) xp[i] *= alpha;
   });
+}
+
+// A float is NaN or infinite exactly when its exponent bits are all ones:
+// (bits & 0x7f800000) + 0x00800000 then carries into the sign bit. Integer
+// ORs over the chunk, no branch (a loop the compiler can vectorize).
+void CpuBackend::do_all_finite(const Tensor& x, Tensor& flag) {
+  const float* xp = x.data<float>();
+  const auto n = static_cast<std::size_t>(x.numel());
+  const int c = static_cast<int>(
+      std::min<std::size_t>(static_cast<std::size_t>(chunks()), n / kMinChunk + 1));
+  std::vector<std::uint32_t> bad(static_cast<std::size_t>(c), 0u);
+  for_chunks(*this, n, c, [&](int chunk, std::size_t b, std::size_t e) {
+    std::uint32_t acc = 0;
+    for (std::size_t i = b; i < e; ++i)
+      acc |= (std::bit_cast<std::uint32_t>(xp[i]) & 0x7f800000u) + 0x00800000u;
+    bad[static_cast<std::size_t>(chunk)] = acc & 0x80000000u;
+  });
+  std::uint32_t any = 0;
+  for (std::uint32_t v : bad) any |= v;
+  flag.data<float>()[0] = any ? 0.0f : 1.0f;
 }
 
 void CpuBackend::do_dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p,

@@ -1,4 +1,7 @@
-// Elementwise references: ReLU, add, accumulate, scale, dropout.
+// Elementwise references: ReLU, add, accumulate, scale, the finite check,
+// dropout.
+#include <cmath>
+
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/naive.hpp"
 #include "stoke/error.hpp"
@@ -36,6 +39,12 @@ void accumulate(Tensor& dx, const Tensor& dy) {
 
 void scale(Tensor& x, float alpha) {
   for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= alpha;
+}
+
+void all_finite(const Tensor& x, Tensor& flag) {
+  bool finite = true;
+  for (std::int64_t i = 0; i < x.numel(); ++i) finite = finite && std::isfinite(x.data<float>()[i]);
+  flag.data<float>()[0] = finite ? 1.0f : 0.0f;
 }
 
 void dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p, std::uint64_t seed) {

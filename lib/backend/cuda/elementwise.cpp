@@ -1,5 +1,5 @@
-// ReLU, residual add, gradient accumulation, scaling and dropout: custom
-// kernels (kernels/*.cu) on the stream.
+// ReLU, residual add, gradient accumulation, scaling, the finite check and
+// dropout: custom kernels (kernels/*.cu) on the stream.
 #include "backend/cuda/cuda_backend.hpp"
 
 namespace stoke::cuda {
@@ -41,6 +41,16 @@ void CudaBackend::do_scale(Tensor& x, float alpha) {
   float* xp = x.data<float>();
   const long long n = x.numel();
   launch_n("stoke_scale", n, {&xp, &alpha, &n});
+}
+
+// The flag starts at 1; every thread that meets a NaN or an infinity writes
+// 0 (the same value from every writer: no atomics needed).
+void CudaBackend::do_all_finite(const Tensor& x, Tensor& flag) {
+  fill(flag, 1.0f);
+  const float* xp = x.data<float>();
+  float* fp = flag.data<float>();
+  const long long n = x.numel();
+  launch_n("stoke_all_finite", n, {&xp, &fp, &n});
 }
 
 void CudaBackend::do_dropout_forward(const Tensor& x, Tensor& y, Tensor& mask, float p,

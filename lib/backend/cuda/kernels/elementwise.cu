@@ -52,3 +52,12 @@ extern "C" __global__ void stoke_axpy(float alpha, const float* x, float* y, lon
     y[i] += alpha * x[i];
   }
 }
+
+// flag (set to 1 before) = 0 when any element is NaN or infinite: its
+// exponent bits all ones.
+extern "C" __global__ void stoke_all_finite(const float* x, float* flag, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    if ((__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u) *flag = 0.0f;
+  }
+}
