@@ -329,11 +329,13 @@ void PatchCore::fit(const std::vector<std::filesystem::path>& good_files) {
                                                        static_cast<std::size_t>(m) * sample),
                 m);
       const std::int64_t positions = e.grid_h * e.grid_w;
+      // The memory figure (of the sampled rows with patches_per_image) before any is kept.
+      const std::uint64_t floats =
+          all.count == 0 ? check_fit_memory(*impl_, e, n, good_files.size()) : 0;
       if (sampled > 0 && sampled < positions) {  // rows of one patch each: a 1 x 1 grid
         std::vector<float> kept;
         anomaly_detail::append_sampled_rows(e.rows, e.count, positions, e.width, sampled, image,
                                             impl_->options.seed, kept);
-        if (all.count == 0) check_fit_memory(*impl_, e, n, good_files.size());
         image += static_cast<std::uint64_t>(e.count);
         e.rows = std::move(kept);
         e.count *= sampled;
@@ -341,11 +343,6 @@ void PatchCore::fit(const std::vector<std::filesystem::path>& good_files) {
       }
       if (all.count == 0) {
         first.assign(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(sample));
-        const std::uint64_t floats = sampled > 0 && sampled < positions
-                                         ? static_cast<std::uint64_t>(sampled) *
-                                               static_cast<std::uint64_t>(e.width) *
-                                               static_cast<std::uint64_t>(n) * good_files.size()
-                                         : check_fit_memory(*impl_, e, n, good_files.size());
         all = e;
         all.rows.reserve(static_cast<std::size_t>(floats));
       } else {
