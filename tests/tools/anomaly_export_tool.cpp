@@ -5,10 +5,10 @@
 // good and defect images (and one with a painted spot) the preprocessed
 // input, stoke's score and map as float32 files, and one manifest line per
 // case: NAME METHOD IMAGES C H W THRESHOLD. The tiled cases (tiles of the
-// input size, 64 apart, on 176 x 144 parts: 3 x 2 overlapping tiles) export
-// the whole 176 x 144 image; their inputs are the decoded parts normalized at
-// full size, stoke's results score_pixels' of the same pixels (the spot
-// painted into the pixels).
+// input size, 64 apart, on 176 x 144 parts at SIZE 96 and in proportion at
+// another SIZE: 3 x 2 overlapping tiles) export the whole image; their inputs are the decoded parts
+// normalized at full size, stoke's results score_pixels' of the same pixels (the spot painted into
+// the pixels).
 //   anomaly_export_tool OUTDIR [SIZE]  (SIZE: the input's side, 96 by default)
 #include <algorithm>
 #include <cstdio>
@@ -33,7 +33,8 @@ void write_floats(const std::string& path, const std::vector<float>& v) {
 }
 
 int kSize = 96;
-constexpr int kTiledW = 176, kTiledH = 144, kTileStride = 64;
+// The tiled cases' parts and tile stride, from the input side (176 x 144 and 64 at 96).
+int kTiledW = 176, kTiledH = 144, kTileStride = 64;
 
 std::unique_ptr<stoke::nn::Model> backbone(std::uint64_t seed) {
   stoke::nn::ModelSpec spec;
@@ -95,7 +96,8 @@ void tiled_inputs(stoke::anomaly::PatchCore& core, const Paths& test, std::vecto
   const std::size_t sample = static_cast<std::size_t>(3 * kTiledW * kTiledH);
   for (const stoke::Image& image : images) {
     if (image.width() != kTiledW || image.height() != kTiledH)
-      throw stoke::InvalidArgument("a tiled part is not 176 x 144");
+      throw stoke::InvalidArgument("a tiled part is not " + std::to_string(kTiledW) + " x " +
+                                   std::to_string(kTiledH));
     const std::size_t at = inputs.size();
     inputs.resize(at + sample);
     resampler.resize_normalize_chw(image.view(), kTiledW, kTiledH, core.preprocess().filter,
@@ -177,6 +179,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (argc == 3) kSize = std::stoi(argv[2]);
+  kTiledW = kSize + kSize * 5 / 6;
+  kTiledH = kSize * 3 / 2;
+  kTileStride = kSize * 2 / 3;
   try {
     stoke::init();
     const fs::path out = argv[1];
@@ -198,8 +203,7 @@ int main(int argc, char** argv) {
           pre, {good.begin(), good.begin() + 6}, {good.begin() + 6, good.begin() + 9}, test, out,
           manifest);
     }
-    if (kSize <=
-        std::min(kTiledW, kTiledH)) {  // tiling models: larger parts, tiles of the input size
+    {  // tiling models: larger parts, tiles of the input size
       const auto [good, defect] = parts(out / "data_tiled", kTiledW, kTiledH);
       Paths test = {good.back(), good[7]};
       test.insert(test.end(), defect.begin(), defect.begin() + 3);
