@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PatchCore fit and per-image scoring: stoke beside anomalib's definitions in
+# PatchCore (or PaDiM: --method padim) fit and per-image scoring: stoke beside anomalib's definitions in
 # PyTorch (bench/anomaly_reference.py), same weights, inputs and threads.
 #   bash bench/anomaly_bench.sh [build dir] [extra anomaly_reference.py options]
 # PyTorch: Debian's python3-torch and python3-torchvision.

@@ -1,7 +1,8 @@
-// PatchCore's fit (embeddings + coreset) and per-image scoring time on raw
+// PatchCore's fit (embeddings + coreset) or PaDiM's (embeddings + Gaussians)
+// and per-image scoring time on raw
 // float inputs, the stoke side of bench/anomaly_bench.sh (beside the same
 // definitions in PyTorch, bench/anomaly_reference.py). Prints one JSON object.
-//   stoke_bench_anomaly WEIGHTS ARCH SIZE TRAIN.bin NTRAIN TEST.bin NTEST CORESET
+//   stoke_bench_anomaly WEIGHTS ARCH SIZE TRAIN.bin NTRAIN TEST.bin NTEST CORESET [patchcore|padim]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,10 +29,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 9) {
+  if (argc != 9 && argc != 10) {
     std::fprintf(stderr,
                  "usage: stoke_bench_anomaly WEIGHTS ARCH SIZE TRAIN.bin NTRAIN TEST.bin "
-                 "NTEST CORESET\n");
+                 "NTEST CORESET [patchcore|padim]\n");
     return 2;
   }
   try {
@@ -48,7 +49,9 @@ int main(int argc, char** argv) {
     stoke::PreprocessOptions pre;
     pre.width = pre.height = spec.height;
     stoke::anomaly::PatchCoreOptions o;
-    o.coreset_ratio = std::stod(argv[8]);
+    if (argc == 10) o.method = stoke::anomaly::anomaly_method_from_name(argv[9]);
+    const bool padim = o.method == stoke::anomaly::AnomalyMethod::kPadim;
+    if (!padim) o.coreset_ratio = std::stod(argv[8]);
     stoke::anomaly::PatchCore core(std::move(model), pre, o);
     const auto sample = static_cast<std::size_t>(3 * spec.height * spec.width);
     const int ntrain = std::stoi(argv[5]), ntest = std::stoi(argv[7]);
@@ -84,10 +87,12 @@ int main(int argc, char** argv) {
     }
     std::sort(ms.begin(), ms.end());
     std::printf(
-        "{\"impl\": \"stoke\", \"threads\": %d, \"embed_s\": %.4f, \"coreset_s\": %.4f, "
-        "\"fit_s\": %.4f, \"bank_rows\": %lld, \"infer_ms\": %.3f, \"last_score\": %.6g}\n",
-        runtime.cpu_threads, embed_s, coreset_s, embed_s + coreset_s,
-        static_cast<long long>(core.bank_rows()), ms[ms.size() / 2], last);
+        "{\"impl\": \"stoke\", \"threads\": %d, \"embed_s\": %.4f, \"%s\": %.4f, "
+        "\"fit_s\": %.4f, \"%s\": %lld, \"infer_ms\": %.3f, \"last_score\": %.6g}\n",
+        runtime.cpu_threads, embed_s, padim ? "gaussians_s" : "coreset_s", coreset_s,
+        embed_s + coreset_s, padim ? "positions" : "bank_rows",
+        static_cast<long long>(padim ? core.padim_positions() : core.bank_rows()),
+        ms[ms.size() / 2], last);
     return 0;
   } catch (const stoke::Error& err) {
     std::fprintf(stderr, "stoke_bench_anomaly: %s\n", err.what());

@@ -1,12 +1,18 @@
-"""PatchCore fit (embeddings + coreset) and per-image scoring: stoke
+"""PatchCore fit (embeddings + coreset) or PaDiM fit (embeddings + Gaussians,
+--method padim) and per-image scoring: stoke
 (stoke_bench_anomaly) beside the same definitions in PyTorch (anomalib 2.x's
 PatchcoreModel, KCenterGreedy with its SparseRandomProjection at eps 0.9,
 euclidean_dist in float32, the 9-neighbour re-weighting, nearest upsampling
-and the sigma-4 blur), on one seeded random torchvision backbone, the same raw
+and the sigma-4 blur; PaDiM: layer1..layer3 at layer1's grid, 100 of 448
+channels, the per-position mean and inverse covariance in float32 (the
+covariances as one einsum, where anomalib loops over the positions: a faster
+PyTorch side), the Mahalanobis distance, bilinear upsampling, the blur and the
+map's maximum), on one seeded random torchvision backbone, the same raw
 inputs and threads, interleaved in rounds. Prints one JSON line per run and a
 table of medians (minima) and the ratios stoke / PyTorch.
   anomaly_reference.py STOKE_BENCH_ANOMALY WORKDIR [--arch resnet18] [--size 224]
-                       [--train 16] [--test 8] [--coreset 0.1] [--rounds 3] [--threads 2]"""
+                       [--train 16] [--test 8] [--coreset 0.1] [--rounds 3] [--threads 2]
+                       [--method patchcore|padim]"""
 import argparse
 import json
 import math
@@ -25,6 +31,7 @@ from safetensors_np import save_safetensors  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "anomaly"))
 from patchcore_reference import blur, embed, euclidean_dist  # noqa: E402 (float32, as anomalib)
+import padim_reference  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("tool")
@@ -36,6 +43,7 @@ p.add_argument("--test", type=int, default=8)
 p.add_argument("--coreset", type=float, default=0.1)
 p.add_argument("--rounds", type=int, default=3)
 p.add_argument("--threads", type=int, default=2)
+p.add_argument("--method", choices=("patchcore", "padim"), default="patchcore")
 a = p.parse_args()
 torch.set_num_threads(a.threads)
 torch.manual_seed(0)
@@ -99,10 +107,31 @@ def torch_run():
             "fit_s": embed_s + coreset_s, "bank_rows": int(bank.shape[0]), "infer_ms": statistics.median(ms)}
 
 
+def padim_run():
+    idx = torch.randperm(448)[:100].sort().values  # anomalib's resnet18 default: 100 of 448
+    with torch.no_grad():
+        padim_reference.embed(net, train[:1], idx)  # warm-up
+        t0 = time.perf_counter()
+        e = torch.cat([padim_reference.embed(net, train[i : i + 8], idx) for i in range(0, a.train, 8)])
+        embed_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        mean, inv = padim_reference.fit(e, torch.float32)
+        gaussians_s = time.perf_counter() - t0
+        ms = []
+        for i in range(a.test):
+            t0 = time.perf_counter()
+            x = padim_reference.embed(net, test[i : i + 1], idx)
+            float(padim_reference.anomaly_map(padim_reference.distance(x, mean, inv), (a.size, a.size)).max())
+            ms.append(1000 * (time.perf_counter() - t0))
+    return {"impl": "pytorch", "threads": a.threads, "embed_s": embed_s, "gaussians_s": gaussians_s,
+            "fit_s": embed_s + gaussians_s, "positions": int(mean.shape[1]), "infer_ms": statistics.median(ms)}
+
+
 def stoke_run():
     env = dict(os.environ, STOKE_CPU_THREADS=str(a.threads), STOKE_LOG_LEVEL="error")
     r = subprocess.run([a.tool, weights, a.arch, str(a.size), f"{a.work}/train.bin", str(a.train),
-                        f"{a.work}/test.bin", str(a.test), str(a.coreset)], capture_output=True, text=True, env=env)
+                        f"{a.work}/test.bin", str(a.test), str(a.coreset), a.method],
+                       capture_output=True, text=True, env=env)
     if r.returncode != 0:
         sys.exit(f"stoke_bench_anomaly failed: {r.stderr}")
     return json.loads(r.stdout)
@@ -111,14 +140,15 @@ def stoke_run():
 runs = []
 print(f"load average before: {os.getloadavg()[0]:.2f}")
 for _ in range(a.rounds):
-    for run in (stoke_run, torch_run):
+    for run in (stoke_run, padim_run if a.method == "padim" else torch_run):
         runs.append(run())
         print(json.dumps(runs[-1]))
 print(f"load average after: {os.getloadavg()[0]:.2f}")
-print(f"| {a.arch} {a.size}², {a.train} train / {a.test} test images, coreset {a.coreset}, {a.threads} threads "
+what = "PaDiM 100 features" if a.method == "padim" else f"coreset {a.coreset}"
+print(f"| {a.arch} {a.size}², {a.train} train / {a.test} test images, {what}, {a.threads} threads "
       f"| stoke median (min) | PyTorch median (min) | stoke / PyTorch |")
 print("| --- | --- | --- | --- |")
-for key in ("embed_s", "coreset_s", "fit_s", "infer_ms"):
+for key in ("embed_s", "gaussians_s" if a.method == "padim" else "coreset_s", "fit_s", "infer_ms"):
     s = [r[key] for r in runs if r["impl"] == "stoke"]
     t = [r[key] for r in runs if r["impl"] == "pytorch"]
     print(f"| {key} | {statistics.median(s):.3f} ({min(s):.3f}) | {statistics.median(t):.3f} ({min(t):.3f}) "

@@ -48,6 +48,17 @@ struct PatchCoreOptions {
   // stored; InvalidArgument naming max_bank_bytes (the CLI's --max-bank) when
   // the training set needs more.
   std::uint64_t max_bank_bytes = std::uint64_t{4} << 30;
+  // PatchCore at scale (0, the default: every patch): each training image (each
+  // tile) gives the bank this many of its grid positions, drawn from `seed` and
+  // the image's number (sampled_positions in lib/anomaly/coreset.hpp: the same
+  // rows for any batch and thread count), before the coreset keeps
+  // coreset_ratio of them. The full bank, the memory figure checked against
+  // max_bank_bytes and the greedy k-center's time (rows x kept rows x
+  // projection width) shrink by patches_per_image / (grid_h x grid_w), so a
+  // fit of thousands of images ends in bounded time. Not in the PatchCore
+  // paper or anomalib, which take every patch. PatchCore only
+  // (InvalidArgument with PaDiM, whose Gaussians need every position).
+  int patches_per_image = 0;
   // PatchCore: the coreset's projection and starting patch; PaDiM: its channel subset.
   std::uint64_t seed = 0;
   // PaDiM: the channels kept of layer1 + layer2 + layer3 (0: the default,

@@ -20,6 +20,13 @@ struct AnomalyOnnxOptions {
   // The file's opset: 13 only (ReduceMax, ReduceMin and Pad changed their
   // inputs later); InvalidArgument for another.
   int opset = 13;
+  // A tiling model (PatchCoreOptions::tile): the full image's size the graph
+  // takes (stoke export --image-size WxH). The graph cuts it into the model's
+  // tiles (Slice), runs them as one batch, stitches their maps (overlaps
+  // averaged) and scores the image as its highest tile. Required for a tiling
+  // model and refused for another (InvalidArgument naming it); a size smaller
+  // than a tile is an InvalidArgument naming it.
+  int image_width = 0, image_height = 0;
   // Further metadata_props (the model file's preprocessing, say), written as given.
   std::vector<std::pair<std::string, std::string>> metadata;
 };
@@ -30,8 +37,11 @@ struct AnomalyOnnxOptions {
 // "anomaly_map" (1, 1, H, W): what PatchCore::score_input returns (the
 // decision against the threshold is the application's; the threshold, the
 // pixel threshold and the score range are in metadata_props under
-// "anomaly.*"). PatchCore and PaDiM; Unsupported naming the option for a
-// tiling model (its tiles and their map's stitching are outside the graph),
+// "anomaly.*"). PatchCore and PaDiM. A tiling model's input is instead the
+// whole preprocessed image at options' image size, (1, C, image_height,
+// image_width) normalized as the model's preprocessing normalizes (no
+// resize), and its map that size; Unsupported for a tile other than the
+// model's input size (stoke resizes such tiles from the decoded pixels), for
 // an input smaller than the Gaussian blur's half width, or a file over 2 GiB
 // (protobuf's limit); InvalidArgument for a model fitted to nothing.
 STOKE_API std::string onnx_model_bytes(const PatchCore& model,

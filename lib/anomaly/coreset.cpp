@@ -155,4 +155,40 @@ std::vector<std::int64_t> k_center_greedy(std::span<const float> rows, std::int6
   return chosen;
 }
 
+std::vector<std::int64_t> sampled_positions(std::int64_t positions, std::int64_t keep,
+                                            std::uint64_t seed, std::uint64_t image) {
+  if (keep < 1 || keep > positions) {
+    throw InvalidArgument("anomaly: patches_per_image " + std::to_string(keep) + " of " +
+                          std::to_string(positions) + " grid positions");
+  }
+  std::vector<std::int64_t> order(static_cast<std::size_t>(positions));
+  for (std::int64_t i = 0; i < positions; ++i) order[static_cast<std::size_t>(i)] = i;
+  data_detail::Rng rng(data_detail::hash_seed(seed, 0x5A3F1E5ull, image));
+  for (std::int64_t i = 0; i < keep; ++i) {
+    const auto j =
+        i + static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(positions - i)));
+    std::swap(order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>(j)]);
+  }
+  order.resize(static_cast<std::size_t>(keep));
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+void append_sampled_rows(std::span<const float> rows, std::int64_t images, std::int64_t positions,
+                         std::int64_t width, std::int64_t keep, std::uint64_t first_image,
+                         std::uint64_t seed, std::vector<float>& out) {
+  if (rows.size() != static_cast<std::size_t>(images * positions * width)) {
+    throw InvalidArgument("anomaly: " + std::to_string(rows.size()) + " floats are not " +
+                          std::to_string(images) + " images of " + std::to_string(positions) +
+                          " rows of " + std::to_string(width));
+  }
+  for (std::int64_t i = 0; i < images; ++i) {
+    for (std::int64_t p :
+         sampled_positions(positions, keep, seed, first_image + static_cast<std::uint64_t>(i))) {
+      const auto begin = rows.begin() + (i * positions + p) * width;
+      out.insert(out.end(), begin, begin + width);
+    }
+  }
+}
+
 }  // namespace stoke::anomaly_detail

@@ -31,4 +31,20 @@ STOKE_INTERNAL std::vector<std::int64_t> k_center_greedy(
     std::span<const float> rows, std::int64_t count, std::int64_t width, std::int64_t select,
     std::uint64_t seed, Execution execution = Execution::kParallel);
 
+// The `keep` grid positions (of `positions`) that image `image` gives the bank
+// under PatchCoreOptions::patches_per_image: a partial Fisher-Yates shuffle on
+// a splitmix64 stream keyed by (seed, image), ascending. Depends on nothing
+// else (not the batch, not the thread count). requires 1 <= keep <= positions.
+STOKE_INTERNAL std::vector<std::int64_t> sampled_positions(std::int64_t positions,
+                                                           std::int64_t keep, std::uint64_t seed,
+                                                           std::uint64_t image);
+
+// Appends to `out` the rows sampled_positions keeps of each of `images`
+// consecutive images (each `positions` rows of `width` floats, the first being
+// image number `first_image`), in image then position order.
+STOKE_INTERNAL void append_sampled_rows(std::span<const float> rows, std::int64_t images,
+                                        std::int64_t positions, std::int64_t width,
+                                        std::int64_t keep, std::uint64_t first_image,
+                                        std::uint64_t seed, std::vector<float>& out);
+
 }  // namespace stoke::anomaly_detail

@@ -1,6 +1,7 @@
 // An anomaly model (stoke/anomaly.hpp): fitting PatchCore's memory bank or
 // PaDiM's Gaussians, and scoring images through either.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -89,6 +90,10 @@ void check_options(const PatchCoreOptions& o) {
   if (!(o.target_false_reject >= 0.0 && o.target_false_reject < 1.0)) {
     throw InvalidArgument("anomaly: target_false_reject " + std::to_string(o.target_false_reject) +
                           " is not in [0, 1)");
+  }
+  if (o.patches_per_image < 0 || (o.patches_per_image > 0 && o.method == AnomalyMethod::kPadim)) {
+    throw InvalidArgument("anomaly: patches_per_image " + std::to_string(o.patches_per_image) +
+                          " (0: every patch, or a positive count; PatchCore only)");
   }
   if (o.tile < 0 || o.tile_stride < 0 || (o.tile == 0 && o.tile_stride != 0) ||
       o.tile_stride > o.tile || o.tile > 65536) {
@@ -241,10 +246,23 @@ std::uint64_t check_fit_memory(const PatchCore::Impl& impl, const Embeddings& fi
   const std::uint64_t cap = impl.options.max_bank_bytes;
   const auto positions = static_cast<std::uint64_t>(first.grid_h * first.grid_w);
   const auto width = static_cast<std::uint64_t>(first.width);
-  const std::uint64_t patches = positions * static_cast<std::uint64_t>(tiles) * images;
+  const auto sampled = static_cast<std::uint64_t>(impl.options.patches_per_image);
+  const std::uint64_t kept = sampled > 0 ? std::min(sampled, positions) : positions;
+  const std::uint64_t patches = kept * static_cast<std::uint64_t>(tiles) * images;
   const std::uint64_t bytes = bank_bytes(patches, width);
-  const std::string tiled = impl.tiles ? ", " + std::to_string(tiles) + " tiles per image" : "";
-  const std::string raise = "; raise max_bank_bytes (--max-bank) or train on fewer images";
+  std::string tiled = impl.tiles ? ", " + std::to_string(tiles) + " tiles per image" : "";
+  if (sampled > 0) {
+    tiled +=
+        ", patches_per_image " + std::to_string(kept) + " of " + std::to_string(positions) +
+        " (all: " + mib(bank_bytes(positions * static_cast<std::uint64_t>(tiles) * images, width)) +
+        ")";
+  }
+  const std::string raise =
+      std::string("; raise max_bank_bytes (--max-bank)") +
+      (impl.options.method == AnomalyMethod::kPadim ? ""
+                                                    : ", sample fewer patches (patches_per_image, "
+                                                      "--patches-per-image)") +
+      " or train on fewer images";
   const bool padim = impl.options.method == AnomalyMethod::kPadim;
   if (padim) {
     const std::uint64_t g = gaussians_bytes(positions, width);
@@ -274,6 +292,15 @@ std::uint64_t check_fit_memory(const PatchCore::Impl& impl, const Embeddings& fi
   return patches * width;
 }
 
+// The embedding's progress line: at every tenth of the files (of 100 or more).
+void embed_progress(std::size_t done, std::size_t total,
+                    std::chrono::steady_clock::time_point start) {
+  if (total < 100 || done == 0 || done % (total / 10) != 0) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  log_info("anomaly: embedded " + std::to_string(done) + "/" + std::to_string(total) + " images (" +
+           std::to_string(static_cast<int>(s)) + " s)");
+}
+
 }  // namespace
 
 void PatchCore::fit(const std::vector<std::filesystem::path>& good_files) {
@@ -288,7 +315,12 @@ void PatchCore::fit(const std::vector<std::filesystem::path>& good_files) {
   Embeddings all;
   std::vector<float> inputs, first;
   constexpr std::int64_t kBatch = 8;
+  const std::int64_t sampled = impl_->options.patches_per_image;
+  std::uint64_t image = 0;  // the images (tiles) embedded so far: sampled_positions' key
+  const auto start = std::chrono::steady_clock::now();
+  std::size_t files_done = 0;
   for (const auto& file : good_files) {
+    embed_progress(files_done++, good_files.size(), start);
     const std::int64_t n = impl_->inputs_of(file, inputs);  // the image, or its tiles
     for (std::int64_t j = 0; j < n; j += kBatch) {
       const std::int64_t m = std::min(kBatch, n - j);
@@ -296,9 +328,21 @@ void PatchCore::fit(const std::vector<std::filesystem::path>& good_files) {
           embed(std::span<const float>(inputs).subspan(static_cast<std::size_t>(j) * sample,
                                                        static_cast<std::size_t>(m) * sample),
                 m);
+      const std::int64_t positions = e.grid_h * e.grid_w;
+      // The memory figure (of the sampled rows with patches_per_image) before any is kept.
+      const std::uint64_t floats =
+          all.count == 0 ? check_fit_memory(*impl_, e, n, good_files.size()) : 0;
+      if (sampled > 0 && sampled < positions) {  // rows of one patch each: a 1 x 1 grid
+        std::vector<float> kept;
+        anomaly_detail::append_sampled_rows(e.rows, e.count, positions, e.width, sampled, image,
+                                            impl_->options.seed, kept);
+        image += static_cast<std::uint64_t>(e.count);
+        e.rows = std::move(kept);
+        e.count *= sampled;
+        e.grid_h = e.grid_w = 1;
+      }
       if (all.count == 0) {
         first.assign(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(sample));
-        const std::uint64_t floats = check_fit_memory(*impl_, e, n, good_files.size());
         all = e;
         all.rows.reserve(static_cast<std::size_t>(floats));
       } else {
@@ -313,6 +357,7 @@ void PatchCore::fit(const std::vector<std::filesystem::path>& good_files) {
       }
     }
   }
+  embed_progress(files_done, good_files.size(), start);
   fit_embeddings(all);
   impl_->reference_input = std::move(first);
   impl_->reference_score = score_input(impl_->reference_input).score;

@@ -135,18 +135,40 @@ grep -q 'smaller than a 256x256 tile' "$work/big-tile.err" || fail "big tile mes
 test ! -e "$work/big-tile.stoke" || fail "a model was written with a tile larger than the images"
 
 # stoke export of an anomaly model: the scoring graph (Interchange.AnomalyOnnxRuntimeParity
-# runs it in ONNX Runtime); a tiling model, --softmax and a truncated file are refused by name.
+# runs it in ONNX Runtime); a tiling model with --image-size (refused without it or below a tile),
+# --softmax and a truncated file refused by name.
 "$stoke" export --model "$work/m.stoke" --onnx "$work/m.onnx" >"$work/export.out" 2>"$work/export.err" \
   || fail "export of an anomaly model" "$work/export.err"
 grep -q 'anomaly patchcore on resnet18, input 1x3x96x96, outputs score and anomaly_map' "$work/export.out" \
   || fail "anomaly export summary" "$work/export.out"
 test -s "$work/m.onnx" || fail "no ONNX file written"
 if "$stoke" export --model "$work/tiled.stoke" --onnx "$work/tiled.onnx" >/dev/null 2>"$work/tiled-export.err"; then
-  fail "export of a tiling model accepted" "$work/tiled-export.err"
+  fail "export of a tiling model without --image-size accepted" "$work/tiled-export.err"
 fi
-grep -q 'patchcore model tiles its images (tile 96)' "$work/tiled-export.err" \
-  || fail "the tiling refusal names no tile" "$work/tiled-export.err"
-test ! -e "$work/tiled.onnx" || fail "an ONNX file was written for a tiling model"
+grep -q 'the model tiles its images (tile 96).*--image-size WxH' "$work/tiled-export.err" \
+  || fail "the tiling refusal names neither the tile nor --image-size" "$work/tiled-export.err"
+if "$stoke" export --model "$work/tiled.stoke" --onnx "$work/tiled.onnx" --image-size 192x192 \
+  >/dev/null 2>"$work/tiled-export.err"; then
+  fail "export of 96-pixel tiles of a 64-pixel model accepted" "$work/tiled-export.err"
+fi
+grep -q "tile 96 is not the model's input size 64x64" "$work/tiled-export.err" \
+  || fail "the tile-size refusal names neither size" "$work/tiled-export.err"
+test ! -e "$work/tiled.onnx" || fail "an ONNX file was written for a refused tiling model"
+# Tiles of the input size export: the graph takes the whole 192 x 192 image.
+"$stoke" train --task anomaly --data "$work/data/ok" --arch resnet18 --width-mult 0.25 --size 64 --tile 64 \
+  --stride 48 --coreset 0.2 --out "$work/tiled64.stoke" >/dev/null 2>"$work/tiled64.err" \
+  || fail "train --tile 64" "$work/tiled64.err"
+if "$stoke" export --model "$work/tiled64.stoke" --onnx "$work/tiled64.onnx" --image-size 48x192 \
+  >/dev/null 2>"$work/tiled-small.err"; then
+  fail "a tiled export smaller than a tile accepted" "$work/tiled-small.err"
+fi
+grep -q -- "--image-size 48x192' is 48x192, smaller than a 64x64 tile" "$work/tiled-small.err" \
+  || fail "the small image size is not named" "$work/tiled-small.err"
+"$stoke" export --model "$work/tiled64.stoke" --onnx "$work/tiled64.onnx" --image-size 192x192 \
+  >"$work/tiled-export.out" 2>"$work/tiled-export.err" || fail "tiled export" "$work/tiled-export.err"
+grep -q 'input 1x3x192x192, tiles of 64' "$work/tiled-export.out" \
+  || fail "tiled export summary" "$work/tiled-export.out"
+test -s "$work/tiled64.onnx" || fail "no tiled ONNX file written"
 if "$stoke" export --model "$work/m.stoke" --onnx "$work/x.onnx" --softmax >/dev/null 2>"$work/softmax.err"; then
   fail "--softmax accepted for an anomaly model" "$work/softmax.err"
 fi

@@ -50,16 +50,44 @@ bool has(const std::string& bytes, const std::string& name) {
   return bytes.find(name) != std::string::npos;
 }
 
-TEST(AnomalyExport, RefusesATilingModelNamingTheTile) {
+// A tiling model exports at one image size (the tiles cut in the graph): the
+// size is required, refused below a tile and for a model without tiles; a
+// tile other than the input size is refused by name. Its numbers against ONNX
+// Runtime are Interchange.AnomalyOnnxRuntimeParity's (patchcore_tiled, padim_tiled).
+TEST(AnomalyExport, TilingModelTakesTheImageSizeItIsGiven) {
+  for (const AnomalyMethod method : {AnomalyMethod::kPatchCore, AnomalyMethod::kPadim}) {
+    PatchCoreOptions o;
+    o.method = method;
+    o.tile = kAnomalySize;
+    o.tile_stride = 64;
+    const PatchCore core = fitted(o);
+    const std::string none = message_of<InvalidArgument>(core);
+    EXPECT_NE(none.find("tiles its images (tile 96)"), std::string::npos) << none;
+    EXPECT_NE(none.find("--image-size WxH"), std::string::npos) << none;
+    AnomalyOnnxOptions e;
+    e.image_width = 80;
+    e.image_height = 200;
+    const std::string small = message_of<InvalidArgument>(core, e);
+    EXPECT_NE(small.find("'--image-size 80x200' is 80x200, smaller than a 96x96 tile"),
+              std::string::npos)
+        << small;
+    e.image_width = 176;
+    e.image_height = 144;
+    const std::string bytes = onnx_model_bytes(core, e);  // 3 x 2 tiles
+    EXPECT_TRUE(has(bytes, "anomaly.image_size")) << method_name(method);
+    EXPECT_TRUE(has(bytes, "176x144")) << method_name(method);
+    EXPECT_TRUE(has(bytes, "anomaly.tile5")) << method_name(method);
+    EXPECT_FALSE(has(bytes, "anomaly.tile6")) << method_name(method);
+    EXPECT_TRUE(has(bytes, "anomaly.stitch5")) << method_name(method);
+  }
   PatchCoreOptions o;
-  o.tile = 64;
-  const PatchCore core(anomaly_backbone(3), anomaly_preprocess(), o);
-  const std::string m = message_of<Unsupported>(core);
-  EXPECT_NE(m.find("patchcore model tiles its images (tile 64)"), std::string::npos) << m;
-  o.method = AnomalyMethod::kPadim;
-  const PatchCore padim(anomaly_backbone(3), anomaly_preprocess(), o);
-  const std::string p = message_of<Unsupported>(padim);
-  EXPECT_NE(p.find("padim model tiles its images (tile 64)"), std::string::npos) << p;
+  o.tile = 64;  // not the 96-pixel input: stoke resizes such tiles, the graph does not
+  AnomalyOnnxOptions e;
+  e.image_width = e.image_height = 200;
+  const std::string other = message_of<Unsupported>(fitted(o), e);
+  EXPECT_NE(other.find("tile 64 is not the model's input size 96x96"), std::string::npos) << other;
+  const std::string whole = message_of<InvalidArgument>(fitted({}), e);
+  EXPECT_NE(whole.find("--image-size 200x200 is for a tiling model"), std::string::npos) << whole;
 }
 
 TEST(AnomalyExport, RefusesAnUnfittedModelAndAnotherOpset) {

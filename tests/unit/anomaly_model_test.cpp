@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "anomaly/coreset.hpp"
 #include "op_test_util.hpp"
 #include "stoke/anomaly.hpp"
 #include "stoke/backend.hpp"
@@ -83,6 +84,53 @@ TEST_F(AnomalyModel, BankOverTheMemoryCapNamesTheOption) {
     FAIL() << "no error";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("max_bank_bytes"), std::string::npos) << e.what();
+  }
+}
+
+// patches_per_image: each image gives the bank the rows of its seeded positions
+// (sampled_positions, its own key in the order fitted), the memory figure and
+// the cap count only those, and PaDiM refuses the option by name.
+TEST_F(AnomalyModel, PatchesPerImageKeepsEachImagesSampledRowsUnderTheCap) {
+  const std::vector<fs::path> train{good_[0], good_[1], good_[2]};
+  anomaly::PatchCoreOptions o;
+  o.coreset_ratio = 1.0;
+  o.patches_per_image = 20;
+  o.seed = 5;
+  anomaly::PatchCore core(anomaly_backbone(1), anomaly_preprocess(), o);
+  std::vector<float> expected;
+  std::int64_t width = 0, positions = 0;
+  for (std::size_t i = 0; i < train.size(); ++i) {
+    const anomaly::Embeddings e = core.embed(core.preprocess_file(train[i]), 1);
+    width = e.width;
+    positions = e.grid_h * e.grid_w;
+    ASSERT_GT(positions, 20);
+    for (std::int64_t p : anomaly_detail::sampled_positions(positions, 20, 5, i)) {
+      const auto row = e.rows.begin() + p * e.width;
+      expected.insert(expected.end(), row, row + e.width);
+    }
+  }
+  // Under a cap the full bank (3 x positions rows) exceeds and the sampled one does not.
+  o.max_bank_bytes = anomaly::bank_bytes(3 * 20, static_cast<std::uint64_t>(width));
+  ASSERT_LT(o.max_bank_bytes, anomaly::bank_bytes(3 * static_cast<std::uint64_t>(positions),
+                                                  static_cast<std::uint64_t>(width)));
+  anomaly::PatchCore sampled(anomaly_backbone(1), anomaly_preprocess(), o);
+  sampled.fit(train);
+  EXPECT_EQ(sampled.bank_rows(), 60);
+  EXPECT_EQ(sampled.bank(), expected);
+  o.coreset_ratio = 0.5;  // the coreset then keeps its share of the sampled rows
+  anomaly::PatchCore halved(anomaly_backbone(1), anomaly_preprocess(), o);
+  halved.fit(train);
+  EXPECT_EQ(halved.bank_rows(), 30);
+  o.patches_per_image = 0;  // every patch: over the same cap
+  anomaly::PatchCore full(anomaly_backbone(1), anomaly_preprocess(), o);
+  EXPECT_THROW(full.fit(train), InvalidArgument);
+  o.patches_per_image = 20;
+  o.method = anomaly::AnomalyMethod::kPadim;
+  try {
+    anomaly::PatchCore padim(anomaly_backbone(1), anomaly_preprocess(), o);
+    FAIL() << "PaDiM took patches_per_image";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("patches_per_image"), std::string::npos) << e.what();
   }
 }
 

@@ -86,6 +86,46 @@ TEST(AnomalyCoreset, SameIndicesForAnyThreadCountAndSerial) {
   EXPECT_EQ(sparse_project(rows, n, width, 10, 3, Execution::kSerial), p1);
 }
 
+// patches_per_image's draw: distinct ascending positions, a function of (seed,
+// image) only, so a batch of images samples as the images one by one.
+TEST(AnomalyCoreset, SampledPositionsAreSeededDistinctAndBatchIndependent) {
+  const std::int64_t positions = 784, keep = 32, width = 3, images = 5;
+  const auto a = sampled_positions(positions, keep, 9, 4);
+  ASSERT_EQ(a.size(), static_cast<std::size_t>(keep));
+  EXPECT_TRUE(std::is_sorted(a.begin(), a.end()));
+  EXPECT_EQ(std::adjacent_find(a.begin(), a.end()), a.end());
+  EXPECT_GE(a.front(), 0);
+  EXPECT_LT(a.back(), positions);
+  EXPECT_EQ(sampled_positions(positions, keep, 9, 4), a);
+  EXPECT_NE(sampled_positions(positions, keep, 9, 5), a);
+  EXPECT_NE(sampled_positions(positions, keep, 10, 4), a);
+  std::vector<std::int64_t> all(static_cast<std::size_t>(positions));
+  for (std::int64_t i = 0; i < positions; ++i) all[static_cast<std::size_t>(i)] = i;
+  EXPECT_EQ(sampled_positions(positions, positions, 9, 4), all);
+  EXPECT_THROW(sampled_positions(positions, 0, 9, 4), InvalidArgument);
+  EXPECT_THROW(sampled_positions(positions, positions + 1, 9, 4), InvalidArgument);
+  const auto rows = random_values(static_cast<std::size_t>(images * positions * width), 3);
+  std::vector<float> batch, one_by_one;
+  append_sampled_rows(rows, images, positions, width, keep, 7, 9, batch);
+  for (std::int64_t i = 0; i < images; ++i) {
+    const auto first = static_cast<std::size_t>(i * positions * width);
+    append_sampled_rows(
+        std::span<const float>(rows).subspan(first, static_cast<std::size_t>(positions * width)), 1,
+        positions, width, keep, 7 + static_cast<std::uint64_t>(i), 9, one_by_one);
+  }
+  ASSERT_EQ(batch.size(), static_cast<std::size_t>(images * keep * width));
+  EXPECT_EQ(batch, one_by_one);
+  const auto p7 = sampled_positions(positions, keep, 9, 7);  // image 7's rows come first
+  for (std::int64_t k = 0; k < keep; ++k) {
+    for (std::int64_t c = 0; c < width; ++c) {
+      EXPECT_EQ(batch[static_cast<std::size_t>(k * width + c)],
+                rows[static_cast<std::size_t>(p7[static_cast<std::size_t>(k)] * width + c)]);
+    }
+  }
+  EXPECT_THROW(append_sampled_rows(rows, images + 1, positions, width, keep, 0, 9, batch),
+               InvalidArgument);
+}
+
 TEST(AnomalyCoreset, EachPickIsTheFarthestFromThoseBefore) {
   const std::int64_t n = 400, width = 5;
   const auto rows = random_values(static_cast<std::size_t>(n * width), 9);

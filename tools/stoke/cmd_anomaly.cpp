@@ -24,14 +24,17 @@ constexpr const char* kTrainUsage =
                    --arch resnet18|resnet34|resnet50|wide_resnet50_2 [--init WEIGHTS|MODEL.stoke] --size N
                    [--channels 1|3] [--normalize imagenet(default)|minmax|mean=..,std=..]
                    [--method patchcore|padim] [--coreset RATIO (0.1, patchcore)]
-                   [--features N (padim)] [--max-bank BYTES[K|M|G] (4G)]
+                   [--patches-per-image K (patchcore)] [--features N (padim)]
+                   [--max-bank BYTES[K|M|G] (4G)]
                    [--false-reject R (0.005)] [--escape E] [--tile SIZE [--stride S]] [--seed N]
                    --out MODEL [--json]
   Fits PatchCore's memory bank (the default) or PaDiM's per-position Gaussians (--method padim,
   at least 2 images; --features: the channels kept of layer1..layer3, default 100 for
   resnet18/34, 550 for resnet50/wide_resnet50_2) on the good images of GOOD_DIR (images under
   a subfolder other than good/ or ok/ are listed and left out). --max-bank caps the bank, or
-  PaDiM's Gaussians and training features. The threshold rejects at most R of the good
+  PaDiM's Gaussians and training features. --patches-per-image K keeps K seeded grid positions
+  of each image (tile) before the coreset (default: all): memory and coreset time for thousands
+  of images. The threshold rejects at most R of the good
   images of --val (its good/ or ok/ subfolder, or the folder itself); without --val every 10th
   training image is held out for it. With --escape E and defect images in --val (its other
   subfolders) the threshold instead passes at most E of those defects as good (the highest
@@ -111,6 +114,10 @@ stoke::anomaly::PatchCoreOptions patchcore_options(const stoke_cli::Args& args) 
   const bool padim = o.method == stoke::anomaly::AnomalyMethod::kPadim;
   if (padim && args.has("coreset")) throw UsageError("--coreset is for --method patchcore");
   if (!padim && args.has("features")) throw UsageError("--features is for --method padim");
+  if (padim && args.has("patches-per-image"))
+    throw UsageError("--patches-per-image is for --method patchcore");
+  if (args.has("patches-per-image"))
+    o.patches_per_image = args.get_int("patches-per-image", 0, 1, 1 << 20);
   if (args.has("features")) o.padim_features = args.get_int("features", 0, 1, 1 << 16);
   if (args.has("tile")) {
     o.tile = args.get_int("tile", 0, 1, 65536);
@@ -175,11 +182,12 @@ std::unique_ptr<stoke::nn::Model> load_backbone(const stoke_cli::Args& args, std
 }
 
 int train(int argc, char** argv) {
-  stoke_cli::Args args(argc, argv,
-                       {"task", "data", "val", "arch", "init", "size", "channels", "normalize",
-                        "method", "coreset", "features", "max-bank", "false-reject", "escape",
-                        "seed", "out", "tile", "stride", "width-mult"},
-                       {"json"});
+  stoke_cli::Args args(
+      argc, argv, {"task",     "data",         "val",    "arch",    "init",     "size",
+                   "channels", "normalize",    "method", "coreset", "features", "patches-per-image",
+                   "max-bank", "false-reject", "escape", "seed",    "out",      "tile",
+                   "stride",   "width-mult"},
+      {"json"});
   const std::string out = args.required("out");
   std::vector<fs::path> good, mixed_in;
   split_folder(args.required("data"), good, mixed_in);

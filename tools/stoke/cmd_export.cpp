@@ -21,11 +21,15 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: stoke export --model MODEL --onnx OUT [--fold-bn] [--softmax] [--opset N]\n"
+    "                    [--image-size WxH]\n"
     "  --fold-bn   fold batch norm into the convolutions (exact at inference)\n"
     "  --softmax   add a 'probabilities' output\n"
     "  --opset N   ONNX opset, 13..21 (default 13; an anomaly model: 13)\n"
     "An anomaly model file exports as one graph of batch 1: input (1, C, H, W)\n"
-    "preprocessed, outputs score (1) and anomaly_map (1, 1, H, W); no --softmax.\n";
+    "preprocessed, outputs score (1) and anomaly_map (1, 1, H, W); no --softmax.\n"
+    "A tiling one (--tile) needs --image-size WxH: the graph takes the whole image\n"
+    "(1, C, H, W) normalized at that size, cuts it into the model's tiles (which must\n"
+    "be its input size), stitches their maps and scores the highest tile.\n";
 
 bool anomaly = false;  // the --model is an anomaly model file (cmd_export decides)
 
@@ -37,23 +41,34 @@ int export_anomaly(const stoke_cli::Args& args, const std::string& model_path,
   stoke::anomaly::AnomalyOnnxOptions o;
   o.fold_batch_norm = args.has("fold-bn");
   o.opset = args.get_int("opset", 13);
+  if (args.has("image-size")) {
+    const std::string size = args.get("image-size");
+    char tail = 0;
+    if (std::sscanf(size.c_str(), "%dx%d%c", &o.image_width, &o.image_height, &tail) != 2 ||
+        o.image_width <= 0 || o.image_height <= 0)
+      throw stoke_cli::UsageError("--image-size '" + size + "' is not WxH");
+  }
   for (const auto& [key, value] : stoke::nn::read_checkpoint_info(model_path).metadata) {
     if (key.rfind("model.preprocess.", 0) == 0) o.metadata.emplace_back(key, value);
   }
   o.metadata.emplace_back("stoke.source", model_path);
   stoke::anomaly::export_onnx(core, out, o);
   const stoke::PreprocessOptions& p = core.preprocess();
+  const bool tiled = o.image_width > 0;
   std::printf(
-      "wrote %s (anomaly %s on %s, input 1x%dx%dx%d, outputs score and anomaly_map, "
+      "wrote %s (anomaly %s on %s, input 1x%dx%dx%d%s, outputs score and anomaly_map, "
       "opset %d%s)\n",
       out.c_str(), stoke::anomaly::method_name(core.options().method),
-      stoke::nn::architecture_name(core.backbone_spec().architecture), p.channels, p.height,
-      p.width, o.opset, o.fold_batch_norm ? ", batch norm folded" : "");
+      stoke::nn::architecture_name(core.backbone_spec().architecture), p.channels,
+      tiled ? o.image_height : p.height, tiled ? o.image_width : p.width,
+      tiled ? (", tiles of " + std::to_string(core.options().tile)).c_str() : "", o.opset,
+      o.fold_batch_norm ? ", batch norm folded" : "");
   return 0;
 }
 
 int run(int argc, char** argv) {
-  const stoke_cli::Args args(argc, argv, {"model", "onnx", "opset"}, {"fold-bn", "softmax"});
+  const stoke_cli::Args args(argc, argv, {"model", "onnx", "opset", "image-size"},
+                             {"fold-bn", "softmax"});
   const std::string model_path = args.required("model"), out = args.required("onnx");
   std::error_code ec;
   if (std::filesystem::equivalent(out, model_path, ec)) {
@@ -62,6 +77,8 @@ int run(int argc, char** argv) {
   }
   stoke_cli::check_writable("--onnx", out);
   if (anomaly) return export_anomaly(args, model_path, out);
+  if (args.has("image-size"))
+    throw stoke_cli::UsageError("--image-size is for a tiling anomaly model");
   stoke::nn::CheckpointInfo info;
   auto model = stoke::nn::load_model(model_path, stoke::cpu_backend(), &info);
   stoke::interchange::OnnxExportOptions o;
