@@ -2,6 +2,7 @@
 // on a folder of images and masks (SegmentationLoader), written as a
 // segmentation model file (stoke/segment.hpp). stoke eval and stoke predict
 // on such a file are in cmd_segment_use.cpp. docs/segmentation-cli.md.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -26,11 +27,14 @@ constexpr const char* kTrainUsage =
                    [--width F (1)] --size N [--channels 1|3 (3)]
                    [--normalize imagenet(default)|minmax|mean=..,std=..] [--epochs E (10)]
                    [--batch B (8)] [--lr LR (0.001)] [--dice W (0.5)] [--hflip P (0.5)]
+                   [--class-weights none|auto|W0,W1,... (none)]
                    [--seed S (0)] --out MODEL [--json]
   Trains a U-Net (smp's Unet on a torchvision ResNet encoder; --width scales the encoder and
   the decoder's channels) on DIR/images/<name> with DIR/masks/<name>.png (class indices, 255 =
   ignored) and DIR/classes.txt (background first), with Adam, cross-entropy plus --dice x soft
-  Dice, and horizontal flips. Images are resized to N x N (a multiple of 32). Each epoch prints
+  Dice, and horizontal flips. --class-weights weighs the cross-entropy per class: auto gives
+  class c 1/sqrt(its share of the training pixels), scaled so the most common class has 1 (at
+  most 100); a list gives one weight per class. Images are resized to N x N (a multiple of 32). Each epoch prints
   the training loss and, with --val, the validation loss, pixel accuracy and mean IoU (at N x N).
   MODEL is written atomically after the last epoch, or after the batch running when SIGINT or
   SIGTERM arrives.
@@ -123,10 +127,41 @@ std::string number(double v) {
   return std::isfinite(v) ? buf : "null";
 }
 
+// --class-weights: none, auto (1/sqrt(share), the most common class 1, at
+// most 100) or one positive number per class.
+std::vector<float> class_weights(const std::string& text, const stoke::SegmentationDataset& data) {
+  const auto& pixels = data.class_pixels();
+  const std::size_t k = data.class_names().size();
+  std::vector<float> w;
+  if (text == "none") return w;
+  if (text == "auto") {
+    const std::uint64_t top = *std::max_element(pixels.begin(), pixels.end());
+    for (std::uint64_t n : pixels)
+      w.push_back(n ? std::min(100.0f, static_cast<float>(std::sqrt(double(top) / double(n))))
+                    : 1.0f);
+    return w;
+  }
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    char* end = nullptr;
+    const float v = std::strtof(item.c_str(), &end);
+    if (item.empty() || *end || !(v > 0) || !std::isfinite(v))
+      throw UsageError("--class-weights: '" + item + "' is not a positive number");
+    w.push_back(v);
+    at = comma + 1;
+  }
+  if (w.size() != k)
+    throw UsageError("--class-weights: " + std::to_string(w.size()) + " weights for " +
+                     std::to_string(k) + " classes (or none, auto)");
+  return w;
+}
+
 int train(int argc, char** argv) {
   stoke_cli::Args args(argc, argv,
                        {"task", "data", "val", "arch", "width", "size", "channels", "normalize",
-                        "epochs", "batch", "lr", "dice", "hflip", "seed", "out"},
+                        "epochs", "batch", "lr", "dice", "hflip", "seed", "out", "class-weights"},
                        {"json"});
   const std::string out = args.required("out");
   const std::string data = args.required("data");
@@ -197,6 +232,8 @@ int train(int argc, char** argv) {
 
   stoke::nn::SegmentationLossOptions loss;
   loss.dice_weight = static_cast<float>(dice);
+  const std::string weights_text = args.get("class-weights", "none");
+  loss.class_weights = class_weights(weights_text, train_set);
   loss.ignore_label = train_set.ignore_label() >= 0 ? train_set.ignore_label() : -100;
   stoke::nn::SegmentationStep step(*model, loss);
   stoke::nn::Adam adam(*model);
@@ -220,7 +257,8 @@ int train(int argc, char** argv) {
                           {"dice", number(dice)},
                           {"hflip", number(hflip)},
                           {"seed", std::to_string(seed)},
-                          {"optimizer", "adam"}};
+                          {"optimizer", "adam"},
+                          {"class_weights", weights_text}};
 
   std::signal(SIGINT, on_segment_interrupt);
   std::signal(SIGTERM, on_segment_interrupt);

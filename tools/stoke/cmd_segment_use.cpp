@@ -8,6 +8,7 @@
 #include "args.hpp"
 #include "commands.hpp"
 #include "inputs.hpp"
+#include "segment_report.hpp"
 #include "stoke/stoke.hpp"
 
 namespace {
@@ -16,12 +17,14 @@ namespace fs = std::filesystem;
 using stoke_cli::UsageError;
 
 constexpr const char* kEvalUsage =
-    "usage: stoke eval --model SEGMENTATION_MODEL --data DIR [--json]\n"
+    "usage: stoke eval --model SEGMENTATION_MODEL --data DIR [--json] [--report DIR]\n"
     "  DIR: images/, masks/ and classes.txt as for stoke train --task segment (the model's\n"
     "  classes). Every image is segmented as stoke predict does and compared with its mask at\n"
     "  the image's own size (mask value 255 ignored): mean_iou, per_class_iou, pixel_accuracy,\n"
     "  the pixel confusion_matrix (rows: truth, columns: predicted) and area_error (per image,\n"
-    "  |predicted - true| share of non-background pixels; the mean and each image).\n";
+    "  |predicted - true| share of non-background pixels; the mean and each image).\n"
+    "  --report DIR writes DIR/report.json and DIR/report.html (the figures, the confusion\n"
+    "  matrix, and the worst images with their true and predicted masks over them).\n";
 
 constexpr const char* kPredictUsage =
     "usage: stoke predict --model SEGMENTATION_MODEL (FILE... | --data DIR) [--masks OUTDIR]\n"
@@ -40,9 +43,10 @@ std::string number(double v) {
 }
 
 int eval(int argc, char** argv) {
-  stoke_cli::Args args(argc, argv, {"model", "data"}, {"json"});
+  stoke_cli::Args args(argc, argv, {"model", "data", "report"}, {"json"});
   const std::string model = args.required("model");
   const std::string data = args.required("data");
+  if (args.has("report")) stoke_cli::check_writable("--report", args.get("report"), true);
   stoke::Runtime runtime = stoke::init();
   stoke::Predictor predictor(model);
   const auto dataset = stoke::SegmentationDataset::from_folder(data);
@@ -52,6 +56,8 @@ int eval(int argc, char** argv) {
   const auto e = stoke::evaluate_segmentation(
       predictor, dataset, [&](std::size_t done, std::size_t) { progress.update(done); });
   progress.finish();
+  if (args.has("report"))
+    stoke_cli::write_segmentation_report(args.get("report"), model, e, dataset, predictor);
   if (args.has("json")) {
     std::fputs(e.to_json().c_str(), stdout);
     return 0;
