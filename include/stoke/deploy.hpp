@@ -171,6 +171,11 @@ struct PredictorOptions {
 // bits as anomaly::PatchCore::load + score_file (what stoke eval runs). Their
 // calls take turns (one PatchCore: its feature programs and decoder keep
 // state), so threads may share the Predictor but do not score at once.
+//
+// Segmentation models (stoke train --task segment: a U-Net; see
+// docs/segmentation-cli.md) open too (kind() == ModelKind::kSegmentation) and
+// give label maps with segment_file, segment_bytes and segment_pixels; their
+// calls take turns as well.
 class STOKE_API Predictor {
  public:
   // A classifier's model file, or an anomaly model's (the file's

@@ -12,6 +12,7 @@
 #include "stoke/backend.hpp"
 #include "stoke/deploy.hpp"
 #include "stoke/error.hpp"
+#include "stoke/interchange.hpp"
 #include "stoke/nn/checkpoint.hpp"
 #include "stoke/segment.hpp"
 
@@ -306,6 +307,62 @@ TEST_F(SegmentDeploy, WrongKindCallsNameTheCall) {
   }
   // evaluate_segmentation refuses another kind and another class list.
   EXPECT_THROW(evaluate_segmentation(c, dataset_), InvalidArgument);
+}
+
+// stoke train --task segment --init: a torchvision backbone's file (here
+// stoke's own classifier of the same encoder, saved under torchvision's names)
+// fills the U-Net's encoder; the decoder and head keep their values.
+TEST(SegmentEncoderInit, TorchvisionNamesLoadIntoTheEncoderOnly) {
+  Backend& be = cpu_backend();
+  nn::ModelSpec cls;
+  cls.architecture = nn::Architecture::kResNet18;
+  cls.in_channels = 3;
+  cls.height = cls.width = 32;
+  cls.classes = 1000;
+  cls.width_multiplier = 0.125f;
+  auto backbone = nn::build_model(be, cls, 11);
+  const fs::path dir = fs::temp_directory_path() / "stoke_segment_encoder_init";
+  fs::create_directories(dir);
+  const std::string file = (dir / "resnet18.safetensors").string();
+  interchange::save_safetensors(*backbone, file);
+  nn::ModelSpec spec = cls;
+  spec.classes = 3;
+  spec.decoder_channels = {16, 8, 8, 4, 4};
+  auto unet = nn::build_model(be, spec, 12);
+  const auto host = [](const Tensor& t) {
+    std::vector<float> v(static_cast<std::size_t>(t.numel()));
+    t.copy_to_host(v.data());
+    return v;
+  };
+  const auto find = [](const nn::Model& m, const std::string& name) {
+    auto all = m.named_parameters();
+    for (auto& b : m.named_buffers()) all.push_back(b);
+    for (auto& t : all)
+      if (t.name == name) return t.tensor;
+    ADD_FAILURE() << "no tensor " << name;
+    return Tensor();
+  };
+  const std::vector<float> decoder_before = host(find(*unet, "decoder.blocks.0.conv1.0.weight"));
+  const std::vector<float> head_before = host(find(*unet, "segmentation_head.0.weight"));
+  const auto r = interchange::load_encoder_safetensors(*unet, file);
+  EXPECT_GT(r.loaded.size(), 60u);
+  for (const auto& n : r.loaded) EXPECT_EQ(n.rfind("encoder.", 0), 0u) << n;
+  for (const char* n : {"conv1.weight", "layer4.1.bn2.running_var", "layer2.0.downsample.0.weight"})
+    EXPECT_EQ(host(find(*unet, std::string("encoder.") + n)), host(find(*backbone, n))) << n;
+  EXPECT_EQ(host(find(*unet, "decoder.blocks.0.conv1.0.weight")), decoder_before);
+  EXPECT_EQ(host(find(*unet, "segmentation_head.0.weight")), head_before);
+  // Another width: every differing shape named, nothing written.
+  nn::ModelSpec wide = spec;
+  wide.width_multiplier = 0.25f;
+  auto other = nn::build_model(be, wide, 13);
+  const std::vector<float> stem = host(find(*other, "encoder.conv1.weight"));
+  const std::string e =
+      error_of<InvalidArgument>([&] { interchange::load_encoder_safetensors(*other, file); });
+  EXPECT_NE(e.find("shape of encoder.conv1.weight"), std::string::npos) << e;
+  EXPECT_EQ(host(find(*other, "encoder.conv1.weight")), stem);
+  // A classifier is not a U-Net.
+  EXPECT_THROW(interchange::load_encoder_safetensors(*backbone, file), InvalidArgument);
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ using stoke_cli::UsageError;
 
 constexpr const char* kTrainUsage =
     R"(usage: stoke train --task segment --data DIR [--val DIR] --arch resnet18|resnet34|resnet50
-                   [--width F (1)] --size N [--channels 1|3 (3)]
+                   [--width F (1)] [--init ENCODER.safetensors] --size N [--channels 1|3 (3)]
                    [--normalize imagenet(default)|minmax|mean=..,std=..] [--epochs E (10)]
                    [--batch B (8)] [--lr LR (0.001)] [--dice W (0.5)] [--hflip P (0.5)]
                    [--class-weights none|auto|W0,W1,... (none)]
@@ -32,7 +32,9 @@ constexpr const char* kTrainUsage =
   Trains a U-Net (smp's Unet on a torchvision ResNet encoder; --width scales the encoder and
   the decoder's channels) on DIR/images/<name> with DIR/masks/<name>.png (class indices, 255 =
   ignored) and DIR/classes.txt (background first), with Adam, cross-entropy plus --dice x soft
-  Dice, and horizontal flips. --class-weights weighs the cross-entropy per class: auto gives
+  Dice, and horizontal flips. --init loads a torchvision backbone's weights (safetensors,
+  torchvision names, the same --arch and --width; its fc.* left out) into the encoder; the
+  decoder starts from random weights. --class-weights weighs the cross-entropy per class: auto gives
   class c 1/sqrt(its share of the training pixels), scaled so the most common class has 1 (at
   most 100); a list gives one weight per class. Images are resized to N x N (a multiple of 32). Each epoch prints
   the training loss and, with --val, the validation loss, pixel accuracy and mean IoU (at N x N).
@@ -159,10 +161,11 @@ std::vector<float> class_weights(const std::string& text, const stoke::Segmentat
 }
 
 int train(int argc, char** argv) {
-  stoke_cli::Args args(argc, argv,
-                       {"task", "data", "val", "arch", "width", "size", "channels", "normalize",
-                        "epochs", "batch", "lr", "dice", "hflip", "seed", "out", "class-weights"},
-                       {"json"});
+  stoke_cli::Args args(
+      argc, argv,
+      {"task", "data", "val", "arch", "width", "init", "size", "channels", "normalize", "epochs",
+       "batch", "lr", "dice", "hflip", "seed", "out", "class-weights"},
+      {"json"});
   const std::string out = args.required("out");
   const std::string data = args.required("data");
   const std::string arch_name = args.required("arch");
@@ -213,6 +216,11 @@ int train(int argc, char** argv) {
     spec.decoder_channels.push_back(std::max(1, static_cast<int>(std::lround(c * width))));
   stoke::Backend& backend = stoke::default_backend();
   auto model = stoke::nn::build_model(backend, spec, seed + 1);
+  if (args.has("init")) {
+    const auto r = stoke::interchange::load_encoder_safetensors(*model, args.get("init"));
+    std::fprintf(stderr, "init: %zu encoder tensors from %s%s\n", r.loaded.size(),
+                 args.get("init").c_str(), r.stem_summed ? ", RGB stem summed to gray" : "");
+  }
 
   stoke::PreprocessOptions pre;
   pre.width = pre.height = size;
@@ -258,6 +266,7 @@ int train(int argc, char** argv) {
                           {"hflip", number(hflip)},
                           {"seed", std::to_string(seed)},
                           {"optimizer", "adam"},
+                          {"init", args.get("init", "none")},
                           {"class_weights", weights_text}};
 
   std::signal(SIGINT, on_segment_interrupt);
