@@ -46,7 +46,7 @@ void SamplePreprocessor::from_bytes(std::span<const std::uint8_t> bytes, std::st
   source_height_ = decoded_.view().height;
   if (pre_.dct_scaling) {  // a JPEG decoded at a DCT scale: the stored size
     const ImageInfo info = decoder_.info(bytes, name);
-    const bool turned = (info.width > info.height) != (source_width_ > source_height_);
+    const bool turned = options.apply_orientation && info.orientation >= 5;  // 5..8: a quarter turn
     source_width_ = turned ? info.height : info.width;
     source_height_ = turned ? info.width : info.height;
   }

@@ -191,6 +191,34 @@ TEST_F(SegmentDeploy, PredictorLabelMapIsTheModelsOnTheLoadersInputBitForBit) {
   }
 }
 
+// A JPEG at least twice the input size decodes at a DCT scale (as in the
+// loader): the label map is still at the file's own size, and the input the
+// loader's.
+TEST_F(SegmentDeploy, DctScaledJpegsGiveLabelMapsAtTheirStoredSize) {
+  SyntheticOptions o;
+  o.width = 100;
+  o.height = 90;
+  o.seed = 6;
+  o.format = SyntheticOptions::Format::kJpeg;
+  write_synthetic_segmentation_dataset(dir_ / "jpeg", 2, o);
+  dataset_ = SegmentationDataset::from_folder(dir_ / "jpeg");
+  Predictor p(model_file_);
+  auto session = p.session();
+  for (std::size_t i = 0; i < dataset_.size(); ++i) {
+    const fs::path image = dataset_.sample(i).image;
+    const std::vector<float> x = input(i);
+    std::vector<float> mine(p.sample_size());
+    session.preprocess_file(image, mine);
+    EXPECT_EQ(std::memcmp(mine.data(), x.data(), x.size() * sizeof(float)), 0) << image;
+    const SegmentationResult r = p.segment_file(image);
+    EXPECT_EQ(r.width, 100);
+    EXPECT_EQ(r.height, 90);
+    EXPECT_EQ(r.labels.size(), 100u * 90u);
+  }
+  const SegmentationEvaluation e = evaluate_segmentation(p, dataset_);
+  EXPECT_EQ(e.pixels, 2u * 100 * 90);
+}
+
 TEST_F(SegmentDeploy, EvaluationCountsEveryPixelOfEveryImageAtItsSize) {
   Predictor p(model_file_);
   const SegmentationEvaluation e = evaluate_segmentation(p, dataset_);
