@@ -61,6 +61,14 @@ assert e["mean_iou"] > 0.40, "mean IoU %s" % e["mean_iou"]
 print("mean_iou", e["mean_iou"])
 PY
 
+# --report: the same JSON, and a page with the worst images' overlays.
+"$stoke" eval --model "$work/m.stoke" --data "$work/val" --report "$work/report" >/dev/null \
+  2>"$work/report.err" || { cat "$work/report.err"; fail "eval --report"; }
+cmp -s "$work/eval.json" "$work/report/report.json" || fail "report.json is not eval --json's object"
+grep -q 'Worst images' "$work/report/report.html" || fail "report.html has no worst images"
+test "$(grep -o 'data:image/png;base64' "$work/report/report.html" | wc -l)" -eq 24 \
+  || fail "report.html: not 2 overlays for each of the 12 images"
+
 "$stoke" predict --model "$work/m.stoke" --data "$work/val" --masks "$work/masks" --json \
   >"$work/predict.json" 2>"$work/predict.err" || { cat "$work/predict.err"; fail "predict"; }
 python3 - "$work/predict.json" "$work/masks" "$work/val/images" <<'PY' || fail "predict --masks"
