@@ -45,3 +45,8 @@ add_test(NAME Cli.QuantizeGateWithoutBf16
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_quantize.sh $<TARGET_FILE:stoke_cli>)
 set_tests_properties(Cli.QuantizeGateWithoutBf16 PROPERTIES TIMEOUT 300 ENVIRONMENT
                      "ONEDNN_MAX_CPU_ISA=AVX2;DNNL_MAX_CPU_ISA=AVX2;STOKE_TEST_EXPECT_NO_BF16=1")
+
+# stoke train --task segment -> eval -> predict --masks (docs/segmentation-cli.md).
+add_test(NAME Cli.SegmentTrainEvalPredict
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_segment.sh $<TARGET_FILE:stoke_cli>)
+set_tests_properties(Cli.SegmentTrainEvalPredict PROPERTIES TIMEOUT 120)

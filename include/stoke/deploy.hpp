@@ -69,9 +69,29 @@ struct AnomalyResult {
   std::vector<float> map;
 };
 
+// One connected region (8-connected pixels of one class) of a label map.
+struct SegmentRegion {
+  int label = 0;
+  std::string class_name;
+  std::int64_t area = 0;           // pixels
+  int x = 0, y = 0, w = 0, h = 0;  // bounding box: first column and row, width, height
+};
+
+// A segmentation model's result for one image (stoke/segment.hpp): the label
+// map at the image's own size (the network's arg-max over classes at its
+// input size, resized nearest-neighbour as resize_labels_nearest does),
+// pixels per class, and the regions of every class but the background
+// (label 0), in the order connected_regions finds them.
+struct SegmentationResult {
+  int width = 0, height = 0;
+  std::vector<std::uint8_t> labels;  // height x width class indices, row-major
+  std::vector<std::int64_t> areas;   // one per class
+  std::vector<SegmentRegion> regions;
+};
+
 // What a Predictor's model file is: a classifier (predict_*, forward,
-// logits) or an anomaly model (score_*).
-enum class ModelKind { kClassifier, kAnomaly };
+// logits), an anomaly model (score_*) or a segmentation model (segment_*).
+enum class ModelKind { kClassifier, kAnomaly, kSegmentation };
 
 // An anomaly model's decision rule, as its file stores it.
 struct AnomalyModelInfo {
@@ -90,8 +110,9 @@ struct AnomalyModelInfo {
 };
 
 namespace deploy_detail {
-struct OpenedModel;  // lib/deploy/model_kinds.hpp
-}
+struct OpenedModel;        // lib/deploy/model_kinds.hpp
+class SegmentationRunner;  // lib/deploy/segmentation.hpp
+}  // namespace deploy_detail
 
 struct SelfCheckResult {
   bool ran = false;  // false when the file holds no references
@@ -150,6 +171,11 @@ struct PredictorOptions {
 // bits as anomaly::PatchCore::load + score_file (what stoke eval runs). Their
 // calls take turns (one PatchCore: its feature programs and decoder keep
 // state), so threads may share the Predictor but do not score at once.
+//
+// Segmentation models (stoke train --task segment: a U-Net; see
+// docs/segmentation-cli.md) open too (kind() == ModelKind::kSegmentation) and
+// give label maps with segment_file, segment_bytes and segment_pixels; their
+// calls take turns as well.
 class STOKE_API Predictor {
  public:
   // A classifier's model file, or an anomaly model's (the file's
@@ -236,6 +262,18 @@ class STOKE_API Predictor {
   AnomalyResult score_bytes(std::span<const std::uint8_t> bytes, std::string_view name = "<bytes>");
   AnomalyResult score_pixels(const PixelBuffer& pixels);
 
+  // ---- Segmentation models (kind() == ModelKind::kSegmentation) ---------------------
+  // (stoke train --task segment; docs/segmentation-cli.md.) Each call is
+  // InvalidArgument naming the call and the file on another kind, as the
+  // other kinds' calls are on a segmentation model. The image goes through
+  // the file's preprocessing (SegmentationLoader's, without augmentation),
+  // the U-Net's eval forward, arg-max, and back to the image's size. Calls
+  // take turns.
+  SegmentationResult segment_file(const std::filesystem::path& path);
+  SegmentationResult segment_bytes(std::span<const std::uint8_t> bytes,
+                                   std::string_view name = "<bytes>");
+  SegmentationResult segment_pixels(const PixelBuffer& pixels);
+
   struct Impl;
 
  private:
@@ -246,6 +284,9 @@ class STOKE_API Predictor {
             deploy_detail::OpenedModel&& opened);
   template <class F>
   auto with_session(F&& f);
+  void open_segmentation(const std::filesystem::path& path, const PredictorOptions& options,
+                         Backend& backend);
+  deploy_detail::SegmentationRunner& segmenter(const char* call);
   // The rest of loading, once impl_->loaded holds the network and its information.
   void open(const std::filesystem::path& path, const PredictorOptions& options);
   std::unique_ptr<Impl> impl_;

@@ -64,6 +64,15 @@ struct ImportReport {
 // unexpected or differently shaped tensor. The model is unchanged on error.
 STOKE_API ImportReport load_safetensors(nn::Model& model, const std::string& path,
                                         const ImportOptions& options = {});
+// A U-Net's (nn::ModelSpec with decoder_channels) encoder from a torchvision
+// backbone's safetensors file of the same architecture and width
+// (torchvision's names, e.g. conv1.weight, layer1.0.bn1.running_mean; names
+// already starting with "encoder." are taken as they are; fc.* is left
+// out). The decoder and segmentation head keep their values (listed in
+// `kept`). InvalidArgument as load_safetensors for a missing, unexpected or
+// differently shaped encoder tensor, or when the model is not a U-Net.
+STOKE_API ImportReport load_encoder_safetensors(nn::Model& model, const std::string& path,
+                                                const ImportOptions& options = {});
 // Writes the model's parameters and buffers as F32 tensors under their names
 // (a torchvision backbone's file loads into torchvision's model).
 STOKE_API void save_safetensors(const nn::Model& model, const std::string& path);

@@ -19,6 +19,7 @@
 #include "stoke/profile.hpp"
 #include "stoke/recipe.hpp"
 #include "stoke/runtime.hpp"
+#include "stoke/segment.hpp"
 #include "stoke/shards.hpp"
 #include "stoke/system.hpp"
 #include "stoke/tensor.hpp"

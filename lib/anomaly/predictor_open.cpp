@@ -15,6 +15,7 @@
 #include "stoke/backend.hpp"
 #include "stoke/error.hpp"
 #include "stoke/nn/checkpoint.hpp"
+#include "stoke/segment.hpp"
 
 namespace stoke {
 namespace {
@@ -58,6 +59,7 @@ deploy_detail::OpenedModel open_model(const std::filesystem::path& path,
     return out;
   }
   const auto& meta = ck->metadata;
+  out.segmentation = is_segmentation_metadata(meta);
   if (!meta.count("anomaly.method")) return out;
   Backend& backend = options.backend ? *options.backend : default_backend();
   // Loads, checks every field (CorruptFile naming the file and the key) and

@@ -34,6 +34,9 @@ class AnomalyScorer {
 // what the Predictor reports about it, or nothing (a classifier's file).
 struct OpenedModel {
   std::unique_ptr<AnomalyScorer> anomaly;  // null: load the file as a classifier
+  // The file is a segmentation model (stoke/segment.hpp), which deploy
+  // loads itself (lib/deploy/segmentation_file.cpp).
+  bool segmentation = false;
   ModelInfo info;
   AnomalyModelInfo details;
   SelfCheckResult check;

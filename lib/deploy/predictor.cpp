@@ -10,6 +10,7 @@
 
 #include "deploy/model_kinds.hpp"
 #include "deploy/preprocess.hpp"
+#include "deploy/segmentation.hpp"
 #include "modelfile/model_file.hpp"
 #include "modelfile/text.hpp"
 #include "nn/fused_inference.hpp"
@@ -153,9 +154,16 @@ struct Predictor::Impl {
   std::unique_ptr<deploy_detail::AnomalyScorer> anomaly;
   std::mutex anomaly_mutex;
   AnomalyModelInfo anomaly_details;
+  // A segmentation model (loaded.model null then; its own copy in the runner).
+  std::unique_ptr<deploy_detail::SegmentationRunner> segmentation;
   std::string file;  // the model file, for the errors below
 
   void require_classifier(const char* call) const {
+    if (segmentation) {
+      throw InvalidArgument("Predictor::" + std::string(call) + ": '" + file +
+                            "' is a segmentation model: segment it with segment_file, "
+                            "segment_bytes or segment_pixels");
+    }
     if (!anomaly) return;
     throw InvalidArgument("Predictor::" + std::string(call) + ": '" + file +
                           "' is an anomaly model (" + anomaly_details.method +
@@ -164,6 +172,11 @@ struct Predictor::Impl {
   }
   deploy_detail::AnomalyScorer& scorer(const char* call) const {
     if (anomaly) return *anomaly;
+    if (segmentation) {
+      throw InvalidArgument("Predictor::" + std::string(call) + ": '" + file +
+                            "' is a segmentation model: anomaly scores come from anomaly models; "
+                            "segment it with segment_file, segment_bytes or segment_pixels");
+    }
     throw InvalidArgument("Predictor::" + std::string(call) + ": '" + file +
                           "' is a classifier: anomaly scores come from anomaly models (stoke "
                           "train --task anomaly); classify it with predict_file, predict_bytes or "
@@ -298,6 +311,10 @@ Predictor::Predictor(const std::filesystem::path& model_file, const PredictorOpt
     return;
   }
   Backend& backend = options.backend ? *options.backend : default_backend();
+  if (opened.segmentation) {
+    open_segmentation(model_file, options, backend);
+    return;
+  }
   impl_->loaded = modelfile_detail::load_model_file(model_file, backend);
   open(model_file, options);
 }
@@ -352,9 +369,11 @@ const ModelInfo& Predictor::info() const noexcept {
   return impl_->loaded.info;
 }
 ModelKind Predictor::kind() const noexcept {
+  if (impl_->segmentation) return ModelKind::kSegmentation;
   return impl_->anomaly ? ModelKind::kAnomaly : ModelKind::kClassifier;
 }
 const nn::ModelSpec& Predictor::spec() const noexcept {
+  if (impl_->segmentation) return impl_->segmentation->loaded().model->spec();
   return impl_->anomaly ? impl_->anomaly->spec() : impl_->loaded.model->spec();
 }
 const SelfCheckResult& Predictor::self_check() const noexcept {
@@ -399,6 +418,44 @@ AnomalyResult Predictor::score_pixels(const PixelBuffer& pixels) {
   auto& scorer = impl_->scorer("score_pixels");
   std::lock_guard lock(impl_->anomaly_mutex);
   return scorer.score_pixels(pixels);
+}
+
+// ---- Segmentation models --------------------------------------------------------------
+
+// The file's U-Net, its self-check in fp32 (the eval forward; STOKE_PRECISION
+// is not applied to segmentation models yet).
+void Predictor::open_segmentation(const std::filesystem::path& path,
+                                  const PredictorOptions& options, Backend& backend) {
+  deploy_detail::LoadedSegmentation loaded = deploy_detail::load_segmentation_file(path, backend);
+  impl_->check = deploy_detail::segmentation_self_check(loaded, backend.name());
+  if (!impl_->check.passed && options.require_self_check) {
+    throw Unsupported("model file '" + path.string() + "': " + impl_->check.message +
+                      "; this build, machine or backend does not reproduce the trainer's outputs "
+                      "(set PredictorOptions::require_self_check = false to load anyway)");
+  }
+  impl_->level = default_simd_level();
+  impl_->max_pixels = deploy_detail::max_image_pixels(options);
+  impl_->loaded.info = loaded.info;
+  impl_->segmentation =
+      std::make_unique<deploy_detail::SegmentationRunner>(std::move(loaded), impl_->max_pixels);
+}
+
+deploy_detail::SegmentationRunner& Predictor::segmenter(const char* call) {
+  if (impl_->segmentation) return *impl_->segmentation;
+  throw InvalidArgument("Predictor::" + std::string(call) + ": '" + impl_->file + "' is " +
+                        (impl_->anomaly ? "an anomaly model" : "a classifier") +
+                        ": label maps come from segmentation models (stoke train --task segment)");
+}
+
+SegmentationResult Predictor::segment_file(const std::filesystem::path& path) {
+  return segmenter("segment_file").file(path);
+}
+SegmentationResult Predictor::segment_bytes(std::span<const std::uint8_t> bytes,
+                                            std::string_view name) {
+  return segmenter("segment_bytes").bytes(bytes, name);
+}
+SegmentationResult Predictor::segment_pixels(const PixelBuffer& pixels) {
+  return segmenter("segment_pixels").pixels(pixels);
 }
 
 // The predict_* calls take a Session from a pool (made on demand, kept), so

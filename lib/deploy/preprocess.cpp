@@ -42,6 +42,14 @@ void SamplePreprocessor::from_bytes(std::span<const std::uint8_t> bytes, std::st
   options.keep_16_bit = true;  // the validation loader's float output keeps 16-bit samples
   options.max_pixels = max_pixels_;
   decoder_.decode(bytes, name, options, decoded_);
+  source_width_ = decoded_.view().width;
+  source_height_ = decoded_.view().height;
+  if (pre_.dct_scaling) {  // a JPEG decoded at a DCT scale: the stored size
+    const ImageInfo info = decoder_.info(bytes, name);
+    const bool turned = options.apply_orientation && info.orientation >= 5;  // 5..8: a quarter turn
+    source_width_ = turned ? info.height : info.width;
+    source_height_ = turned ? info.width : info.height;
+  }
   finish(decoded_.view(), out);
 }
 
@@ -101,6 +109,8 @@ ImageView pixel_view(const PixelBuffer& px, Image& scratch) {
 
 void SamplePreprocessor::from_pixels(const PixelBuffer& px, std::span<float> out) {
   check(out);
+  source_width_ = px.width;
+  source_height_ = px.height;
   finish(pixel_view(px, decoded_), out);
 }
 

@@ -37,6 +37,10 @@ class STOKE_INTERNAL SamplePreprocessor {
   void from_file(const std::filesystem::path& path, std::span<float> out);
   void from_bytes(std::span<const std::uint8_t> bytes, std::string_view name, std::span<float> out);
   void from_pixels(const PixelBuffer& pixels, std::span<float> out);
+  // The last image's own size (after EXIF orientation; a JPEG's stored size
+  // when it was decoded at a DCT scale).
+  int source_width() const noexcept { return source_width_; }
+  int source_height() const noexcept { return source_height_; }
 
  private:
   void finish(ImageView source, std::span<float> out);
@@ -46,6 +50,7 @@ class STOKE_INTERNAL SamplePreprocessor {
   bool staged_;
   std::uint64_t max_pixels_;
   std::size_t sample_;
+  int source_width_ = 0, source_height_ = 0;
   Decoder decoder_;
   Resampler resampler_;
   Image decoded_, deepened_, converted_, resized_;

@@ -93,5 +93,6 @@ int run(int argc, char** argv) {
 
 int cmd_eval(int argc, char** argv) {
   if (stoke_cli::is_anomaly_model(argc, argv)) return stoke_cli::anomaly_eval(argc, argv);
+  if (stoke_cli::is_segmentation_model(argc, argv)) return stoke_cli::segment_eval(argc, argv);
   return stoke_cli::run_guarded("eval", kUsage, run, argc, argv);
 }

@@ -116,5 +116,6 @@ int run(int argc, char** argv) {
 
 int cmd_predict(int argc, char** argv) {
   if (stoke_cli::is_anomaly_model(argc, argv)) return stoke_cli::anomaly_predict(argc, argv);
+  if (stoke_cli::is_segmentation_model(argc, argv)) return stoke_cli::segment_predict(argc, argv);
   return stoke_cli::run_guarded("predict", kUsage, run, argc, argv);
 }

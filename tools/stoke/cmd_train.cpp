@@ -623,5 +623,6 @@ int run(int argc, char** argv) {
 
 int cmd_train(int argc, char** argv) {
   if (stoke_cli::wants_anomaly_task(argc, argv)) return stoke_cli::anomaly_train(argc, argv);
+  if (stoke_cli::wants_segment_task(argc, argv)) return stoke_cli::segment_train(argc, argv);
   return stoke_cli::run_guarded("train", kUsage, run, argc, argv);
 }

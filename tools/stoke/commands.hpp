@@ -30,4 +30,12 @@ int anomaly_train(int argc, char** argv);
 int anomaly_predict(int argc, char** argv);
 int anomaly_eval(int argc, char** argv);
 
+// Segmentation (cmd_segment.cpp, cmd_segment_use.cpp): `stoke train --task
+// segment`, and predict / eval when --model names a segmentation model file.
+bool wants_segment_task(int argc, char** argv);
+bool is_segmentation_model(int argc, char** argv);
+int segment_train(int argc, char** argv);
+int segment_predict(int argc, char** argv);
+int segment_eval(int argc, char** argv);
+
 }  // namespace stoke_cli
