@@ -3,11 +3,16 @@
 // two basic blocks per stage, GAP, linear to 10 classes).
 // BM_train_step/cpu/f32/resnet18/<C>x<H>x<W>/b<N>: the same step on
 // torchvision's ResNet-18 (1000 classes).
+// BM_train_step/cpu/bf16/...: the same steps in mixed precision
+// (Backend::set_training_precision bf16: convolutions on bf16 inputs, fp32
+// accumulation, fp32 weights and optimizer); skipped with the reason where
+// the CPU has no native bf16.
 #include <benchmark/benchmark.h>
 
 #include <random>
 #include <vector>
 
+#include "stoke/backend.hpp"
 #include "stoke/config.hpp"
 #include "stoke/nn.hpp"
 #include "stoke/system.hpp"
@@ -25,9 +30,15 @@ void apply_thread_knob() {
   (void)applied;
 }
 
-void train_step(benchmark::State& state, int channels, int size, int batch, bool resnet18 = false) {
+void train_step(benchmark::State& state, int channels, int size, int batch, bool resnet18 = false,
+                stoke::Precision precision = stoke::Precision::kFp32) {
   apply_thread_knob();
   stoke::Backend& be = stoke::cpu_backend();
+  if (be.training_precision_support(precision) != stoke::PrecisionSupport::kNative) {
+    state.SkipWithError("no native bf16 training convolutions on this CPU");
+    return;
+  }
+  const stoke::TrainingPrecisionScope scope(be, precision);
   stoke::nn::ModelSpec spec;
   if (resnet18) {
     spec.architecture = stoke::nn::Architecture::kResNet18;
@@ -75,6 +86,16 @@ BENCHMARK_CAPTURE(train_step, 3x224x224_b8, 3, 224, 8)
     ->MinTime(5.0);
 BENCHMARK_CAPTURE(train_step, resnet18_3x224x224_b8, 3, 224, 8, true)
     ->Name("BM_train_step/cpu/f32/resnet18/3x224x224/b8")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(5.0);
+BENCHMARK_CAPTURE(train_step, bf16_3x224x224_b8, 3, 224, 8, false, stoke::Precision::kBf16)
+    ->Name("BM_train_step/cpu/bf16/3x224x224/b8")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(5.0);
+BENCHMARK_CAPTURE(train_step, bf16_resnet18_3x224x224_b8, 3, 224, 8, true, stoke::Precision::kBf16)
+    ->Name("BM_train_step/cpu/bf16/resnet18/3x224x224/b8")
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(5.0);

@@ -6,7 +6,10 @@ widths 32/64/128, two basic blocks per stage, 10 classes; stoke's default
 ModelSpec) and torchvision's ResNet-18 topology (1000 classes; stoke's
 Architecture::kResNet18). Three PyTorch variants: eager NCHW-contiguous
 ("eager"), eager channels-last ("channels_last") and torch.compile of the
-model ("compile"). Bench-only: PyTorch is never a build dependency of stoke.
+model ("compile"); and mixed precision, eager under
+torch.autocast("cpu", dtype=torch.bfloat16) ("autocast_bf16", the reference
+for stoke's bf16 training step; bench/bf16_step.py). Bench-only: PyTorch is
+never a build dependency of stoke.
 
     build/bench-venv/bin/python3 bench/pytorch_step.py --threads 2 [--steps 5] [--stoke build/bin/bench_engine]
 
@@ -27,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pytorch_resnet import resnet, resnet18  # noqa: E402
 
 MODES = ("eager", "channels_last", "compile")
+ALL_MODES = MODES + ("autocast_bf16",)
 
 
 def build_net(arch, channels):
@@ -48,7 +52,14 @@ def make_step(arch, channels, size, batch, mode):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        if mode == "autocast_bf16":
+            # PyTorch's CPU mixed precision: convolutions and linear layers in
+            # bf16, fp32 weights and optimizer; the loss outside the region.
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                logits = model(x)
+            loss = F.cross_entropy(logits.float(), y)
+        else:
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
 
@@ -93,6 +104,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--stoke", help="path of bench_engine to run for the side-by-side figures")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated, of " + ", ".join(ALL_MODES))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     shapes = [("1x28x28/b64", "resnet", 1, 28, 64), ("3x128x128/b16", "resnet", 3, 128, 16),
@@ -103,10 +115,12 @@ def main():
                              capture_output=True, text=True, check=True,
                              env=dict(os.environ, STOKE_CPU_THREADS=str(args.threads)))
         for b in json.loads(out.stdout)["benchmarks"]:
+            if "/f32/" not in b["name"]:
+                continue  # the bf16 steps: bench/bf16_step.py
             stoke_ms[b["name"].split("/f32/")[1].split("/real_time")[0].split("/min_time")[0]] = b["real_time"]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, peak {peak_gflops():.0f} GFLOP/s")
     for name, arch, c, s, n in shapes:
-        for mode in MODES:
+        for mode in args.modes.split(","):
             step = make_step(arch, c, s, n, mode)
             step()
             step()

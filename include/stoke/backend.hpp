@@ -298,6 +298,18 @@ class STOKE_API Backend {
                                                               Precision precision);
   // How compile_inference runs `precision` here (default: fp32 only).
   virtual PrecisionSupport inference_precision(Precision precision) const noexcept;
+
+  // --- training precision --------------------------------------------------
+  // How this backend's training convolutions run `precision` (default: fp32
+  // only; the CPU: bf16 through oneDNN, docs/precision.md).
+  virtual PrecisionSupport training_precision_support(Precision precision) const noexcept;
+  // The precision conv2d_forward / conv2d_fused_forward / conv2d_backward
+  // compute in from now on: kFp32, or kBf16 (x, w and dy rounded to bf16,
+  // fp32 accumulation; y, dx, dw and db stay fp32 tensors). The tensors the
+  // caller holds are fp32 either way. Unsupported for a precision whose
+  // training_precision_support is kNone, and for kAuto (resolve it first).
+  virtual void set_training_precision(Precision precision);
+  virtual Precision training_precision() const noexcept { return Precision::kFp32; }
   // A backend of the same device and settings for another thread (its own
   // workspace), so that programs run on two threads at once; null where the
   // backend offers none (callers then take turns on this one).
@@ -488,6 +500,20 @@ STOKE_API Backend& default_backend();
 // cannot run is Unsupported naming the backend and why; an emulated one is
 // run with a warning that it is slower than fp32.
 STOKE_API Precision resolve_precision(const Backend& backend, Precision requested);
+
+// Sets `backend`'s training precision for the scope and restores the previous
+// one after (the model file's fp32 reference logits inside a bf16 fit).
+class STOKE_API TrainingPrecisionScope {
+ public:
+  TrainingPrecisionScope(Backend& backend, Precision precision);
+  ~TrainingPrecisionScope();
+  TrainingPrecisionScope(const TrainingPrecisionScope&) = delete;
+  TrainingPrecisionScope& operator=(const TrainingPrecisionScope&) = delete;
+
+ private:
+  Backend& backend_;
+  Precision previous_;
+};
 
 // A CPU backend of its own (not registered) whose allocations are capped at
 // memory_cap bytes in use (0 = no cap): over the cap, allocate() throws

@@ -117,6 +117,18 @@ struct TrainerOptions {
   // update; the hook Callbacks::on_gradients then sees the scaled gradients.
   // Bad values: InvalidArgument naming the option, from the constructor.
   LossScaleOptions loss_scale;
+  // What the training step's convolutions compute in (docs/precision.md):
+  // kFp32 (default); kBf16, mixed precision: the convolutions' inputs (x, w,
+  // dy) rounded to bf16 with fp32 accumulation and fp32 outputs, while the
+  // weights, their gradients, the optimizer state, batch norm, the loss and
+  // the reductions stay fp32 (the model file is an ordinary fp32 one). Only
+  // where the backend runs bf16 natively (the CPU: AVX512-BF16 or AMX);
+  // elsewhere Unsupported naming what is missing (emulated bf16 is slower
+  // than fp32). kAuto trains in fp32: whether bf16 reaches fp32's accuracy
+  // is the caller's decision, not the machine's. kFp16: Unsupported (no fast
+  // fp16 on CPUs; GPU mixed precision is not built). Validation inside fit()
+  // runs in the same precision; the model file's reference logits in fp32.
+  Precision precision = Precision::kFp32;
 };
 
 struct EpochRecord {
@@ -236,6 +248,8 @@ struct FitResult {
   // a resumed one's included) and the final scale (0 when off).
   std::uint64_t skipped_steps = 0;
   float loss_scale = 0;
+  // The precision the convolutions trained in (TrainerOptions::precision resolved).
+  Precision precision = Precision::kFp32;
 };
 
 class STOKE_API Trainer {

@@ -213,6 +213,29 @@ PrecisionSupport Backend::inference_precision(Precision precision) const noexcep
   return precision == Precision::kFp32 ? PrecisionSupport::kNative : PrecisionSupport::kNone;
 }
 
+PrecisionSupport Backend::training_precision_support(Precision precision) const noexcept {
+  return precision == Precision::kFp32 ? PrecisionSupport::kNative : PrecisionSupport::kNone;
+}
+
+void Backend::set_training_precision(Precision precision) {
+  if (precision == Precision::kFp32) return;
+  throw Unsupported(name() + ": training in " + to_string(precision) +
+                    " is not available on this backend; train in fp32");
+}
+
+TrainingPrecisionScope::TrainingPrecisionScope(Backend& backend, Precision precision)
+    : backend_(backend), previous_(backend.training_precision()) {
+  backend_.set_training_precision(precision);
+}
+
+TrainingPrecisionScope::~TrainingPrecisionScope() {
+  try {
+    backend_.set_training_precision(previous_);
+  } catch (const std::exception& e) {
+    log_warn(std::string("restoring the training precision failed: ") + e.what());
+  }
+}
+
 Precision resolve_precision(const Backend& backend, Precision requested) {
   if (requested == Precision::kAuto) {
     return backend.inference_precision(Precision::kBf16) == PrecisionSupport::kNative

@@ -348,6 +348,9 @@ void add_model_metadata(std::map<std::string, std::string>& metadata, nn::Model&
     if (k.rfind("model.", 0) != 0 && k.rfind("train.", 0) != 0) out.metrics[k] = v;
   }
   out.reference_backend = model.backend().name();
+  // The references are what a Predictor reproduces in fp32: in fp32 also
+  // inside a mixed-precision fit (TrainerOptions::precision).
+  const TrainingPrecisionScope fp32(model.backend(), Precision::kFp32);
   try {
     std::vector<float> inputs;
     for (const auto& r : out.references)

@@ -149,6 +149,17 @@ TrainerOptions trainer_options(const Options& args, std::uint64_t seed) {
   o.balanced_sampler = get_bool(args, "balanced-sampler");
   if (args.count("loss-scale"))
     o.loss_scale = parse_loss_scale(get(args, "loss-scale"), o.loss_scale, "loss-scale");
+  // Mixed precision (TrainerOptions::precision): auto trains in fp32.
+  const std::string precision = get(args, "precision", "fp32");
+  if (precision == "bf16") {
+    o.precision = Precision::kBf16;
+  } else if (precision == "fp16") {
+    throw InvalidArgument(
+        "precision: fp16 training is not available (CPUs have no fast fp16; GPU mixed precision "
+        "is not built); use bf16 or fp32");
+  } else if (precision != "fp32" && precision != "auto") {
+    throw InvalidArgument("precision must be fp32, bf16 or auto, got '" + precision + "'");
+  }
   const std::string weights = get(args, "class-weights", "");
   if (weights == "balanced")
     o.balanced_class_weights = true;
@@ -183,7 +194,8 @@ const std::vector<std::string>& train_recipe_keys() {
                                                 "bucket-kb",
                                                 "weight-decay",
                                                 "decay-norm-and-bias",
-                                                "loss-scale"};
+                                                "loss-scale",
+                                                "precision"};
   return keys;
 }
 

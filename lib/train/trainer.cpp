@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "modelfile/model_file.hpp"
+#include "stoke/backend.hpp"
 #include "stoke/distributed.hpp"
 #include "stoke/error.hpp"
 #include "stoke/log.hpp"
@@ -98,6 +99,19 @@ void check_options(const TrainerOptions& o) {
   }
 }
 
+// The precision the step's convolutions compute in (TrainerOptions::precision).
+Precision training_precision(const Backend& backend, Precision requested) {
+  if (requested == Precision::kAuto || requested == Precision::kFp32) return Precision::kFp32;
+  const PrecisionSupport support = backend.training_precision_support(requested);
+  if (support == PrecisionSupport::kEmulated) {
+    throw Unsupported(backend.name() + ": training in " + to_string(requested) +
+                      " would be emulated here (the CPU, or its STOKE_CPU_SIMD / "
+                      "ONEDNN_MAX_CPU_ISA cap, lacks AVX512-BF16 and AMX), slower than fp32; "
+                      "train in fp32");
+  }
+  return requested;  // kNone: set_training_precision throws, naming what is missing
+}
+
 }  // namespace
 
 Trainer::Trainer(nn::Model& model, TrainerOptions options, Callbacks callbacks)
@@ -153,10 +167,19 @@ FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val,
   // The settings come from the context the application built (nothing here
   // reads the environment).
   st.settings = options_.settings ? *options_.settings : options_.context.settings();
-  if (st.settings.precision == Precision::kBf16 || st.settings.precision == Precision::kFp16) {
+  const Precision precision = training_precision(model_.backend(), options_.precision);
+  if (st.settings.precision != Precision::kFp32 && st.settings.precision != Precision::kAuto &&
+      st.settings.precision != precision) {
     log_warn(std::string("STOKE_PRECISION=") + to_string(st.settings.precision) +
-             ": training computes in fp32 (reduced precision applies to predict, eval and the "
-             "Predictor)");
+             ": applies to predict, eval and the Predictor; training computes in " +
+             to_string(precision) + " (TrainerOptions::precision, stoke train --precision)");
+  }
+  // The step's convolutions (validation's too) in `precision` for this fit.
+  const TrainingPrecisionScope precision_scope(model_.backend(), precision);
+  if (precision != Precision::kFp32) {
+    log_info(std::string("training in ") + to_string(precision) +
+             " mixed precision: convolutions on rounded inputs with fp32 accumulation; fp32 "
+             "weights, optimizer state, batch norm and loss");
   }
   const int first_epoch = options_.resume.empty() ? 0 : resume_from(options_.resume, st);
   if (st.resumed && st.resumed->loader_seed != loader_options.seed) {
@@ -207,6 +230,7 @@ FitResult Trainer::fit_in_context(const Dataset& train, const Dataset* val,
   result.graph_note = st.graphs.note;
   result.skipped_steps = st.scaler.skipped_steps();
   result.loss_scale = st.scaler.enabled() ? st.scaler.scale() : 0.0f;
+  result.precision = precision;
   if (model_.backend().gpu()) {
     log_info("CUDA graphs: " + std::to_string(st.graphs.steps) + " steps replayed" +
              (st.graphs.note.empty() ? std::string() : "; eager steps because " + st.graphs.note));

@@ -2,8 +2,10 @@
 # --precision on the `stoke` command (docs/precision.md): info reports the
 # effective precision; predict and eval run bf16 where oneDNN has bf16
 # kernels and refuse it with the reason where it has none (ONEDNN_MAX_CPU_ISA=AVX2
-# stands for a CPU without AVX-512); train and the anomaly commands refuse a
-# reduced precision by name; a value outside the list is a usage error.
+# stands for a CPU without AVX-512); train runs bf16 mixed precision where the
+# CPU has native bf16 and refuses it with the reason elsewhere, refuses fp16;
+# the anomaly commands refuse a reduced precision by name; a value outside the
+# list is a usage error.
 #   stoke_cli_precision.sh <stoke binary>
 set -uo pipefail
 stoke=$1
@@ -29,23 +31,31 @@ STOKE_PRECISION=bf16 ONEDNN_MAX_CPU_ISA=AVX2 "$stoke" info --json 2>/dev/null | 
 "$stoke" train --data "$work/d" --out "$work/m.stoke" --epochs 1 --size 16 --batch 4 --precision fp32 \
   >/dev/null 2>"$work/train.err" || { cat "$work/train.err"; fail "train --precision fp32"; }
 
-"$stoke" train --data "$work/d" --out "$work/x.stoke" --epochs 1 --size 16 --precision bf16 \
-  >/dev/null 2>"$work/err"
-test $? -eq 2 && grep -q 'fp32 only' "$work/err" || { cat "$work/err"; fail "train --precision bf16 not refused"; }
-test ! -e "$work/x.stoke" || fail "train --precision bf16 wrote a model"
+# bf16 training without bf16 kernels: refused naming what is missing, no model.
+ONEDNN_MAX_CPU_ISA=AVX2 "$stoke" train --data "$work/d" --out "$work/x.stoke" --epochs 1 --size 16 \
+  --precision bf16 >/dev/null 2>"$work/err"
+test $? -eq 1 && grep -q 'training in bf16' "$work/err" && grep -q 'AVX-512' "$work/err" \
+  || { cat "$work/err"; fail "train --precision bf16 under AVX2 not refused with its reason"; }
+test ! -e "$work/x.stoke" || fail "a refused train --precision bf16 wrote a model"
 "$stoke" train --data "$work/d" --out "$work/x.stoke" --epochs 1 --size 16 --precision fp16 \
   --loss-scale dynamic >/dev/null 2>"$work/err"
-test $? -eq 2 && grep -q 'fp32 only' "$work/err" || { cat "$work/err"; fail "train --precision fp16 not refused"; }
+test $? -eq 2 && grep -q 'fp16 training is not available' "$work/err" \
+  || { cat "$work/err"; fail "train --precision fp16 not refused"; }
+"$stoke" train --data "$work/d" --out "$work/x.stoke" --epochs 1 --size 16 --precision int8 \
+  >/dev/null 2>"$work/err"
+test $? -eq 2 && grep -q 'expected fp32, bf16 or auto' "$work/err" \
+  || { cat "$work/err"; fail "train --precision int8 not a usage error"; }
+test ! -e "$work/x.stoke" || fail "a refused --precision wrote a model"
 
 # Loss scaling (docs/precision.md): off by default in fp32, dynamic on request
 # (GradScaler's 65536 to start; no overflow in fp32 here), bad values refused.
 "$stoke" train --data "$work/d" --out "$work/ls.stoke" --epochs 1 --size 16 --batch 4 --json \
   --loss-scale dynamic >"$work/ls.json" 2>"$work/ls.err" || { cat "$work/ls.err"; fail "train --loss-scale dynamic"; }
-grep -q '"skipped_steps": 0, "loss_scale": 65536}' "$work/ls.json" || { cat "$work/ls.json"; fail "loss scale not in --json"; }
+grep -q '"skipped_steps": 0, "loss_scale": 65536, "precision": "fp32"}' "$work/ls.json" || { cat "$work/ls.json"; fail "loss scale not in --json"; }
 grep -q 'loss scale 65536, 0 steps skipped' "$work/ls.err" || { cat "$work/ls.err"; fail "no loss scale in the epoch line"; }
 "$stoke" train --data "$work/d" --out "$work/off.stoke" --epochs 1 --size 16 --batch 4 --json \
   >"$work/off.json" 2>/dev/null || fail "train without --loss-scale"
-grep -q '"loss_scale": 0}' "$work/off.json" || { cat "$work/off.json"; fail "loss scaling on by default in fp32"; }
+grep -q '"loss_scale": 0, "precision": "fp32"}' "$work/off.json" || { cat "$work/off.json"; fail "loss scaling on by default in fp32"; }
 for bad in 0 -1 nan often; do
   "$stoke" train --data "$work/d" --out "$work/x.stoke" --epochs 1 --size 16 --loss-scale "$bad" >/dev/null 2>"$work/err"
   test $? -eq 2 && grep -q -- '--loss-scale' "$work/err" || { cat "$work/err"; fail "--loss-scale $bad not refused"; }
@@ -66,6 +76,26 @@ test $? -eq 1 && grep -q 'bf16' "$work/err" && grep -q 'fp32' "$work/err" && tes
   || { cat "$work/err"; fail "bf16 under AVX2 not refused with its reason"; }
 
 test "$bf16" = none && skip "oneDNN has no bf16 kernels on this CPU (the refusal above passed)"
+
+# bf16 training where the CPU has it natively; emulated (oneDNN capped at
+# AVX512_CORE) it is refused as slower than fp32.
+if test "$bf16" = native; then
+  "$stoke" train --data "$work/d" --out "$work/b.stoke" --epochs 1 --size 16 --batch 4 --json \
+    --precision bf16 >"$work/b.json" 2>"$work/b.err" || { cat "$work/b.err"; fail "train --precision bf16"; }
+  test "$(json_field precision <"$work/b.json")" = bf16 || { cat "$work/b.json"; fail "train json does not say bf16"; }
+  # An ordinary fp32 model: the predictor's fp32 self-check passes.
+  "$stoke" predict --model "$work/b.stoke" --data "$work/d" --csv >/dev/null 2>"$work/err" \
+    || { cat "$work/err"; fail "predict on the bf16-trained model"; }
+  grep -qi 'self-check.*fail' "$work/err" && { cat "$work/err"; fail "bf16-trained model fails its self-check"; }
+  "$stoke" train --data "$work/d" --out "$work/auto.stoke" --epochs 1 --size 16 --batch 4 --json \
+    --precision auto >"$work/auto.json" 2>/dev/null || fail "train --precision auto"
+  test "$(json_field precision <"$work/auto.json")" = fp32 || fail "train --precision auto is not fp32"
+  ONEDNN_MAX_CPU_ISA=AVX512_CORE "$stoke" train --data "$work/d" --out "$work/x.stoke" --epochs 1 \
+    --size 16 --precision bf16 >/dev/null 2>"$work/err"
+  test $? -eq 1 && grep -q 'emulated' "$work/err" \
+    || { cat "$work/err"; fail "emulated bf16 training not refused"; }
+  test ! -e "$work/x.stoke" || fail "a refused emulated bf16 training wrote a model"
+fi
 
 "$stoke" predict --model "$work/m.stoke" --data "$work/d" --csv >"$work/fp32.csv" 2>/dev/null \
   || fail "predict fp32"

@@ -79,6 +79,7 @@ TEST(TrainRecipe, EveryOptionReachesItsField) {
                         {"freeze", "2"},
                         {"bucket-kb", "64"},
                         {"loss-scale", "512"},
+                        {"precision", "bf16"},
                         {"arch", "plain"}});
   EXPECT_EQ(r.trainer.epochs, 3);
   EXPECT_EQ(r.trainer.batch_size, 0);
@@ -91,6 +92,8 @@ TEST(TrainRecipe, EveryOptionReachesItsField) {
   EXPECT_EQ(r.trainer.seed, 7u);
   EXPECT_EQ(r.trainer.loss_scale.mode, stoke::LossScaleMode::kFixed);
   EXPECT_EQ(r.trainer.loss_scale.init_scale, 512.0f);
+  EXPECT_EQ(r.trainer.precision, stoke::Precision::kBf16);
+  EXPECT_EQ(parse({{"precision", "auto"}}).trainer.precision, stoke::Precision::kFp32);
   const auto& n = r.loader.preprocess.normalization;
   EXPECT_EQ(n.kind, stoke::Normalization::Kind::kMeanStd);
   for (int c = 0; c < 3; ++c) {  // one value each is repeated
@@ -121,6 +124,8 @@ TEST(TrainRecipe, BadValuesAndUnknownNamesAreRefusedByName) {
       {"batch '-1' is not a count", {{"batch", "-1"}}},
       {"accumulate must be at least 1", {{"accumulate", "0"}}},
       {"loss-scale is dynamic, off, auto", {{"loss-scale", "0"}}},
+      {"precision: fp16 training is not available", {{"precision", "fp16"}}},
+      {"precision must be fp32, bf16 or auto", {{"precision", "int8"}}},
       {"weight-decay must be", {{"weight-decay", "-1"}}},
       {"decay-norm-and-bias 'x'", {{"decay-norm-and-bias", "x"}}},
       {"optimizer is", {{"optimizer", "rmsprop"}}},

@@ -31,7 +31,7 @@ constexpr const char* kUsage =
                    [--resume CHECKPOINT [--force]] [--class-weights balanced|w0,w1,...]
                    [--balanced-sampler] [--skip-corrupt] [--no-reference-images]
                    [--nproc N [--bucket-kb K]] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult M]
-                   [--freeze K]] [--precision fp32] [--loss-scale off|dynamic|auto|S]
+                   [--freeze K]] [--precision fp32|bf16|auto] [--loss-scale off|dynamic|auto|S]
        stoke train --task anomaly ... (stoke train --task anomaly --help)
   Writes the best model (by validation accuracy) to MODEL, or the final one without validation;
   Ctrl-C writes MODEL.stop and exits. --accumulate N accumulates the gradients of N batches
@@ -55,8 +55,12 @@ constexpr const char* kUsage =
   docs/distributed.md); CPU ranks average gradients in buckets of K KiB (25600) while backward
   runs, 0 = one allreduce after it. --init starts from pretrained weights (a .safetensors with torchvision
   names or an .onnx export, docs/interchange.md) with a new head for the folder's classes;
-  --freeze K keeps the stem and the first K stages fixed. --precision: training computes in fp32
-  (fp32 or auto accepted; bf16 runs in stoke predict and eval, docs/precision.md).
+  --freeze K keeps the stem and the first K stages fixed. --precision bf16 trains in mixed
+  precision: convolutions on bf16 inputs with fp32 accumulation, fp32 weights, optimizer state,
+  batch norm and loss; MODEL is an ordinary fp32 model. Only on CPUs with AVX512-BF16 or AMX
+  (elsewhere refused, naming what is missing: emulated bf16 is slower than fp32); fp16 is
+  refused (no fast fp16 on CPUs; GPU mixed precision is not built). fp32 is the default and
+  auto trains in fp32: whether bf16 keeps your accuracy is your call (docs/precision.md).
   --loss-scale: dynamic loss scaling as PyTorch's GradScaler (from 65536, halved on NaN or
   infinite gradients, whose step is skipped, doubled after 2000 clean steps), a fixed scale S,
   or off; auto (default) is dynamic for fp16 training, off in fp32 (docs/precision.md).
@@ -203,6 +207,8 @@ stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t
   o.gradient_bucket_bytes = static_cast<std::size_t>(args.get_int(
                                 "bucket-kb", static_cast<int>(o.gradient_bucket_bytes >> 10)))
                             << 10;
+  const std::string precision = args.get("precision", "fp32");
+  o.precision = precision == "bf16" ? stoke::Precision::kBf16 : stoke::Precision::kFp32;
   if (args.has("loss-scale")) {
     try {
       o.loss_scale = stoke::parse_loss_scale(args.get("loss-scale"), o.loss_scale, "--loss-scale");
@@ -321,16 +327,17 @@ void print_result(const stoke_cli::Args& args, const stoke::FitResult& result, c
         "{\"model\": %s, \"stop_checkpoint\": %s, \"reason\": %s, \"epochs\": %zu, \"batch_size\": "
         "%d, "
         "\"best_val_accuracy\": %.6f, \"train_samples\": %zu, \"val_samples\": %zu, "
-        "\"skipped_steps\": %llu, \"loss_scale\": %g}\n",
+        "\"skipped_steps\": %llu, \"loss_scale\": %g, \"precision\": %s}\n",
         stoke_cli::json_string(out).c_str(),
         stoke_cli::json_string(stopped ? out + ".stop" : "").c_str(),
         stoke_cli::json_string(stoke::to_string(result.reason)).c_str(), result.log.epochs.size(),
         result.batch_size, result.best_val_accuracy, sets.train.size(), sets.val.size(),
-        static_cast<unsigned long long>(result.skipped_steps), result.loss_scale);
+        static_cast<unsigned long long>(result.skipped_steps), result.loss_scale,
+        stoke_cli::json_string(stoke::to_string(result.precision)).c_str());
   } else {
-    std::printf("%s: %s (best validation accuracy %.4f)\n",
+    std::printf("%s: %s (best validation accuracy %.4f, trained in %s)\n",
                 stopped ? "stopped; checkpoint" : "model", (stopped ? out + ".stop" : out).c_str(),
-                result.best_val_accuracy);
+                result.best_val_accuracy, stoke::to_string(result.precision));
   }
 }
 
@@ -595,11 +602,13 @@ int run(int argc, char** argv) {
   args.required("data");
   refuse_outputs_onto_inputs(args);
   if (const std::string precision = args.get("precision");
-      !precision.empty() && precision != "fp32" && precision != "auto") {
+      !precision.empty() && precision != "fp32" && precision != "auto" && precision != "bf16") {
     throw stoke_cli::UsageError(
         "--precision " + precision +
-        ": training computes in fp32 only (mixed-precision training is not built yet); bf16 "
-        "inference: stoke predict / eval --precision bf16 (docs/precision.md)");
+        (precision == "fp16"
+             ? ": fp16 training is not available (CPUs have no fast fp16; GPU mixed precision is "
+               "not built); use bf16 or fp32 (docs/precision.md)"
+             : ": expected fp32, bf16 or auto"));
   }
   const Plan p = plan(args);
   // Every output proven writable before the first epoch, and one run per --out.

@@ -12,10 +12,12 @@
 #include <cstring>
 
 #include "backend/cpu/blas.hpp"
+#include "backend/cpu/conv2d_blocked.hpp"
 #include "backend/cpu/conv2d_dnnl.hpp"
 #include "backend/cpu/conv2d_gemm.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/naive.hpp"
+#include "stoke/error.hpp"
 
 namespace stoke::cpu {
 
@@ -310,6 +312,37 @@ void backward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& dy
 // Through oneDNN where stoke is built with it, else the im2col + sgemm path above.
 bool CpuBackend::dnnl_convolutions() const noexcept {
   return dnnl_conv::enabled() && !gemm_convolutions_;
+}
+
+PrecisionSupport CpuBackend::training_precision_support(Precision precision) const noexcept {
+  // Training convolutions run in bf16 through oneDNN only, where it has bf16
+  // kernels: natively with AVX512-BF16 or AMX, emulated on plain AVX-512.
+  if (precision == Precision::kBf16 && dnnl_convolutions()) {
+    return inference_precision(Precision::kBf16);
+  }
+  return Backend::training_precision_support(precision);
+}
+
+void CpuBackend::set_training_precision(Precision precision) {
+  if (precision == Precision::kFp32 ||
+      (precision == Precision::kBf16 &&
+       training_precision_support(precision) != PrecisionSupport::kNone)) {
+    training_precision_ = precision;
+    return;
+  }
+  if (precision == Precision::kBf16) {
+    throw Unsupported(
+        std::string("cpu: training in bf16 needs oneDNN's bf16 convolutions, which need "
+                    "AVX-512 (AVX512-BF16 or AMX to run natively); ") +
+        (dnnl_convolutions() ? "oneDNN runs " + blocked::isa_name() + " here"
+                             : std::string("this backend runs without oneDNN")) +
+        "; train in fp32");
+  }
+  throw Unsupported(std::string("cpu: training in ") + to_string(precision) +
+                    (precision == Precision::kFp16
+                         ? " is not available on the CPU (CPUs have no fast fp16 arithmetic); "
+                           "use bf16 or fp32"
+                         : " is not a training precision (resolve auto first)"));
 }
 
 std::size_t CpuBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,

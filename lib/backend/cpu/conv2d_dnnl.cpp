@@ -25,7 +25,7 @@ bool enabled() noexcept {
 std::size_t workspace_bytes(const CpuBackend&, const Shape&, const Shape&, const Conv2dParams&) {
   return 0;
 }
-std::string batch_kernels(const Shape&, const Shape&, const Conv2dParams&) {
+std::string batch_kernels(const Shape&, const Shape&, const Conv2dParams&, bool) {
   return {};
 }
 void forward(CpuBackend&, const Tensor&, const Tensor&, const Tensor&, Tensor&, const Conv2dParams&,
@@ -74,7 +74,7 @@ struct ForwardPlan {
 
 ForwardPlan forward_plan(const Problem& g) {
   ForwardPlan fp{};
-  fp.bands = g.n == 1 && g.p() > 1;
+  fp.bands = g.n == 1 && g.p() > 1 && !g.bf16;  // bf16: layout primitives only
   if (!fp.bands) {
     fp.count = parts(g.n);
     fp.scratch = most_layout(g, kForward, g.n, fp.count);
@@ -98,15 +98,16 @@ bool enabled() noexcept {
   return true;
 }
 
-std::size_t workspace_bytes(const CpuBackend&, const Shape& x, const Shape& w,
+std::size_t workspace_bytes(const CpuBackend& be, const Shape& x, const Shape& w,
                             const Conv2dParams& prm) {
-  const Problem g = problem(x, w, prm);
+  const Problem g = problem(be, x, w, prm);
   const ForwardPlan fp = forward_plan(g);
   return std::max(fp.per_chunk() * fp.count, backward_workspace_floats(g, true)) * sizeof(float);
 }
 
-std::string batch_kernels(const Shape& x, const Shape& w, const Conv2dParams& prm) {
-  const Problem g = problem(x, w, prm);
+std::string batch_kernels(const Shape& x, const Shape& w, const Conv2dParams& prm, bool bf16) {
+  Problem g = problem(x, w, prm);
+  g.bf16 = bf16;
   const std::size_t first = part_sizes(g.n, parts(g.n))[0];
   std::string out;
   for (int kind : {kForward, kBackwardData, kBackwardWeights}) {
@@ -176,7 +177,7 @@ void forward_band(const Problem& g, const ForwardPlan& fp, float* scratch, std::
 
 void forward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
              const Conv2dParams& prm, const Epilogue& epilogue) {
-  const Problem g = problem(x.shape(), w.shape(), prm);  // bias and epilogue: output_pass
+  const Problem g = problem(be, x.shape(), w.shape(), prm);  // bias and epilogue: output_pass
   const ForwardPlan fp = forward_plan(g);
   float* ws = be.workspace(std::max<std::size_t>(1, fp.per_chunk() * fp.count));
   const float* xp = x.data<float>();

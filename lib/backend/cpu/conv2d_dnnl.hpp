@@ -35,8 +35,14 @@ std::size_t workspace_bytes(const CpuBackend& be, const Shape& x, const Shape& w
 
 // oneDNN's names for the kernels one part of a batch (x[0] > 1) runs: the
 // forward, the input gradient and the weight gradient, "; "-separated (the
-// tests and benches; "" without oneDNN).
-std::string batch_kernels(const Shape& x, const Shape& w, const Conv2dParams& p);
+// tests and benches; "" without oneDNN); bf16: the mixed-precision ones.
+std::string batch_kernels(const Shape& x, const Shape& w, const Conv2dParams& p, bool bf16 = false);
+
+// Mixed precision: with be.training_precision() bf16, forward and backward
+// stage x, w and dy as bf16 in oneDNN's layouts (always the image split, a
+// single image too) and write y, dx, dw and db in fp32 (fp32 accumulation).
+// The naive fp32 reference with inputs rounded to bf16 is what they match
+// (tests/ops, Accuracy::kRoundedInputs).
 
 // Shapes are checked by the caller.
 void forward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,

@@ -16,7 +16,7 @@ namespace {
 // A single image splits over channels (every arena thread on one image);
 // a batch splits over images.
 bool split_channels(const Problem& g) {
-  return g.n == 1 && g.groups == 1;
+  return g.n == 1 && g.groups == 1 && !g.bf16;  // bf16: layout primitives only
 }
 
 struct BackwardPlan {
@@ -198,7 +198,7 @@ std::size_t backward_workspace_floats(const Problem& g, bool bias) {
 
 void backward(CpuBackend& be, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
               Tensor& dw, Tensor& db, const Conv2dParams& prm) {
-  const Problem g = problem(x.shape(), w.shape(), prm);
+  const Problem g = problem(be, x.shape(), w.shape(), prm);
   const BackwardPlan bp = backward_plan(g, db.defined());
   float* ws = be.workspace(std::max<std::size_t>(1, bp.floats()));
   float* dxp = dx.defined() ? dx.data<float>() : nullptr;

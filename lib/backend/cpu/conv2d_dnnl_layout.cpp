@@ -25,7 +25,7 @@ void stage(LayoutPrim& lp, int arg, bool input, const memory::desc& plain,
   s.reorder = input
                   ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plain, engine(), chosen))
                   : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), chosen, engine(), plain));
-  s.floats = align16(chosen.get_size() / sizeof(float));
+  s.floats = align16((chosen.get_size() + sizeof(float) - 1) / sizeof(float));  // bf16: halves
 }
 
 template <class Pd>
@@ -59,8 +59,9 @@ void build_layout(LayoutPrim& lp, const Problem& pb, const Descs& d, const Descs
     finish(lp, pd, dnnl::convolution_forward(pd));
     return;
   }
-  const auto hint =
-      forward_pd(a, pb.bias, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
+  // bf16: the hint is the all-bf16 forward oneDNN has kernels for.
+  const auto hint = forward_pd(pb.bf16 ? any_layouts(d, true, -1) : a, pb.bias,
+                               dnnl::prop_kind::forward_training, dnnl::primitive_attr());
   if (pb.kind == kBackwardData) {
     const auto pd = backward_data_pd(a, attr, hint);
     stage(lp, DNNL_ARG_DIFF_DST, true, d.dst, pd.diff_dst_desc());
@@ -78,8 +79,8 @@ void build_layout(LayoutPrim& lp, const Problem& pb, const Descs& d, const Descs
 
 std::unique_ptr<LayoutPrim> create_layout(const Problem& pb) {
   const Descs d = descs(pb);
-  const Descs a = any_layouts(d);
-  if (winograd_pays(pb)) {
+  const Descs a = any_layouts(d, pb.bf16, pb.kind);
+  if (winograd_pays(pb) && !pb.bf16) {  // oneDNN's Winograd is fp32 only
     Descs w = a;
     w.algorithm = dnnl::algorithm::convolution_winograd;
     try {

@@ -45,6 +45,12 @@ Problem problem(const Shape& x, const Shape& w, const Conv2dParams& prm) {
   return pb;
 }
 
+Problem problem(const CpuBackend& be, const Shape& x, const Shape& w, const Conv2dParams& prm) {
+  Problem pb = problem(x, w, prm);
+  pb.bf16 = be.training_precision() == Precision::kBf16;
+  return pb;
+}
+
 // Never destroyed: the arena threads' streams may outlive static destruction.
 dnnl::engine& engine() {
   static auto* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);
@@ -74,13 +80,14 @@ Descs descs(const Problem& pb) {
   return d;
 }
 
-Descs any_layouts(Descs d) {
-  const auto any = [](const memory::desc& m) {
-    return memory::desc(m.dims(), memory::data_type::f32, Tag::any);
+Descs any_layouts(Descs d, bool bf16, int kind) {
+  const auto any = [](const memory::desc& m, bool low) {
+    return memory::desc(m.dims(), low ? memory::data_type::bf16 : memory::data_type::f32, Tag::any);
   };
-  d.src = any(d.src);
-  d.weights = any(d.weights);
-  d.dst = any(d.dst);
+  const bool all = bf16 && kind < 0;
+  d.src = any(d.src, all || (bf16 && kind != kBackwardData));
+  d.weights = any(d.weights, all || (bf16 && kind != kBackwardWeights));
+  d.dst = any(d.dst, all || (bf16 && kind != kForward));
   return d;
 }
 

@@ -56,14 +56,20 @@ struct Problem {
   int sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
   int ph_bottom = 0;  // a band of rows pads only where it meets the image's edge
   bool bias = false;  // backward weights: also the bias gradient (forward: bias in output_pass)
-  std::array<int, 17> key() const {
-    return {kind, n, c, h, w, k, r, s, groups, sh, sw, ph, pw, dh, dw, ph_bottom, bias};
+  // Mixed precision (CpuBackend::training_precision bf16): the inputs (x, w,
+  // dy) are staged as bf16, the outputs (y, dx, dw, db) stay fp32; layout
+  // primitives only (the image split).
+  bool bf16 = false;
+  std::array<int, 18> key() const {
+    return {kind, n, c, h, w, k, r, s, groups, sh, sw, ph, pw, dh, dw, ph_bottom, bias, bf16};
   }
   int p() const { return (h + ph + ph_bottom - ((r - 1) * dh + 1)) / sh + 1; }
   int q() const { return static_cast<int>(conv_output_size(w, s, sw, pw, dw)); }
 };
 
 Problem problem(const Shape& x, const Shape& w, const Conv2dParams& prm);
+// With bf16 set from the backend's training precision.
+Problem problem(const CpuBackend& be, const Shape& x, const Shape& w, const Conv2dParams& prm);
 
 // Address space that must be free before a primitive is created (its JIT
 // code, its descriptors; address_space.hpp).
@@ -74,7 +80,7 @@ inline constexpr std::size_t kDnnlCreateHeadroom = std::size_t{64} << 20;
 template <class T, class Create>
 const T& cached(const Problem& pb, Create create) {
   static std::mutex mutex;
-  static std::map<std::array<int, 17>, std::unique_ptr<T>> cache;
+  static std::map<std::array<int, 18>, std::unique_ptr<T>> cache;
   std::lock_guard lock(mutex);
   auto& slot = cache[pb.key()];
   if (!slot) {
@@ -100,7 +106,10 @@ struct Descs {
 };
 Descs descs(const Problem& pb);
 // d with src, weights and dst left to oneDNN ("any"): its preferred layouts.
-Descs any_layouts(Descs d);
+// bf16: the pass's inputs in bf16 (kind's: forward src and weights, backward
+// data diff_dst and weights, backward weights src and diff_dst), its output
+// in fp32; kind -1: every argument bf16 (the forward hint of a backward pass).
+Descs any_layouts(Descs d, bool bf16 = false, int kind = kForward);
 
 // The primitive descriptors of a problem's three passes over the layouts in
 // d (plain, or any_layouts) with d's algorithm; `hint` is the forward
@@ -126,7 +135,7 @@ template <class Pd>
 void set_primitive(Prim& prim, const Pd& pd, dnnl::primitive primitive) {
   prim.primitive = std::move(primitive);
   prim.scratch = pd.scratchpad_desc();
-  prim.scratch_floats = align16(prim.scratch.get_size() / sizeof(float));
+  prim.scratch_floats = align16((prim.scratch.get_size() + sizeof(float) - 1) / sizeof(float));
 }
 
 // The primitive of a plain-layout problem, created once (one OpenMP thread)

@@ -56,6 +56,10 @@ class STOKE_INTERNAL CpuBackend final : public Backend {
                                                       ProgramLayout layout,
                                                       Precision precision) override;
   PrecisionSupport inference_precision(Precision precision) const noexcept override;
+  // bf16 training convolutions through oneDNN (conv2d_dnnl.hpp): as inference.
+  PrecisionSupport training_precision_support(Precision precision) const noexcept override;
+  void set_training_precision(Precision precision) override;
+  Precision training_precision() const noexcept override { return training_precision_; }
   // The registry's backend (built before init()) takes init()'s SIMD level:
   // its kernel table and oneDNN's cap (dnnl_isa.hpp). Before any op runs.
   void adopt_simd(const Context& context);
@@ -94,6 +98,7 @@ class STOKE_INTERNAL CpuBackend final : public Backend {
   const SimdKernels* simd_;
   Execution execution_ = Execution::kParallel;
   bool gemm_convolutions_ = false;
+  Precision training_precision_ = Precision::kFp32;
   float* workspace_ = nullptr;
   std::size_t workspace_floats_ = 0;
 };

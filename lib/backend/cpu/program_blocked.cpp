@@ -263,6 +263,7 @@ PrecisionSupport CpuBackend::inference_precision(Precision precision) const noex
 std::unique_ptr<Backend> CpuBackend::make_worker() const {
   auto worker = std::make_unique<CpuBackend>(0, context_);
   worker->use_gemm_convolutions(gemm_convolutions_);
+  worker->training_precision_ = training_precision_;
   return worker;
 }
 
