@@ -45,3 +45,7 @@ add_test(NAME Cli.QuantizeGateWithoutBf16
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_quantize.sh $<TARGET_FILE:stoke_cli>)
 set_tests_properties(Cli.QuantizeGateWithoutBf16 PROPERTIES TIMEOUT 300 ENVIRONMENT
                      "ONEDNN_MAX_CPU_ISA=AVX2;DNNL_MAX_CPU_ISA=AVX2;STOKE_TEST_EXPECT_NO_BF16=1")
+# int8: a good calibration passes the gate, one black image is refused (--force writes it).
+add_test(NAME Cli.QuantizeInt8
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_quantize_int8.sh $<TARGET_FILE:stoke_cli>)
+set_tests_properties(Cli.QuantizeInt8 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
