@@ -300,9 +300,9 @@ struct Int8Calibration {
 // Runs the classifier `model_file` in fp32 (its own preprocessing) over
 // `images` and records the range (min, max: the max-abs method) each fused
 // convolution's input took; `folder` is the provenance's name for them.
-// InvalidArgument for no image or an anomaly model; Unsupported where the
-// backend cannot record ranges (the CPU backend without oneDNN); decode
-// errors propagate.
+// options.backend (else the default backend) runs it. InvalidArgument for no
+// image; Unsupported where the backend cannot record ranges (the CPU backend
+// without oneDNN); decode errors propagate. Anomaly models: not built.
 STOKE_API Int8Calibration calibrate_int8(const std::filesystem::path& model_file,
                                          const std::vector<std::filesystem::path>& images,
                                          const std::string& folder,

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "deploy/preprocess.hpp"
 #include "modelfile/model_file.hpp"
 #include "modelfile/text.hpp"
 #include "nn/fused_inference.hpp"
@@ -20,17 +21,9 @@ Int8Calibration calibrate_int8(const std::filesystem::path& model_file,
   if (images.empty()) {
     throw InvalidArgument("int8 calibration: no image in '" + folder + "'");
   }
-  PredictorOptions fp32 = options;
-  Config config = options.context.config();
-  config.set("STOKE_PRECISION", "fp32");
-  fp32.context = Context(config);
-  Predictor predictor(model_file, fp32);  // its preprocessing and self-check
-  if (predictor.kind() != ModelKind::kClassifier) {
-    throw InvalidArgument("int8 calibration: '" + model_file.string() +
-                          "' is an anomaly model; int8 is built for classifiers only");
-  }
   Backend& backend = options.backend ? *options.backend : default_backend();
   modelfile_detail::LoadedModel loaded = modelfile_detail::load_model_file(model_file, backend);
+  deploy_detail::SamplePreprocessor pre(loaded.info, default_simd_level());
   nn::FusedInference plan(loaded.model->network());
   std::vector<ActivationRange> ranges;
   if (!plan.record_conv_input_ranges(&ranges)) {
@@ -38,12 +31,11 @@ Int8Calibration calibrate_int8(const std::filesystem::path& model_file,
                       " cannot record activation ranges (int8 runs on the CPU backend with "
                       "oneDNN)");
   }
-  auto session = predictor.session();
-  std::vector<float> x(predictor.sample_size());
+  std::vector<float> x(pre.sample_size());
   const Shape shape = loaded.model->input_shape(1);
   Tensor input(backend, shape);
   for (const auto& file : images) {
-    session.preprocess_file(file, x);
+    pre.from_file(file, x);
     input.copy_from_host(x.data());
     plan.forward(input);
   }
