@@ -111,5 +111,48 @@ TEST(Int8Quantization, RulesAndAnExactCase) {
   for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
 }
 
+// Calibration: the fp32 blocked program records the range of each
+// convolution's input (the network input, then the first convolution's ReLU
+// output), widened over forwards.
+TEST(Int8Calibration, RecordsEachConvolutionsInputRange) {
+  Backend& be = cpu_backend();
+  if (be.inference_precision(Precision::kInt8) == PrecisionSupport::kNone)
+    GTEST_SKIP() << "no int8 inference on this machine";
+  const Shape xs{1, 16, 6, 6}, ws{16, 16, 3, 3};
+  const Conv2dParams p{1, 1, 1, 1, 1, 1, 1};
+  const auto values = [](const Shape& s, std::uint32_t seed) {
+    return random_values(static_cast<std::size_t>(shape_numel(s)), seed, -1.0f, 1.0f);
+  };
+  const Tensor w1 = upload(be, ws, values(ws, 1)), w2 = upload(be, ws, values(ws, 2));
+  const Tensor b = upload(be, {16}, values({16}, 3));
+  std::vector<InferenceStep> steps(2);
+  for (int i = 0; i < 2; ++i) {
+    steps[i].kind = InferenceStep::Kind::kConv;
+    steps[i].name = "conv" + std::to_string(i);
+    steps[i].chain.push_back(FusedConv{i ? w2 : w1, b, p, Activation::kRelu});
+  }
+  const auto program = be.compile_inference(steps, ProgramLayout::kBackend, Precision::kFp32);
+  std::vector<ActivationRange> ranges;
+  ASSERT_TRUE(program->record_conv_input_ranges(&ranges));
+  const auto xa = values(xs, 4), xb = values(xs, 5);
+  program->forward(upload(be, xs, xa));
+  program->forward(upload(be, xs, xb));
+  program->record_conv_input_ranges(nullptr);
+  ASSERT_EQ(ranges.size(), 2u);
+  std::vector<float> both_inputs = xa;
+  both_inputs.insert(both_inputs.end(), xb.begin(), xb.end());
+  const ActivationRange want0 = range_of(both_inputs);
+  EXPECT_EQ(ranges[0].min, want0.min);
+  EXPECT_EQ(ranges[0].max, want0.max);
+  float hi = 0.0f;  // the first convolution's outputs, naive
+  for (const auto* x : {&xa, &xb}) {
+    Tensor xt = upload(be, xs, *x), y(be, xs);
+    cpu::naive::conv2d_forward(xt, w1, b, y, p);
+    for (float v : y.to_vector()) hi = std::max(hi, v);
+  }
+  EXPECT_EQ(ranges[1].min, 0.0f);  // after the ReLU (and the blocked padding's zeros)
+  EXPECT_NEAR(ranges[1].max, hi, 1e-4 * hi);
+}
+
 }  // namespace
 }  // namespace stoke::testing
