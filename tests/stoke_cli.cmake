@@ -50,3 +50,12 @@ set_tests_properties(Cli.QuantizeGateWithoutBf16 PROPERTIES TIMEOUT 300 ENVIRONM
 add_test(NAME Cli.SegmentTrainEvalPredict
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_segment.sh $<TARGET_FILE:stoke_cli>)
 set_tests_properties(Cli.SegmentTrainEvalPredict PROPERTIES TIMEOUT 120)
+# int8: a good calibration passes the gate, one black image is refused (--force writes it).
+add_test(NAME Cli.QuantizeInt8
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_quantize_int8.sh $<TARGET_FILE:stoke_cli>)
+set_tests_properties(Cli.QuantizeInt8 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+# The same without VNNI (oneDNN capped at AVX2: int8 emulated, 7-bit u8 inputs).
+add_test(NAME Cli.QuantizeInt8Avx2
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_quantize_int8.sh $<TARGET_FILE:stoke_cli>)
+set_tests_properties(Cli.QuantizeInt8Avx2 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT
+                     "ONEDNN_MAX_CPU_ISA=AVX2;DNNL_MAX_CPU_ISA=AVX2;STOKE_TEST_INT8_EMULATED=1")

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "stoke/data.hpp"
@@ -327,6 +328,31 @@ STOKE_API PrecisionGateResult judge_precision(PrecisionGateResult measured,
 // model's other metrics in the eval report).
 STOKE_API void add_precision_metadata(std::map<std::string, std::string>& metadata,
                                       const PrecisionGateResult& gate);
+
+// ---- int8 calibration (stoke quantize --precision int8 --calibrate DIR) ------------
+
+// The calibrated input range of every fused convolution of a classifier,
+// and where it came from: ModelInfo::int8_input_ranges and int8_calibration.
+struct Int8Calibration {
+  std::vector<std::pair<float, float>> input_ranges;
+  std::map<std::string, std::string> provenance;  // folder, images, method, date
+};
+
+// Runs the classifier `model_file` in fp32 (its own preprocessing) over
+// `images` and records the range (min, max: the max-abs method) each fused
+// convolution's input took; `folder` is the provenance's name for them.
+// options.backend (else the default backend) runs it. InvalidArgument for no
+// image; Unsupported where the backend cannot record ranges (the CPU backend
+// without oneDNN); decode errors propagate. Anomaly models: not built.
+STOKE_API Int8Calibration calibrate_int8(const std::filesystem::path& model_file,
+                                         const std::vector<std::filesystem::path>& images,
+                                         const std::string& folder,
+                                         const PredictorOptions& options = {});
+
+// The model file keys of an int8 calibration (ModelInfo: model.int8.*),
+// added to `metadata` (a model file's); model.precision is the gate's.
+STOKE_API void add_int8_metadata(std::map<std::string, std::string>& metadata,
+                                 const Int8Calibration& calibration);
 
 // ---- Evaluation -------------------------------------------------------------------
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stoke/data.hpp"
@@ -64,6 +65,14 @@ struct STOKE_API ModelInfo {
   // runs it where STOKE_PRECISION is not set ("model.precision"; fp32 in
   // files without the key).
   Precision precision = Precision::kFp32;
+  // int8 (stoke quantize --precision int8 --calibrate DIR): the calibrated
+  // (min, max) of every fused convolution's input, in the inference
+  // program's order (stoke/program.hpp: steps in order, a block's chain
+  // before its shortcut), under "model.int8.input_ranges"; and where the
+  // calibration came from under "model.int8.calibration.*" (folder, images,
+  // method, date). Empty in files without it; model.precision int8 needs it.
+  std::vector<std::pair<float, float>> int8_input_ranges;
+  std::map<std::string, std::string> int8_calibration;
 
   // Self-check: inputs, and the logits the training backend produced.
   std::string reference_backend;

@@ -25,6 +25,12 @@
 
 namespace stoke {
 
+// The values a convolution's input took over a calibration set (int8
+// inference quantizes the input with a scale derived from them).
+struct ActivationRange {
+  float min = 0.0f, max = 0.0f;
+};
+
 // y = activation(conv(x, w) + bias [+ residual]): batch norm already folded
 // into w and bias by the caller.
 struct FusedConv {
@@ -32,6 +38,9 @@ struct FusedConv {
   Tensor bias;  // (K) or undefined
   Conv2dParams params;
   Activation activation = Activation::kIdentity;
+  // Precision::kInt8 only: the calibrated range of x (every convolution of
+  // an int8 program needs one; docs/precision.md).
+  std::optional<ActivationRange> input_range;
 };
 
 struct InferenceStep {
@@ -78,6 +87,14 @@ class STOKE_API InferenceProgram {
   virtual bool blocked() const noexcept { return false; }
   // The kernels the convolutions run (the bench's profile; may be "").
   virtual std::string implementations() const { return ""; }
+  // int8 calibration: while `ranges` is not null, each forward widens
+  // (*ranges)[j] to the values the input of convolution j took, j counting
+  // the steps' convolutions in order, a block's chain before its shortcut
+  // (the vector is resized to that count; a new entry starts at its first
+  // input's range). Returns false where the program cannot record them.
+  virtual bool record_conv_input_ranges(std::vector<ActivationRange>* ranges) {
+    return ranges == nullptr;
+  }
   // True unless a kLayer step shares state outside the program.
   bool concurrent() const noexcept { return concurrent_; }
 

@@ -43,6 +43,7 @@ if(STOKE_WITH_DNNL AND STOKE_DNNL_LIB AND STOKE_DNNL_INC AND STOKE_GOMP_LIB)
                       ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_dnnl_primitive.cpp
                       ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_dnnl_layout.cpp
                       ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_blocked.cpp
+                      ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_int8.cpp
                       ${CMAKE_CURRENT_LIST_DIR}/cpu/pool_blocked.cpp
                       ${CMAKE_CURRENT_LIST_DIR}/cpu/dnnl_isa.cpp
                APPEND PROPERTY COMPILE_DEFINITIONS STOKE_HAVE_DNNL=1)

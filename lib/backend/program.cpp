@@ -258,7 +258,7 @@ Precision resolve_precision(const Backend& backend, Precision requested) {
       " cannot run inference in " + to_string(requested) +
       (backend.is_host()
            ? " (oneDNN's bf16 kernels need AVX-512, which this CPU or its STOKE_CPU_SIMD / "
-             "ONEDNN_MAX_CPU_ISA cap lacks; fp16 is for GPUs)"
+             "ONEDNN_MAX_CPU_ISA cap lacks; int8 needs oneDNN; fp16 is for GPUs)"
            : "") +
       "; use fp32 or auto");
 }

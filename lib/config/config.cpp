@@ -85,6 +85,8 @@ const char* to_string(Precision precision) noexcept {
       return "fp16";
     case Precision::kAuto:
       return "auto";
+    case Precision::kInt8:
+      return "int8";
   }
   return "fp32";
 }

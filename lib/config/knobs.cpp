@@ -121,9 +121,9 @@ const Knob kKnobs[] = {
        s.max_image_pixels = static_cast<std::uint64_t>(detail::parse_integer(v, 1, 1ll << 50));
        return std::to_string(*s.max_image_pixels);
      }},
-    {"STOKE_PRECISION", "fp32", "fp32, bf16, fp16 or auto",
-     "compute precision of the convolutions in inference (auto: bf16 where native; "
-     "docs/precision.md)",
+    {"STOKE_PRECISION", "fp32", "fp32, bf16, fp16, int8 or auto",
+     "compute precision of the convolutions in inference (auto: bf16 where native; int8 "
+     "needs a model file calibrated by stoke quantize; docs/precision.md)",
      [](Settings& s, std::string_view v) {
        s.precision = detail::parse_precision(v);
        return std::string(to_string(s.precision));

@@ -169,6 +169,7 @@ Precision parse_precision(std::string_view text) {
   if (v == "bf16") return Precision::kBf16;
   if (v == "fp16") return Precision::kFp16;
   if (v == "auto") return Precision::kAuto;
+  if (v == "int8") return Precision::kInt8;
   throw BadValue("unknown precision");
 }
 

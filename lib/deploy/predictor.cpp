@@ -241,8 +241,12 @@ struct Predictor::Impl {
       idle.clear();
       workers = 0;
     }
-    plan = std::make_unique<nn::FusedInference>(loaded.model->network(),
-                                                nn::FusedInference::Layout::kAuto, precision);
+    std::vector<ActivationRange> ranges;  // int8's calibration
+    if (precision == Precision::kInt8) {
+      for (const auto& [lo, hi] : info.int8_input_ranges) ranges.push_back({lo, hi});
+    }
+    plan = std::make_unique<nn::FusedInference>(
+        loaded.model->network(), nn::FusedInference::Layout::kAuto, precision, ranges);
     check.precision = precision;
     if (n == 0) return;
     const std::vector<float> low = logits(inputs, n);
@@ -347,6 +351,12 @@ void Predictor::open(const std::filesystem::path& model_file, const PredictorOpt
       log_info(std::string("model file: gated for ") + to_string(stored) + ", which " +
                backend.name() + " does not run natively: predicting in fp32");
     }
+  }
+  if (precision == Precision::kInt8 && impl_->loaded.info.int8_input_ranges.empty()) {
+    throw Unsupported("model file '" + model_file.string() +
+                      "': STOKE_PRECISION=int8 needs the activation ranges of an int8 "
+                      "calibration, which this file has none of (make an int8 model file with "
+                      "stoke quantize --precision int8 --calibrate DIR)");
   }
   impl_->plan = std::make_unique<nn::FusedInference>(impl_->loaded.model->network());
   std::unique_ptr<Backend> probe = backend.make_worker();

@@ -203,6 +203,13 @@ void ModelInfo::to_metadata(Meta& m) const {
   for (const auto& [k, v] : metrics) m["model.metrics." + k] = v;
   m["model.history"] = modelfile_detail::join(history, ";");
   m["model.precision"] = to_string(precision);
+  if (!int8_input_ranges.empty()) {
+    std::vector<std::string> ranges;
+    for (const auto& [lo, hi] : int8_input_ranges)
+      ranges.push_back(float_text(lo) + ":" + float_text(hi));
+    m["model.int8.input_ranges"] = modelfile_detail::join(ranges, ",");
+  }
+  for (const auto& [k, v] : int8_calibration) m["model.int8.calibration." + k] = v;
   m["model.reference.backend"] = reference_backend;
   m["model.reference.tolerance"] = float_text(reference_tolerance);
   m["model.reference.count"] = std::to_string(references.size());
@@ -253,9 +260,29 @@ ModelInfo ModelInfo::from_metadata(const Meta& m, const std::string& path) {
   if (const auto it = m.find("model.precision"); it != m.end()) {
     if (it->second == "bf16")
       info.precision = Precision::kBf16;
+    else if (it->second == "int8")
+      info.precision = Precision::kInt8;
     else if (it->second != "fp32")
-      r.bad("model.precision '" + it->second + "' is not fp32 or bf16");
+      r.bad("model.precision '" + it->second + "' is not fp32, bf16 or int8");
   }
+  if (const auto it = m.find("model.int8.input_ranges"); it != m.end()) {
+    for (const auto& pair : modelfile_detail::split(it->second, ',')) {
+      const auto colon = pair.find(':');
+      char* end1 = nullptr;
+      char* end2 = nullptr;
+      const float lo = std::strtof(pair.c_str(), &end1);
+      const float hi =
+          colon == std::string::npos ? NAN : std::strtof(pair.c_str() + colon + 1, &end2);
+      if (colon == std::string::npos || end1 != pair.c_str() + colon || *end2 != '\0' ||
+          !std::isfinite(lo) || !std::isfinite(hi) || !(lo <= hi)) {
+        r.bad("model.int8.input_ranges: '" + pair + "' is not a range min:max");
+      }
+      info.int8_input_ranges.emplace_back(lo, hi);
+    }
+  }
+  info.int8_calibration = r.section("model.int8.calibration.");
+  if (info.precision == Precision::kInt8 && info.int8_input_ranges.empty())
+    r.bad("model.precision is int8 but model.int8.input_ranges (the calibration) is missing");
   info.reference_backend = r.text("model.reference.backend");
   info.reference_tolerance = static_cast<float>(r.number("model.reference.tolerance"));
   const std::uint64_t refs = r.count("model.reference.count");

@@ -174,11 +174,13 @@ void fold(const FusedInference::Source& src) {
 
 }  // namespace
 
-FusedInference::FusedInference(Sequential& net, Layout layout, Precision precision)
-    : FusedInference(net, 0, net.layers().size(), layout, precision) {}
+FusedInference::FusedInference(Sequential& net, Layout layout, Precision precision,
+                               const std::vector<ActivationRange>& input_ranges)
+    : FusedInference(net, 0, net.layers().size(), layout, precision, input_ranges) {}
 
 FusedInference::FusedInference(Sequential& net, std::size_t first, std::size_t end, Layout layout,
-                               Precision precision)
+                               Precision precision,
+                               const std::vector<ActivationRange>& input_ranges)
     : backend_(&net.backend()),
       layout_(layout == Layout::kPlain ? ProgramLayout::kPlain : ProgramLayout::kBackend),
       precision_(precision) {
@@ -196,6 +198,19 @@ FusedInference::FusedInference(Sequential& net, std::size_t first, std::size_t e
     sources_.push_back(src);
   }
   for (const auto& src : sources_) fold(src);
+  if (!input_ranges.empty()) {
+    std::vector<FusedConv*> convs;  // the program's order: a block's chain, then its shortcut
+    for (auto& step : steps_) {
+      for (auto& fc : step.chain) convs.push_back(&fc);
+      if (step.shortcut) convs.push_back(&*step.shortcut);
+    }
+    if (convs.size() != input_ranges.size()) {
+      throw InvalidArgument("FusedInference: " + std::to_string(input_ranges.size()) +
+                            " calibrated input ranges for '" + net.name() + "', which has " +
+                            std::to_string(convs.size()) + " fused convolutions");
+    }
+    for (std::size_t j = 0; j < convs.size(); ++j) convs[j]->input_range = input_ranges[j];
+  }
   program_ = backend_->compile_inference(steps_, layout_, precision_);
 }
 

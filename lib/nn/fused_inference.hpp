@@ -35,13 +35,18 @@ class STOKE_INTERNAL FusedInference {
   // outlive this object; call refold() after its parameters change.
   // `precision`: resolved (stoke::resolve_precision), one the backend runs;
   // bf16 rounds the folded fp32 weights once.
+  // int8 needs `input_ranges`: one calibrated range per fused convolution,
+  // in the program's order (record_conv_input_ranges); InvalidArgument for
+  // another count.
   explicit FusedInference(Sequential& net, Layout layout = Layout::kAuto,
-                          Precision precision = Precision::kFp32);
+                          Precision precision = Precision::kFp32,
+                          const std::vector<ActivationRange>& input_ranges = {});
   // The top-level layers [first, end) of `net` only: a part of the network
   // (feature extraction runs the stem..layer2 and layer3 of a backbone as
   // two such programs). InvalidArgument for an empty or out-of-range span.
   FusedInference(Sequential& net, std::size_t first, std::size_t end, Layout layout = Layout::kAuto,
-                 Precision precision = Precision::kFp32);
+                 Precision precision = Precision::kFp32,
+                 const std::vector<ActivationRange>& input_ranges = {});
   ~FusedInference();
   FusedInference(const FusedInference&) = delete;
   FusedInference& operator=(const FusedInference&) = delete;
@@ -54,6 +59,10 @@ class STOKE_INTERNAL FusedInference {
   // Whether activations stay in the backend's blocked layout between convolutions.
   bool blocked() const noexcept { return program_->blocked(); }
   std::string implementations() const { return program_->implementations(); }
+  // int8 calibration (InferenceProgram::record_conv_input_ranges).
+  bool record_conv_input_ranges(std::vector<ActivationRange>* ranges) {
+    return program_->record_conv_input_ranges(ranges);
+  }
   Precision precision() const noexcept { return precision_; }
   // Whether programs of this network may run on two threads at once.
   bool concurrent() const noexcept { return program_->concurrent(); }

@@ -61,9 +61,14 @@ for bad in 0 -1 nan often; do
   test $? -eq 2 && grep -q -- '--loss-scale' "$work/err" || { cat "$work/err"; fail "--loss-scale $bad not refused"; }
 done
 test ! -e "$work/x.stoke" || fail "a refused --loss-scale wrote a model"
+"$stoke" predict --model "$work/m.stoke" --data "$work/d" --precision int4 >/dev/null 2>"$work/err"
+test $? -eq 2 && grep -q "'int4' is not one of fp32, bf16, fp16, int8, auto" "$work/err" \
+  || { cat "$work/err"; fail "--precision int4 not a usage error"; }
+# int8 needs a calibrated model file (stoke quantize --precision int8).
 "$stoke" predict --model "$work/m.stoke" --data "$work/d" --precision int8 >/dev/null 2>"$work/err"
-test $? -eq 2 && grep -q "'int8' is not one of fp32, bf16, fp16, auto" "$work/err" \
-  || { cat "$work/err"; fail "--precision int8 not a usage error"; }
+rc=$?
+test $rc -ne 0 && test $rc -lt 124 && grep -q 'int8 calibration' "$work/err" \
+  || { cat "$work/err"; fail "--precision int8 on an uncalibrated model not refused"; }
 STOKE_PRECISION=half "$stoke" predict --model "$work/m.stoke" --data "$work/d" >/dev/null 2>"$work/err"
 rc=$?
 test $rc -ne 0 && test $rc -lt 124 && grep -q 'STOKE_PRECISION' "$work/err" \

@@ -2,7 +2,8 @@
 # stoke quantize (docs/precision.md, the gate): a classifier and anomaly
 # models (PatchCore, PaDiM) in bf16, written only after the comparison with fp32 on a validation
 # folder, run in bf16 by predict and eval unless STOKE_PRECISION says fp32;
-# int8, --calibrate and an output onto the input refused by name. Status 77:
+# int8 without --calibrate (stoke_cli_quantize_int8.sh has int8), --calibrate
+# with bf16 and an output onto the input refused by name. Status 77:
 # no bf16 kernels on this CPU (its refusal is checked first).
 #   stoke_cli_quantize.sh <stoke binary>
 set -uo pipefail
@@ -21,7 +22,7 @@ source "$(dirname "$0")/test_lib.sh"
 Q=(--model "$work/m.stoke" --val "$work/v" --good ok)
 
 "$stoke" quantize "${Q[@]}" --out "$work/x.stoke" --precision int8 >/dev/null 2>"$work/err"
-test $? -eq 1 && grep -q 'int8 quantization is not built yet' "$work/err" || { cat "$work/err"; fail "int8 not refused"; }
+test $? -eq 2 && grep -q 'int8 needs --calibrate' "$work/err" || { cat "$work/err"; fail "int8 without --calibrate"; }
 "$stoke" quantize "${Q[@]}" --out "$work/x.stoke" --calibrate "$work/v" >/dev/null 2>"$work/err"
 test $? -eq 2 && grep -q 'calibrate is for int8' "$work/err" || { cat "$work/err"; fail "--calibrate with bf16"; }
 "$stoke" quantize "${Q[@]}" --out "$work/m.stoke" >/dev/null 2>"$work/err"

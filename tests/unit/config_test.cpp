@@ -302,7 +302,9 @@ TEST(Config, ApiSetValidatesLikeTheEnvironment) {
   EXPECT_EQ(c.settings().precision, Precision::kBf16);
   c.set("precision", "auto");
   EXPECT_EQ(c.settings().precision, Precision::kAuto);
-  EXPECT_THROW(c.set("STOKE_PRECISION", "int8"), ConfigError);
+  c.set("STOKE_PRECISION", "int8");
+  EXPECT_EQ(c.settings().precision, Precision::kInt8);
+  EXPECT_THROW(c.set("STOKE_PRECISION", "int4"), ConfigError);
 }
 
 TEST(Config, JsonListsEveryKnob) {

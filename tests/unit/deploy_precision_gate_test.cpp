@@ -76,8 +76,22 @@ TEST(PrecisionGate, MetadataAndModelInfoRoundTrip) {
   EXPECT_EQ(ModelInfo::from_metadata(meta, "m.stoke").precision, Precision::kBf16);
   meta.erase("model.precision");  // files written before the key: fp32
   EXPECT_EQ(ModelInfo::from_metadata(meta, "m.stoke").precision, Precision::kFp32);
-  meta["model.precision"] = "int8";
+  meta["model.precision"] = "int8";  // without a calibration
   EXPECT_THROW(ModelInfo::from_metadata(meta, "m.stoke"), CorruptFile);
+  meta["model.int8.input_ranges"] = "-1.5:2,0:3.25";
+  meta["model.int8.calibration.images"] = "7";
+  const ModelInfo int8 = ModelInfo::from_metadata(meta, "m.stoke");
+  EXPECT_EQ(int8.precision, Precision::kInt8);
+  ASSERT_EQ(int8.int8_input_ranges.size(), 2u);
+  EXPECT_EQ(int8.int8_input_ranges[0], (std::pair<float, float>{-1.5f, 2.0f}));
+  EXPECT_EQ(int8.int8_calibration.at("images"), "7");
+  std::map<std::string, std::string> again;
+  int8.to_metadata(again);
+  EXPECT_EQ(again.at("model.int8.input_ranges"), "-1.5:2,0:3.25");
+  for (const char* bad : {"1:0", "1", "a:b", "0:inf"}) {
+    meta["model.int8.input_ranges"] = bad;
+    EXPECT_THROW(ModelInfo::from_metadata(meta, "m.stoke"), CorruptFile) << bad;
+  }
 }
 
 }  // namespace

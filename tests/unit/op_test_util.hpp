@@ -41,6 +41,8 @@ inline constexpr double epsilon(DType dtype) {
       return 9.77e-4;  // 2^-10
     case DType::kBFloat16:
       return 7.81e-3;  // 2^-7
+    case DType::kUInt8:
+      return 1.0 / 127;  // int8 inference's 8-bit codes: one step of an s8 range (u8's is finer)
     default:
       return std::numeric_limits<float>::epsilon();
   }
@@ -58,6 +60,7 @@ enum class Accuracy : std::uint8_t {
   kNormalization,   // statistics over n values, then a division by the std
   kOptimizer,       // several steps of sqrt and division per element
   kRoundedInputs,   // a low-precision dtype's products: inputs rounded, fp32 sums
+  kQuantized,       // int8 inference: inputs and weights quantized, exact int32 sums
 };
 
 struct ToleranceRule {
@@ -88,6 +91,10 @@ inline constexpr ToleranceRule kToleranceTable[] = {
      "inputs and weights rounded to the dtype (eps/2 each), products summed in fp32, the output "
      "rounded once more: a random-sign sum of n rounding errors grows as sqrt(n), as the "
      "output's scale does, so the error relative to that scale does not grow with n"},
+    {Accuracy::kQuantized, 4, false,
+     "input and weights quantized to 8-bit codes (half a step of the range each), exact int32 "
+     "sums, dequantized in fp32: as kRoundedInputs, a random-sign sum whose error relative to "
+     "the output's scale does not grow with n; an 8-bit step is ~2^-7 of the range"},
 };
 
 inline Tolerance tolerance(Accuracy accuracy, std::size_t n = 1, DType dtype = DType::kFloat32) {

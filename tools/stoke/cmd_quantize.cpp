@@ -1,6 +1,7 @@
 // stoke quantize: a model file in a reduced precision, written only when it
-// agrees with fp32 on a validation folder (docs/precision.md, the gate). bf16
-// today (oneDNN's bf16 kernels); int8 and its --calibrate are not built.
+// agrees with fp32 on a validation folder (docs/precision.md, the gate): bf16
+// (oneDNN's bf16 kernels) or int8 (oneDNN's int8 kernels, activation ranges
+// calibrated on --calibrate DIR; classifiers only).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -22,8 +23,9 @@ namespace fs = std::filesystem;
 using stoke_cli::UsageError;
 
 constexpr const char* kUsage =
-    "usage: stoke quantize --model MODEL --val DIR --out MODEL_OUT [--precision bf16]\n"
-    "                      [--good CLASS] [--max-disagreement F (0.005)] [--force] [--json]\n"
+    "usage: stoke quantize --model MODEL --val DIR --out MODEL_OUT [--precision bf16|int8]\n"
+    "                      [--calibrate DIR] [--good CLASS] [--max-disagreement F (0.005)]\n"
+    "                      [--force] [--json]\n"
     "  Runs MODEL on the images of DIR (one subfolder per class) in fp32 and in the reduced\n"
     "  precision, and writes MODEL_OUT (MODEL set to run in that precision, the comparison in its\n"
     "  metrics) only when at most F of the decisions differ, the escape rate does not rise\n"
@@ -31,7 +33,10 @@ constexpr const char* kUsage =
     "  scored below the threshold, --good is the good subfolder) and an anomaly model's image\n"
     "  AUROC falls by at most 0.005. --force writes it anyway, with a warning. The Predictor,\n"
     "  stoke predict and eval run MODEL_OUT in its precision unless STOKE_PRECISION says\n"
-    "  otherwise. --precision int8 (with --calibrate DIR) is not built yet.\n";
+    "  otherwise. --precision int8 (classifiers, CPU with oneDNN) needs --calibrate DIR: the\n"
+    "  images (any folder layout) whose fp32 activations set each convolution's input scale\n"
+    "  (max-abs); the ranges and the calibration's folder, image count, method and date go\n"
+    "  into MODEL_OUT. Calibrate on images like the line's, not on --val itself.\n";
 
 struct Labelled {
   fs::path file;
@@ -60,13 +65,15 @@ stoke::Context with_precision(const stoke::Context& base, const char* precision)
   return stoke::Context(c);
 }
 
-stoke::PrecisionGateResult measure_classifier(const std::string& model,
+// `reduced`: the model file to run in `precision` (int8: the calibrated candidate).
+stoke::PrecisionGateResult measure_classifier(const std::string& model, const std::string& reduced,
+                                              const char* precision,
                                               const std::vector<Labelled>& images,
                                               const std::string& good, const stoke::Context& base) {
   stoke::PredictorOptions o32, o16;
   o32.context = with_precision(base, "fp32");
-  o16.context = with_precision(base, "bf16");
-  stoke::Predictor fp32(model, o32), bf16(model, o16);
+  o16.context = with_precision(base, precision);
+  stoke::Predictor fp32(model, o32), bf16(reduced, o16);
   const auto& names = fp32.info().class_names;
   if (!good.empty() && std::find(names.begin(), names.end(), good) == names.end())
     throw UsageError("--good " + good + ": the model has no such class");
@@ -141,12 +148,13 @@ int run(int argc, char** argv) {
       {"force", "json"});
   const std::string model = args.required("model"), out = args.required("out");
   const std::string precision = args.get("precision", "bf16");
-  if (precision == "int8")
-    throw stoke::Unsupported("--precision int8: int8 quantization is not built yet (issue 28)");
-  if (precision != "bf16")
-    throw UsageError("--precision: '" + precision + "' is not bf16 (or int8)");
-  if (args.has("calibrate"))
+  if (precision != "bf16" && precision != "int8")
+    throw UsageError("--precision: '" + precision + "' is not bf16 or int8");
+  const bool int8 = precision == "int8";
+  if (args.has("calibrate") && !int8)
     throw UsageError("--calibrate is for int8 activation scales; bf16 needs none");
+  if (int8 && !args.has("calibrate"))
+    throw UsageError("--precision int8 needs --calibrate DIR (images for the activation scales)");
   std::error_code ec;
   if (fs::weakly_canonical(out, ec) == fs::weakly_canonical(model, ec))
     throw UsageError("--out " + out + " is the input --model " + model);
@@ -156,21 +164,49 @@ int run(int argc, char** argv) {
   const auto images = labelled_images(args.required("val"));
   const auto runtime = stoke::init();
   stoke::Backend& backend = stoke::default_backend();
-  if (backend.inference_precision(stoke::Precision::kBf16) == stoke::PrecisionSupport::kNone) {
-    throw stoke::Unsupported("--precision bf16: " + backend.name() +
-                             " has no bf16 kernels here (oneDNN's need AVX-512; stoke info "
-                             "reports \"bf16\"), so there is nothing to compare with fp32");
+  const stoke::Precision wanted = int8 ? stoke::Precision::kInt8 : stoke::Precision::kBf16;
+  if (backend.inference_precision(wanted) == stoke::PrecisionSupport::kNone) {
+    throw stoke::Unsupported("--precision " + precision + ": " + backend.name() + " has no " +
+                             precision +
+                             " kernels here (oneDNN's bf16 ones need AVX-512, its int8 ones "
+                             "AVX2; stoke info reports \"bf16\"), so there is nothing to "
+                             "compare with fp32");
   }
   const bool anomaly = stoke::nn::read_checkpoint_info(model).metadata.count("anomaly.method") != 0;
+  if (anomaly && int8)
+    throw stoke::Unsupported("--precision int8: '" + model +
+                             "' is an anomaly model; int8 is built for classifiers only");
   const std::string good = args.get("good");
-  const stoke::PrecisionGateResult gate =
-      stoke::judge_precision(anomaly ? measure_anomaly(model, images, good)
-                                     : measure_classifier(model, images, good, runtime.context),
-                             limits);
+  stoke::nn::CheckpointInfo ck;
+  auto net = stoke::nn::load_model(model, stoke::cpu_backend(), &ck);
+  // int8: the calibration into a candidate file beside --out, which the
+  // gate runs in int8 (removed on every path).
+  std::string reduced = model;
+  struct Candidate {
+    std::string path;
+    ~Candidate() {
+      std::error_code ignored;
+      if (!path.empty()) fs::remove(path, ignored);
+    }
+  } candidate;
+  if (int8) {
+    const std::string dir = args.get("calibrate");
+    stoke::PredictorOptions options;
+    options.context = runtime.context;
+    const auto calibration =
+        stoke::calibrate_int8(model, stoke_cli::list_images("quantize", dir), dir, options);
+    stoke::add_int8_metadata(ck.metadata, calibration);
+    ck.metadata["model.precision"] = "int8";
+    candidate.path = reduced = out + ".candidate";
+    stoke::nn::save_checkpoint(reduced, *net, nullptr, ck.metadata);
+  }
+  const stoke::PrecisionGateResult gate = stoke::judge_precision(
+      anomaly
+          ? measure_anomaly(model, images, good)
+          : measure_classifier(model, reduced, precision.c_str(), images, good, runtime.context),
+      limits);
   const bool write = gate.passed || args.has("force");
   if (write) {
-    stoke::nn::CheckpointInfo ck;
-    auto net = stoke::nn::load_model(model, stoke::cpu_backend(), &ck);
     stoke::add_precision_metadata(ck.metadata, gate);
     stoke::nn::save_checkpoint(out, *net, nullptr, ck.metadata);
   }

@@ -182,8 +182,10 @@ OutputLock::~OutputLock() {
 stoke::Runtime init_with_precision(const std::string& precision) {
   stoke::Config config = stoke::Config::load();
   if (!precision.empty()) {
-    if (precision != "fp32" && precision != "bf16" && precision != "fp16" && precision != "auto")
-      throw UsageError("--precision: '" + precision + "' is not one of fp32, bf16, fp16, auto");
+    if (precision != "fp32" && precision != "bf16" && precision != "fp16" && precision != "auto" &&
+        precision != "int8")
+      throw UsageError("--precision: '" + precision +
+                       "' is not one of fp32, bf16, fp16, int8, auto");
     config.set("STOKE_PRECISION", precision);
   }
   return stoke::init(config);

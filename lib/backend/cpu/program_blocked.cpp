@@ -11,11 +11,17 @@
 // convolutions compute with bf16 weights (fp32 accumulation and bias, oneDNN's
 // bf16 kernels); a network input is converted once, steps outside the
 // convolutions and max pools (global pool, linear) get fp32 NCHW back.
+//
+// In int8 (conv2d_int8.hpp) the slots hold fp32 as in fp32; each convolution
+// quantizes its input with the scale of its calibrated range, computes in
+// int8 and writes fp32. Calibration (record_conv_input_ranges) runs the fp32
+// program and records the range of every convolution's input.
 #include <algorithm>
 #include <array>
 #include <cstring>
 
 #include "backend/cpu/conv2d_blocked.hpp"
+#include "backend/cpu/conv2d_int8.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/program_steps.hpp"
 #include "stoke/error.hpp"
@@ -50,38 +56,64 @@ bool is_conv(const InferenceStep& step) {
 
 class BlockedProgram final : public InferenceProgram {
  public:
-  BlockedProgram(CpuBackend& backend, std::vector<InferenceStep> steps, blk::Elem elem)
-      : InferenceProgram(steps), be_(backend), steps_(std::move(steps)), elem_(elem) {
+  BlockedProgram(CpuBackend& backend, std::vector<InferenceStep> steps, blk::Elem elem,
+                 bool int8 = false)
+      : InferenceProgram(steps), be_(backend), steps_(std::move(steps)), elem_(elem), int8_(int8) {
     convs_.resize(steps_.size());
+    int8_convs_.resize(steps_.size());
     plain_inputs_.resize(steps_.size());
     outputs_.resize(steps_.size());
     for (std::size_t i = 0; i < steps_.size(); ++i) {
-      convs_[i].resize(steps_[i].chain.size() + (steps_[i].shortcut ? 1 : 0));
+      const std::size_t n = steps_[i].chain.size() + (steps_[i].shortcut ? 1 : 0);
+      first_conv_.push_back(conv_count_);
+      conv_count_ += n;
+      if (int8_) {
+        int8_convs_[i].resize(n);
+      } else {
+        convs_[i].resize(n);
+      }
     }
     weights_changed();
   }
 
   void weights_changed() override {
     for (std::size_t i = 0; i < steps_.size(); ++i) {
-      for (std::size_t c = 0; c < convs_[i].size(); ++c) {
+      const std::size_t n = int8_ ? int8_convs_[i].size() : convs_[i].size();
+      for (std::size_t c = 0; c < n; ++c) {
         const FusedConv& fc = c < steps_[i].chain.size() ? steps_[i].chain[c] : *steps_[i].shortcut;
-        convs_[i][c].set_weights(fc.w, fc.bias, fc.params, fc.activation == Activation::kRelu,
-                                 elem_);
+        const bool relu = fc.activation == Activation::kRelu;
+        if (int8_) {
+          int8_convs_[i][c].set_weights(fc.w, fc.bias, fc.params, relu, *fc.input_range);
+        } else {
+          convs_[i][c].set_weights(fc.w, fc.bias, fc.params, relu, elem_);
+        }
       }
     }
+  }
+
+  bool record_conv_input_ranges(std::vector<ActivationRange>* ranges) override {
+    if (ranges && (int8_ || elem_ != blk::Elem::kF32)) return false;  // fp32's ranges only
+    ranges_ = ranges;
+    if (ranges_ && ranges_->size() != conv_count_) {
+      ranges_->assign(conv_count_, ActivationRange{});
+      seen_.assign(conv_count_, false);
+    }
+    if (ranges_ && seen_.size() != conv_count_) seen_.assign(conv_count_, true);
+    return true;
   }
 
   bool blocked() const noexcept override { return true; }
 
   std::string implementations() const override {
     std::string out;
-    for (const auto& step : convs_) {
-      for (const auto& conv : step) {
-        const std::string names = conv.implementations();
-        if (!names.empty() && out.find(names) == std::string::npos)
-          out += (out.empty() ? "" : "; ") + names;
-      }
-    }
+    const auto add = [&out](const std::string& names) {
+      if (!names.empty() && out.find(names) == std::string::npos)
+        out += (out.empty() ? "" : "; ") + names;
+    };
+    for (const auto& step : convs_)
+      for (const auto& conv : step) add(conv.implementations());
+    for (const auto& step : int8_convs_)
+      for (const auto& conv : step) add(conv.implementations());
     return out;
   }
 
@@ -100,6 +132,25 @@ class BlockedProgram final : public InferenceProgram {
 
  private:
   void* slot(int s) { return slots_[static_cast<std::size_t>(s)].data<float>(); }
+
+  // Convolution c of step i (the chain's, then the shortcut's), its input's
+  // range recorded first when calibrating.
+  void conv(std::size_t i, std::size_t c, const Shape& shape, const void* x, bool plain, void* y,
+            bool accumulate) {
+    if (ranges_) record(first_conv_[i] + c, shape, x, plain);
+    if (int8_) return int8_convs_[i][c].forward(be_, shape, x, plain, y, accumulate);
+    convs_[i][c].forward(be_, shape, x, plain, y, accumulate);
+  }
+
+  void record(std::size_t j, const Shape& shape, const void* x, bool plain) {
+    const std::int64_t n = plain ? shape_numel(shape) : blk::blocked_floats(shape);
+    const float* v = static_cast<const float*>(x);
+    ActivationRange& r = (*ranges_)[j];
+    float lo = seen_[j] ? r.min : v[0], hi = seen_[j] ? r.max : v[0];
+    for (std::int64_t e = 0; e < n; ++e) lo = std::min(lo, v[e]), hi = std::max(hi, v[e]);
+    r = {lo, hi};
+    seen_[j] = true;
+  }
 
   // Slots sized for the largest blocked activation a convolution or max
   // pool step reads or writes.
@@ -163,7 +214,7 @@ class BlockedProgram final : public InferenceProgram {
     const int in = flow.slot < 0 ? 0 : 1 << flow.slot;
     if (step.shortcut) {
       const int r = free_slot(in);
-      convs_[i].back().forward(be_, flow.shape, x, false, slot(r), false);
+      conv(i, step.chain.size(), flow.shape, x, false, slot(r), false);
       return r;
     }
     if (step.chain.size() > 1) return flow.slot;  // the input is read by the first convolution only
@@ -194,7 +245,7 @@ class BlockedProgram final : public InferenceProgram {
       const bool accumulate = c + 1 == step.chain.size() && residual >= 0;
       const int out = accumulate ? residual : free_slot(keep | prev);
       void* y = slot(out);
-      convs_[i][c].forward(be_, shape, x, plain, y, accumulate);
+      conv(i, c, shape, x, plain, y, accumulate);
       shape = conv2d_output_shape(shape, step.chain[c].w.shape(), step.chain[c].params);
       x = y, plain = false, prev = 1 << out;
       flow = {nullptr, out, shape};
@@ -203,12 +254,18 @@ class BlockedProgram final : public InferenceProgram {
 
   CpuBackend& be_;
   std::vector<InferenceStep> steps_;
-  std::vector<std::vector<blk::Conv>> convs_;   // per step: the chain's, then the shortcut's
-  std::vector<Tensor> plain_inputs_, outputs_;  // per step
+  std::vector<std::vector<blk::Conv>> convs_;        // per step: the chain's, then the shortcut's
+  std::vector<std::vector<int8::Conv>> int8_convs_;  // the same in int8 (convs_ empty then)
+  std::vector<std::size_t> first_conv_;              // per step: its first convolution's index
+  std::size_t conv_count_ = 0;
+  std::vector<ActivationRange>* ranges_ = nullptr;  // calibrating: the inputs' ranges
+  std::vector<bool> seen_;                          // per convolution: a range recorded
+  std::vector<Tensor> plain_inputs_, outputs_;      // per step
   std::array<Tensor, kSlots> slots_;
   Tensor output_;  // a network ending in a convolution, made plain
   Shape planned_for_;
   blk::Elem elem_;
+  bool int8_;
 };
 
 bool blockable(const std::vector<InferenceStep>& steps) {
@@ -236,9 +293,31 @@ std::unique_ptr<InferenceProgram> CpuBackend::compile_inference(std::vector<Infe
     }
     return std::make_unique<BlockedProgram>(*this, std::move(steps), blk::Elem::kBf16);
   }
+  if (precision == Precision::kInt8) {
+    if (inference_precision(precision) == PrecisionSupport::kNone || !blocks) {
+      throw Unsupported(
+          "cpu: int8 inference needs oneDNN's int8 kernels (AVX2 or later; oneDNN "
+          "runs " +
+          blk::isa_name() + " here) and convolutions of one group");
+    }
+    if (layout == ProgramLayout::kPlain) {
+      throw InvalidArgument("cpu: int8 inference runs in the blocked layout only, not kPlain");
+    }
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      bool ranged = true;
+      for (const auto& fc : steps[i].chain) ranged = ranged && fc.input_range.has_value();
+      if (steps[i].shortcut) ranged = ranged && steps[i].shortcut->input_range.has_value();
+      if (!ranged) {
+        throw InvalidArgument("cpu: int8 inference: a convolution of step '" + steps[i].name +
+                              "' has no calibrated input range (calibrate the model: stoke "
+                              "quantize --precision int8 --calibrate DIR)");
+      }
+    }
+    return std::make_unique<BlockedProgram>(*this, std::move(steps), blk::Elem::kF32, true);
+  }
   if (precision != Precision::kFp32) {
     throw Unsupported(std::string("cpu: inference in ") + to_string(precision) +
-                      " is not available on the CPU; use fp32 or bf16");
+                      " is not available on the CPU; use fp32, bf16 or int8");
   }
   if (layout == ProgramLayout::kBackend && blocks) {
     return std::make_unique<BlockedProgram>(*this, std::move(steps), blk::Elem::kF32);
@@ -248,6 +327,13 @@ std::unique_ptr<InferenceProgram> CpuBackend::compile_inference(std::vector<Infe
 
 PrecisionSupport CpuBackend::inference_precision(Precision precision) const noexcept {
   if (precision == Precision::kFp32) return PrecisionSupport::kNative;
+  if (precision == Precision::kInt8) {  // the blocked program only, as bf16
+    if (!dnnl_convolutions()) return PrecisionSupport::kNone;
+    const int level = int8::support();
+    return level == 2   ? PrecisionSupport::kNative
+           : level == 1 ? PrecisionSupport::kEmulated
+                        : PrecisionSupport::kNone;
+  }
   // bf16 runs in oneDNN's blocked program only (not on the gemm convolutions).
   if (precision != Precision::kBf16 || !dnnl_convolutions()) return PrecisionSupport::kNone;
   switch (blk::bf16_support()) {
