@@ -20,7 +20,8 @@ test_packages=(
   libopencv-dev  # optional, bench-only reference (bench/pipeline.cmake)
   dataset-fashion-mnist
   clang-format-14  # tests/format/check_format.sh (the format check CTest)
-  python3-venv python3-pip  # test-time only: tests/interchange/run.sh makes a venv with onnx + onnxruntime
+  python3-venv python3-pip  # test-time only: tests/interchange/run.sh makes a venv with onnx + onnxruntime,
+  # tests/anomaly/anomalib_run.sh one with anomalib 2.7.0 (~4 min and ~6 GB in ~/.cache/stoke, once)
   # test-time only: the PyTorch references (Interchange.TorchvisionExport,
   # Anomaly.PatchCoreParityWithPyTorch) skip without them
   python3-torch python3-torchvision

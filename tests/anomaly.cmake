@@ -15,6 +15,23 @@ add_test(NAME Anomaly.PadimParityWithPyTorch
 set_tests_properties(Anomaly.PadimParityWithPyTorch
                      PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS python)
 
+# The same against anomalib 2.7 itself (tests/anomaly/anomalib_run.sh): a
+# virtual environment made once with `pip install anomalib==2.7.0` (or
+# STOKE_ANOMALIB_PYTHON); the first test to need it installs it (minutes), under
+# a lock. Skips (77) with the reason where it cannot be installed.
+foreach(method patchcore padim)
+  if(method STREQUAL "patchcore")
+    set(name Anomaly.PatchCoreParityWithAnomalib)
+  else()
+    set(name Anomaly.PadimParityWithAnomalib)
+  endif()
+  add_test(NAME ${name}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/anomaly/anomalib_run.sh
+                   $<TARGET_FILE:stoke_anomaly_tool> ${CMAKE_CURRENT_BINARY_DIR}/anomalib_parity_${method}
+                   ${method})
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1500 LABELS python)
+endforeach()
+
 # The CLI's anomaly path (train --task anomaly -> eval -> predict, the memory cap).
 add_test(NAME Cli.AnomalyTrainEvalPredict
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install/stoke_cli_anomaly.sh $<TARGET_FILE:stoke_cli>)

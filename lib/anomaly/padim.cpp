@@ -152,7 +152,8 @@ Gaussians fit_gaussians(const anomaly::Embeddings& e, Execution execution) {
           }
           const double scale = 1.0 / static_cast<double>(n - 1);
           for (double& v : cov) v *= scale;
-          for (std::int64_t c = 0; c < k; ++c) cov[static_cast<std::size_t>(c * k + c)] += 0.01;
+          for (std::int64_t c = 0; c < k; ++c)
+            cov[static_cast<std::size_t>(c * k + c)] += kPadimCovarianceFloor;
           for (std::int64_t c = 0; c < k; ++c)
             g.mean[static_cast<std::size_t>(pos * k + c)] =
                 static_cast<float>(mean[static_cast<std::size_t>(c)]);

@@ -29,8 +29,12 @@ STOKE_INTERNAL std::vector<std::int64_t> padim_channels(std::int64_t full_width,
 // e's rows reduced to `channels` (ascending, each < e.width; InvalidArgument otherwise).
 STOKE_INTERNAL void select_channels(anomaly::Embeddings& e, std::span<const std::int64_t> channels);
 
+// anomalib 2.7's diagonal floor: MultiVariateGaussian adds 0.01 I to each
+// covariance, then 1e-5 I more ("stabilized_covariance") before inverting.
+inline constexpr double kPadimCovarianceFloor = 0.01 + 1e-5;
+
 // Per grid position over the e.count images: the mean and the inverse of
-// cov = (X - mean)^T (X - mean) / (count - 1) + 0.01 I, computed in double
+// cov = (X - mean)^T (X - mean) / (count - 1) + (0.01 + 1e-5) I, computed in double
 // (the inverse through the Cholesky factor) and stored as float.
 // InvalidArgument for fewer than 2 images or a non-finite embedding.
 STOKE_INTERNAL Gaussians fit_gaussians(const anomaly::Embeddings& e,

@@ -22,12 +22,13 @@ def embed(net, x, idx):
 
 def fit(e, dtype=torch.float64):
     """Per position: mean (K, P) and inverse covariance (P, K, K) of
-    cov = (X - mean)^T (X - mean) / (N - 1) + 0.01 I; anomalib runs it in float32."""
+    cov = (X - mean)^T (X - mean) / (N - 1) + 0.01 I + 1e-5 I (anomalib 2.7's
+    stabilized_covariance); anomalib runs it in float32."""
     n, k, h, w = e.shape
     v = e.reshape(n, k, h * w).to(dtype)
     mean = v.mean(0)
     d = v - mean
-    cov = torch.einsum("nip,njp->pij", d, d) / (n - 1) + 0.01 * torch.eye(k, dtype=dtype)
+    cov = torch.einsum("nip,njp->pij", d, d) / (n - 1) + (0.01 + 1e-5) * torch.eye(k, dtype=dtype)
     return mean, torch.linalg.inv(cov)
 
 

@@ -53,7 +53,7 @@ NaiveGaussian naive_fit(const anomaly::Embeddings& e, std::int64_t pos) {
         s += (at(i, a) - g.mean[static_cast<std::size_t>(a)]) *
              (at(i, b) - g.mean[static_cast<std::size_t>(b)]);
       m[static_cast<std::size_t>(a * w + b)] =
-          s / static_cast<double>(n - 1) + (a == b ? 0.01 : 0.0);
+          s / static_cast<double>(n - 1) + (a == b ? 0.01 + 1e-5 : 0.0);
     }
     m[static_cast<std::size_t>(a * w + k + a)] = 1.0;
   }
