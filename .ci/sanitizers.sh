@@ -10,7 +10,10 @@ jobs=$(nproc)
 
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$jobs"
-ctest --preset asan -j "$jobs" --timeout 900
+# The anomalib parity tests are left out here: they compare numbers with a
+# 6 GB reference venv, and the same tool code runs under ASan in the PyTorch
+# parity tests (Anomaly.*ParityWithPyTorch).
+ctest --preset asan -j "$jobs" --timeout 900 -E 'ParityWithAnomalib'
 
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j "$jobs" --target stoke_unit_tests
