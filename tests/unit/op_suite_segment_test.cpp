@@ -244,6 +244,17 @@ TEST_P(OpSuite, PixelLossesKnownValues) {
   l = loss.to_vector();
   EXPECT_EQ(l[0], 0.0f);
   EXPECT_EQ(l[1], 0.0f);
+  // Logit gaps far beyond fp32's exp range: the loss is the gap (log-softmax),
+  // not inf from the log of an underflowed probability.
+  std::vector<float> far(12, 0.0f);
+  far[1 * 3 + 0] = 200.0f;  // pixel 0: class 1 at +200, its label 0 at 0
+  far[0 * 3 + 1] = 100.0f;  // pixel 1: class 0 at +100, its label 3 at -50
+  far[3 * 3 + 1] = -50.0f;
+  logits.copy_from_host(far.data());
+  be().pixel_cross_entropy_forward(logits, labels, Tensor(), probs, loss, params);
+  l = loss.to_vector();
+  ASSERT_TRUE(std::isfinite(l[0])) << "cross-entropy overflowed: " << l[0];
+  EXPECT_NEAR(l[0], (200.0 + 150.0) / 2.0, 1e-3);
   // A confident right prediction: Dice loss near 0 for the classes present, and
   // classes absent from the labels count 0.
   std::vector<float> sure(12, -20.0f);

@@ -81,6 +81,18 @@ void softmax_pixels(const float* logits, float* probs, std::int64_t k, std::int6
   }
 }
 
+// log(sum_c exp(logits[c])) of pixel i, in double from the largest logit:
+// -log p[label] = lse - logits[label] stays finite where the fp32 probability
+// underflows to 0 (a logit gap above ~88), as PyTorch's log-softmax does.
+double log_sum_exp(const float* logits, std::int64_t k, std::int64_t plane, std::int64_t i) {
+  float mx = logits[i];
+  for (std::int64_t c = 1; c < k; ++c) mx = std::max(mx, logits[c * plane + i]);
+  double sum = 0;
+  for (std::int64_t c = 0; c < k; ++c)
+    sum += std::exp(static_cast<double>(logits[c * plane + i]) - mx);
+  return mx + std::log(sum);
+}
+
 // Runs body(n, pixel_begin, pixel_end, chunk) over every image's pixels in
 // a fixed split of the batch's pixels.
 template <class Body>
@@ -209,8 +221,8 @@ void CpuBackend::do_pixel_cross_entropy_forward(const Tensor& logits, const Tens
                       checked_label(labels.data<std::int32_t>(), img * plane + i, k, params);
                   if (label < 0) continue;
                   const double w = cw ? cw[label] : 1.0;
-                  total[static_cast<std::size_t>(chunk)] -=
-                      w * std::log(static_cast<double>(p[label * plane + i]));
+                  total[static_cast<std::size_t>(chunk)] +=
+                      w * (log_sum_exp(l, k, plane, i) - l[label * plane + i]);
                   weight[static_cast<std::size_t>(chunk)] += w;
                 }
               });

@@ -136,7 +136,12 @@ void pixel_cross_entropy_forward(const Tensor& logits, const Tensor& labels,
       const std::int64_t l = label_at(labels, b * plane + i, k, params);
       if (l < 0) continue;
       const double w = class_weights.defined() ? class_weights.data<float>()[l] : 1.0;
-      total -= w * std::log(static_cast<double>(probs.data<float>()[(b * k + l) * plane + i]));
+      // -log softmax from the logits (finite where the probability underflows).
+      const float* x = logits.data<float>() + b * k * plane + i;
+      double mx = x[0], sum = 0;
+      for (std::int64_t c = 1; c < k; ++c) mx = std::max(mx, static_cast<double>(x[c * plane]));
+      for (std::int64_t c = 0; c < k; ++c) sum += std::exp(x[c * plane] - mx);
+      total += w * (mx + std::log(sum) - x[l * plane]);
       weight += w;
     }
   loss.data<float>()[0] = weight > 0 ? static_cast<float>(total / weight) : 0.0f;

@@ -64,7 +64,7 @@ void CudaBackend::do_pixel_cross_entropy_forward(const Tensor& logits, const Ten
   const std::int32_t* lab = labels.data<std::int32_t>();
   const float* wp = class_weights.defined() ? class_weights.data<float>() : nullptr;
   launch_n("stoke_pixel_ce_rows", pixels,
-           {&pp, &lab, &wp, &row_loss, &row_weight, &n, &k, &plane, &ignore});
+           {&lp, &lab, &wp, &row_loss, &row_weight, &n, &k, &plane, &ignore});
   float* lossp = loss.data<float>();
   launch("stoke_pixel_ce_reduce", dim3(1), dim3(256), {&row_loss, &row_weight, &lossp, &pixels});
 }

@@ -132,8 +132,10 @@ __device__ int stoke_pixel_label(const int* labels, long long i, int k, int igno
   return l < 0 || l >= k ? -2 : l;
 }
 
-// Per pixel: its weighted loss and weight (NaN for a bad label).
-extern "C" __global__ void stoke_pixel_ce_rows(const float* probs, const int* labels,
+// Per pixel: its weighted loss and weight (NaN for a bad label). The loss is
+// -log softmax from the logits (log-sum-exp from the largest), finite where
+// the probability underflows to 0.
+extern "C" __global__ void stoke_pixel_ce_rows(const float* logits, const int* labels,
                                                const float* weights, float* row_loss,
                                                float* row_weight, long long n, int k,
                                                long long plane, int ignore) {
@@ -149,7 +151,12 @@ extern "C" __global__ void stoke_pixel_ce_rows(const float* probs, const int* la
       row_weight[i] = 0.0f;
     } else {
       const float wt = weights ? weights[l] : 1.0f;
-      row_loss[i] = -wt * logf(probs[(i / plane) * k * plane + l * plane + i % plane]);
+      const float* x = logits + (i / plane) * k * plane + i % plane;
+      float mx = x[0];
+      for (int c = 1; c < k; ++c) mx = fmaxf(mx, x[c * plane]);
+      float sum = 0.0f;
+      for (int c = 0; c < k; ++c) sum += expf(x[c * plane] - mx);
+      row_loss[i] = wt * (mx + logf(sum) - x[l * plane]);
       row_weight[i] = wt;
     }
   }
