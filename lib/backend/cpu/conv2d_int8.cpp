@@ -108,10 +108,6 @@ bool isa_has(dnnl::cpu_isa level) {
   return (isa & want) == want;
 }
 
-memory::dims dims(const Shape& s) {
-  return {s[0], s[1], s[2], s[3]};
-}
-
 Tag blocked_tag() {
   return blocked::block_channels() == 16 ? Tag::nChw16c : Tag::nChw8c;
 }
