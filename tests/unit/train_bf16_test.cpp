@@ -45,7 +45,10 @@ class Bf16Training : public ::testing::Test {
   static constexpr float kAmp = 12.0f;  // fp32 reaches ~88 % in 4 epochs
 
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / "stoke_train_bf16_test";
+    // One folder per test: ctest runs the fixture's tests as parallel processes.
+    dir_ = fs::temp_directory_path() /
+           (std::string("stoke_train_bf16_") +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     train_ = write_set("train", 1200, 11);
