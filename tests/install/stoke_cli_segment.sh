@@ -140,4 +140,15 @@ for r in lines:
     assert regions(rows, w, h) == want, r["file"]
 print("ok", len(lines), "masks")
 PY
+
+# --masks naming the input folder: a mask never replaces an input image (it
+# gets <name>-2.png), and the input's bytes are unchanged.
+one=$(ls "$work/val/images" | head -1)
+mkdir -p "$work/same" && cp "$work/val/images/$one" "$work/same/"
+before=$(sha256sum "$work/same/$one" | cut -d' ' -f1)
+"$stoke" predict --model "$work/m.stoke" "$work/same/$one" --masks "$work/same" --json \
+  >"$work/same.json" 2>"$work/same.err" || { cat "$work/same.err"; fail "predict --masks into the input folder"; }
+[ "$(sha256sum "$work/same/$one" | cut -d' ' -f1)" = "$before" ] || fail "predict --masks replaced its input image"
+grep -q "\"mask\": \"$work/same/${one%.*}-2.png\"" "$work/same.json" || { cat "$work/same.json"; fail "the mask beside its input is not <name>-2.png"; }
+[ -f "$work/same/${one%.*}-2.png" ] || fail "the mask <name>-2.png was not written"
 echo "ok"

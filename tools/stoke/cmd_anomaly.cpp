@@ -260,10 +260,7 @@ int train(int argc, char** argv) {
 fs::path write_heatmap(const fs::path& dir, const fs::path& file,
                        const stoke::anomaly::AnomalyResult& r, float threshold,
                        std::set<fs::path>& written) {
-  fs::path out = dir / (file.stem().string() + ".png");
-  for (int n = 2; written.count(fs::weakly_canonical(out)); ++n)
-    out = dir / (file.stem().string() + "-" + std::to_string(n) + ".png");
-  written.insert(fs::weakly_canonical(out));
+  const fs::path out = stoke_cli::unique_output(dir / (file.stem().string() + ".png"), written);
   stoke::Image gray(r.width, r.height, 1);
   const float scale = threshold > 0 ? 128.0f / threshold : 0.0f;
   for (int y = 0; y < r.height; ++y) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include "args.hpp"
@@ -97,12 +98,17 @@ int predict(int argc, char** argv) {
   stoke::Runtime runtime = stoke::init();
   stoke::Predictor predictor(model);
   const auto& names = predictor.info().class_names;
+  std::set<fs::path> taken;  // the inputs and the masks written: a mask replaces neither
+  if (!masks.empty())
+    for (const auto& f : files) taken.insert(fs::weakly_canonical(f));
   for (const auto& f : files) {
     const stoke::SegmentationResult r = predictor.segment_file(f);
     std::string written;
     if (!masks.empty()) {
-      const fs::path out = mask_path(
-          masks, f, f.string().rfind(root.string(), 0) == 0 && !root.empty() ? root : fs::path());
+      const fs::path out = stoke_cli::unique_output(
+          mask_path(masks, f,
+                    f.string().rfind(root.string(), 0) == 0 && !root.empty() ? root : fs::path()),
+          taken);
       fs::create_directories(out.parent_path());
       const stoke::ImageView view{r.labels.data(), r.width, r.height, 1,
                                   static_cast<std::size_t>(r.width)};

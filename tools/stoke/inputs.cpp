@@ -191,4 +191,14 @@ stoke::Runtime init_with_precision(const std::string& precision) {
   return stoke::init(config);
 }
 
+std::filesystem::path unique_output(const std::filesystem::path& wanted,
+                                    std::set<std::filesystem::path>& taken) {
+  std::filesystem::path out = wanted;
+  for (int n = 2; taken.count(std::filesystem::weakly_canonical(out)); ++n)
+    out = wanted.parent_path() /
+          (wanted.stem().string() + "-" + std::to_string(n) + wanted.extension().string());
+  taken.insert(std::filesystem::weakly_canonical(out));
+  return out;
+}
+
 }  // namespace stoke_cli

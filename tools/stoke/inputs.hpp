@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,13 @@ stoke::Dataset load_folder(const char* command, const std::filesystem::path& roo
 // The images of `root` (predict --data): the same rule, skipped entries printed.
 std::vector<std::filesystem::path> list_images(const char* command,
                                                const std::filesystem::path& root);
+
+// `wanted`, or <stem>-2<ext>, <stem>-3<ext>, ... beside it: the first whose
+// canonical path is not in `taken` (the run's inputs and what it already
+// wrote), which it is then added to. An output never replaces an input or an
+// earlier output of the same run (predict's heatmaps and masks).
+std::filesystem::path unique_output(const std::filesystem::path& wanted,
+                                    std::set<std::filesystem::path>& taken);
 
 // An error from reading data (DecodeError, IoError) met while training or
 // evaluating without --skip-corrupt: the hint appended. Other errors unchanged.
