@@ -7,7 +7,9 @@
 //
 //   stoke_bench_cuda_step [--batches 64,256] [--steps 20] [--warmup 3]
 //                         [--modes eager,graph] [--strict] [--heuristic]
-//                         [--json FILE]
+//                         [--workspace-mb N] [--json FILE]
+// --workspace-mb: the convolution workspace limit (0, the default: the
+// backend's automatic limit), for an A/B of the limit in one run.
 // Exits 0 with a "skipped" line where no CUDA device is usable.
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +35,7 @@ struct Args {
   std::vector<std::string> modes = {"eager", "graph"};
   bool strict = false;
   bool benchmark_algos = true;
+  std::size_t workspace_mb = 0;
   std::string json;
 };
 
@@ -66,12 +69,14 @@ Args parse(int argc, char** argv) {
       a.strict = true;
     } else if (k == "--heuristic") {
       a.benchmark_algos = false;
+    } else if (k == "--workspace-mb") {
+      a.workspace_mb = std::stoul(value());
     } else if (k == "--json") {
       a.json = value();
     } else {
       throw InvalidArgument(
           "unknown argument " + k +
-          " (use --batches --steps --warmup --modes --strict --heuristic --json)");
+          " (use --batches --steps --warmup --modes --strict --heuristic --workspace-mb --json)");
     }
   }
   return a;
@@ -127,6 +132,7 @@ int main(int argc, char** argv) {
         CudaBackendOptions options = cuda_backend_options(config.settings());
         options.strict_fp32 = args.strict;
         options.conv_benchmark = args.benchmark_algos;
+        options.conv_workspace_limit = args.workspace_mb << 20;
         // A fresh backend (and pool) per batch size: the larger batch does not
         // inherit the smaller one's fragmentation.
         auto gpu = create_cuda_backend(0, config.settings(), options);
@@ -185,9 +191,16 @@ int main(int argc, char** argv) {
           }
         }
         const MemoryStats mem = gpu->memory_stats();
-        std::printf("batch %4d peak pool memory %.2f GiB, kernels: %s\n", batch,
-                    static_cast<double>(mem.peak_bytes) / (1ull << 30),
-                    gpu->kernel_origin().c_str());
+        // Beside the peak, what the model's plan says a step needs (the
+        // activations include the input gradients the backward keeps).
+        const nn::MemoryPlan plan = model->memory_plan(batch, 0);
+        const auto gib = [](std::size_t b) { return static_cast<double>(b) / (1ull << 30); };
+        std::printf(
+            "batch %4d peak pool memory %.2f GiB (plan %.2f GiB: activations %.2f, "
+            "workspace %.2f, parameters and gradients %.2f), kernels: %s\n",
+            batch, gib(mem.peak_bytes), gib(plan.total()), gib(plan.activations),
+            gib(plan.workspace), gib(plan.parameters + plan.gradients),
+            gpu->kernel_origin().c_str());
       } catch (const std::exception& e) {
         ++failures;
         std::printf("batch %4d FAILED: %s\n", batch, e.what());

@@ -3,7 +3,9 @@
 // and the two parts on their own; then the images/s of `concurrent` threads
 // calling predict_file on the one Predictor at once against one thread's
 // (rounds interleaved); with --batch N also the forward of N images at once.
-// The precision is STOKE_PRECISION's (docs/precision.md). Prints one JSON object.
+// The precision is STOKE_PRECISION's (docs/precision.md); the backend the
+// registry's default (STOKE_GPU_DEVICE: a GPU where one is). Prints one JSON
+// object.
 //
 //   stoke_bench_predict --model MODEL --image FILE [--iterations N] [--warmup N]
 //                       [--concurrent N] [--batch N]
@@ -105,14 +107,16 @@ int main(int argc, char** argv) {
     std::sort(many.begin(), many.end());
     const auto& p = predictor.info().preprocess;
     std::printf(
-        "{\"impl\": \"stoke\", \"precision\": \"%s\", \"threads\": %d, \"input\": "
+        "{\"impl\": \"stoke\", \"backend\": \"%s\", \"precision\": \"%s\", \"threads\": %d, "
+        "\"input\": "
         "\"%dx%dx%d\", \"image\": \"%s\", "
         "\"total_ms\": %.3f, \"total_p90_ms\": %.3f, \"decode_preprocess_ms\": %.3f, "
         "\"forward_ms\": %.3f, \"concurrent\": %d, \"one_caller_images_per_s\": %.2f, "
         "\"concurrent_images_per_s\": %.2f, \"batch\": %d, \"forward_batch_ms\": %.3f}\n",
-        stoke::to_string(predictor.self_check().precision), runtime.cpu_threads, p.channels,
-        p.height, p.width, image.c_str(), total.median_ms, total.p90_ms, pre.median_ms,
-        fwd.median_ms, concurrent, one[1], many[1], batch, fwd_batch.median_ms);
+        stoke::default_backend().name().c_str(), stoke::to_string(predictor.self_check().precision),
+        runtime.cpu_threads, p.channels, p.height, p.width, image.c_str(), total.median_ms,
+        total.p90_ms, pre.median_ms, fwd.median_ms, concurrent, one[1], many[1], batch,
+        fwd_batch.median_ms);
     return 0;
   } catch (const stoke::Error& e) {
     std::fprintf(stderr, "stoke_bench_predict: %s\n", e.what());

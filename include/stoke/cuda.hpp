@@ -34,8 +34,11 @@ struct CudaBackendOptions {
   // Deterministic cuDNN convolution algorithms only (no atomics reordering
   // sums between runs): bitwise-repeatable steps, sometimes slower.
   bool deterministic = false;
-  // Largest workspace one convolution algorithm may take from the pool.
-  std::size_t conv_workspace_limit = 512ull << 20;
+  // Largest workspace one convolution algorithm may take from the pool; 0:
+  // the larger of 512 MiB and an eighth of the pool's cap (10.5 GiB under an
+  // H200's default cap). A fixed 512 MiB kept cuDNN's fast algorithms out at
+  // batch 256 on an H200 (their workspaces grow with the batch).
+  std::size_t conv_workspace_limit = 0;
   // STOKE_GPU_JIT: NVRTC-compiled kernels for the exact device (on/auto) or
   // the precompiled ones (off).
   Toggle jit = Toggle::kAuto;

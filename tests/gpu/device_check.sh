@@ -10,8 +10,8 @@
 #   - one global deadline (STOKE_DEVICE_BUDGET, 420 s) shared by steps in order
 #     of value, each guarded by the deadline and `timeout -k`: GPU tests (op
 #     suite, trainer on the GPU, pool, prefetcher, graphs) -> step bench beside
-#     PyTorch -> memory/prefetch benches -> compute-sanitizer memcheck on the
-#     custom kernels;
+#     PyTorch -> the Predictor beside PyTorch -> memory/prefetch benches ->
+#     compute-sanitizer memcheck on the custom kernels;
 #   - verdicts by tests/gpu/device_verdict.sh (tested on the CPU machine by
 #     device_verdict_test.sh): a skipped GPU test, a binary or filter listing
 #     no test, a bench that crashes, times out or prints FAILED all fail; a
@@ -115,7 +115,9 @@ stoke_ld=$(join_path "$bundle/lib" "$libs/deps" $wheel_libs /usr/local/cuda/lib6
   $(tr : " " <<<"${LD_LIBRARY_PATH:-}"))
 # Prefix of every stoke command (nothing is exported: python3 keeps the
 # machine's own environment).
-stoke=(env "LD_LIBRARY_PATH=$stoke_ld" "STOKE_CUDA_PLUGIN=$bundle/lib/libstoke_cuda.so")
+# The script's own STOKE_DEVICE_* settings are not stoke's (stoke would warn).
+stoke=(env -u STOKE_DEVICE_BUDGET -u STOKE_DEVICE_BUNDLE -u STOKE_DEVICE_PARTIAL_AT
+  "LD_LIBRARY_PATH=$stoke_ld" "STOKE_CUDA_PLUGIN=$bundle/lib/libstoke_cuda.so")
 note "stoke LD_LIBRARY_PATH=$stoke_ld"
 # compute-sanitizer is itself a C++ program and its injection library runs in
 # the tested process: the bundle's libstdc++ must not replace the machine's
@@ -293,10 +295,34 @@ done
 # --- step time beside PyTorch on the same GPU -------------------------------
 bench step-bench 60 "${stoke[@]}" "$bundle/bin/stoke_bench_cuda_step" --batches 64,256 --steps 10 \
   --warmup 3 --json "$scratch/step-bench.json"
-tail -12 "$scratch/step-bench.txt" 2>/dev/null | cut -c1-200 >>"$summary"
+grep 'peak pool memory' "$scratch/step-bench.txt" 2>/dev/null | cut -c1-200 >>"$summary"
+tail -6 "$scratch/step-bench.txt" 2>/dev/null | cut -c1-200 >>"$summary"
 bench pytorch-step 75 python3 bench/pytorch_gpu_step.py --batches 64,256 \
   --steps 10 --warmup 3 --json "$scratch/pytorch-step.json"
 tail -12 "$scratch/pytorch-step.txt" 2>/dev/null | cut -c1-200 >>"$summary"
+# A/B of the convolution workspace limit: the old fixed 512 MiB beside the
+# automatic limit of step-bench (batch 256, where it decides the algorithms).
+bench step-bench-ws512 45 "${stoke[@]}" "$bundle/bin/stoke_bench_cuda_step" --batches 256 \
+  --modes eager --steps 10 --warmup 2 --workspace-mb 512
+grep -E '^batch|^  batch' "$scratch/step-bench-ws512.txt" 2>/dev/null | cut -c1-200 >>"$summary"
+
+# --- `stoke predict`'s path on the GPU beside PyTorch on the same GPU ---------
+# (stoke_bench_predict: the Predictor on the registry's default backend, the
+# GPU here; batch 1 end to end and forward, and the forward of 32 at once.)
+if [ -f "$bundle/predict/model.stoke" ] && [ -x "$bundle/bin/stoke_bench_predict" ]; then
+  for image in big small; do
+    bench "predict-$image" 45 "${stoke[@]}" "$bundle/bin/stoke_bench_predict" \
+      --model "$bundle/predict/model.stoke" --image "$bundle/predict/$image.jpg" \
+      --iterations 40 --batch 32
+    grep '^{' "$scratch/predict-$image.txt" 2>/dev/null | cut -c1-600 >>"$summary"
+    bench "pytorch-predict-$image" 45 python3 bench/pytorch_predict.py \
+      --image "$bundle/predict/$image.jpg" --size 128 --threads 4 --iterations 40 \
+      --device cuda --batch 32
+    grep '^{' "$scratch/pytorch-predict-$image.txt" 2>/dev/null | cut -c1-600 >>"$summary"
+  done
+else
+  note "predict: no model in the bundle (make_device_bundle.sh makes it with stoke train)"
+fi
 
 # --- memory and prefetch benches, then the baseline-vs-tuned bench ----------
 bench memory-bench 30 "${stoke[@]}" "$bundle/bin/stoke_bench_memory" --benchmark_filter=cuda \

@@ -11,6 +11,7 @@
 #
 #   out/device/bin      stoke-info, stoke_gpu_tests, stoke_cuda_tests, benches
 #   out/device/lib      libstoke.so, libstoke_cuda.so (the plugin)
+#   out/device/predict  the prediction bench's model file and two JPEGs
 #   out/device/libs.tgz deps/: Debian libraries the device lacks (oneTBB,
 #                       libjpeg-turbo, libpng, OpenBLAS, Google Benchmark, ...);
 #                       runtime/: the C++ runtime (libstdc++, libgcc_s, libz,
@@ -37,7 +38,7 @@ grep -E '^CMake (Warning|Error)' -A3 "$logs/configure.txt" >&2 || true
 # fatal; one that fails to build stops the bundle with its errors.
 targets=$(cmake --build "$build" --target help 2>/dev/null | sed -n 's/^\([^: ]*\): .*/\1/p')
 for target in stoke stoke_cuda stoke-info stoke_gpu_tests stoke_cuda_tests \
-              stoke_bench_cuda_step stoke_bench_memory stoke-bench; do
+              stoke_bench_cuda_step stoke_bench_memory stoke-bench stoke_bench_predict stoke_cli; do
   if ! grep -qxF -- "$target" <<<"$targets"; then
     echo "bundle: this tree has no target $target" >&2
     continue
@@ -52,13 +53,33 @@ done
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/deps" "$bundle/runtime"
 for f in bin/stoke-info bin/stoke-bench tests/stoke_gpu_tests tests/stoke_cuda_tests \
-         bench/stoke_bench_cuda_step bench/stoke_bench_memory; do
+         bench/stoke_bench_cuda_step bench/stoke_bench_memory bin/stoke_bench_predict; do
   if [ -x "$build/$f" ]; then cp "$build/$f" "$bundle/bin/"; else echo "bundle: missing $build/$f" >&2; fi
 done
 cp -P "$build"/lib/libstoke.so* "$bundle/lib/"
 cp "$build"/lib/libstoke_cuda.so "$bundle/lib/"
 # Symbols are not needed to run; the carry limit is.
 strip --strip-unneeded "$bundle"/bin/* "$bundle"/lib/*.so* 2>/dev/null || true
+
+# The prediction bench's inputs, made here: a model as `stoke train` makes it
+# (bench/predict_latency.sh's: stem 16, widths 16/32/64, 128x128 RGB) and a
+# camera-size and a small JPEG.
+if [ -x "$build/bin/stoke" ]; then
+  work=$(mktemp -d)
+  mkdir -p "$bundle/predict"
+  if STOKE_LOG_LEVEL=error "$build/bin/stoke" dataset --out "$work/data" --count 24 --size 256x256 >/dev/null &&
+    STOKE_LOG_LEVEL=error "$build/bin/stoke" train --data "$work/data" --out "$bundle/predict/model.stoke" \
+      --size 128 --epochs 1 --batch 8 --normalize imagenet >/dev/null 2>&1 &&
+    STOKE_LOG_LEVEL=error "$build/bin/stoke" dataset --out "$work/big" --count 1 --size 2448x2048 \
+      --defects 0 >/dev/null; then
+    cp "$(find "$work/big" -name '*.jpg' | head -1)" "$bundle/predict/big.jpg"
+    cp "$(find "$work/data" -name '*.jpg' | head -1)" "$bundle/predict/small.jpg"
+  else
+    echo "bundle: could not make the prediction bench's model (stoke train failed)" >&2
+    rm -rf "$bundle/predict"
+  fi
+  rm -rf "$work"
+fi
 
 skip='linux-vdso|ld-linux|/libc\.so|/libm\.so|/libdl\.so|/libpthread|/librt\.so|/libcud|/libnvrtc|/libcublas|/libnvJitLink'
 runtime='/(libstdc\+\+|libgcc_s|libz|libgomp)\.so'

@@ -106,6 +106,11 @@ bool acceptable(const Candidate& c, bool strict, bool deterministic, std::size_t
 
 }  // namespace
 
+std::size_t CudaBackend::conv_workspace_limit() const {
+  if (options_.conv_workspace_limit > 0) return options_.conv_workspace_limit;
+  return std::max<std::size_t>(512ull << 20, pool_->cap() / 8);
+}
+
 ConvAlgoChoice CudaBackend::choose_conv_algo(int pass, const ConvCall& call) const {
   const std::string& key = call.setup.pass_key(pass);
   {
@@ -114,7 +119,7 @@ ConvAlgoChoice CudaBackend::choose_conv_algo(int pass, const ConvCall& call) con
   }
   const bool strict = options_.strict_fp32;
   const bool det = options_.deterministic;
-  const std::size_t limit = options_.conv_workspace_limit;
+  const std::size_t limit = conv_workspace_limit();
   cudnnHandle_t h = cudnn();
   std::vector<Candidate> candidates = heuristics(h, pass, call.setup);
   // Benchmarking needs the real buffers and synchronizes: never inside a
@@ -183,7 +188,7 @@ std::size_t CudaBackend::load_conv_algorithms(const std::string& text) {
   // Loaded choices obey this backend's options as its own choices would.
   ConvAlgoLimits limits;
   limits.deterministic = options_.deterministic;
-  limits.workspace_limit = options_.conv_workspace_limit;
+  limits.workspace_limit = conv_workspace_limit();
   std::string why;
   const auto choices = conv_algos_to_load(text, static_cast<int>(cudnnGetVersion()), limits, &why);
   if (!why.empty()) log_warn("cuDNN algorithm choices not loaded on " + name() + ": " + why);

@@ -100,6 +100,11 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   // This thread's handles for the device, bound to the compute stream.
   cudnnHandle_t cudnn() const;
   cublasHandle_t cublas();
+  // Whether any thread ran cuBLAS on this backend (its workspace exists).
+  bool uses_cublas() const {
+    const auto lock = workspace_lock();
+    return cublas_workspace_ != nullptr;
+  }
   // Workspace of at least `bytes` from the pool, kept between ops. When it
   // grows (or is released) the old block is freed in stream order, unless a
   // live graph may point into it: then it is kept until the last graph goes.
@@ -118,6 +123,8 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   // 1 backward data, 2 backward filter. Buffers are used only when
   // benchmarking (outside a capture).
   struct ConvCall;
+  // options_.conv_workspace_limit, or its automatic value (see CudaBackendOptions).
+  std::size_t conv_workspace_limit() const;
   ConvAlgoChoice choose_conv_algo(int pass, const ConvCall& call) const;
   // The descriptors of a convolution shape, built once per backend
   // (conv2d.cpp). Shared: a caller that eviction of the cache (at

@@ -53,9 +53,13 @@ std::unique_ptr<CapturedStep> CudaBackend::capture(const std::function<void()>& 
   if (capturing_) return fail("a capture is already in progress on " + name());
   make_current();
   // Handles, cuBLAS workspace and kernels must exist before the capture:
-  // creating them allocates and loads modules, which a capture forbids.
+  // creating them allocates and loads modules, which a capture forbids. The
+  // cuBLAS workspace (32 MiB of the pool) only where cuBLAS already ran on
+  // this backend: a step captured after its eager warm-up uses cuBLAS only if
+  // the warm-up did, and a convolution-only model must not pay for it under a
+  // tight cap.
   (void)cudnn();
-  (void)cublas();
+  if (uses_cublas()) (void)cublas();
   (void)kernel_origin();
   // The pool must not query fences (cudaEventQuery) while this thread
   // captures: settle every pending free first; frees during the capture are
