@@ -10,7 +10,8 @@
 #   - one global deadline (STOKE_DEVICE_BUDGET, 420 s) shared by steps in order
 #     of value, each guarded by the deadline and `timeout -k`: GPU tests (op
 #     suite, trainer on the GPU, pool, prefetcher, graphs) -> step bench beside
-#     PyTorch -> the Predictor beside PyTorch -> memory/prefetch benches ->
+#     PyTorch -> the segmentation step and the Predictor beside PyTorch ->
+#     memory/prefetch benches ->
 #     compute-sanitizer memcheck on the custom kernels;
 #   - verdicts by tests/gpu/device_verdict.sh (tested on the CPU machine by
 #     device_verdict_test.sh): a skipped GPU test, a binary or filter listing
@@ -305,6 +306,19 @@ tail -12 "$scratch/pytorch-step.txt" 2>/dev/null | cut -c1-200 >>"$summary"
 bench step-bench-ws512 45 "${stoke[@]}" "$bundle/bin/stoke_bench_cuda_step" --batches 256 \
   --modes eager --steps 10 --warmup 2 --workspace-mb 512
 grep -E '^batch|^  batch' "$scratch/step-bench-ws512.txt" 2>/dev/null | cut -c1-200 >>"$summary"
+
+# --- the segmentation model's training step beside PyTorch on the same GPU ---
+# (U-Net on ResNet-18 as `stoke train --task segment` builds it, 512x512.)
+if [ -x "$bundle/bin/stoke_bench_segment_step" ]; then
+  for batch in 4 16; do
+    bench "segment-step-b$batch" 40 "${stoke[@]}" "$bundle/bin/stoke_bench_segment_step" \
+      --size 512 --batch "$batch" --steps 5 --warmup 2
+    grep '^{' "$scratch/segment-step-b$batch.txt" 2>/dev/null | cut -c1-400 >>"$summary"
+    bench "pytorch-segment-step-b$batch" 60 python3 bench/pytorch_segment_step.py --size 512 \
+      --batch "$batch" --steps 5 --warmup 2 --threads 4 --device cuda
+    grep '^{' "$scratch/pytorch-segment-step-b$batch.txt" 2>/dev/null | cut -c1-400 >>"$summary"
+  done
+fi
 
 # --- `stoke predict`'s path on the GPU beside PyTorch on the same GPU ---------
 # (stoke_bench_predict: the Predictor on the registry's default backend, the

@@ -38,7 +38,7 @@ grep -E '^CMake (Warning|Error)' -A3 "$logs/configure.txt" >&2 || true
 # fatal; one that fails to build stops the bundle with its errors.
 targets=$(cmake --build "$build" --target help 2>/dev/null | sed -n 's/^\([^: ]*\): .*/\1/p')
 for target in stoke stoke_cuda stoke-info stoke_gpu_tests stoke_cuda_tests \
-              stoke_bench_cuda_step stoke_bench_memory stoke-bench stoke_bench_predict stoke_cli; do
+              stoke_bench_cuda_step stoke_bench_memory stoke-bench stoke_bench_predict stoke_bench_segment_step stoke_cli; do
   if ! grep -qxF -- "$target" <<<"$targets"; then
     echo "bundle: this tree has no target $target" >&2
     continue
@@ -53,7 +53,8 @@ done
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/deps" "$bundle/runtime"
 for f in bin/stoke-info bin/stoke-bench tests/stoke_gpu_tests tests/stoke_cuda_tests \
-         bench/stoke_bench_cuda_step bench/stoke_bench_memory bin/stoke_bench_predict; do
+         bench/stoke_bench_cuda_step bench/stoke_bench_memory bin/stoke_bench_predict \
+         bin/stoke_bench_segment_step; do
   if [ -x "$build/$f" ]; then cp "$build/$f" "$bundle/bin/"; else echo "bundle: missing $build/$f" >&2; fi
 done
 cp -P "$build"/lib/libstoke.so* "$bundle/lib/"
