@@ -94,8 +94,9 @@ typedef struct stoke_prediction {
   uint32_t reserved[8]; /* zero */
 } stoke_prediction;
 
-/* Loads a model file (stoke train's output: a classifier, or an anomaly model
- * of `stoke train --task anomaly`, whose classes are "good" and "anomalous")
+/* Loads a model file (stoke train's output: a classifier, an anomaly model
+ * of `stoke train --task anomaly`, whose classes are "good" and "anomalous", or a
+ * segmentation model of `stoke train --task segment`: stoke_segment_*)
  * and runs its self-check (an anomaly model's is always required). The
  * environment's STOKE_* knobs are read on the first call of any function
  * that opens or trains (stoke::init()). flags: 0 or STOKE_PREDICTOR_NO_SELF_CHECK.
@@ -160,6 +161,30 @@ STOKE_C_API stoke_status stoke_predict_pixels_map(stoke_predictor* predictor, co
                                                   size_t stride, stoke_prediction* out, float* map,
                                                   size_t map_capacity, int32_t* map_width,
                                                   int32_t* map_height);
+
+/* A segmentation model's label map (stoke train --task segment; docs/segmentation-cli.md)
+ * of an image file: *width x *height class indices (one byte each, row-major) at the
+ * image's own size, what `stoke predict --masks` writes. `labels`: NULL with capacity 0
+ * (not wanted), or a buffer of at least *width x *height bytes (else
+ * STOKE_ERROR_BUFFER_TOO_SMALL, with *width and *height written: a call with labels NULL
+ * asks for the size). `areas`: NULL with areas_capacity 0 (not wanted), or at least
+ * class_count values, the pixels of each class (too few: STOKE_ERROR_BUFFER_TOO_SMALL,
+ * checked before anything runs). *width and *height are always written on success.
+ * Another kind of model: STOKE_ERROR_INVALID_ARGUMENT. Calls on one predictor take turns. */
+STOKE_C_API stoke_status stoke_segment_file(stoke_predictor* predictor, const char* path,
+                                            uint8_t* labels, size_t capacity, int32_t* width,
+                                            int32_t* height, int64_t* areas, size_t areas_capacity);
+/* The same for an encoded image in memory (as stoke_predict_bytes). */
+STOKE_C_API stoke_status stoke_segment_bytes(stoke_predictor* predictor, const void* bytes,
+                                             size_t size, uint8_t* labels, size_t capacity,
+                                             int32_t* width, int32_t* height, int64_t* areas,
+                                             size_t areas_capacity);
+/* The same for a camera buffer (as stoke_predict_pixels); the map has the buffer's size. */
+STOKE_C_API stoke_status stoke_segment_pixels(stoke_predictor* predictor, const void* pixels,
+                                              int32_t width, int32_t height, int32_t format,
+                                              size_t stride, uint8_t* labels, size_t capacity,
+                                              int32_t* map_width, int32_t* map_height,
+                                              int64_t* areas, size_t areas_capacity);
 
 /* ---- Training ----------------------------------------------------------------------- */
 

@@ -9,8 +9,9 @@
 #include "c_api/boundary.hpp"
 #include "stoke/deploy.hpp"
 
-// The opaque handle of stoke.h: a Predictor on a classifier's model file or
-// an anomaly model's (whose calls take turns inside the Predictor).
+// The opaque handle of stoke.h: a Predictor on a classifier's model file, an
+// anomaly model's or a segmentation model's (whose calls take turns inside the
+// Predictor).
 struct stoke_predictor {
   stoke_predictor(const char* path, const stoke::PredictorOptions& options)
       : predictor(path, options) {}
@@ -96,6 +97,42 @@ stoke_status run_map(stoke_predictor& h, stoke_prediction* out, float* map,
   }
   std::copy(r.map.begin(), r.map.end(), map);
   return write_anomaly(r, out, nullptr);
+}
+
+// A segmentation model's label map: its size always, the labels and the areas
+// when asked for (the areas' buffer checked before anything runs).
+template <class Segment>
+stoke_status run_segment(stoke_predictor& h, std::uint8_t* labels, std::size_t capacity,
+                         std::int32_t* width, std::int32_t* height, std::int64_t* areas,
+                         std::size_t areas_capacity, Segment&& segment) {
+  require(width, "width");
+  require(height, "height");
+  if (!labels && capacity != 0)
+    throw InvalidArgument("labels is NULL but capacity is " + std::to_string(capacity));
+  if (!areas && areas_capacity != 0)
+    throw InvalidArgument("areas is NULL but areas_capacity is " + std::to_string(areas_capacity));
+  if (h.predictor.kind() != ModelKind::kSegmentation)
+    throw InvalidArgument(std::string("the model is ") +
+                          (h.anomaly() ? "an anomaly model" : "a classifier") +
+                          ": label maps come from segmentation models");
+  const std::size_t classes = h.class_names().size();
+  if (areas && areas_capacity < classes) {
+    throw Failure{STOKE_ERROR_BUFFER_TOO_SMALL, "areas holds " + std::to_string(areas_capacity) +
+                                                    " values; the model has " +
+                                                    std::to_string(classes) + " classes"};
+  }
+  const SegmentationResult r = segment(h.predictor);
+  *width = r.width;
+  *height = r.height;
+  if (labels && capacity < r.labels.size()) {
+    throw Failure{STOKE_ERROR_BUFFER_TOO_SMALL,
+                  "labels holds " + std::to_string(capacity) + " bytes; the map has " +
+                      std::to_string(r.labels.size()) + " (" + std::to_string(r.width) + " x " +
+                      std::to_string(r.height) + ")"};
+  }
+  if (labels) std::copy(r.labels.begin(), r.labels.end(), labels);
+  if (areas) std::copy(r.areas.begin(), r.areas.end(), areas);
+  return STOKE_OK;
 }
 
 PixelFormat pixel_format(std::int32_t format) {
@@ -244,6 +281,42 @@ stoke_status stoke_predict_pixels_map(stoke_predictor* predictor, const void* pi
     const stoke::PixelBuffer buffer = pixel_buffer(pixels, width, height, format, stride);
     return run_map(*predictor, out, map, map_capacity, map_width, map_height,
                    [&](stoke::Predictor& p) { return p.score_pixels(buffer); });
+  });
+}
+
+stoke_status stoke_segment_file(stoke_predictor* predictor, const char* path, uint8_t* labels,
+                                size_t capacity, int32_t* width, int32_t* height, int64_t* areas,
+                                size_t areas_capacity) {
+  return guarded("stoke_segment_file", [&] {
+    require(predictor, "predictor");
+    require(path, "path");
+    return run_segment(*predictor, labels, capacity, width, height, areas, areas_capacity,
+                       [&](stoke::Predictor& p) { return p.segment_file(path); });
+  });
+}
+
+stoke_status stoke_segment_bytes(stoke_predictor* predictor, const void* bytes, size_t size,
+                                 uint8_t* labels, size_t capacity, int32_t* width, int32_t* height,
+                                 int64_t* areas, size_t areas_capacity) {
+  return guarded("stoke_segment_bytes", [&] {
+    require(predictor, "predictor");
+    require(bytes, "bytes");
+    const std::span<const std::uint8_t> data(static_cast<const std::uint8_t*>(bytes), size);
+    return run_segment(*predictor, labels, capacity, width, height, areas, areas_capacity,
+                       [&](stoke::Predictor& p) { return p.segment_bytes(data); });
+  });
+}
+
+stoke_status stoke_segment_pixels(stoke_predictor* predictor, const void* pixels, int32_t width,
+                                  int32_t height, int32_t format, size_t stride, uint8_t* labels,
+                                  size_t capacity, int32_t* map_width, int32_t* map_height,
+                                  int64_t* areas, size_t areas_capacity) {
+  return guarded("stoke_segment_pixels", [&] {
+    require(predictor, "predictor");
+    require(pixels, "pixels");
+    const stoke::PixelBuffer buffer = pixel_buffer(pixels, width, height, format, stride);
+    return run_segment(*predictor, labels, capacity, map_width, map_height, areas, areas_capacity,
+                       [&](stoke::Predictor& p) { return p.segment_pixels(buffer); });
   });
 }
 

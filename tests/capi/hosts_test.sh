@@ -61,6 +61,9 @@ case "$host" in
       $cxx "${std[@]}" -Wall -Wextra -Werror -pedantic $cxxflags -I"$srcdir/include" \
         "$srcdir/tests/capi/c_abi_test.c" -x none -o "$work/c_abi_test_$lang" $ldflags -L"$libdir" \
         -lstoke -lm -pthread -Wl,-rpath,"$libdir" 2>"$work/cc.err" || { cat "$work/cc.err"; fail "compile as $lang"; }
+      $cxx "${std[@]}" -Wall -Wextra -Werror -pedantic $cxxflags -I"$srcdir/include" \
+        "$srcdir/tests/capi/c_segment_test.c" -x none -o "$work/c_segment_test_$lang" $ldflags \
+        -L"$libdir" -lstoke -Wl,-rpath,"$libdir" 2>"$work/cc.err" || { cat "$work/cc.err"; fail "compile the segmentation test as $lang"; }
     done
     make_model
     # An anomaly model, and the score `stoke predict` gives one image.
@@ -73,6 +76,22 @@ case "$host" in
       --size 32 --out "$work/p.stoke" >/dev/null 2>"$work/padim.err" || { cat "$work/padim.err"; fail "padim train"; }
     padim_score=$("$stoke" predict --model "$work/p.stoke" "${images[0]}" --json 2>/dev/null \
       | python3 -c 'import json, sys; print(json.load(sys.stdin)["score"])') || fail "padim predict"
+    # A segmentation model, and the size and areas `stoke predict --masks` gives one image.
+    "$stoke" dataset --task segment --out "$work/s" --count 12 --size 48x40 --format png \
+      --defects 0.8 --seed 1 >/dev/null 2>&1 || fail "stoke dataset --task segment"
+    "$stoke" train --task segment --data "$work/s" --arch resnet18 --width 0.25 --size 32 \
+      --epochs 1 --batch 4 --out "$work/s.stoke" >/dev/null 2>"$work/segment.err" \
+      || { cat "$work/segment.err"; fail "segmentation train"; }
+    seg_image=$(find "$work/s/images" -type f | sort | head -1)
+    read -r seg_w seg_h seg_areas < <("$stoke" predict --model "$work/s.stoke" "$seg_image" \
+      --masks "$work/masks" --json 2>/dev/null | python3 -c 'import json, sys
+r = json.load(sys.stdin)
+print(r["width"], r["height"], ",".join(str(v) for v in r["areas"].values()))') \
+      || fail "segmentation predict"
+    for lang in c99 c++; do
+      "$work/c_segment_test_$lang" "$work/s.stoke" "$seg_image" "$seg_w" "$seg_h" "$seg_areas" \
+        "$work/m.stoke" || fail "the C ABI segmentation test compiled as $lang"
+    done
     for lang in c99 c++; do
       mkdir -p "$work/$lang" "$work/$lang-padim"
       "$work/c_abi_test_$lang" "$work/m.stoke" "${images[0]}" "$work/d" "$work/$lang" \
