@@ -148,6 +148,15 @@ struct PredictorOptions {
   std::optional<std::uint64_t> max_image_pixels;
   // Its settings' precision (STOKE_PRECISION) is the one predictions run in.
   Context context;
+  // Segmentation models only: 0 (the default) segments the image resized to
+  // the network's input; S > 0 cuts it at its own resolution into tiles of the
+  // network's (square) input size, S pixels apart (S <= the tile; the last
+  // tile of a row or column ends at the edge), averages the overlapping
+  // tiles' logits and takes the arg-max per pixel. For models trained on
+  // crops at the camera's scale. InvalidArgument (at open) for S outside
+  // [0, tile] or a network that is not square; an image smaller than a tile
+  // is an InvalidArgument naming it.
+  int segment_tile_stride = 0;
 };
 
 // Classifies images with the model file's own preprocessing, running the

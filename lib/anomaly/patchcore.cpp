@@ -156,16 +156,16 @@ PatchCore::Impl::Impl(std::unique_ptr<nn::Model> m, PreprocessOptions p, PatchCo
   info.preprocess = preprocess;
   reader = std::make_unique<deploy_detail::SamplePreprocessor>(info, default_simd_level());
   if (options.tile > 0) {
-    tiles = std::make_unique<anomaly_detail::TileReader>(
+    tiles = std::make_unique<data_detail::TileReader>(
         preprocess, options.tile, options.tile_stride ? options.tile_stride : options.tile,
         kDefaultMaxImagePixels);
   }
 }
 
 std::int64_t PatchCore::Impl::inputs_of(const std::filesystem::path& file, std::vector<float>& out,
-                                        anomaly_detail::TileGrid* grid) {
+                                        data_detail::TileGrid* grid) {
   if (tiles) {
-    anomaly_detail::TileGrid g = tiles->read(file, out);
+    data_detail::TileGrid g = tiles->read(file, out);
     const auto n = static_cast<std::int64_t>(g.origins.size());
     if (grid) *grid = std::move(g);
     return n;
@@ -420,7 +420,7 @@ AnomalyResult PatchCore::score_input(std::span<const float> input) {
   return r;
 }
 
-AnomalyResult PatchCore::Impl::score_tiles(PatchCore& core, const anomaly_detail::TileGrid& grid,
+AnomalyResult PatchCore::Impl::score_tiles(PatchCore& core, const data_detail::TileGrid& grid,
                                            std::span<const float> inputs) {
   const std::size_t sample = reader->sample_size();
   AnomalyResult r;
@@ -458,7 +458,7 @@ AnomalyResult PatchCore::Impl::score_tiles(PatchCore& core, const anomaly_detail
 AnomalyResult PatchCore::score_file(const std::filesystem::path& file) {
   if (!impl_->tiles) return score_input(preprocess_file(file));
   std::vector<float> inputs;
-  const anomaly_detail::TileGrid grid = impl_->tiles->read(file, inputs);
+  const data_detail::TileGrid grid = impl_->tiles->read(file, inputs);
   return impl_->score_tiles(*this, grid, inputs);
 }
 
@@ -469,7 +469,7 @@ AnomalyResult PatchCore::score_bytes(std::span<const std::uint8_t> bytes, std::s
     impl_->reader->from_bytes(bytes, name, inputs);
     return score_input(inputs);
   }
-  const anomaly_detail::TileGrid grid = impl_->tiles->read_bytes(bytes, name, inputs);
+  const data_detail::TileGrid grid = impl_->tiles->read_bytes(bytes, name, inputs);
   return impl_->score_tiles(*this, grid, inputs);
 }
 
@@ -481,7 +481,7 @@ AnomalyResult PatchCore::score_pixels(const PixelBuffer& pixels) {
     return score_input(inputs);
   }
   Image scratch;
-  const anomaly_detail::TileGrid grid =
+  const data_detail::TileGrid grid =
       impl_->tiles->read_view(deploy_detail::pixel_view(pixels, scratch), "<pixels>", inputs);
   return impl_->score_tiles(*this, grid, inputs);
 }
@@ -493,7 +493,7 @@ void PatchCore::set_max_image_pixels(std::uint64_t max_pixels) {
       std::make_unique<deploy_detail::SamplePreprocessor>(info, default_simd_level(), max_pixels);
   if (impl_->tiles) {
     const PatchCoreOptions& o = impl_->options;
-    impl_->tiles = std::make_unique<anomaly_detail::TileReader>(
+    impl_->tiles = std::make_unique<data_detail::TileReader>(
         impl_->preprocess, o.tile, o.tile_stride ? o.tile_stride : o.tile, max_pixels);
   }
 }

@@ -9,7 +9,7 @@
 #include "anomaly/features.hpp"
 #include "anomaly/knn.hpp"
 #include "anomaly/scorer.hpp"
-#include "anomaly/tiles.hpp"
+#include "data/tiles.hpp"
 #include "deploy/preprocess.hpp"
 #include "stoke/anomaly.hpp"
 
@@ -48,15 +48,15 @@ struct __attribute__((visibility("hidden"))) PatchCore::Impl {
   float reference_score = 0.0f;
   std::unique_ptr<anomaly_detail::FeatureExtractor> extractor;
   std::unique_ptr<deploy_detail::SamplePreprocessor> reader;
-  std::unique_ptr<anomaly_detail::TileReader> tiles;  // with options.tile
-  Precision precision = Precision::kFp32;             // the feature extraction's
+  std::unique_ptr<data_detail::TileReader> tiles;  // with options.tile
+  Precision precision = Precision::kFp32;          // the feature extraction's
 
   Impl(std::unique_ptr<nn::Model> m, PreprocessOptions p, PatchCoreOptions o);
   // The backbone inputs of `file` into `out`: its image, or its tiles; returns their count.
   std::int64_t inputs_of(const std::filesystem::path& file, std::vector<float>& out,
-                         anomaly_detail::TileGrid* grid = nullptr);
+                         data_detail::TileGrid* grid = nullptr);
   // A tiled image's result from its tiles' inputs (grid.origins.size() samples).
-  AnomalyResult score_tiles(PatchCore& core, const anomaly_detail::TileGrid& grid,
+  AnomalyResult score_tiles(PatchCore& core, const data_detail::TileGrid& grid,
                             std::span<const float> inputs);
   anomaly_detail::FeatureExtractor& features();
   // The decision and what comes with it: anomalous, the normalized score,

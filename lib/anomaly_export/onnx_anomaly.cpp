@@ -12,8 +12,8 @@
 #include "anomaly/knn.hpp"
 #include "anomaly/patchcore_impl.hpp"
 #include "anomaly/resample.hpp"
-#include "anomaly/tiles.hpp"
 #include "core/atomic_file.hpp"
+#include "data/tiles.hpp"
 #include "interchange/onnx_graph.hpp"
 #include "stoke/anomaly_export.hpp"
 #include "stoke/error.hpp"
@@ -334,8 +334,8 @@ std::string padim(Builder& b, const PatchCore::Impl& impl, std::int64_t& grid_h,
 // a model without tiles. The tile must be the backbone's input size: stoke
 // resizes a tile of another size from the decoded pixels with its resampler,
 // which the graph does not reproduce.
-std::optional<anomaly_detail::TileGrid> tile_grid_of(const PatchCore::Impl& impl,
-                                                     const AnomalyOnnxOptions& options) {
+std::optional<data_detail::TileGrid> tile_grid_of(const PatchCore::Impl& impl,
+                                                  const AnomalyOnnxOptions& options) {
   const PatchCoreOptions& o = impl.options;
   const bool sized = options.image_width > 0 || options.image_height > 0;
   if (options.image_width < 0 || options.image_height < 0 ||
@@ -370,8 +370,8 @@ std::optional<anomaly_detail::TileGrid> tile_grid_of(const PatchCore::Impl& impl
   const std::string name = "--image-size " + std::to_string(options.image_width) + "x" +
                            std::to_string(options.image_height);
   const int stride = o.tile_stride > 0 ? o.tile_stride : o.tile;
-  anomaly_detail::TileGrid grid =
-      anomaly_detail::tile_grid(options.image_width, options.image_height, o.tile, stride, name);
+  data_detail::TileGrid grid =
+      data_detail::tile_grid(options.image_width, options.image_height, o.tile, stride, name);
   if (grid.origins.size() > 4096) {
     throw Unsupported(std::string(kWhat) + ": " + name + " cuts " +
                       std::to_string(grid.origins.size()) + " tiles of " + std::to_string(o.tile) +
@@ -383,7 +383,7 @@ std::optional<anomaly_detail::TileGrid> tile_grid_of(const PatchCore::Impl& impl
 
 // The tile maps (T, 1, t, t) placed at their origins (Pad), summed and divided
 // by each pixel's tile count: score_tiles' overlap average, named anomaly_map.
-void stitch(OnnxGraph& g, const anomaly_detail::TileGrid& grid, const std::string& maps,
+void stitch(OnnxGraph& g, const data_detail::TileGrid& grid, const std::string& maps,
             std::int64_t tile_h, std::int64_t tile_w) {
   const std::int64_t h = grid.image_height, w = grid.image_width;
   std::vector<float> covered(static_cast<std::size_t>(h * w), 0.0f);
@@ -434,7 +434,7 @@ std::string onnx_model_bytes(const PatchCore& model, const AnomalyOnnxOptions& o
   }
   const nn::ModelSpec& spec = impl.model->spec();
   const std::int64_t height = impl.preprocess.height, width = impl.preprocess.width;
-  const std::optional<anomaly_detail::TileGrid> tiles = tile_grid_of(impl, options);
+  const std::optional<data_detail::TileGrid> tiles = tile_grid_of(impl, options);
   const auto batch = static_cast<std::int64_t>(tiles ? tiles->origins.size() : 1);
   const std::int64_t image_h = tiles ? tiles->image_height : height,
                      image_w = tiles ? tiles->image_width : width;

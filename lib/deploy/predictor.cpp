@@ -446,8 +446,8 @@ void Predictor::open_segmentation(const std::filesystem::path& path,
   impl_->level = default_simd_level();
   impl_->max_pixels = deploy_detail::max_image_pixels(options);
   impl_->loaded.info = loaded.info;
-  impl_->segmentation =
-      std::make_unique<deploy_detail::SegmentationRunner>(std::move(loaded), impl_->max_pixels);
+  impl_->segmentation = std::make_unique<deploy_detail::SegmentationRunner>(
+      std::move(loaded), impl_->max_pixels, options.segment_tile_stride);
 }
 
 deploy_detail::SegmentationRunner& Predictor::segmenter(const char* call) {

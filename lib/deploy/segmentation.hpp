@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "data/tiles.hpp"
 #include "deploy/preprocess.hpp"
 #include "stoke/deploy.hpp"
 #include "stoke/segment.hpp"
@@ -48,12 +49,26 @@ STOKE_INTERNAL SegmentationResult segment_input(LoadedSegmentation& loaded,
                                                 std::span<const float> input, int image_width,
                                                 int image_height);
 
+// The reader of tiles of the network's (square) input size `stride` apart;
+// InvalidArgument for a network that is not square or a stride outside
+// [1, tile].
+STOKE_INTERNAL std::unique_ptr<data_detail::TileReader> segmentation_tile_reader(
+    const LoadedSegmentation& loaded, int stride, std::uint64_t max_pixels);
+
+// The label map of an image cut into `grid`'s tiles (inputs: one preprocessed
+// tile after another): each tile's logits, overlaps averaged, the arg-max per
+// pixel at the image's size, its areas and regions.
+STOKE_INTERNAL SegmentationResult segment_tiles(LoadedSegmentation& loaded,
+                                                const data_detail::TileGrid& grid,
+                                                std::span<const float> inputs);
+
 // A Predictor's segmentation model: the loaded file, one preprocessor and one
-// input buffer; calls take turns (the U-Net's eval forward keeps its
+// input buffer (with tile_stride > 0: a tile reader instead, tiles at native
+// resolution); calls take turns (the U-Net's eval forward keeps its
 // activations in its layers).
 class STOKE_INTERNAL SegmentationRunner {
  public:
-  SegmentationRunner(LoadedSegmentation loaded, std::uint64_t max_pixels);
+  SegmentationRunner(LoadedSegmentation loaded, std::uint64_t max_pixels, int tile_stride = 0);
   SegmentationResult file(const std::filesystem::path& path);
   SegmentationResult bytes(std::span<const std::uint8_t> bytes, std::string_view name);
   SegmentationResult pixels(const PixelBuffer& pixels);
@@ -62,6 +77,7 @@ class STOKE_INTERNAL SegmentationRunner {
  private:
   LoadedSegmentation loaded_;
   SamplePreprocessor pre_;
+  std::unique_ptr<data_detail::TileReader> tiles_;
   std::vector<float> input_;
   std::mutex mutex_;
 };

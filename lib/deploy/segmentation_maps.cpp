@@ -153,13 +153,24 @@ SegmentationResult segment_input(LoadedSegmentation& loaded, std::span<const flo
   return r;
 }
 
-SegmentationRunner::SegmentationRunner(LoadedSegmentation loaded, std::uint64_t max_pixels)
+SegmentationRunner::SegmentationRunner(LoadedSegmentation loaded, std::uint64_t max_pixels,
+                                       int tile_stride)
     : loaded_(std::move(loaded)),
       pre_(loaded_.info, default_simd_level(), max_pixels),
-      input_(pre_.sample_size()) {}
+      tiles_(tile_stride > 0 ? segmentation_tile_reader(loaded_, tile_stride, max_pixels)
+                             : nullptr),
+      input_(pre_.sample_size()) {
+  if (tile_stride < 0)
+    throw InvalidArgument("segment_tile_stride " + std::to_string(tile_stride) +
+                          ": 0 (whole images) or a stride from 1 to the tile size");
+}
 
 SegmentationResult SegmentationRunner::file(const std::filesystem::path& path) {
   std::lock_guard lock(mutex_);
+  if (tiles_) {
+    const data_detail::TileGrid grid = tiles_->read(path, input_);
+    return segment_tiles(loaded_, grid, input_);
+  }
   pre_.from_file(path, input_);
   return segment_input(loaded_, input_, pre_.source_width(), pre_.source_height());
 }
@@ -167,12 +178,22 @@ SegmentationResult SegmentationRunner::file(const std::filesystem::path& path) {
 SegmentationResult SegmentationRunner::bytes(std::span<const std::uint8_t> bytes,
                                              std::string_view name) {
   std::lock_guard lock(mutex_);
+  if (tiles_) {
+    const data_detail::TileGrid grid = tiles_->read_bytes(bytes, name, input_);
+    return segment_tiles(loaded_, grid, input_);
+  }
   pre_.from_bytes(bytes, name, input_);
   return segment_input(loaded_, input_, pre_.source_width(), pre_.source_height());
 }
 
 SegmentationResult SegmentationRunner::pixels(const PixelBuffer& pixels) {
   std::lock_guard lock(mutex_);
+  if (tiles_) {
+    Image scratch;
+    const data_detail::TileGrid grid =
+        tiles_->read_view(pixel_view(pixels, scratch), "<pixels>", input_);
+    return segment_tiles(loaded_, grid, input_);
+  }
   pre_.from_pixels(pixels, input_);
   return segment_input(loaded_, input_, pre_.source_width(), pre_.source_height());
 }

@@ -151,4 +151,20 @@ before=$(sha256sum "$work/same/$one" | cut -d' ' -f1)
 [ "$(sha256sum "$work/same/$one" | cut -d' ' -f1)" = "$before" ] || fail "predict --masks replaced its input image"
 grep -q "\"mask\": \"$work/same/${one%.*}-2.png\"" "$work/same.json" || { cat "$work/same.json"; fail "the mask beside its input is not <name>-2.png"; }
 [ -f "$work/same/${one%.*}-2.png" ] || fail "the mask <name>-2.png was not written"
+# --tile-stride: tiles of the model's 64 x 64 input at the images' own 96 x 80,
+# 32 apart; the map is at the image's size and covers it. A stride past the
+# tile is refused by name (exit 2 or 1 with the option named), nothing written.
+"$stoke" predict --model "$work/m.stoke" "$work/val/images/$one" --tile-stride 32 --json \
+  >"$work/tiled.json" 2>"$work/tiled.err" || { cat "$work/tiled.err"; fail "predict --tile-stride"; }
+python3 - "$work/tiled.json" <<'PY' || fail "predict --tile-stride: the map"
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+assert (r["width"], r["height"]) == (96, 80), r
+assert sum(r["areas"].values()) == 96 * 80, r["areas"]
+PY
+if "$stoke" predict --model "$work/m.stoke" "$work/val/images/$one" --tile-stride 65 \
+  >"$work/bad.json" 2>"$work/bad.err"; then
+  fail "--tile-stride 65 over a 64 tile was taken"
+fi
+grep -q 'segment_tile_stride 65' "$work/bad.err" || { cat "$work/bad.err"; fail "the refusal names the stride"; }
 echo "ok"

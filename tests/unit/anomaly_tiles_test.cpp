@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "anomaly/tiles.hpp"
+#include "data/tiles.hpp"
 #include "op_test_util.hpp"
 #include "stoke/anomaly.hpp"
 #include "stoke/data.hpp"
@@ -41,13 +41,13 @@ PreprocessOptions preprocess() {
 }
 
 TEST(AnomalyTiles, GridCoversTheImageAndRefusesSmallImages) {
-  const auto g = anomaly_detail::tile_grid(250, 100, 96, 80, "a.png");
+  const auto g = data_detail::tile_grid(250, 100, 96, 80, "a.png");
   // x: 0, 80, 154 (the last ends at the edge); y: 0, 4.
   std::vector<std::pair<int, int>> want = {{0, 0}, {80, 0}, {154, 0}, {0, 4}, {80, 4}, {154, 4}};
   EXPECT_EQ(g.origins, want);
-  EXPECT_EQ(anomaly_detail::tile_grid(96, 96, 96, 96, "b").origins.size(), 1u);
+  EXPECT_EQ(data_detail::tile_grid(96, 96, 96, 96, "b").origins.size(), 1u);
   try {
-    anomaly_detail::tile_grid(250, 90, 96, 96, "small.png");
+    data_detail::tile_grid(250, 90, 96, 96, "small.png");
     ADD_FAILURE() << "a tile larger than the image was accepted";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("'small.png' is 250x90, smaller than a 96x96 tile"),

@@ -191,6 +191,90 @@ TEST_F(SegmentDeploy, PredictorLabelMapIsTheModelsOnTheLoadersInputBitForBit) {
   }
 }
 
+// Tiled at native resolution (PredictorOptions::segment_tile_stride): the
+// 44 x 36 images cut into 32 x 32 tiles 12 apart (origins 0 and 12 across, 0
+// and 4 down: the last tile ends at the edge), each tile's logits, overlaps
+// averaged, the arg-max per pixel, against the same computed here from the
+// decoded pixels. Strides outside [1, tile] and images below a tile are refused.
+TEST_F(SegmentDeploy, TiledLabelMapsAverageTheTilesLogitsAtNativeResolution) {
+  PredictorOptions o;
+  o.segment_tile_stride = 12;
+  Predictor p(model_file_, o);
+  const std::vector<float> mean{0.4f, 0.5f, 0.6f}, stdev{0.2f, 0.25f, 0.3f};
+  for (std::size_t i = 0; i < dataset_.size(); ++i) {
+    const fs::path image = dataset_.sample(i).image;
+    std::vector<std::uint8_t> bytes;
+    read_file(image, bytes);
+    Decoder decoder;
+    Image decoded;
+    decoder.decode(bytes, image.string(), DecodeOptions{3, 0, 0}, decoded);
+    const ImageView v = decoded.view();
+    ASSERT_EQ(v.width, 44);
+    ASSERT_EQ(v.height, 36);
+    std::vector<double> sum(3 * 36 * 44, 0.0);
+    for (int oy : {0, 4}) {
+      for (int ox : {0, 12}) {
+        std::vector<float> x(3 * 32 * 32);
+        for (int c = 0; c < 3; ++c)
+          for (int y = 0; y < 32; ++y)
+            for (int xx = 0; xx < 32; ++xx)
+              x[static_cast<std::size_t>((c * 32 + y) * 32 + xx)] =
+                  (v.data[static_cast<std::size_t>(oy + y) * v.stride +
+                          static_cast<std::size_t>(ox + xx) * 3 + static_cast<std::size_t>(c)] /
+                       255.0f -
+                   mean[static_cast<std::size_t>(c)]) /
+                  stdev[static_cast<std::size_t>(c)];
+        Tensor t(cpu_backend(), model_->input_shape(1));
+        t.copy_from_host(x.data());
+        const std::vector<float> logits = model_->forward(t, false).to_vector();
+        for (int c = 0; c < 3; ++c)
+          for (int y = 0; y < 32; ++y)
+            for (int xx = 0; xx < 32; ++xx)
+              sum[static_cast<std::size_t>((c * 36 + oy + y) * 44 + ox + xx)] +=
+                  logits[static_cast<std::size_t>((c * 32 + y) * 32 + xx)];
+      }
+    }
+    const SegmentationResult r = p.segment_file(image);
+    ASSERT_EQ(r.width, 44);
+    ASSERT_EQ(r.height, 36);
+    std::size_t same = 0;
+    std::vector<std::int64_t> areas(3, 0);
+    for (std::size_t k = 0; k < 36 * 44; ++k) {
+      int best = 0;
+      for (int c = 1; c < 3; ++c)
+        if (sum[static_cast<std::size_t>(c) * 36 * 44 + k] >
+            sum[static_cast<std::size_t>(best) * 36 * 44 + k])
+          best = c;
+      same += r.labels[k] == best;
+      ++areas[r.labels[k]];
+    }
+    // Rounding of the normalization may flip a near tie; a misplaced tile
+    // changes most of the map.
+    EXPECT_GE(same, 36 * 44 * 995 / 1000) << image;
+    EXPECT_EQ(r.areas, areas);
+    EXPECT_EQ(p.segment_bytes(bytes, image.string()).labels, r.labels);
+    EXPECT_EQ(p.segment_pixels(PixelBuffer{v.data, v.width, v.height, PixelFormat::kRgb8, v.stride})
+                  .labels,
+              r.labels);
+  }
+  std::vector<std::uint8_t> small(20 * 20 * 3, 100);
+  try {
+    p.segment_pixels(PixelBuffer{small.data(), 20, 20, PixelFormat::kRgb8, 60});
+    FAIL() << "an image below a tile was segmented";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("<pixels>"), std::string::npos) << e.what();
+  }
+  for (int bad : {-1, 33}) {
+    o.segment_tile_stride = bad;
+    try {
+      Predictor refused(model_file_, o);
+      FAIL() << "stride " << bad << " was taken";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("segment_tile_stride"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // A JPEG at least twice the input size decodes at a DCT scale (as in the
 // loader): the label map is still at the file's own size, and the input the
 // loader's.

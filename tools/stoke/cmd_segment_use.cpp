@@ -29,13 +29,16 @@ constexpr const char* kEvalUsage =
 
 constexpr const char* kPredictUsage =
     "usage: stoke predict --model SEGMENTATION_MODEL (FILE... | --data DIR) [--masks OUTDIR]\n"
-    "                     [--json]\n"
+    "                     [--tile-stride S] [--json]\n"
     "  Per image: pixels per class and the connected regions (8-connected) of every class but\n"
     "  the background, with bounding boxes [x, y, w, h] at the image's size. --masks OUTDIR "
     "writes\n"
     "  each label map as OUTDIR/<name>.png (8-bit gray, pixel value = class index, the image's\n"
     "  size; <name> relative to DIR, or DIR/images when it has one). --json: one object per "
-    "line.\n";
+    "line.\n"
+    "  --tile-stride S: cut each image at its own resolution into tiles of the model's input\n"
+    "  size, S pixels apart, and average the overlapping tiles' logits (for models trained\n"
+    "  on crops at the camera's scale).\n";
 
 std::string number(double v) {
   char buf[32];
@@ -80,8 +83,11 @@ fs::path mask_path(const fs::path& outdir, const fs::path& file, const fs::path&
 }
 
 int predict(int argc, char** argv) {
-  stoke_cli::Args args(argc, argv, {"model", "data", "masks"}, {"json"});
+  stoke_cli::Args args(argc, argv, {"model", "data", "masks", "tile-stride"}, {"json"});
   const std::string model = args.required("model");
+  stoke::PredictorOptions options;
+  if (args.has("tile-stride"))
+    options.segment_tile_stride = args.get_int("tile-stride", 0, 1, 1 << 20);
   std::vector<fs::path> files;
   fs::path root;
   for (const auto& p : args.positional()) files.emplace_back(p);
@@ -96,7 +102,7 @@ int predict(int argc, char** argv) {
   const std::string masks = args.get("masks");
   if (args.has("masks")) stoke_cli::check_writable("--masks", masks, true);
   stoke::Runtime runtime = stoke::init();
-  stoke::Predictor predictor(model);
+  stoke::Predictor predictor(model, options);
   const auto& names = predictor.info().class_names;
   std::set<fs::path> taken;  // the inputs and the masks written: a mask replaces neither
   if (!masks.empty())

@@ -1,6 +1,7 @@
-// Internal: tiling at native resolution (PatchCoreOptions::tile): the tile
+// Internal: tiling at native resolution (anomaly models' PatchCoreOptions::tile,
+// segmentation models' PredictorOptions::segment_tile_stride): the tile
 // origins that cover an image, and a reader that cuts a decoded file into
-// tiles, each resized to the backbone's input and normalized as the model's
+// tiles, each resized to the network's input and normalized as the model's
 // preprocessing normalizes a whole image.
 #pragma once
 
@@ -14,7 +15,7 @@
 #include "stoke/data.hpp"
 #include "stoke/image.hpp"
 
-namespace stoke::anomaly_detail {
+namespace stoke::data_detail {
 
 struct TileGrid {
   int image_width = 0, image_height = 0, tile = 0;
@@ -51,4 +52,4 @@ class STOKE_INTERNAL TileReader {
   std::vector<std::uint8_t> bytes_;
 };
 
-}  // namespace stoke::anomaly_detail
+}  // namespace stoke::data_detail

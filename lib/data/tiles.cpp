@@ -1,12 +1,12 @@
-// Tiling at native resolution (anomaly/tiles.hpp).
-#include "anomaly/tiles.hpp"
+// Tiling at native resolution (data/tiles.hpp).
+#include "data/tiles.hpp"
 
 #include <string>
 
 #include "image/stage_format.hpp"
 #include "stoke/error.hpp"
 
-namespace stoke::anomaly_detail {
+namespace stoke::data_detail {
 
 namespace {
 
@@ -82,4 +82,4 @@ TileGrid TileReader::read_view(ImageView image, std::string_view name, std::vect
   return grid;
 }
 
-}  // namespace stoke::anomaly_detail
+}  // namespace stoke::data_detail
