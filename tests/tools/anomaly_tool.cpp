@@ -1,11 +1,11 @@
 // The anomaly parity test's stoke side (tests/anomaly/parity.py): a
 // torchvision-named safetensors backbone, PatchCore fitted with coreset
-// ratio 1 (or CORESET; or PaDiM: its channel subset written to channels.bin
-// as int64) on raw float inputs, then per test input its embeddings, anomaly
-// map and image score, written as float32 files (tests/anomaly/parity.py and
-// tests/anomaly/anomalib_parity.py).
+// ratio 1 (or CORESET, drawn from SEED, default 0; or PaDiM: its channel
+// subset written to channels.bin as int64) on raw float inputs, then per test
+// input its embeddings, anomaly map and image score, written as float32 files
+// (tests/anomaly/parity.py and tests/anomaly/anomalib_parity.py).
 //   anomaly_tool WEIGHTS ARCH SIZE TRAIN.bin NTRAIN TEST.bin NTEST OUTDIR [patchcore|padim
-//   [CORESET]]
+//   [CORESET [SEED]]]
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -34,10 +34,10 @@ void write_floats(const std::string& path, const std::vector<float>& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 9 || argc > 11) {
+  if (argc < 9 || argc > 12) {
     std::fprintf(stderr,
                  "usage: anomaly_tool WEIGHTS ARCH SIZE TRAIN.bin NTRAIN TEST.bin NTEST OUTDIR "
-                 "[patchcore|padim [CORESET]]\n");
+                 "[patchcore|padim [CORESET [SEED]]]\n");
     return 2;
   }
   try {
@@ -56,13 +56,14 @@ int main(int argc, char** argv) {
     stoke::anomaly::PatchCoreOptions o;
     o.coreset_ratio = 1.0;
     if (argc >= 10) o.method = stoke::anomaly::anomaly_method_from_name(argv[9]);
-    if (argc == 11) {
+    if (argc >= 11) {
       char* end = nullptr;
       o.coreset_ratio = std::strtod(argv[10], &end);
       if (end == argv[10] || *end != '\0')
         throw stoke::InvalidArgument(std::string("anomaly_tool: CORESET '") + argv[10] +
                                      "' is not a number");
     }
+    if (argc == 12) o.seed = std::stoull(argv[11]);
     stoke::anomaly::PatchCore core(std::move(model), pre, o);
     const auto sample = static_cast<std::size_t>(3 * spec.height * spec.width);
     const int ntrain = std::stoi(argv[5]), ntest = std::stoi(argv[7]);
