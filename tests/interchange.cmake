@@ -22,6 +22,14 @@ target_link_libraries(stoke_anomaly_export_tool PRIVATE stoke stoke_warnings)
 add_test(NAME Interchange.AnomalyOnnxRuntimeParity
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/interchange/run.sh anomaly_export
                  $<TARGET_FILE:stoke_anomaly_export_tool> ${CMAKE_CURRENT_BINARY_DIR}/interchange_anomaly)
+# A segmentation model file through `stoke export` in ONNX Runtime against stoke's logits.
+add_executable(stoke_segment_export_tool ${CMAKE_CURRENT_SOURCE_DIR}/tools/segment_export_tool.cpp)
+target_link_libraries(stoke_segment_export_tool PRIVATE stoke stoke_warnings)
+add_test(NAME Interchange.SegmentOnnxRuntimeParity
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/interchange/run.sh segment_export
+                 $<TARGET_FILE:stoke_segment_export_tool> ${CMAKE_CURRENT_BINARY_DIR}/interchange_segment
+                 $<TARGET_FILE:stoke_cli>)
 set_tests_properties(Interchange.OnnxRuntimeParity Interchange.ImportGeneratedFiles Interchange.TorchvisionExport
                      Interchange.DeployableImport Interchange.AnomalyOnnxRuntimeParity
+                     Interchange.SegmentOnnxRuntimeParity
                      PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS python RESOURCE_LOCK stoke_py_venv)

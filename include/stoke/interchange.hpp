@@ -19,7 +19,7 @@ struct OnnxExportOptions {
   // Batch norm folded into the preceding convolution's weights and bias
   // (exact at inference); otherwise BatchNormalization nodes.
   bool fold_batch_norm = false;
-  // A second output "probabilities" = Softmax(logits) over the classes.
+  // An output "probabilities" = Softmax(logits) over the classes (a U-Net: after "labels").
   bool softmax = false;
   int opset = 13;  // 13 or later
   // Written to metadata_props as "class_names" (a JSON list of strings), when given.
@@ -32,7 +32,10 @@ struct OnnxExportOptions {
 // dynamic batch dimension N, output "logits" (N, classes). Every layer of the
 // built-in architectures maps to a standard op (Conv, BatchNormalization,
 // Relu, MaxPool, AveragePool, GlobalAveragePool, Flatten, Add, Gemm; Dropout
-// is left out: inference). Unsupported naming a layer without an ONNX form.
+// is left out: inference). A segmentation model (a U-Net) adds Resize (2x
+// nearest) and Concat; its "logits" are (N, classes, H, W), followed by
+// "labels" (N, H, W) int64, their ArgMax over the classes. Unsupported naming
+// a layer without an ONNX form.
 STOKE_API std::string onnx_model_bytes(const nn::Model& model,
                                        const OnnxExportOptions& options = {});
 // Writes onnx_model_bytes to `path`; IoError naming the path.

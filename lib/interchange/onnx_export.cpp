@@ -17,10 +17,18 @@ std::string onnx_model_bytes(const nn::Model& model, const OnnxExportOptions& op
   std::string out = g.sequential(model.network(), "input");
   if (out == "input") throw Unsupported("export_onnx: the model has no layers");
   g.node("Identity", {out}, "logits");
-  std::vector<detail::OnnxValue> outputs = {{"logits", {-1, spec.classes}}};
+  // A U-Net's outputs are per pixel: (N, classes, H, W), and its labels (N, H, W).
+  std::vector<std::int64_t> dims = {-1, spec.classes};
+  if (spec.is_segmentation()) dims.insert(dims.end(), {spec.height, spec.width});
+  std::vector<detail::OnnxValue> outputs = {{"logits", dims}};
+  if (spec.is_segmentation()) {  // arg-max over the classes, ties to the lowest as stoke's
+    g.node("ArgMax", {"logits"}, "labels",
+           {detail::int_attr("axis", 1), detail::int_attr("keepdims", 0)});
+    outputs.push_back({"labels", {-1, spec.height, spec.width}, true});
+  }
   if (options.softmax) {
     g.node("Softmax", {"logits"}, "probabilities", {detail::int_attr("axis", 1)});
-    outputs.push_back({"probabilities", {-1, spec.classes}});
+    outputs.push_back({"probabilities", dims});
   }
   std::vector<std::pair<std::string, std::string>> meta = {
       {"stoke.architecture", nn::architecture_name(spec.architecture)}};

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "interchange/onnx_schema.hpp"
+#include "interchange/onnx_unet.hpp"
 #include "stoke/error.hpp"
 #include "stoke/version.hpp"
 
@@ -180,6 +181,7 @@ std::string OnnxGraph::layer(const nn::Layer& l, const std::string& x) {
                     name, {int_attr("transB", 1)});
       },
       [&](const nn::Residual& r) { return residual(name, r.main(), r.shortcut(), x); },
+      [&](const nn::Unet& u) { return unet(*this, u, x); },
       [&](const nn::Layer&) -> std::string {
         throw Unsupported("export_onnx: layer '" + name + "' has no ONNX form");
       });
@@ -187,7 +189,7 @@ std::string OnnxGraph::layer(const nn::Layer& l, const std::string& x) {
 
 namespace {
 
-Writer value_info(const std::string& name, std::vector<std::int64_t> dims) {
+Writer value_info(const std::string& name, std::vector<std::int64_t> dims, bool int64) {
   Writer shape;
   for (std::size_t i = 0; i < dims.size(); ++i) {
     Writer d;
@@ -199,7 +201,7 @@ Writer value_info(const std::string& name, std::vector<std::int64_t> dims) {
     shape.message(onnx::value_info::kDim, d);
   }
   Writer tensor, type, info;
-  tensor.varint(onnx::value_info::kElemType, onnx::tensor::kFloat);
+  tensor.varint(onnx::value_info::kElemType, int64 ? onnx::tensor::kInt64 : onnx::tensor::kFloat);
   tensor.message(onnx::value_info::kShape, shape);
   type.message(onnx::value_info::kTensorType, tensor);
   info.bytes(onnx::value_info::kName, name);
@@ -229,8 +231,10 @@ std::string OnnxGraph::model_bytes(
   // Nodes first, as ONNX writers conventionally do; then name, initializers, inputs, outputs.
   std::string body = nodes_.data() + graph_name.data() + graph_.data();
   Writer io;
-  for (const OnnxValue& v : inputs) io.message(onnx::graph::kInput, value_info(v.name, v.dims));
-  for (const OnnxValue& v : outputs) io.message(onnx::graph::kOutput, value_info(v.name, v.dims));
+  for (const OnnxValue& v : inputs)
+    io.message(onnx::graph::kInput, value_info(v.name, v.dims, v.int64));
+  for (const OnnxValue& v : outputs)
+    io.message(onnx::graph::kOutput, value_info(v.name, v.dims, v.int64));
   body += io.data();
   Writer m;
   m.int64(onnx::model::kIrVersion, ir_version(opset));

@@ -28,10 +28,11 @@ STOKE_INTERNAL OnnxAttr int_attr(std::string name, std::int64_t v);
 STOKE_INTERNAL OnnxAttr float_attr(std::string name, float v);
 STOKE_INTERNAL OnnxAttr string_attr(std::string name, std::string v);
 
-// A graph input or output: float32 of these dims, a negative one dynamic ("N").
+// A graph input or output: float32 (or int64) of these dims, a negative one dynamic ("N").
 struct OnnxValue {
   std::string name;
   std::vector<std::int64_t> dims;
+  bool int64 = false;  // int64 elements (a U-Net's ArgMax labels)
 };
 
 // Collects nodes and initializers in order; values are named after the layers.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# run.sh MODE TOOL WORKDIR: the interchange checks against the Python reference
+# run.sh MODE TOOL WORKDIR [ARG...]: the interchange checks against the Python reference
 # packages. MODE export: stoke's ONNX files in ONNX Runtime; import: onnx- and
 # numpy-generated torchvision-style files into stoke; anomaly_export: stoke's
 # anomaly models (PatchCore, PaDiM) exported and run in ONNX Runtime; torchvision: a real
 # torchvision export (needs PyTorch where python3 runs; skips otherwise);
+# segment_export: a segmentation model file through `stoke export` (ARG: the stoke command);
 # deploy_import: `stoke import` of a torchvision export run by `stoke predict`
 # (TOOL is then the stoke command; PyTorch as for torchvision).
 # The virtual environment is made once and reused: $STOKE_PY_CACHE
@@ -41,4 +42,4 @@ if [[ ! -f $stamp ]]; then
   fi
   touch "$stamp"
 fi
-exec "$venv/bin/python" "$here/${mode}_check.py" "$tool" "$work"
+exec "$venv/bin/python" "$here/${mode}_check.py" "$tool" "$work" "${@:4}"

@@ -2,7 +2,8 @@
 // Writes a model file (or any stoke checkpoint) as ONNX for inference, with
 // the model file's class names and preprocessing in metadata_props; an
 // anomaly model file (stoke train --task anomaly) as its scoring graph
-// (stoke/anomaly_export.hpp: outputs score and anomaly_map, batch 1).
+// (stoke/anomaly_export.hpp: outputs score and anomaly_map, batch 1); a
+// segmentation model file as its U-Net (outputs logits and labels per pixel).
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -29,7 +30,9 @@ constexpr const char* kUsage =
     "preprocessed, outputs score (1) and anomaly_map (1, 1, H, W); no --softmax.\n"
     "A tiling one (--tile) needs --image-size WxH: the graph takes the whole image\n"
     "(1, C, H, W) normalized at that size, cuts it into the model's tiles (which must\n"
-    "be its input size), stitches their maps and scores the highest tile.\n";
+    "be its input size), stitches their maps and scores the highest tile.\n"
+    "A segmentation model file exports its U-Net: outputs logits (N, classes, H, W),\n"
+    "labels (N, H, W) int64 (their arg-max) and with --softmax probabilities.\n";
 
 bool anomaly = false;  // the --model is an anomaly model file (cmd_export decides)
 
@@ -98,11 +101,11 @@ int run(int argc, char** argv) {
   }
   o.metadata.emplace_back("stoke.source", model_path);
   stoke::interchange::export_onnx(*model, out, o);
-  std::printf("wrote %s (%s, %d classes, input %dx%dx%d, dynamic batch, opset %d%s%s)\n",
-              out.c_str(), stoke::nn::architecture_name(model->spec().architecture),
-              model->spec().classes, model->spec().in_channels, model->spec().height,
-              model->spec().width, o.opset, o.fold_batch_norm ? ", batch norm folded" : "",
-              o.softmax ? ", softmax output" : "");
+  std::printf("wrote %s (%s%s, %d classes, input %dx%dx%d, dynamic batch, opset %d%s%s)\n",
+              out.c_str(), model->spec().is_segmentation() ? "U-Net on " : "",
+              stoke::nn::architecture_name(model->spec().architecture), model->spec().classes,
+              model->spec().in_channels, model->spec().height, model->spec().width, o.opset,
+              o.fold_batch_norm ? ", batch norm folded" : "", o.softmax ? ", softmax output" : "");
   return 0;
 }
 
