@@ -85,6 +85,13 @@ def library(path=None):
         "stoke_predict_pixels": (c.c_int, [c.c_void_p, c.c_void_p, c.c_int32, c.c_int32, c.c_int,
                                            c.c_size_t, c.POINTER(_Prediction), c.POINTER(c.c_float),
                                            c.c_size_t]),
+        "stoke_segment_file": (c.c_int, [c.c_void_p, c.c_char_p, c.POINTER(c.c_uint8), c.c_size_t,
+                                         c.POINTER(c.c_int32), c.POINTER(c.c_int32),
+                                         c.POINTER(c.c_int64), c.c_size_t]),
+        "stoke_segment_pixels": (c.c_int, [c.c_void_p, c.c_void_p, c.c_int32, c.c_int32, c.c_int,
+                                           c.c_size_t, c.POINTER(c.c_uint8), c.c_size_t,
+                                           c.POINTER(c.c_int32), c.POINTER(c.c_int32),
+                                           c.POINTER(c.c_int64), c.c_size_t]),
         "stoke_train": (c.c_int, [c.c_char_p, c.c_char_p, c.c_char_p, _PROGRESS_FN, c.c_void_p,
                                   c.POINTER(_TrainResult)]),
     }
@@ -156,6 +163,17 @@ def _bytes_pointer(pixels):
     return data, data
 
 
+class Segmentation:
+    """A segmentation model's result: width x height class indices (bytes,
+    row-major, at the image's size) and the pixels of each class by name."""
+
+    def __init__(self, width, height, labels, areas):
+        self.width, self.height, self.labels, self.areas = width, height, labels, areas
+
+    def __repr__(self):
+        return "Segmentation(%dx%d, areas=%r)" % (self.width, self.height, self.areas)
+
+
 class Predictor:
     """A model file loaded for prediction (stoke_predictor). Calls from several
     threads at once are safe and run in parallel; close() must not race them."""
@@ -206,6 +224,30 @@ class Predictor:
         ptr, w, h, s, keep = _pixels_pointer(pixels, fmt, width, height, stride)
         result = self._result(lambda out, p, n: self._lib.stoke_predict_pixels(
             self._handle, ptr, w, h, PIXEL_FORMATS[fmt], s, out, p, n))
+        del keep
+        return result
+
+    def _segment(self, call):
+        # The size first (labels NULL), then the map and the areas.
+        w, h = ctypes.c_int32(), ctypes.c_int32()
+        _check(self._lib, call(None, 0, ctypes.byref(w), ctypes.byref(h), None, 0))
+        labels = (ctypes.c_uint8 * (w.value * h.value))()
+        areas = (ctypes.c_int64 * len(self.classes))()
+        _check(self._lib, call(labels, len(labels), ctypes.byref(w), ctypes.byref(h), areas, len(areas)))
+        return Segmentation(w.value, h.value, bytes(labels), dict(zip(self.classes, areas)))
+
+    def segment_file(self, path):
+        """A segmentation model's label map of an image file (stoke_segment_file)."""
+        return self._segment(lambda *a: self._lib.stoke_segment_file(self._handle, os.fsencode(path), *a))
+
+    def segment_pixels(self, pixels, fmt="mono8", width=None, height=None, stride=0):
+        """The same for a camera frame (as predict_pixels)."""
+        if fmt not in PIXEL_FORMATS:
+            raise StokeError(1, "STOKE_ERROR_INVALID_ARGUMENT", "format %r is not one of %s" %
+                             (fmt, ", ".join(PIXEL_FORMATS)))
+        ptr, w, h, s, keep = _pixels_pointer(pixels, fmt, width, height, stride)
+        result = self._segment(lambda *a: self._lib.stoke_segment_pixels(
+            self._handle, ptr, w, h, PIXEL_FORMATS[fmt], s, *a))
         del keep
         return result
 

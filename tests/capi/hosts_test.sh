@@ -33,6 +33,19 @@ make_model() {
   images=("$(find "$work/d" -type f | sort | head -1)" "$(find "$work/d" -type f | sort | tail -1)")
 }
 
+# A segmentation model (seconds) and what `stoke predict --masks --json` gives
+# its first image ($seg_image): $work/seg.json.
+make_segment_model() {
+  "$stoke" dataset --task segment --out "$work/s" --count 12 --size 48x40 --format png \
+    --defects 0.8 --seed 1 >/dev/null 2>&1 || fail "stoke dataset --task segment"
+  "$stoke" train --task segment --data "$work/s" --arch resnet18 --width 0.25 --size 32 \
+    --epochs 1 --batch 4 --out "$work/s.stoke" >/dev/null 2>"$work/segment.err" \
+    || { cat "$work/segment.err"; fail "segmentation train"; }
+  seg_image=$(find "$work/s/images" -type f | sort | head -1)
+  "$stoke" predict --model "$work/s.stoke" "$seg_image" --masks "$work/masks" --json \
+    >"$work/seg.json" 2>"$work/seg.err" || { cat "$work/seg.err"; fail "segmentation predict"; }
+}
+
 # The host's JSON lines ($work/host.json) against `stoke predict --json` on
 # every file they name.
 compare() {
@@ -76,18 +89,11 @@ case "$host" in
       --size 32 --out "$work/p.stoke" >/dev/null 2>"$work/padim.err" || { cat "$work/padim.err"; fail "padim train"; }
     padim_score=$("$stoke" predict --model "$work/p.stoke" "${images[0]}" --json 2>/dev/null \
       | python3 -c 'import json, sys; print(json.load(sys.stdin)["score"])') || fail "padim predict"
-    # A segmentation model, and the size and areas `stoke predict --masks` gives one image.
-    "$stoke" dataset --task segment --out "$work/s" --count 12 --size 48x40 --format png \
-      --defects 0.8 --seed 1 >/dev/null 2>&1 || fail "stoke dataset --task segment"
-    "$stoke" train --task segment --data "$work/s" --arch resnet18 --width 0.25 --size 32 \
-      --epochs 1 --batch 4 --out "$work/s.stoke" >/dev/null 2>"$work/segment.err" \
-      || { cat "$work/segment.err"; fail "segmentation train"; }
-    seg_image=$(find "$work/s/images" -type f | sort | head -1)
-    read -r seg_w seg_h seg_areas < <("$stoke" predict --model "$work/s.stoke" "$seg_image" \
-      --masks "$work/masks" --json 2>/dev/null | python3 -c 'import json, sys
-r = json.load(sys.stdin)
-print(r["width"], r["height"], ",".join(str(v) for v in r["areas"].values()))') \
-      || fail "segmentation predict"
+    make_segment_model
+    read -r seg_w seg_h seg_areas < <(python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+print(r["width"], r["height"], ",".join(str(v) for v in r["areas"].values()))' "$work/seg.json") \
+      || fail "the segmentation prediction"
     for lang in c99 c++; do
       "$work/c_segment_test_$lang" "$work/s.stoke" "$seg_image" "$seg_w" "$seg_h" "$seg_areas" \
         "$work/m.stoke" || fail "the C ABI segmentation test compiled as $lang"
@@ -121,6 +127,21 @@ print(r["width"], r["height"], ",".join(str(v) for v in r["areas"].values()))') 
       >"$work/host.json" 2>"$work/host.err" || { cat "$work/host.err"; fail "the Python example"; }
     cat "$work/host.err"
     compare
+    # A segmentation model through the module: the size and areas `stoke predict` gave.
+    make_segment_model
+    LIBSTOKE="$libdir/libstoke.so" PYTHONPATH="$srcdir/examples/python" "$python" - \
+      "$work/s.stoke" "$seg_image" "$work/seg.json" <<'PY' || fail "the Python module's segment_file"
+import json, sys
+import stoke_ctypes
+want = json.load(open(sys.argv[3]))
+with stoke_ctypes.Predictor(sys.argv[1]) as p:
+    r = p.segment_file(sys.argv[2])
+assert (r.width, r.height) == (want["width"], want["height"]), (r, want)
+assert r.areas == want["areas"], (r.areas, want["areas"])
+assert len(r.labels) == r.width * r.height
+assert all(r.labels.count(bytes([k])) == n for k, n in enumerate(r.areas.values())), r.areas
+print("segment_file:", r)
+PY
     ;;
   *)
     fail "unknown host '$host'"
