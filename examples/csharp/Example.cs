@@ -73,9 +73,25 @@ static class Example {
     Console.WriteLine(s.Append("}}").ToString());
   }
 
+  // --segment MODEL IMAGE: a segmentation model's size and areas for the image,
+  // one JSON object (what `stoke predict --json` prints of them).
+  static int Segment(string model, string image) {
+    using (var predictor = new Stoke.Predictor(model)) {
+      Stoke.Segmentation r = predictor.SegmentFile(image);
+      var s = new StringBuilder();
+      s.Append("{\"width\": ").Append(r.Width).Append(", \"height\": ").Append(r.Height).Append(", \"areas\": {");
+      for (int c = 0; c < predictor.Classes.Length; ++c)
+        s.Append(c > 0 ? ", " : "").Append(Json(predictor.Classes[c])).Append(": ").Append(r.Areas[c]);
+      Console.WriteLine(s.Append("}}").ToString());
+    }
+    return 0;
+  }
+
   static int Main(string[] args) {
+    if (args.Length == 3 && args[0] == "--segment") return Segment(args[1], args[2]);
     if (args.Length < 4) {
-      Console.Error.WriteLine("usage: stoke_example.exe MODEL FRAMES_DIR DATA_DIR IMAGE...");
+      Console.Error.WriteLine("usage: stoke_example.exe MODEL FRAMES_DIR DATA_DIR IMAGE...\n" +
+                              "       stoke_example.exe --segment SEGMENTATION_MODEL IMAGE");
       return 2;
     }
     Directory.CreateDirectory(args[1]);

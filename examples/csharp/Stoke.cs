@@ -89,6 +89,9 @@ static class Native {
   [DllImport(Lib)] public static extern int stoke_predict_pixels(IntPtr handle, IntPtr pixels, int width, int height,
                                                                  int format, UIntPtr stride, out RawPrediction result,
                                                                  [Out] float[] probabilities, UIntPtr capacity);
+  [DllImport(Lib)] public static extern int stoke_segment_file(IntPtr handle, byte[] path, [Out] byte[] labels,
+                                                               UIntPtr capacity, out int width, out int height,
+                                                               [Out] long[] areas, UIntPtr areasCapacity);
   [DllImport(Lib)] public static extern int stoke_train(byte[] data, byte[] modelOut, byte[] options, ProgressFn progress,
                                                         IntPtr user, out TrainResult result);
 
@@ -137,6 +140,13 @@ public static class Library {
     Native.Check(status);
     return result;
   }
+}
+
+// A segmentation model's result (Predictor.SegmentFile).
+public sealed class Segmentation {
+  public int Width, Height;
+  public byte[] Labels;  // Height x Width class indices, row-major
+  public long[] Areas;   // pixels per class, in Classes' order
 }
 
 // A model file loaded for prediction. Predict* may be called from several threads
@@ -212,6 +222,22 @@ public sealed class Predictor : IDisposable {
     } finally {
       pin.Free();
     }
+  }
+
+  // A segmentation model's label map of an image file: Width x Height class
+  // indices (row-major, the image's size) and the pixels of each class.
+  public Segmentation SegmentFile(string path) {
+    int width, height;
+    byte[] name = Native.Utf8(path);
+    Native.Check(Native.stoke_segment_file(Handle, name, null, UIntPtr.Zero, out width, out height, null,
+                                           UIntPtr.Zero));
+    var r = new Segmentation();
+    r.Labels = new byte[(long)width * height];
+    r.Areas = new long[Classes.Length];
+    Native.Check(Native.stoke_segment_file(Handle, name, r.Labels, new UIntPtr((uint)r.Labels.Length),
+                                           out r.Width, out r.Height, r.Areas,
+                                           new UIntPtr((uint)r.Areas.Length)));
+    return r;
   }
 
   IntPtr Handle {

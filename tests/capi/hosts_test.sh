@@ -117,6 +117,17 @@ print(r["width"], r["height"], ",".join(str(v) for v in r["areas"].values()))' "
       "${images[@]}" \
       >"$work/host.json" 2>"$work/host.err" || { cat "$work/host.err"; fail "the C# example"; }
     compare
+    # A segmentation model through the binding: the size and areas `stoke predict` gave.
+    make_segment_model
+    LD_LIBRARY_PATH="$libdir" mono "$work/stoke_example.exe" --segment "$work/s.stoke" "$seg_image" \
+      >"$work/host-seg.json" 2>"$work/host.err" || { cat "$work/host.err"; fail "the C# example, --segment"; }
+    python3 - "$work/host-seg.json" "$work/seg.json" <<'PY' || fail "C# SegmentFile differs from stoke predict"
+import json, sys
+got, want = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+for k in ("width", "height", "areas"):
+    assert got[k] == want[k], (k, got[k], want[k])
+print("SegmentFile:", got)
+PY
     ;;
   python)
     python=$5
