@@ -26,6 +26,15 @@ struct OnnxExportOptions {
   std::vector<std::string> class_names;
   // Further metadata_props (for example the model file's preprocessing), written as given.
   std::vector<std::pair<std::string, std::string>> metadata;
+  // Non-empty: the QDQ int8 form of stoke's int8 inference (stoke quantize
+  // --precision int8; ModelInfo::int8_input_ranges, one calibrated (min, max)
+  // per convolution input in the program's order): each convolution's input
+  // goes through QuantizeLinear/DequantizeLinear with stoke's scale (uint8
+  // for a range without negatives, else int8; zero point 0) and its weight,
+  // batch norm folded (always, then), is an int8 initializer with stoke's
+  // per-output-channel scales behind a DequantizeLinear (axis 0); the rest as
+  // the fp32 export (lib/interchange/onnx_qdq.cpp, docs/precision.md).
+  std::vector<std::pair<float, float>> int8_input_ranges;
 };
 
 // The model as an ONNX ModelProto: input "input" (N, C, H, W) float32 with a

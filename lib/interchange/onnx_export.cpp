@@ -2,6 +2,7 @@
 #include "core/atomic_file.hpp"
 #include "core/text.hpp"
 #include "interchange/onnx_graph.hpp"
+#include "interchange/onnx_qdq.hpp"
 #include "stoke/error.hpp"
 #include "stoke/interchange.hpp"
 
@@ -13,8 +14,11 @@ std::string onnx_model_bytes(const nn::Model& model, const OnnxExportOptions& op
                           " is outside 13..21");
   }
   const nn::ModelSpec& spec = model.spec();
-  detail::OnnxGraph g(model, options.fold_batch_norm);
+  const bool int8 = !options.int8_input_ranges.empty();
+  detail::OnnxGraph g(model, options.fold_batch_norm || int8);
+  detail::QdqConvolutions qdq(g, options.int8_input_ranges);
   std::string out = g.sequential(model.network(), "input");
+  qdq.check_all_used();
   if (out == "input") throw Unsupported("export_onnx: the model has no layers");
   g.node("Identity", {out}, "logits");
   // A U-Net's outputs are per pixel: (N, classes, H, W), and its labels (N, H, W).

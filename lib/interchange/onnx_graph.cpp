@@ -50,6 +50,18 @@ std::string OnnxGraph::initializer(const std::string& name, const std::vector<st
   return name;
 }
 
+std::string OnnxGraph::raw_initializer(const std::string& name,
+                                       const std::vector<std::int64_t>& dims, int data_type,
+                                       std::string_view bytes) {
+  Writer t;
+  for (std::int64_t d : dims) t.int64(onnx::tensor::kDims, d);
+  t.varint(onnx::tensor::kDataType, static_cast<std::uint64_t>(data_type));
+  t.bytes(onnx::tensor::kName, name);
+  t.bytes(onnx::tensor::kRawData, bytes);
+  graph_.message(onnx::graph::kInitializer, t);
+  return name;
+}
+
 std::string OnnxGraph::int64_initializer(const std::string& name,
                                          const std::vector<std::int64_t>& dims,
                                          const std::vector<std::int64_t>& v) {
@@ -105,7 +117,13 @@ std::string OnnxGraph::conv(const nn::Conv2d& c, const nn::BatchNorm2d* bn, cons
       b[ch] = static_cast<float>(beta[ch] + (b[ch] - mean[ch]) * s);
     }
   }
-  std::vector<std::string> in = {x, initializer(c.name() + ".weight", {o, i, k, k}, w)};
+  std::vector<std::string> in;
+  if (quantize_conv) {
+    const auto [qx, qw] = quantize_conv(c.name(), x, {o, i, k, k}, w);
+    in = {qx, qw};
+  } else {
+    in = {x, initializer(c.name() + ".weight", {o, i, k, k}, w)};
+  }
   if (!b.empty()) in.push_back(initializer(c.name() + ".bias", {o}, b));
   const Conv2dParams& p = c.params();
   return node("Conv", in, c.name(),

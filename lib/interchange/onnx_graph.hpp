@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -48,6 +50,9 @@ class STOKE_INTERNAL OnnxGraph {
                           const std::vector<float>& v);
   std::string int64_initializer(const std::string& name, const std::vector<std::int64_t>& dims,
                                 const std::vector<std::int64_t>& v);
+  // An initializer of ONNX data type `data_type` whose raw_data is `bytes`.
+  std::string raw_initializer(const std::string& name, const std::vector<std::int64_t>& dims,
+                              int data_type, std::string_view bytes);
   std::string node(const std::string& op, const std::vector<std::string>& inputs,
                    const std::string& output, const std::vector<OnnxAttr>& attrs = {});
 
@@ -56,6 +61,14 @@ class STOKE_INTERNAL OnnxGraph {
   std::string layer(const nn::Layer& l, const std::string& x);
   // seq's layers [first, end) applied to x.
   std::string layers(const nn::Sequential& seq, std::size_t first, std::size_t end, std::string x);
+
+  // When set (the QDQ int8 export, onnx_qdq.hpp), each convolution reads its
+  // input and its weight (batch norm folded, dims (K, C, R, S)) through it:
+  // (conv name, x, weight dims, weight) -> the input and weight names the Conv reads.
+  std::function<std::pair<std::string, std::string>(const std::string&, const std::string&,
+                                                    const std::vector<std::int64_t>&,
+                                                    const std::vector<float>&)>
+      quantize_conv;
 
   // The ModelProto: this graph named `name` with its inputs and outputs,
   // opset `opset` of the default domain, metadata_props as given.

@@ -6,7 +6,8 @@
 # torchvision export (needs PyTorch where python3 runs; skips otherwise);
 # segment_export: a segmentation model file through `stoke export` (ARG: the stoke command);
 # deploy_import: `stoke import` of a torchvision export run by `stoke predict`
-# (TOOL is then the stoke command; PyTorch as for torchvision).
+# (TOOL is then the stoke command; PyTorch as for torchvision); int8_qdq: an int8
+# model file's QDQ export in ONNX Runtime (TOOL the stoke command, then int8_qdq_tool).
 # The virtual environment is made once and reused: $STOKE_PY_CACHE
 # (default ~/.cache/stoke)/venv-onnx. Exit 77 = skipped, with the reason printed.
 set -euo pipefail

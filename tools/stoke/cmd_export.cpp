@@ -1,7 +1,8 @@
 // stoke export --model MODEL --onnx OUT [--fold-bn] [--softmax] [--opset N]
 // Writes a model file (or any stoke checkpoint) as ONNX for inference, with
-// the model file's class names and preprocessing in metadata_props; an
-// anomaly model file (stoke train --task anomaly) as its scoring graph
+// the model file's class names and preprocessing in metadata_props; an int8
+// model file (stoke quantize --precision int8) as QDQ int8; an anomaly model
+// file (stoke train --task anomaly) as its scoring graph
 // (stoke/anomaly_export.hpp: outputs score and anomaly_map, batch 1); a
 // segmentation model file as its U-Net (outputs logits and labels per pixel).
 #include <cstdio>
@@ -26,6 +27,9 @@ constexpr const char* kUsage =
     "  --fold-bn   fold batch norm into the convolutions (exact at inference)\n"
     "  --softmax   add a 'probabilities' output\n"
     "  --opset N   ONNX opset, 13..21 (default 13; an anomaly model: 13)\n"
+    "An int8 model file (stoke quantize --precision int8) exports as QDQ int8:\n"
+    "QuantizeLinear/DequantizeLinear with its calibrated scales on each convolution's\n"
+    "input, int8 weights with per-channel scales (docs/precision.md).\n"
     "An anomaly model file exports as one graph of batch 1: input (1, C, H, W)\n"
     "preprocessed, outputs score (1) and anomaly_map (1, 1, H, W); no --softmax.\n"
     "A tiling one (--tile) needs --image-size WxH: the graph takes the whole image\n"
@@ -94,18 +98,26 @@ int run(int argc, char** argv) {
     if (key.rfind("model.preprocess.", 0) == 0) o.metadata.emplace_back(key, value);
   }
   try {
-    o.class_names = stoke::read_model_info(model_path).class_names;
+    const stoke::ModelInfo model_info = stoke::read_model_info(model_path);
+    o.class_names = model_info.class_names;
+    // An int8 file (stoke quantize --precision int8) exports as QDQ int8.
+    if (model_info.precision == stoke::Precision::kInt8)
+      o.int8_input_ranges = model_info.int8_input_ranges;
   } catch (const stoke::CorruptFile&) {
     std::fprintf(stderr, "stoke export: %s is not a model file; exporting without class names\n",
                  model_path.c_str());
   }
   o.metadata.emplace_back("stoke.source", model_path);
+  const bool int8 = !o.int8_input_ranges.empty();
+  if (int8) o.metadata.emplace_back("stoke.precision", "int8");
   stoke::interchange::export_onnx(*model, out, o);
-  std::printf("wrote %s (%s%s, %d classes, input %dx%dx%d, dynamic batch, opset %d%s%s)\n",
+  std::printf("wrote %s (%s%s, %d classes, input %dx%dx%d, dynamic batch, opset %d%s%s%s)\n",
               out.c_str(), model->spec().is_segmentation() ? "U-Net on " : "",
               stoke::nn::architecture_name(model->spec().architecture), model->spec().classes,
               model->spec().in_channels, model->spec().height, model->spec().width, o.opset,
-              o.fold_batch_norm ? ", batch norm folded" : "", o.softmax ? ", softmax output" : "");
+              o.fold_batch_norm || int8 ? ", batch norm folded" : "",
+              o.softmax ? ", softmax output" : "",
+              int8 ? ", int8 QDQ: stoke's calibrated scales" : "");
   return 0;
 }
 
