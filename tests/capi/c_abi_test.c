@@ -12,21 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_check.h"
 #include "stoke/stoke.h"
-
-static int failures = 0;
-
-#define CHECK(cond, what)                                                                \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
-      printf("FAIL line %d: %s (last error: %s)\n", __LINE__, what, stoke_last_error()); \
-      ++failures;                                                                        \
-    }                                                                                    \
-  } while (0)
-
-static int contains(const char* text, const char* part) {
-  return strstr(text, part) != NULL;
-}
 
 static void check_library(void) {
   CHECK(stoke_abi_version() == STOKE_C_ABI_VERSION, "ABI version");

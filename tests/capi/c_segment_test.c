@@ -10,21 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_check.h"
 #include "stoke/stoke.h"
-
-static int failures = 0;
-
-#define CHECK(cond, what)                                                                \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
-      printf("FAIL line %d: %s (last error: %s)\n", __LINE__, what, stoke_last_error()); \
-      ++failures;                                                                        \
-    }                                                                                    \
-  } while (0)
-
-static int contains(const char* text, const char* part) {
-  return strstr(text, part) != NULL;
-}
 
 /* The file's bytes (NULL when it cannot be read); *size gets their count. */
 static unsigned char* read_file(const char* path, long* size) {
