@@ -29,10 +29,6 @@ add_test(NAME Interchange.SegmentOnnxRuntimeParity
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/interchange/run.sh segment_export
                  $<TARGET_FILE:stoke_segment_export_tool> ${CMAKE_CURRENT_BINARY_DIR}/interchange_segment
                  $<TARGET_FILE:stoke_cli>)
-set_tests_properties(Interchange.OnnxRuntimeParity Interchange.ImportGeneratedFiles Interchange.TorchvisionExport
-                     Interchange.DeployableImport Interchange.AnomalyOnnxRuntimeParity
-                     Interchange.SegmentOnnxRuntimeParity
-                     PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS python RESOURCE_LOCK stoke_py_venv)
 # stoke quantize --precision int8 -> stoke export (QDQ int8) in ONNX Runtime
 # against stoke's own int8 logits, and a wrong scale caught (int8_qdq_check.py).
 add_executable(stoke_int8_qdq_tool ${CMAKE_CURRENT_SOURCE_DIR}/tools/int8_qdq_tool.cpp)
@@ -41,5 +37,7 @@ add_test(NAME Interchange.Int8QdqOnnxRuntimeParity
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/interchange/run.sh int8_qdq
                  $<TARGET_FILE:stoke_cli> ${CMAKE_CURRENT_BINARY_DIR}/interchange_int8_qdq
                  $<TARGET_FILE:stoke_int8_qdq_tool>)
-set_tests_properties(Interchange.Int8QdqOnnxRuntimeParity PROPERTIES
-                     SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS python RESOURCE_LOCK stoke_py_venv)
+set_tests_properties(Interchange.OnnxRuntimeParity Interchange.ImportGeneratedFiles Interchange.TorchvisionExport
+                     Interchange.DeployableImport Interchange.AnomalyOnnxRuntimeParity
+                     Interchange.SegmentOnnxRuntimeParity Interchange.Int8QdqOnnxRuntimeParity
+                     PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS python RESOURCE_LOCK stoke_py_venv)

@@ -43,6 +43,12 @@ STOKE_INTERNAL std::vector<float> segmentation_logits(nn::Model& model,
 STOKE_INTERNAL SelfCheckResult segmentation_self_check(LoadedSegmentation& loaded,
                                                        const std::string& backend);
 
+// The result of a label map at the image's size (width x height class
+// indices): its pixels per class and its regions.
+STOKE_INTERNAL SegmentationResult segmentation_result(const LoadedSegmentation& loaded,
+                                                      std::vector<std::uint8_t> labels, int width,
+                                                      int height);
+
 // The label map of one preprocessed input at the image's size, its areas and
 // regions (SegmentationResult).
 STOKE_INTERNAL SegmentationResult segment_input(LoadedSegmentation& loaded,

@@ -136,20 +136,23 @@ SegmentationResult segment_input(LoadedSegmentation& loaded, std::span<const flo
   const std::vector<float> logits = segmentation_logits(*loaded.model, input, 1);
   std::vector<std::uint8_t> small(static_cast<std::size_t>(spec.width) * spec.height);
   argmax_labels(logits, 1, spec.classes, spec.height, spec.width, small);
-  SegmentationResult r;
-  r.width = image_width;
-  r.height = image_height;
   ImageView view{small.data(), spec.width, spec.height, 1, static_cast<std::size_t>(spec.width)};
   std::vector<std::int32_t> full(static_cast<std::size_t>(image_width) * image_height);
   resize_labels_nearest(view, image_width, image_height, full);
-  r.labels.resize(full.size());
-  r.areas.assign(static_cast<std::size_t>(spec.classes), 0);
-  for (std::size_t i = 0; i < full.size(); ++i) {
-    r.labels[i] = static_cast<std::uint8_t>(full[i]);
-    ++r.areas[static_cast<std::size_t>(full[i])];
-  }
-  r.regions = connected_regions(r.labels, image_width, image_height, loaded.info.class_names,
-                                loaded.ignore_label);
+  return segmentation_result(loaded, std::vector<std::uint8_t>(full.begin(), full.end()),
+                             image_width, image_height);
+}
+
+SegmentationResult segmentation_result(const LoadedSegmentation& loaded,
+                                       std::vector<std::uint8_t> labels, int width, int height) {
+  SegmentationResult r;
+  r.width = width;
+  r.height = height;
+  r.labels = std::move(labels);
+  r.areas.assign(static_cast<std::size_t>(loaded.model->spec().classes), 0);
+  for (const std::uint8_t label : r.labels) ++r.areas[label];
+  r.regions =
+      connected_regions(r.labels, width, height, loaded.info.class_names, loaded.ignore_label);
   return r;
 }
 

@@ -73,23 +73,16 @@ SegmentationResult segment_tiles(LoadedSegmentation& loaded, const data_detail::
   }
   // The mean over the tiles covering a pixel has the arg-max of the sum: the
   // count is the same for every class of the pixel.
-  SegmentationResult r;
-  r.width = width;
-  r.height = height;
-  r.labels.resize(pixels);
-  r.areas.assign(static_cast<std::size_t>(classes), 0);
+  std::vector<std::uint8_t> labels(pixels);
   for (std::size_t p = 0; p < pixels; ++p) {
     int best = 0;
     for (int k = 1; k < classes; ++k)
       if (sum[static_cast<std::size_t>(k) * pixels + p] >
           sum[static_cast<std::size_t>(best) * pixels + p])
         best = k;
-    r.labels[p] = static_cast<std::uint8_t>(best);
-    ++r.areas[static_cast<std::size_t>(best)];
+    labels[p] = static_cast<std::uint8_t>(best);
   }
-  r.regions =
-      connected_regions(r.labels, width, height, loaded.info.class_names, loaded.ignore_label);
-  return r;
+  return segmentation_result(loaded, std::move(labels), width, height);
 }
 
 }  // namespace stoke::deploy_detail
