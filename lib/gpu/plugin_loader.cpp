@@ -1,7 +1,10 @@
 #include "gpu/plugin_loader.hpp"
 
 #include <dlfcn.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -15,6 +18,45 @@ std::filesystem::path this_library_dir() {
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&cuda_plugin), &info) == 0 || !info.dli_fname) return {};
   return std::filesystem::path(info.dli_fname).parent_path();
+}
+
+// What the plugin's libraries (CUDA runtime, cuBLAS/cuBLASLt, cuDNN, NVRTC)
+// map into the address space when they load, with room for a CUDA context:
+// about 0.8 GiB of mappings here, and the driver reserves more on a device.
+constexpr unsigned long long kCudaAddressSpace = 4ull << 30;
+
+unsigned long long address_space_in_use() {
+  unsigned long long pages = 0;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%llu", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  return pages * static_cast<unsigned long long>(sysconf(_SC_PAGESIZE));
+}
+
+// Why the CUDA libraries must not be loaded in this process, or "". Both
+// checks guard a failure the CUDA libraries do not report: under an
+// address-space limit (ulimit -v) cuBLASLt's and cuDNN's loaders crash or
+// abort when a mapping fails, and without a driver nothing they map is of use.
+std::string cuda_libraries_refused(bool check_driver) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    const unsigned long long cap = limit.rlim_cur, used = address_space_in_use();
+    if (used >= cap || cap - used < kCudaAddressSpace)
+      return "the address-space limit (ulimit -v " + std::to_string(cap >> 10) + " KiB, " +
+             std::to_string(used >> 20) + " MiB in use) leaves less than the " +
+             std::to_string(kCudaAddressSpace >> 30) + " GiB the CUDA libraries need";
+  }
+  // The runtime loads the driver by this name; without it the plugin could
+  // only report "no device" after mapping a gigabyte of libraries (a plugin
+  // named explicitly is loaded all the same: its own errors are the news).
+  if (!check_driver) return {};
+  if (void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    dlclose(driver);
+    return {};
+  }
+  const char* why = dlerror();
+  return std::string("no CUDA driver: ") + (why ? why : "libcuda.so.1 does not load");
 }
 
 struct Request {
@@ -51,6 +93,10 @@ PluginLoad load(const std::string& value) {
         (!dir.empty() && std::filesystem::exists(beside, ec)) ? beside.string() : plugin_name;
   }
   result.path = candidate;
+  if (std::string refused = cuda_libraries_refused(value.empty()); !refused.empty()) {
+    result.error = std::move(refused);
+    return result;
+  }
   void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = dlerror();

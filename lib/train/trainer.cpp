@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <string_view>
 #include <utility>
 
 #include "modelfile/model_file.hpp"
@@ -512,8 +513,18 @@ void Trainer::save_stop_checkpoint(int epoch, const char* why) {
   if (options_.communicator)
     metadata[kWorldSizeKey] = std::to_string(options_.communicator->world_size());
   // Described at the start of fit (unless it failed before that).
-  if (!state_->model_info.class_names.empty())
-    add_model_metadata(metadata, model_, state_->model_info);
+  if (!state_->model_info.class_names.empty()) {
+    ModelInfo info = state_->model_info;
+    // Out of memory, a forward pass for the reference logits is the next
+    // thing to fail, and oneDNN crashes where it cannot map its kernels:
+    // the checkpoint goes without them (its predictor skips the self-check).
+    if (std::string_view(why).find("out of") == 0) {
+      if (!info.references.empty())
+        log_warn("stop checkpoint: no reference logits (it is written because memory ran out)");
+      info.references.clear();
+    }
+    add_model_metadata(metadata, model_, info);
+  }
   detail::write_stop_checkpoint(options_.stop_checkpoint, model_, *optimizer_, metadata);
 }
 

@@ -48,7 +48,24 @@ out=$(CUDA_VISIBLE_DEVICES=-1 "$info") || fail "stoke-info failed with CUDA_VISI
 grep -q "CUDA_VISIBLE_DEVICES=-1" <<<"$out" || fail "CUDA_VISIBLE_DEVICES not shown: $out"
 grep -q "selected device: CPU" <<<"$out" || fail "CPU not selected with no visible device: $out"
 
-# 6. JSON output parses.
+# 6. The default search opens the plugin only where it can work: under an
+#    address-space limit that leaves no room for the CUDA libraries (their
+#    loaders crash when a mapping fails) and without a driver it says why.
+if (ulimit -v 2000000) 2>/dev/null; then
+  out=$( (ulimit -v 2000000 && "$info") ) || fail "stoke-info failed under ulimit -v 2000000"
+  if ! grep -q "libstoke was built without" <<<"$out"; then
+    grep -q "not loaded: the address-space limit (ulimit -v 2000000 KiB" <<<"$out" ||
+      fail "the plugin was opened under ulimit -v 2000000: $out"
+  fi
+  grep -q "selected device: CPU" <<<"$out" || fail "CPU not selected under ulimit -v: $out"
+fi
+if ! ldconfig -p | grep -q 'libcuda\.so\.1 '; then
+  out=$("$info")
+  grep -q "not loaded: no CUDA driver: libcuda.so.1\|libstoke was built without" <<<"$out" ||
+    fail "a machine without a CUDA driver: $out"
+fi
+
+# 7. JSON output parses.
 STOKE_CUDA_PLUGIN=off "$info" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["selection"]["use_gpu"] is False' ||
   fail "--json is not valid JSON"
 echo "PASS"

@@ -287,6 +287,7 @@ std::size_t Conv::Impl::weights_for(std::int64_t k0, std::int64_t k, const memor
 
 Part Conv::Impl::make_part(const Shape& x, bool x_plain, bool accumulate, bool winograd,
                            std::int64_t n0, std::int64_t n, std::int64_t k0, std::int64_t k) {
+  require_address_space(dnnl_conv::kDnnlCreateHeadroom, "creating a oneDNN convolution");
   const Shape y = conv2d_output_shape(x, w_shape, params);
   Part part;
   part.k0 = k0;

@@ -173,6 +173,8 @@ SharedStaging shared_staging(Problem pb, int kind, int arg, int total, int count
 
 void run(const LayoutPrim& lp, Args& args, float* ws, const char* what,
          std::initializer_list<int> prestaged) {
+  require_address_space(kDnnlCreateHeadroom,
+                        std::string("running a oneDNN ") + what);  // as run(Prim)
   try {
     OneOmpThread one;
     float* next = ws + lp.prim.scratch_floats;

@@ -156,6 +156,8 @@ const Prim& primitive(const Problem& pb) {
 }
 
 void run(const Prim& prim, Args& args, float* scratch, const char* what) {
+  // A gemm-based primitive generates its GEMM kernels at its first run.
+  require_address_space(kDnnlCreateHeadroom, "running a oneDNN convolution");
   try {
     OneOmpThread one;
     args.emplace(DNNL_ARG_SCRATCHPAD, memory(prim.scratch, engine(), scratch));

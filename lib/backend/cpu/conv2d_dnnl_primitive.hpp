@@ -72,7 +72,8 @@ Problem problem(const Shape& x, const Shape& w, const Conv2dParams& prm);
 Problem problem(const CpuBackend& be, const Shape& x, const Shape& w, const Conv2dParams& prm);
 
 // Address space that must be free before a primitive is created (its JIT
-// code, its descriptors; address_space.hpp).
+// code, its descriptors) or run (a gemm-based one generates its GEMM kernels
+// then; address_space.hpp).
 inline constexpr std::size_t kDnnlCreateHeadroom = std::size_t{64} << 20;
 
 // The T for pb made once by create(pb) (with one OpenMP thread) and kept for

@@ -230,6 +230,7 @@ std::size_t Conv::Impl::weights_for(std::int64_t k0, std::int64_t k, const memor
 
 Part Conv::Impl::make_part(const Shape& x, bool accumulate, std::int64_t n0, std::int64_t n,
                            std::int64_t k0, std::int64_t k) {
+  require_address_space(dnnl_conv::kDnnlCreateHeadroom, "creating a oneDNN int8 convolution");
   const Shape y = conv2d_output_shape(x, w_shape, params);
   Part part;
   part.k0 = k0;
