@@ -113,10 +113,12 @@ Neighbours BankSearch::nearest(std::span<const float> queries, std::int64_t coun
         for (std::size_t i = lo; i < hi; ++i) {
           float* dist = out.distances.data() + (q0 + static_cast<std::int64_t>(i)) * k;
           std::int64_t* idx = out.indices.data() + (q0 + static_cast<std::int64_t>(i)) * k;
+          // Ranked by the squared distance (the root is monotone); refine()
+          // replaces the k kept with their exact distances.
           for (std::int64_t j = 0; j < bn; ++j) {
             const double sq =
                 qnorm[i] + block[i * static_cast<std::size_t>(bn) + static_cast<std::size_t>(j)];
-            offer(static_cast<float>(std::sqrt(std::max(0.0, sq))), b0 + j, k, dist, idx,
+            offer(static_cast<float>(std::max(0.0, sq)), b0 + j, k, dist, idx,
                   filled[static_cast<std::size_t>(q0) + i]);
           }
         }
