@@ -9,6 +9,73 @@
 
 namespace stoke::nn {
 
+// A U-Net as programs: each encoder stage and each decoder block one
+// FusedInference over the Unet's own Sequentials (batch norm folded, ReLU
+// fused, the backend's layouts inside), each stage's output kept as the skip
+// its program leaves valid until its next forward; the nearest 2x upsampling,
+// the concatenation and the head convolution through the backend's front
+// doors, on plain NCHW tensors, as Unet::forward runs them.
+struct FusedInference::Nested {
+  Nested(Unet& net, Layout layout, Precision precision) : unet(&net) {
+    std::size_t first = 0;
+    for (std::size_t end : Unet::kStageEnd) {
+      stages.push_back(
+          std::make_unique<FusedInference>(net.encoder(), first, end, layout, precision));
+      first = end;
+    }
+    for (const auto& block : net.decoder_blocks())
+      blocks.push_back(std::make_unique<FusedInference>(*block, layout, precision));
+    up.resize(blocks.size());
+    cat.resize(blocks.size());
+  }
+
+  const Tensor& run(const Tensor& x) {
+    Backend& be = x.backend();
+    std::vector<const Tensor*> features;
+    const Tensor* t = &x;
+    for (auto& stage : stages) features.push_back(t = &stage->forward(*t));
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      const Shape s = t->shape();
+      ensure(up[i], {s[0], s[1], 2 * s[2], 2 * s[3]});
+      be.upsample2d_forward(*t, up[i], UpsampleMode::kNearest);
+      t = &up[i];
+      if (i + 1 < blocks.size()) {
+        const Tensor& skip = *features[features.size() - 2 - i];
+        ensure(cat[i], {s[0], s[1] + skip.dim(1), 2 * s[2], 2 * s[3]});
+        be.concat_channels_forward(up[i], skip, cat[i]);
+        t = &cat[i];
+      }
+      t = &blocks[i]->forward(*t);
+    }
+    const Conv2d& head = unet->head();
+    ensure(out, head.output_shape(t->shape()));
+    be.conv2d_forward(*t, head.weight(), head.has_bias() ? head.bias() : Tensor(), out,
+                      head.params());
+    return out;
+  }
+
+  void refold() {
+    for (auto& p : stages) p->refold();
+    for (auto& p : blocks) p->refold();
+  }
+
+  int fused_convolutions() const noexcept {
+    int n = 1;  // the head
+    for (const auto& p : stages) n += p->fused_convolutions();
+    for (const auto& p : blocks) n += p->fused_convolutions();
+    return n;
+  }
+
+  void ensure(Tensor& t, const Shape& shape) {
+    if (!t.defined() || t.shape() != shape) t = Tensor(unet->backend(), shape);
+  }
+
+  Unet* unet;
+  std::vector<std::unique_ptr<FusedInference>> stages, blocks;
+  std::vector<Tensor> up, cat;
+  Tensor out;
+};
+
 namespace {
 
 using Kind = InferenceStep::Kind;
@@ -22,6 +89,9 @@ const T* as(const std::unique_ptr<Layer>& layer) {
 struct Builder {
   Backend& be;
   std::vector<InferenceStep>& steps;
+  std::vector<std::unique_ptr<FusedInference::Nested>>& nested;
+  FusedInference::Layout layout;
+  Precision precision;
   // Per folded convolution, in order: (step, index in chain; -1 the shortcut).
   std::vector<std::pair<FusedInference::Source, std::pair<std::size_t, int>>> folds;
 
@@ -140,6 +210,14 @@ struct Builder {
         FusedInference::Source src;
         FusedConv fc = take_conv(layers, i, end, src);
         add_conv(step, std::move(fc), src, 0);
+      } else if (auto* unet = layer_as<Unet>(*layers[i]); unet && precision != Precision::kInt8) {
+        // int8 needs a calibrated range per convolution of the program's
+        // own; a U-Net's convolutions are in its nested programs.
+        nested.push_back(std::make_unique<FusedInference::Nested>(*unet, layout, precision));
+        FusedInference::Nested* plan = nested.back().get();
+        step.kind = Kind::kLayer;
+        step.run = [plan](const Tensor& x) -> const Tensor& { return plan->run(x); };
+        step.output_shape = [unet](const Shape& in) { return unet->output_shape(in); };
       } else if (!take_simple(*layers[i], step)) {
         Layer* layer = layers[i].get();
         step.kind = Kind::kLayer;
@@ -189,7 +267,9 @@ FusedInference::FusedInference(Sequential& net, std::size_t first, std::size_t e
                           std::to_string(end) + ") of '" + net.name() + "', which has " +
                           std::to_string(net.layers().size()));
   }
-  Builder b{*backend_, steps_, {}};
+  Builder b{*backend_,  steps_,
+            nested_,    layout_ == ProgramLayout::kPlain ? Layout::kPlain : Layout::kAuto,
+            precision_, {}};
   b.build(net.layers(), first, end);
   for (auto& [src, where] : b.folds) {  // steps_ is complete: pointers into it stay valid
     InferenceStep& step = steps_[where.first];
@@ -218,6 +298,7 @@ FusedInference::~FusedInference() = default;
 
 void FusedInference::refold() {
   for (const auto& src : sources_) fold(src);
+  for (const auto& n : nested_) n->refold();
   program_->weights_changed();
 }
 
@@ -226,7 +307,9 @@ std::unique_ptr<InferenceProgram> FusedInference::compile(Backend& backend) cons
 }
 
 int FusedInference::fused_convolutions() const noexcept {
-  return static_cast<int>(sources_.size());
+  int n = static_cast<int>(sources_.size());
+  for (const auto& nest : nested_) n += nest->fused_convolutions();
+  return n;
 }
 
 }  // namespace stoke::nn

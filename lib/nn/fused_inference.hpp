@@ -9,6 +9,11 @@
 //                                             last adding the shortcut, then the relu
 //   Sequential                             -> its layers, in order
 //   Pool2d, GlobalAvgPool, Linear, Relu, Flatten, Dropout -> their ops
+//   Unet                                   -> one program per encoder stage and
+//                                             per decoder block, the upsampling,
+//                                             skip concatenation and head between
+//                                             them (fp32 and bf16; int8 runs the
+//                                             layer's own forward)
 // Any other layer runs its own forward(x, false) (and the program is then
 // not safe to run on two threads at once).
 //
@@ -75,6 +80,9 @@ class STOKE_INTERNAL FusedInference {
     return program_->step_times();
   }
 
+  // A network inside a step that runs as programs of its own (a U-Net).
+  struct Nested;
+
   // A folded convolution's sources: where refold() reads it from.
   struct Source {
     const Conv2d* conv = nullptr;
@@ -88,6 +96,7 @@ class STOKE_INTERNAL FusedInference {
   Precision precision_;
   std::vector<InferenceStep> steps_;
   std::vector<Source> sources_;
+  std::vector<std::unique_ptr<Nested>> nested_;  // run by kLayer steps of steps_
   std::unique_ptr<InferenceProgram> program_;
 };
 

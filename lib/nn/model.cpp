@@ -82,7 +82,6 @@ const Tensor& Model::forward(const Tensor& x, bool training) {
                           " does not match the model's " +
                           shape_to_string(input_shape(x.rank() > 0 ? x.dim(0) : 0)));
   }
-  if (!training && spec_.is_segmentation()) return net_->forward(x, false);
   if (!training) return inference_forward(x);
   parameters_changed();  // the update that follows, and batch norm's running statistics
   if (frozen_ == 0) return net_->forward(x, true);

@@ -16,8 +16,7 @@ namespace {
 
 constexpr int kStages = 5;  // encoder outputs at strides 2, 4, 8, 16, 32
 constexpr int kStride = 32;
-// The encoder's layers (conv1, bn1, relu, maxpool, layer1..4) that end each stage.
-constexpr std::array<std::size_t, kStages> kStageEnd = {3, 5, 6, 7, 8};
+constexpr auto kStageEnd = Unet::kStageEnd;
 
 std::size_t float_bytes(const Shape& s) {
   return static_cast<std::size_t>(shape_numel(s)) * sizeof(float);

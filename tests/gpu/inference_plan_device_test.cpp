@@ -44,5 +44,28 @@ TEST_F(CudaParity, InferencePlanMatchesTheCpuAndRefoldsAfterAStep) {
   EXPECT_TRUE(close(got, want, kPlan, "eval forward after a step"));
 }
 
+// A U-Net's eval forward runs nested programs (one per encoder stage and
+// decoder block) with the upsampling, concatenation and head between them on
+// the GPU's stream: the CPU's logits within the same tolerance.
+TEST_F(CudaParity, UnetInferencePlanMatchesTheCpu) {
+  gpu().set_strict_fp32(true);
+  nn::ModelSpec spec;
+  spec.architecture = nn::Architecture::kResNet18;
+  spec.width_multiplier = 0.125f;
+  spec.in_channels = 3;
+  spec.height = spec.width = 64;
+  spec.classes = 3;
+  spec.decoder_channels = {32, 16, 16, 8, 8};
+  auto cpu_model = nn::build_model(cpu(), spec, 7);
+  auto gpu_model = nn::build_model(gpu(), spec, 7);
+  copy_model(*cpu_model, *gpu_model);
+  for (const int batch : {1, 3}) {
+    const Tensor x = random(cpu_model->input_shape(batch), 60 + batch);
+    const Tensor& want = cpu_model->forward(x, false);
+    const Tensor got = copy_to(cpu(), gpu_model->forward(to_gpu(x), false));
+    EXPECT_TRUE(close(got, want, kPlan, "U-Net eval forward, batch " + std::to_string(batch)));
+  }
+}
+
 }  // namespace
 }  // namespace stoke::testing

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "nn/fused_inference.hpp"
 #include "op_test_util.hpp"
 #include "stoke/interchange.hpp"
 #include "stoke/nn.hpp"
@@ -171,6 +172,41 @@ TEST(NnUnet, RunsOnTheOtherBackends) {
     EXPECT_LT(max_relative_error(got.logits, want.logits), 1e-4f) << be->name();
     EXPECT_LT(max_relative_error(got.gradients, want.gradients), 1e-4f) << be->name();
     EXPECT_NEAR(got.loss, want.loss, 1e-5f * want.loss) << be->name();
+  }
+}
+
+// The eval forward (Model::forward(x, false)) runs the U-Net as fused
+// programs: the same logits as the layers' own eval forward (Unet::forward),
+// every convolution of the encoder, decoder and head in the plan, and a
+// training step's new weights and statistics folded in at the next eval
+// forward; on the CPU's blocked layouts, on NCHW and on the fake GPU.
+TEST(NnUnet, FusedEvalForwardEqualsTheLayersAndRefoldsAfterAStep) {
+  FakeGpuBackend fake_gpu;
+  for (Backend* be : {&cpu_backend(), static_cast<Backend*>(&fake_gpu)}) {
+    auto model = nn::build_model(*be, unet_spec(), 12);
+    auto* unet = nn::layer_as<nn::Unet>(*model->network().layers().front());
+    ASSERT_NE(unet, nullptr);
+    Tensor x = random_tensor(*be, model->input_shape(2), 6);
+    Tensor labels;
+    Tensor one;
+    square_pair(*be, 64, 10, 30, one, labels);
+    nn::Sgd sgd(*model, nn::SgdOptions{0.9f, 0.0f});
+    nn::SegmentationStep step(*model, nn::SegmentationLossOptions{{}, 0.5f, 1.0f});
+    step.step(one, labels, sgd, 0.05f);  // running statistics away from 0 and 1
+    for (int round = 0; round < 2; ++round) {
+      const std::vector<float> layers = unet->forward(x, false).to_vector();
+      const std::vector<float> fused = model->forward(x, false).to_vector();
+      ASSERT_EQ(fused.size(), layers.size());
+      EXPECT_LT(max_relative_error(fused, layers), 1e-4f) << be->name() << " round " << round;
+      for (auto layout : {nn::FusedInference::Layout::kAuto, nn::FusedInference::Layout::kPlain}) {
+        nn::FusedInference plan(model->network(), layout);
+        // 20 in the ResNet-18 encoder (3 downsampling shortcuts), 10 in the
+        // decoder, the head.
+        EXPECT_EQ(plan.fused_convolutions(), 31) << be->name();
+        EXPECT_LT(max_relative_error(plan.forward(x).to_vector(), layers), 1e-4f) << be->name();
+      }
+      step.step(one, labels, sgd, 0.05f);  // the next round sees new weights
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 // any backend. Layers are used by one thread at a time.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -418,7 +419,11 @@ class STOKE_API Unet final : public Layer {
   std::size_t workspace_bytes(const Shape& in) const override;
   void set_input_grad(bool needed) override;
   void describe(std::string& out, int depth, const Shape& in) const override;
+  // The encoder's layers that end each of its 5 stages (strides 2 .. 32):
+  // the stem (conv1, bn1, relu), maxpool + layer1, layer2, layer3, layer4.
+  static constexpr std::array<std::size_t, 5> kStageEnd = {3, 5, 6, 7, 8};
   const Sequential& encoder() const noexcept { return *encoder_; }
+  Sequential& encoder() noexcept { return *encoder_; }
   const std::vector<std::unique_ptr<Sequential>>& decoder_blocks() const noexcept {
     return blocks_;
   }
