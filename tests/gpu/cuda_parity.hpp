@@ -6,6 +6,7 @@
 // test toolkit's (tests/unit/op_test_util.hpp).
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,18 @@ class CudaParity : public GpuTest {
   }
   // A copy of a CPU tensor on the GPU (or on `be`).
   Tensor to_gpu(const Tensor& host) { return copy_to(gpu(), host); }
+  // The GPU model's eval forward equals the CPU model's at each batch.
+  void expect_same_eval_forward(nn::Model& cpu_model, nn::Model& gpu_model,
+                                std::initializer_list<int> batches, std::uint32_t seed,
+                                const Tolerance& tol, const std::string& what) {
+    for (const int batch : batches) {
+      const Tensor x =
+          random(cpu_model.input_shape(batch), seed + static_cast<std::uint32_t>(batch));
+      const Tensor& want = cpu_model.forward(x, false);
+      const Tensor got = copy_to(cpu(), gpu_model.forward(to_gpu(x), false));
+      EXPECT_TRUE(close(got, want, tol, what + ", batch " + std::to_string(batch)));
+    }
+  }
   Tensor to_gpu(Backend& be, const Tensor& host) { return copy_to(be, host); }
 
   // gpu vs cpu (both float32 of one shape) within `tol` (the toolkit's measure).

@@ -28,12 +28,7 @@ TEST_F(CudaParity, InferencePlanMatchesTheCpuAndRefoldsAfterAStep) {
   auto cpu_model = nn::build_model(cpu(), spec, 5);
   auto gpu_model = nn::build_model(gpu(), spec, 5);
   copy_model(*cpu_model, *gpu_model);
-  for (const int batch : {1, 5}) {
-    const Tensor x = random(cpu_model->input_shape(batch), 40 + batch);
-    const Tensor& want = cpu_model->forward(x, false);
-    const Tensor got = copy_to(cpu(), gpu_model->forward(to_gpu(x), false));
-    EXPECT_TRUE(close(got, want, kPlan, "eval forward, batch " + std::to_string(batch)));
-  }
+  expect_same_eval_forward(*cpu_model, *gpu_model, {1, 5}, 40, kPlan, "eval forward");
   nn::Sgd cpu_opt(*cpu_model), gpu_opt(*gpu_model);
   nn::TrainStep cpu_step(*cpu_model, cpu_opt), gpu_step(*gpu_model, gpu_opt);
   const Tensor x = random(cpu_model->input_shape(4), 50), lab = labels(4, spec.classes, 51);
@@ -59,12 +54,7 @@ TEST_F(CudaParity, UnetInferencePlanMatchesTheCpu) {
   auto cpu_model = nn::build_model(cpu(), spec, 7);
   auto gpu_model = nn::build_model(gpu(), spec, 7);
   copy_model(*cpu_model, *gpu_model);
-  for (const int batch : {1, 3}) {
-    const Tensor x = random(cpu_model->input_shape(batch), 60 + batch);
-    const Tensor& want = cpu_model->forward(x, false);
-    const Tensor got = copy_to(cpu(), gpu_model->forward(to_gpu(x), false));
-    EXPECT_TRUE(close(got, want, kPlan, "U-Net eval forward, batch " + std::to_string(batch)));
-  }
+  expect_same_eval_forward(*cpu_model, *gpu_model, {1, 3}, 60, kPlan, "U-Net eval forward");
 }
 
 }  // namespace
