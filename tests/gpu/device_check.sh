@@ -203,6 +203,15 @@ case "$verdict" in
   ok*) log "preflight ${verdict#ok }" ;;
   *) refuse "${verdict:-stoke-info --json could not be read}" ;;
 esac
+# The default search (what users get: the plugin beside libstoke.so, opened
+# only where libcuda.so.1 loads) must find the GPU as the named plugin did.
+env -u STOKE_CUDA_PLUGIN -u STOKE_DEVICE_BUDGET -u STOKE_DEVICE_BUNDLE -u STOKE_DEVICE_PARTIAL_AT \
+  "LD_LIBRARY_PATH=$stoke_ld" timeout -k 2 15 "$bundle/bin/stoke-info" >"$scratch/stoke-info-default.txt" 2>&1
+if grep -q "^  GPU 0 " "$scratch/stoke-info-default.txt"; then
+  outcome "default plugin search" pass
+else
+  outcome "default plugin search" "fail: $(grep -m1 'plugin' "$scratch/stoke-info-default.txt")"
+fi
 log "preflight done"
 
 # --- GPU tests (the most valuable step) -------------------------------------

@@ -16,6 +16,8 @@ mkdir -p "$b/bin" "$b/lib" "$tmp/out"
 : >"$b/lib/libstoke_cuda.so"
 cat >"$b/bin/stoke-info" <<'EOF'
 #!/usr/bin/env bash
+# Without --json: the text the default plugin search check reads.
+[ "${1:-}" = --json ] || { echo "  GPU 0            Fake H200 (sm_90)"; exit 0; }
 echo '{"cuda": {"plugin_loaded": true, "plugin_error": "", "device_error": "", "driver_version": 13000,
   "runtime_version": 13000, "cudnn_version": 91900, "nvrtc_version": 13000,
   "gpus": [{"name": "Fake H200", "compute_capability": "9.0"}]}}'
