@@ -47,7 +47,7 @@ void add_precision_metadata(std::map<std::string, std::string>& metadata,
   metadata[k + "images"] = std::to_string(g.images);
   metadata[k + "disagreements"] = std::to_string(g.disagreements);
   metadata[k + "disagreement"] = share(g.disagreement);
-  metadata[k + "passed"] = g.passed ? "1" : "0";
+  metadata[k + "passed"] = std::string(g.passed ? "1" : "0");
   if (std::isfinite(g.escape_fp32)) {
     metadata[k + "escape_fp32"] = share(g.escape_fp32);
     metadata[k + "escape_reduced"] = share(g.escape_reduced);
