@@ -83,6 +83,109 @@ TEST_P(OpSuite, Int8FusedConvolutionMatchesTheInt8AndFp32References) {
   }
 }
 
+// A small residual network in one int8 program: a stem, a max pool, a block
+// with an identity residual, a block with a strided 1x1 shortcut and a
+// block of one convolution adding its own input, so that every hand-over
+// between layers runs: codes inside a chain, fp32 NHWC between convolution
+// steps, blocked before the pool and at the end. Against the int8 reference
+// applied layer by layer with the same calibrated ranges (the chained codes
+// are quantize_u8 of the fp32 output: equal but for a rounding tie, which
+// may move one code by one step), at batch 1 (parts split over channels)
+// and 3 (over images).
+TEST_P(OpSuite, Int8ProgramChainsLayersAsTheReferenceLayerByLayer) {
+  if (be().inference_precision(Precision::kInt8) == PrecisionSupport::kNone)
+    GTEST_SKIP() << GetParam().name << " runs no int8 inference on this machine";
+  const Conv2dParams same{1, 1, 1, 1, 1, 1, 1}, down{2, 2, 1, 1, 1, 1, 1}, one{2, 2, 0, 0, 1, 1, 1};
+  std::uint32_t seed = 2900;
+  struct Layer {
+    Pair w, b;
+    Conv2dParams p;
+    bool relu;
+  };
+  const auto layer = [&](const Shape& w, const Conv2dParams& p, bool relu = true) {
+    return Layer{both(w, ++seed, -0.3f, 0.3f), both({w[0]}, ++seed, -0.1f, 0.1f), p, relu};
+  };
+  const Layer stem = layer({16, 3, 3, 3}, same), a1 = layer({16, 16, 3, 3}, same),
+              a2 = layer({16, 16, 3, 3}, same), b1 = layer({32, 16, 3, 3}, down),
+              b2 = layer({32, 32, 3, 3}, same), bs = layer({32, 16, 1, 1}, one, false),
+              c1 = layer({32, 32, 3, 3}, same);
+  const auto fused = [](const Layer& l) {
+    return FusedConv{l.w.dut, l.b.dut, l.p, l.relu ? Activation::kRelu : Activation::kIdentity};
+  };
+  std::vector<InferenceStep> steps(5);
+  steps[0].kind = InferenceStep::Kind::kConv;
+  steps[0].chain = {fused(stem)};
+  steps[1].kind = InferenceStep::Kind::kMaxPool;
+  steps[1].pool = Pool2dParams{3, 3, 2, 2, 1, 1};
+  steps[2].kind = steps[3].kind = steps[4].kind = InferenceStep::Kind::kBlock;
+  steps[2].chain = {fused(a1), fused(a2)};
+  steps[3].chain = {fused(b1), fused(b2)};
+  steps[3].shortcut = fused(bs);
+  steps[4].chain = {fused(c1)};
+  for (std::size_t i = 0; i < steps.size(); ++i) steps[i].name = "step" + std::to_string(i);
+
+  const Shape x1{1, 3, 18, 18}, x3{3, 3, 18, 18};
+  const auto x = both(x3, ++seed);
+  Tensor first(be(), x1);  // image 0 alone
+  first.copy_from_host(x.dut.to_vector().data());
+  std::vector<ActivationRange> ranges;
+  {
+    auto fp32 = be().compile_inference(steps, ProgramLayout::kBackend, Precision::kFp32);
+    ASSERT_TRUE(fp32->record_conv_input_ranges(&ranges));
+    fp32->forward(x.dut);
+  }
+  ASSERT_EQ(ranges.size(), 7u);  // stem, a1, a2, b1, b2, the shortcut, c1
+  steps[0].chain[0].input_range = ranges[0];
+  steps[2].chain[0].input_range = ranges[1];
+  steps[2].chain[1].input_range = ranges[2];
+  steps[3].chain[0].input_range = ranges[3];
+  steps[3].chain[1].input_range = ranges[4];
+  steps[3].shortcut->input_range = ranges[5];
+  steps[4].chain[0].input_range = ranges[6];
+  const auto int8 = be().compile_inference(steps, ProgramLayout::kBackend, Precision::kInt8);
+
+  const bool reduce = cpu::int8::support() < 2;
+  const auto conv = [&](const Tensor& in, const Layer& l, const ActivationRange& r,
+                        const Tensor* residual) {
+    Tensor y(ref(), conv2d_output_shape(in.shape(), l.w.ref.shape(), l.p));
+    cpu::int8::conv2d_reference(in, l.w.ref, l.b.ref, residual, y, l.p, l.relu || residual, r,
+                                reduce);
+    return y;
+  };
+  const auto reference = [&](const Tensor& in) {
+    const Tensor s = conv(in, stem, ranges[0], nullptr);
+    Tensor p(ref(), step_output_shape(steps[1], s.shape()));
+    ref().max_pool2d_forward(s, p, steps[1].pool);
+    const Tensor a = conv(conv(p, a1, ranges[1], nullptr), a2, ranges[2], &p);
+    const Tensor sc = conv(a, bs, ranges[5], nullptr);
+    const Tensor b = conv(conv(a, b1, ranges[3], nullptr), b2, ranges[4], &sc);
+    return conv(b, c1, ranges[6], &b);
+  };
+  for (const Tensor* in : {static_cast<const Tensor*>(&first), &x.dut}) {
+    Tensor in_ref(ref(), in->shape());
+    in_ref.copy_from_host(in->to_vector().data());
+    const auto want = reference(in_ref).to_vector();
+    const auto got = int8->forward(*in).to_vector();
+    const std::string what = "int8 program, batch " + std::to_string(in->shape()[0]);
+    ASSERT_EQ(got.size(), want.size()) << what;
+    // Without VNNI each layer is only within the quantization bound of its
+    // reference (the test above), and those errors compound over the six
+    // layers in series (stem, a1, a2, b1, b2, c1).
+    Tolerance bound = tolerance(Accuracy::kQuantized, 1, DType::kUInt8);
+    if (reduce) bound.max_error *= 6;
+    EXPECT_TRUE(close(got, want, bound, what));
+    if (!reduce) {  // VNNI: exact sums, so all but a rounding tie's few outputs agree closely
+      const float scale = *std::max_element(want.begin(), want.end());
+      std::size_t far = 0;
+      for (std::size_t e = 0; e < got.size(); ++e)
+        far += std::fabs(got[e] - want[e]) > 1e-4f * scale;
+      EXPECT_LE(far, got.size() / 100) << what << ": " << far << " of " << got.size()
+                                       << " outputs differ from the layer-by-layer reference";
+    }
+  }
+  EXPECT_EQ(int8->implementations().find("ref"), std::string::npos) << int8->implementations();
+}
+
 // The reference itself: codes at the ends of the range are the extreme codes,
 // a range without negative values quantizes to u8, and a convolution of
 // exactly representable values (x on the code grid, weights +-max) is exact.

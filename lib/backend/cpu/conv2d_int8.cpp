@@ -1,13 +1,15 @@
 // int8 inference convolutions through oneDNN (conv2d_int8.hpp). Costs beside
-// the int8 convolution itself, per layer: the quantizing reorder of its input
-// and the reorder of its fp32 output from NHWC into the blocked layout (two
-// with a residual); an int8 program in NHWC throughout would save them.
+// the int8 convolution itself, per layer: the quantizing reorder of a fp32
+// input (none for kCodes), and a reorder of the output (two with a residual)
+// where it cannot be written in place: a blocked output, or an NHWC one split
+// over output channels (one image: each part's channels are strided there).
 #include "backend/cpu/conv2d_int8.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "stoke/error.hpp"
@@ -83,11 +85,20 @@ void Conv::set_weights(const Tensor&, const Tensor&, const Conv2dParams&, bool,
                        const ActivationRange&) {
   throw Error(ErrorCode::kInternal, "int8 conv2d: stoke was built without oneDNN");
 }
-void Conv::forward(Backend&, const Shape&, const void*, bool, void*, bool) {
+InputQuantization Conv::input() const noexcept {
+  return {};
+}
+void Conv::set_output_codes(const InputQuantization&) {
+  throw Error(ErrorCode::kInternal, "int8 conv2d: stoke was built without oneDNN");
+}
+void Conv::forward(Backend&, const Shape&, const void*, Layout, void*, Layout, bool) {
   throw Error(ErrorCode::kInternal, "int8 conv2d: stoke was built without oneDNN");
 }
 std::string Conv::implementations() const {
   return {};
+}
+void nhwc_to_blocked(Backend&, const Shape&, const void*, void*) {
+  throw Error(ErrorCode::kInternal, "int8 conv2d: stoke was built without oneDNN");
 }
 
 #else
@@ -140,21 +151,24 @@ namespace {
 
 // One part of a forward: images [n0, n0 + n) or, for one image, output
 // channels [k0, k0 + k) (the split of blocked::Conv). oneDNN 2.6's fast int8
-// kernels (brgconv, jit_int8) read and write NHWC only (any blocked side
-// falls to ref_int8), so a part writes NHWC fp32 into its own buffer, which
-// a reorder moves into the blocked output; a residual goes the other way first.
+// kernels (brgconv, jit_int8) read and write dense NHWC only (any blocked side
+// falls to ref_int8). A part writes its NHWC output in place where that is
+// dense (an NHWC output split over images); otherwise into its own buffer,
+// which a reorder moves into the output's view (a residual goes the other way
+// first).
 struct Part {
   dnnl::convolution_forward primitive;
-  dnnl::reorder to_blocked, from_blocked;  // the part's output; its residual
-  memory::desc src, dst, blocked, bias, scratch;
+  dnnl::reorder to_out, from_out;  // own buffer -> the output's view; a residual back
+  memory::desc src, dst, view, bias, scratch;
+  bool direct = false;  // dst is the output's view itself
   std::string implementation;
-  std::int64_t x_offset = 0, y_offset = 0, k0 = 0;  // bytes into the quantized input; floats
+  std::int64_t x_offset = 0, y_offset = 0, k0 = 0;  // bytes into the input codes and the output
   std::size_t weights_index = 0;
 };
 
 struct Plan {
   std::vector<Part> parts;
-  std::size_t part_bytes = 0;   // per part, aligned: its scratchpad, then its NHWC output
+  std::size_t part_bytes = 0;   // per part, aligned: its scratchpad, then its own output
   std::size_t input_bytes = 0;  // the quantized input, aligned
 };
 
@@ -165,6 +179,7 @@ struct Conv::Impl {
   Conv2dParams params{};
   bool relu = false;
   InputQuantization in;
+  std::optional<InputQuantization> codes;    // a kCodes output's quantization
   std::vector<float> wq, out_scale, bias_q;  // w_q; s_x * s_w[k]; bias[k] / that
   std::map<std::array<std::int64_t, 6>, Plan> plans;
   struct Weights {
@@ -178,10 +193,10 @@ struct Conv::Impl {
     return in.is_unsigned ? memory::data_type::u8 : memory::data_type::s8;
   }
   std::size_t weights_for(std::int64_t k0, std::int64_t k, const memory::desc& desc);
-  Part make_part(const Shape& x, bool accumulate, std::int64_t n0, std::int64_t n, std::int64_t k0,
-                 std::int64_t k);
-  Plan make_plan(const Shape& x, bool accumulate);
-  void quantize_input(CpuBackend& be, const Shape& x, const void* from, bool x_plain,
+  Part make_part(const Shape& x, Layout out, bool accumulate, std::int64_t n0, std::int64_t n,
+                 std::int64_t k0, std::int64_t k);
+  Plan make_plan(const Shape& x, Layout out, bool accumulate);
+  void quantize_input(CpuBackend& be, const Shape& x, const void* from, Layout layout,
                       void* to) const;
 };
 
@@ -210,8 +225,18 @@ void Conv::set_weights(const Tensor& w, const Tensor& bias, const Conv2dParams& 
     im.out_scale[o] = im.in.scale * ws[o];
     if (b) im.bias_q[o] = b[o] / im.out_scale[o];
   }
+  im.codes.reset();
   im.plans.clear();
   im.weights.clear();
+}
+
+InputQuantization Conv::input() const noexcept {
+  return impl_->in;
+}
+
+void Conv::set_output_codes(const InputQuantization& next) {
+  impl_->codes = next;
+  impl_->plans.clear();
 }
 
 std::size_t Conv::Impl::weights_for(std::int64_t k0, std::int64_t k, const memory::desc& desc) {
@@ -228,31 +253,52 @@ std::size_t Conv::Impl::weights_for(std::int64_t k0, std::int64_t k, const memor
   return weights.size() - 1;
 }
 
-Part Conv::Impl::make_part(const Shape& x, bool accumulate, std::int64_t n0, std::int64_t n,
-                           std::int64_t k0, std::int64_t k) {
+Part Conv::Impl::make_part(const Shape& x, Layout out, bool accumulate, std::int64_t n0,
+                           std::int64_t n, std::int64_t k0, std::int64_t k) {
   require_address_space(dnnl_conv::kDnnlCreateHeadroom, "creating a oneDNN int8 convolution");
   const Shape y = conv2d_output_shape(x, w_shape, params);
+  const std::int64_t k_total = y[1], pq = y[2] * y[3];
+  const bool to_codes = out == Layout::kCodes;
+  const auto dst_type = !to_codes            ? kF32
+                        : codes->is_unsigned ? memory::data_type::u8
+                                             : memory::data_type::s8;
   Part part;
   part.k0 = k0;
   part.src = memory::desc({n, x[1], x[2], x[3]}, src_type(), Tag::nhwc);
-  part.dst = memory::desc({n, k, y[2], y[3]}, kF32, Tag::nhwc);
-  part.blocked = memory::desc({n, k, y[2], y[3]}, kF32, blocked_tag());
-  part.to_blocked =
-      dnnl::reorder(dnnl::reorder::primitive_desc(engine(), part.dst, engine(), part.blocked));
-  if (accumulate) {
-    part.from_blocked =
-        dnnl::reorder(dnnl::reorder::primitive_desc(engine(), part.blocked, engine(), part.dst));
+  part.dst = memory::desc({n, k, y[2], y[3]}, dst_type, Tag::nhwc);
+  if (out == Layout::kBlocked) {
+    part.view = memory::desc({n, k, y[2], y[3]}, kF32, blocked_tag());
+    part.y_offset = (n0 * blocked::blocked_floats({1, k_total, y[2], y[3]}) + k0 * pq) * 4;
+  } else {  // NHWC: the part's channels, strided by all of them
+    part.view =
+        memory::desc({n, k, y[2], y[3]}, dst_type, {k_total * pq, 1, y[3] * k_total, k_total});
+    part.y_offset = (n0 * k_total * pq + k0) * (to_codes ? 1 : 4);
+  }
+  part.direct = out != Layout::kBlocked && k == k_total;
+  if (!part.direct) {
+    part.to_out =
+        dnnl::reorder(dnnl::reorder::primitive_desc(engine(), part.dst, engine(), part.view));
+    if (accumulate) {
+      part.from_out =
+          dnnl::reorder(dnnl::reorder::primitive_desc(engine(), part.view, engine(), part.dst));
+    }
   }
   part.bias = memory::desc({k}, kF32, Tag::x);
   const memory::desc w_any({k, x[1], w_shape[2], w_shape[3]}, memory::data_type::s8, Tag::any);
   dnnl::post_ops ops;
   if (accumulate) ops.append_sum(1.0f);
   if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  std::vector<float> scales(out_scale.begin() + k0, out_scale.begin() + k0 + k);
+  if (to_codes) {  // the next layer's codes: its scale, and quantize_u8 / quantize_s8's clamp
+    for (float& v : scales) v /= codes->scale;
+    const float hi = codes->is_unsigned && support() == 2 ? 255.0f : 127.0f;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, codes->is_unsigned ? 0.0f : -127.0f,
+                       hi);
+  }
   dnnl::primitive_attr attr;
   attr.set_post_ops(ops);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  attr.set_output_scales(1 << 1,
-                         std::vector<float>(out_scale.begin() + k0, out_scale.begin() + k0 + k));
+  attr.set_output_scales(1 << 1, scales);
   const dnnl::convolution_forward::desc desc(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, part.src, w_any,
       part.bias, part.dst, {params.stride_h, params.stride_w},
@@ -264,11 +310,10 @@ Part Conv::Impl::make_part(const Shape& x, bool accumulate, std::int64_t n0, std
   part.scratch = pd.scratchpad_desc();
   part.weights_index = weights_for(k0, k, pd.weights_desc());
   part.x_offset = n0 * x[1] * x[2] * x[3];
-  part.y_offset = n0 * blocked::blocked_floats({1, y[1], y[2], y[3]}) + k0 * y[2] * y[3];
   return part;
 }
 
-Plan Conv::Impl::make_plan(const Shape& x, bool accumulate) {
+Plan Conv::Impl::make_plan(const Shape& x, Layout out, bool accumulate) {
   Plan plan;
   const std::int64_t kb = blocked::block_channels(), k_total = w_shape[0];
   const std::int64_t blocks = (k_total + kb - 1) / kb;
@@ -279,29 +324,32 @@ Plan Conv::Impl::make_plan(const Shape& x, bool accumulate) {
   OneOmpThread one;
   for (int j = 0; j < count; ++j) {
     const std::int64_t b = j * total / count, e = (j + 1) * total / count;
-    Part part = channels
-                    ? make_part(x, accumulate, 0, 1, b * kb, std::min(e * kb, k_total) - b * kb)
-                    : make_part(x, accumulate, b, e - b, 0, k_total);
+    Part part =
+        channels ? make_part(x, out, accumulate, 0, 1, b * kb, std::min(e * kb, k_total) - b * kb)
+                 : make_part(x, out, accumulate, b, e - b, 0, k_total);
     plan.part_bytes =
-        std::max(plan.part_bytes, aligned(part.scratch.get_size()) + aligned(part.dst.get_size()));
+        std::max(plan.part_bytes, aligned(part.scratch.get_size()) +
+                                      (part.direct ? 0 : aligned(part.dst.get_size())));
     plan.parts.push_back(std::move(part));
   }
   plan.input_bytes = aligned(static_cast<std::size_t>(shape_numel(x)));
   return plan;
 }
 
-// fp32 x (blocked, or NCHW when x_plain) -> u8/s8 NHWC at `to`, split over images.
-void Conv::Impl::quantize_input(CpuBackend& be, const Shape& x, const void* from, bool x_plain,
+// fp32 x in `layout` -> u8/s8 NHWC at `to`, split over images.
+void Conv::Impl::quantize_input(CpuBackend& be, const Shape& x, const void* from, Layout layout,
                                 void* to) const {
   const int count = dnnl_conv::parts(static_cast<int>(x[0]));
+  const bool blocked = layout == Layout::kBlocked;
+  const Tag tag = blocked ? blocked_tag() : layout == Layout::kPlain ? Tag::nchw : Tag::nhwc;
   const std::int64_t in_image =
-      x_plain ? x[1] * x[2] * x[3] : blocked::blocked_floats({1, x[1], x[2], x[3]});
+      blocked ? blocked::blocked_floats({1, x[1], x[2], x[3]}) : x[1] * x[2] * x[3];
   const std::int64_t out_image = x[1] * x[2] * x[3];
   for_chunks(be, static_cast<std::size_t>(x[0]), count, [&](int, std::size_t b, std::size_t e) {
     const memory::dims part{static_cast<std::int64_t>(e - b), x[1], x[2], x[3]};
     const auto i = static_cast<std::int64_t>(b);
-    memory src = wrap(memory::desc(part, kF32, x_plain ? Tag::nchw : blocked_tag()),
-                      static_cast<const float*>(from) + i * in_image);
+    memory src =
+        wrap(memory::desc(part, kF32, tag), static_cast<const float*>(from) + i * in_image);
     memory dst = wrap(memory::desc(part, src_type(), Tag::nhwc),
                       static_cast<const void*>(static_cast<char*>(to) + i * out_image));
     dnnl::primitive_attr attr;
@@ -316,15 +364,21 @@ void Conv::Impl::quantize_input(CpuBackend& be, const Shape& x, const void* from
   });
 }
 
-void Conv::forward(Backend& backend, const Shape& x, const void* xp, bool x_plain, void* yp,
-                   bool accumulate) {
+void Conv::forward(Backend& backend, const Shape& x, const void* xp, Layout in, void* yp,
+                   Layout out, bool accumulate) {
   CpuBackend& be = cpu(backend);
   Impl& im = *impl_;
-  const std::array<std::int64_t, 6> key{x[0], x[1], x[2], x[3], 0, accumulate};
+  if (out == Layout::kPlain || (out == Layout::kCodes && (accumulate || !im.codes))) {
+    throw Error(ErrorCode::kInternal,
+                "int8 conv2d: no such output (kPlain, or kCodes without set_output_codes or "
+                "with a residual)");
+  }
+  const std::array<std::int64_t, 6> key{x[0],      x[1], x[2], x[3], static_cast<std::int64_t>(out),
+                                        accumulate};
   auto it = im.plans.find(key);
   if (it == im.plans.end()) {
     try {
-      it = im.plans.emplace(key, im.make_plan(x, accumulate)).first;
+      it = im.plans.emplace(key, im.make_plan(x, out, accumulate)).first;
     } catch (const dnnl::error& e) {
       throw Error(ErrorCode::kInternal,
                   std::string("int8 conv2d: oneDNN has no int8 convolution for input ") +
@@ -333,27 +387,36 @@ void Conv::forward(Backend& backend, const Shape& x, const void* xp, bool x_plai
     }
   }
   const Plan& plan = it->second;
-  const std::size_t bytes = plan.input_bytes + plan.part_bytes * plan.parts.size();
+  const bool quantize = in != Layout::kCodes;
+  const std::size_t bytes = (quantize ? plan.input_bytes : 0) + plan.part_bytes * plan.parts.size();
   char* ws = reinterpret_cast<char*>(be.workspace(std::max<std::size_t>(1, (bytes + 3) / 4)));
-  im.quantize_input(be, x, xp, x_plain, ws);
+  const char* codes = quantize ? ws : static_cast<const char*>(xp);
+  if (quantize) {
+    im.quantize_input(be, x, xp, in, ws);
+    ws += plan.input_bytes;
+  }
   const auto count = static_cast<int>(plan.parts.size());
   for_chunks(be, plan.parts.size(), count, [&](int chunk, std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) {
       const Part& part = plan.parts[i];
-      char* own = ws + plan.input_bytes + plan.part_bytes * static_cast<std::size_t>(chunk);
-      memory out = wrap(part.dst, static_cast<const void*>(own + aligned(part.scratch.get_size())));
-      memory blocked = wrap(part.blocked, static_cast<float*>(yp) + part.y_offset);
+      char* own = ws + plan.part_bytes * static_cast<std::size_t>(chunk);
+      memory view =
+          wrap(part.view, static_cast<const void*>(static_cast<char*>(yp) + part.y_offset));
+      memory dst =
+          part.direct
+              ? view
+              : wrap(part.dst, static_cast<const void*>(own + aligned(part.scratch.get_size())));
       dnnl_conv::Args args{
-          {DNNL_ARG_SRC, wrap(part.src, static_cast<const void*>(ws + part.x_offset))},
+          {DNNL_ARG_SRC, wrap(part.src, static_cast<const void*>(codes + part.x_offset))},
           {DNNL_ARG_WEIGHTS, im.weights[part.weights_index].data},
           {DNNL_ARG_BIAS, wrap(part.bias, im.bias_q.data() + part.k0)},
-          {DNNL_ARG_DST, out},
+          {DNNL_ARG_DST, dst},
           {DNNL_ARG_SCRATCHPAD, wrap(part.scratch, static_cast<const void*>(own))}};
       try {
         OneOmpThread one;
-        if (accumulate) part.from_blocked.execute(dnnl_conv::stream(), blocked, out);
+        if (accumulate && !part.direct) part.from_out.execute(dnnl_conv::stream(), view, dst);
         part.primitive.execute(dnnl_conv::stream(), args);
-        part.to_blocked.execute(dnnl_conv::stream(), out, blocked);
+        if (!part.direct) part.to_out.execute(dnnl_conv::stream(), dst, view);
         dnnl_conv::stream().wait();
       } catch (const dnnl::error& err) {
         throw Error(ErrorCode::kInternal, std::string("int8 conv2d: oneDNN failed: ") + err.what());
@@ -371,6 +434,29 @@ std::string Conv::implementations() const {
     }
   }
   return out;
+}
+
+void nhwc_to_blocked(Backend& backend, const Shape& x, const void* from, void* to) {
+  const int count = dnnl_conv::parts(static_cast<int>(x[0]));
+  const std::int64_t in_image = x[1] * x[2] * x[3];
+  const std::int64_t out_image = blocked::blocked_floats({1, x[1], x[2], x[3]});
+  for_chunks(cpu(backend), static_cast<std::size_t>(x[0]), count,
+             [&](int, std::size_t b, std::size_t e) {
+               const memory::dims part{static_cast<std::int64_t>(e - b), x[1], x[2], x[3]};
+               const auto i = static_cast<std::int64_t>(b);
+               memory src = wrap(memory::desc(part, kF32, Tag::nhwc),
+                                 static_cast<const float*>(from) + i * in_image);
+               memory dst = wrap(memory::desc(part, kF32, blocked_tag()),
+                                 static_cast<const float*>(to) + i * out_image);
+               try {
+                 OneOmpThread one;
+                 dnnl::reorder(src, dst).execute(dnnl_conv::stream(), src, dst);
+                 dnnl_conv::stream().wait();
+               } catch (const dnnl::error& err) {
+                 throw Error(ErrorCode::kInternal,
+                             std::string("int8: NHWC to blocked: oneDNN failed: ") + err.what());
+               }
+             });
 }
 
 #endif  // STOKE_HAVE_DNNL

@@ -5,8 +5,10 @@
 // calibrated range has no negative value (after a ReLU), else to s8 — the
 // weights to s8 with one scale per output channel, the convolution sums in
 // int32 and its output pass dequantizes, adds the bias (and the residual,
-// and applies the ReLU) in fp32: the next layer reads fp32 again. Keeping the
-// activations in int8 between layers is a later optimisation.
+// and applies the ReLU) in fp32. Where one convolution alone reads another's
+// output (inside a residual block's chain) the output pass writes the next
+// layer's 8-bit codes instead (Layout::kCodes), and the next layer reads them
+// as they are.
 //
 // The quantization rules live here, once, and both the oneDNN path and the
 // naive reference (conv2d_int8_naive.cpp) use them:
@@ -64,9 +66,19 @@ STOKE_INTERNAL void conv2d_reference(const Tensor& x, const Tensor& w, const Ten
 // inputs halve the weights: close to the reference, not equal), 0 not at all.
 STOKE_INTERNAL int support() noexcept;
 
-// One convolution (groups 1) of int8 inference, the interface of
-// blocked::Conv with fp32 activations: y = relu?(deq(conv(q(x), w_q)) + bias
-// + y_before?).
+// Where an int8 convolution reads its input or writes its output.
+enum class Layout : std::uint8_t {
+  kPlain,    // fp32 NCHW (a network input: input only)
+  kBlocked,  // fp32 in the blocked layout (conv2d_blocked.hpp)
+  kNhwc,     // fp32 NHWC
+  kCodes,    // NHWC 8-bit codes: an input quantized with this convolution's own
+             // input quantization; an output quantized with the next one's
+             // (set_output_codes): the two layers chain without fp32 between them
+};
+
+// One convolution (groups 1) of int8 inference:
+// y = relu?(deq(conv(q(x), w_q)) + bias + y_before?), written as fp32 or, as
+// kCodes, quantized again for the one convolution that reads it.
 class STOKE_INTERNAL Conv {
  public:
   Conv();
@@ -78,14 +90,25 @@ class STOKE_INTERNAL Conv {
   // weights are made here), with the input's calibrated range.
   void set_weights(const Tensor& w, const Tensor& bias, const Conv2dParams& params, bool relu,
                    const ActivationRange& input_range);
-  // As blocked::Conv::forward with Elem::kF32.
-  void forward(Backend& backend, const Shape& x_shape, const void* x, bool x_plain, void* y,
-               bool accumulate);
+  // This convolution's input quantization (set_weights).
+  InputQuantization input() const noexcept;
+  // The quantization a kCodes output is written in (the consumer's input()):
+  // the codes equal quantize_u8 / quantize_s8 of the fp32 output.
+  void set_output_codes(const InputQuantization& next);
+  // x (`x_shape`) in layout `in` -> y in layout `out` (not kPlain; kCodes
+  // after set_output_codes and without `accumulate`); `accumulate` adds y's
+  // fp32 contents (the residual) before the ReLU.
+  void forward(Backend& backend, const Shape& x_shape, const void* x, Layout in, void* y,
+               Layout out, bool accumulate);
   std::string implementations() const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// fp32 NHWC x (`shape`) at `from` -> the blocked layout at `to`.
+STOKE_INTERNAL void nhwc_to_blocked(Backend& backend, const Shape& shape, const void* from,
+                                    void* to);
 
 }  // namespace stoke::cpu::int8

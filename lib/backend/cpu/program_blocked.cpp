@@ -12,10 +12,13 @@
 // bf16 kernels); a network input is converted once, steps outside the
 // convolutions and max pools (global pool, linear) get fp32 NCHW back.
 //
-// In int8 (conv2d_int8.hpp) the slots hold fp32 as in fp32; each convolution
-// quantizes its input with the scale of its calibrated range, computes in
-// int8 and writes fp32. Calibration (record_conv_input_ranges) runs the fp32
-// program and records the range of every convolution's input.
+// In int8 (conv2d_int8.hpp) each convolution quantizes a fp32 input with the
+// scale of its calibrated range and computes in int8. Its output is fp32 NHWC
+// where the next step is a convolution step again (the int8 kernels' own
+// layout: no reorder), blocked fp32 before any other step, and the next
+// layer's 8-bit codes inside a step's chain, where the next convolution alone
+// reads it. Calibration (record_conv_input_ranges) runs the fp32 program and
+// records the range of every convolution's input.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -35,12 +38,15 @@ using Kind = InferenceStep::Kind;
 
 constexpr int kSlots = 4;
 
-// The activation between steps: plain (the input or a step's output) or
-// blocked in a slot.
+using Layout = int8::Layout;
+
+// The activation between steps: plain (the input or a step's output) or in a
+// slot: blocked, or (int8 programs) NHWC fp32 or codes.
 struct Flow {
   const Tensor* plain = nullptr;
-  int slot = -1;  // >= 0: blocked, in slots[slot]
+  int slot = -1;  // >= 0: in slots[slot]
   Shape shape;
+  Layout layout = Layout::kPlain;
 };
 
 // The lowest slot not in `busy` (a bit set).
@@ -84,6 +90,9 @@ class BlockedProgram final : public InferenceProgram {
         const bool relu = fc.activation == Activation::kRelu;
         if (int8_) {
           int8_convs_[i][c].set_weights(fc.w, fc.bias, fc.params, relu, *fc.input_range);
+          if (c > 0 && c < steps_[i].chain.size()) {  // the chain's previous one writes its codes
+            int8_convs_[i][c - 1].set_output_codes(int8_convs_[i][c].input());
+          }
         } else {
           convs_[i][c].set_weights(fc.w, fc.bias, fc.params, relu, elem_);
         }
@@ -119,12 +128,13 @@ class BlockedProgram final : public InferenceProgram {
 
   const Tensor& forward(const Tensor& x) override {
     if (x.shape() != planned_for_) plan(x.shape());
-    Flow flow{&x, -1, x.shape()};
+    Flow flow{&x, -1, x.shape(), Layout::kPlain};
     clear_step_times();
     for (std::size_t i = 0; i < steps_.size(); ++i) {
       timed(steps_[i].name, [&] { run(i, flow); });
     }
     if (flow.slot < 0) return *flow.plain;
+    make_blocked_from_nhwc(flow);
     detail::ensure_shape(be_, output_, flow.shape);
     timed("output to NCHW", [&] { blk::to_plain(be_, slot(flow.slot), output_, elem_); });
     return output_;
@@ -134,12 +144,21 @@ class BlockedProgram final : public InferenceProgram {
   void* slot(int s) { return slots_[static_cast<std::size_t>(s)].data<float>(); }
 
   // Convolution c of step i (the chain's, then the shortcut's), its input's
-  // range recorded first when calibrating.
-  void conv(std::size_t i, std::size_t c, const Shape& shape, const void* x, bool plain, void* y,
-            bool accumulate) {
+  // range recorded first when calibrating. `in` and `out`: int8 programs'
+  // layouts (the others read blocked or plain and write blocked).
+  void conv(std::size_t i, std::size_t c, const Shape& shape, const void* x, Layout in, void* y,
+            Layout out, bool accumulate) {
+    const bool plain = in == Layout::kPlain;
     if (ranges_) record(first_conv_[i] + c, shape, x, plain);
-    if (int8_) return int8_convs_[i][c].forward(be_, shape, x, plain, y, accumulate);
+    if (int8_) return int8_convs_[i][c].forward(be_, shape, x, in, y, out, accumulate);
     convs_[i][c].forward(be_, shape, x, plain, y, accumulate);
+  }
+
+  // The fp32 layout step i's output is written in: NHWC in an int8 program
+  // when a convolution step reads it next, else blocked.
+  Layout output_layout(std::size_t i) const {
+    return int8_ && i + 1 < steps_.size() && is_conv(steps_[i + 1]) ? Layout::kNhwc
+                                                                    : Layout::kBlocked;
   }
 
   void record(std::size_t j, const Shape& shape, const void* x, bool plain) {
@@ -185,43 +204,59 @@ class BlockedProgram final : public InferenceProgram {
     if (flow.slot >= 0) return;
     const int s = free_slot(0);
     blk::to_blocked(be_, *flow.plain, slot(s), elem_);
-    flow = {nullptr, s, flow.shape};
+    flow = {nullptr, s, flow.shape, Layout::kBlocked};
+  }
+
+  // An NHWC activation (an int8 block's output that kept its input's layout)
+  // into the blocked layout, for the steps that read only that.
+  void make_blocked_from_nhwc(Flow& flow) {
+    if (flow.layout != Layout::kNhwc) return;
+    const int s = free_slot(1 << flow.slot);
+    int8::nhwc_to_blocked(be_, flow.shape, slot(flow.slot), slot(s));
+    flow = {nullptr, s, flow.shape, Layout::kBlocked};
   }
 
   void run(std::size_t i, Flow& flow) {
     const InferenceStep& step = steps_[i];
     if (is_conv(step)) return run_convs(i, flow);
+    make_blocked_from_nhwc(flow);
     if (step.kind == Kind::kMaxPool && flow.slot >= 0) {  // stays blocked
       const int out = free_slot(1 << flow.slot);
       const Shape shape = step_output_shape(step, flow.shape);
       blk::max_pool(be_, flow.shape, slot(flow.slot), slot(out), step.pool, elem_);
-      flow = {nullptr, out, shape};
+      flow = {nullptr, out, shape, Layout::kBlocked};
       return;
     }
     if (flow.slot >= 0) {
       detail::ensure_shape(be_, plain_inputs_[i], flow.shape);
       blk::to_plain(be_, slot(flow.slot), plain_inputs_[i], elem_);
-      flow = {&plain_inputs_[i], -1, flow.shape};
+      flow = {&plain_inputs_[i], -1, flow.shape, Layout::kPlain};
     }
     const Tensor& y = detail::run_plain_step(be_, step, *flow.plain, outputs_[i]);
-    flow = {&y, -1, y.shape()};
+    flow = {&y, -1, y.shape(), Layout::kPlain};
   }
 
-  // The slot a block's last convolution accumulates into (-1: not a block).
-  int residual_slot(std::size_t i, const Flow& flow, const void* x) {
+  // The slot a block's last convolution accumulates into (-1: not a block)
+  // and its layout (the step's output layout), from the shortcut or the
+  // block's input.
+  std::pair<int, Layout> residual_slot(std::size_t i, const Flow& flow, const void* x) {
     const InferenceStep& step = steps_[i];
-    if (step.kind != Kind::kBlock) return -1;
+    if (step.kind != Kind::kBlock) return {-1, Layout::kBlocked};
     const int in = flow.slot < 0 ? 0 : 1 << flow.slot;
     if (step.shortcut) {
       const int r = free_slot(in);
-      conv(i, step.chain.size(), flow.shape, x, false, slot(r), false);
-      return r;
+      conv(i, step.chain.size(), flow.shape, x, flow.layout, slot(r), output_layout(i), false);
+      return {r, output_layout(i)};
     }
-    if (step.chain.size() > 1) return flow.slot;  // the input is read by the first convolution only
+    // The input is read by the first convolution only.
+    if (step.chain.size() > 1) return {flow.slot, flow.layout};
     const int r = free_slot(in);  // one convolution reading its own residual: copy it
-    std::memcpy(slot(r), x,
-                static_cast<std::size_t>(blk::blocked_floats(flow.shape)) * blk::elem_size(elem_));
-    return r;
+    const std::size_t bytes =
+        flow.layout == Layout::kNhwc
+            ? static_cast<std::size_t>(shape_numel(flow.shape)) * 4
+            : static_cast<std::size_t>(blk::blocked_floats(flow.shape)) * blk::elem_size(elem_);
+    std::memcpy(slot(r), x, bytes);
+    return {r, flow.layout};
   }
 
   void run_convs(std::size_t i, Flow& flow) {
@@ -232,23 +267,27 @@ class BlockedProgram final : public InferenceProgram {
     if (!read_plain) make_blocked(flow);
     if (read_plain && elem_ != blk::Elem::kF32) {  // the kernels read bf16 NCHW as it is
       blk::to_blocked(be_, *flow.plain, slot(0), elem_, true);
-      flow = {nullptr, 0, flow.shape};
+      flow = {nullptr, 0, flow.shape, Layout::kPlain};
     }
     const int in = flow.slot < 0 ? 0 : 1 << flow.slot;
     const void* x = read_plain && flow.slot < 0 ? flow.plain->data<float>() : slot(flow.slot);
-    const int residual = residual_slot(i, flow, x);
+    const auto [residual, residual_layout] = residual_slot(i, flow, x);
     const int keep = in | (residual >= 0 ? 1 << residual : 0);
     Shape shape = flow.shape;
-    bool plain = read_plain;
+    Layout layout = flow.layout;
     int prev = 0;  // the previous convolution's output slot (bit)
     for (std::size_t c = 0; c < step.chain.size(); ++c) {
-      const bool accumulate = c + 1 == step.chain.size() && residual >= 0;
+      const bool last = c + 1 == step.chain.size();
+      const bool accumulate = last && residual >= 0;
       const int out = accumulate ? residual : free_slot(keep | prev);
+      const Layout out_layout = !last        ? (int8_ ? Layout::kCodes : Layout::kBlocked)
+                                : accumulate ? residual_layout
+                                             : output_layout(i);
       void* y = slot(out);
-      conv(i, c, shape, x, plain, y, accumulate);
+      conv(i, c, shape, x, layout, y, out_layout, accumulate);
       shape = conv2d_output_shape(shape, step.chain[c].w.shape(), step.chain[c].params);
-      x = y, plain = false, prev = 1 << out;
-      flow = {nullptr, out, shape};
+      x = y, layout = out_layout, prev = 1 << out;
+      flow = {nullptr, out, shape, out_layout};
     }
   }
 
