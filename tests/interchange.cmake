@@ -37,7 +37,13 @@ add_test(NAME Interchange.Int8QdqOnnxRuntimeParity
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/interchange/run.sh int8_qdq
                  $<TARGET_FILE:stoke_cli> ${CMAKE_CURRENT_BINARY_DIR}/interchange_int8_qdq
                  $<TARGET_FILE:stoke_int8_qdq_tool>)
+# stoke export --fp16 in ONNX Runtime against stoke's fp32 logits (fp16_check.py).
+add_test(NAME Interchange.Fp16OnnxRuntimeParity
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/interchange/run.sh fp16
+                 $<TARGET_FILE:stoke_cli> ${CMAKE_CURRENT_BINARY_DIR}/interchange_fp16
+                 $<TARGET_FILE:stoke_int8_qdq_tool>)
 set_tests_properties(Interchange.OnnxRuntimeParity Interchange.ImportGeneratedFiles Interchange.TorchvisionExport
                      Interchange.DeployableImport Interchange.AnomalyOnnxRuntimeParity
                      Interchange.SegmentOnnxRuntimeParity Interchange.Int8QdqOnnxRuntimeParity
+                     Interchange.Fp16OnnxRuntimeParity
                      PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS python RESOURCE_LOCK stoke_py_venv)

@@ -35,6 +35,13 @@ struct OnnxExportOptions {
   // per-output-channel scales behind a DequantizeLinear (axis 0); the rest as
   // the fp32 export (lib/interchange/onnx_qdq.cpp, docs/precision.md).
   std::vector<std::pair<float, float>> int8_input_ranges;
+  // The fp16 form (for TensorRT's --fp16 and other half-precision engines):
+  // every weight a float16 initializer (rounded to nearest even, batch norm
+  // folded first: always, then) and the graph computing in float16 between a
+  // Cast of "input" to float16 and a Cast of the logits back to float32, so
+  // its inputs and outputs stay float32 as in the fp32 export. Not with
+  // int8_input_ranges (InvalidArgument).
+  bool fp16 = false;
 };
 
 // The model as an ONNX ModelProto: input "input" (N, C, H, W) float32 with a

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/float16.hpp"
 #include "stoke/export.hpp"
 #include "stoke/system.hpp"
 
@@ -67,9 +68,9 @@ const RowKernels* row_kernels_avx512();
 STOKE_INTERNAL const RowKernels& row_kernels(SimdLevel level);
 
 // IEEE conversions used by the scalar path (round to nearest even).
-STOKE_INTERNAL std::uint16_t float_to_half(float value) noexcept;
-STOKE_INTERNAL std::uint16_t float_to_bfloat16(float value) noexcept;
-STOKE_INTERNAL float half_to_float(std::uint16_t bits) noexcept;
-STOKE_INTERNAL float bfloat16_to_float(std::uint16_t bits) noexcept;
+using detail::bfloat16_to_float;
+using detail::float_to_bfloat16;
+using detail::float_to_half;
+using detail::half_to_float;
 
 }  // namespace stoke::image_detail

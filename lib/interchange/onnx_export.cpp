@@ -15,11 +15,20 @@ std::string onnx_model_bytes(const nn::Model& model, const OnnxExportOptions& op
   }
   const nn::ModelSpec& spec = model.spec();
   const bool int8 = !options.int8_input_ranges.empty();
-  detail::OnnxGraph g(model, options.fold_batch_norm || int8);
+  if (int8 && options.fp16) {
+    throw InvalidArgument("export_onnx: fp16 and int8 at once (an int8 model exports as QDQ int8)");
+  }
+  detail::OnnxGraph g(model, options.fold_batch_norm || int8 || options.fp16);
+  g.fp16 = options.fp16;
   detail::QdqConvolutions qdq(g, options.int8_input_ranges);
-  std::string out = g.sequential(model.network(), "input");
+  // fp16: Cast's "to" is a TensorProto.DataType (10 float16, 1 float).
+  const std::string in =
+      options.fp16 ? g.node("Cast", {"input"}, "input.float16", {detail::int_attr("to", 10)})
+                   : "input";
+  std::string out = g.sequential(model.network(), in);
   qdq.check_all_used();
-  if (out == "input") throw Unsupported("export_onnx: the model has no layers");
+  if (out == in) throw Unsupported("export_onnx: the model has no layers");
+  if (options.fp16) out = g.node("Cast", {out}, out + ".float32", {detail::int_attr("to", 1)});
   g.node("Identity", {out}, "logits");
   // A U-Net's outputs are per pixel: (N, classes, H, W), and its labels (N, H, W).
   std::vector<std::int64_t> dims = {-1, spec.classes};

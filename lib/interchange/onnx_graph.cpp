@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/float16.hpp"
 #include "interchange/onnx_schema.hpp"
 #include "interchange/onnx_unet.hpp"
 #include "stoke/error.hpp"
@@ -40,6 +41,17 @@ const std::vector<float>& OnnxGraph::value(const std::string& name) const {
 
 std::string OnnxGraph::initializer(const std::string& name, const std::vector<std::int64_t>& dims,
                                    const std::vector<float>& v) {
+  if (!fp16) return float32_initializer(name, dims, v);
+  std::vector<std::uint16_t> half(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) half[i] = stoke::detail::float_to_half(v[i]);
+  return raw_initializer(
+      name, dims, onnx::tensor::kFloat16,
+      std::string_view(reinterpret_cast<const char*>(half.data()), half.size() * 2));
+}
+
+std::string OnnxGraph::float32_initializer(const std::string& name,
+                                           const std::vector<std::int64_t>& dims,
+                                           const std::vector<float>& v) {
   Writer t;
   for (std::int64_t d : dims) t.int64(onnx::tensor::kDims, d);
   t.varint(onnx::tensor::kDataType, onnx::tensor::kFloat);

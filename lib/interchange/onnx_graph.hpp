@@ -46,8 +46,13 @@ class STOKE_INTERNAL OnnxGraph {
   OnnxGraph(const nn::Model& model, bool fold_batch_norm);
 
   const std::vector<float>& value(const std::string& name) const;
+  // A float initializer: float32, or float16 under `fp16` (the fp16 export).
   std::string initializer(const std::string& name, const std::vector<std::int64_t>& dims,
                           const std::vector<float>& v);
+  // Always float32 (an operator input ONNX types as float, as Resize's scales).
+  std::string float32_initializer(const std::string& name, const std::vector<std::int64_t>& dims,
+                                  const std::vector<float>& v);
+  bool fp16 = false;
   std::string int64_initializer(const std::string& name, const std::vector<std::int64_t>& dims,
                                 const std::vector<std::int64_t>& v);
   // An initializer of ONNX data type `data_type` whose raw_data is `bytes`.

@@ -35,7 +35,8 @@ std::string unet(OnnxGraph& g, const nn::Unet& u, const std::string& x) {
   }
   // stoke's 2x nearest upsampling reads source floor(dst / 2): PyTorch's
   // F.interpolate(scale_factor=2, mode="nearest"), ONNX's asymmetric + floor.
-  const std::string scales = g.initializer(u.name() + ".upsample_scales", {4}, {1, 1, 2, 2});
+  const std::string scales =
+      g.float32_initializer(u.name() + ".upsample_scales", {4}, {1, 1, 2, 2});
   const std::vector<OnnxAttr> nearest = {
       string_attr("mode", "nearest"), string_attr("coordinate_transformation_mode", "asymmetric"),
       string_attr("nearest_mode", "floor")};

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/atomic_file.hpp"
+#include "core/float16.hpp"
 #include "core/text.hpp"
 #include "interchange/assign.hpp"
 #include "stoke/error.hpp"
@@ -135,32 +136,6 @@ const Json* member(const Json& o, const std::string& key) {
   return nullptr;
 }
 
-float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000) << 16, exp = (h >> 10) & 0x1F,
-                      man = h & 0x3FF;
-  std::uint32_t bits;
-  if (exp == 0) {
-    if (man == 0) {
-      bits = sign;
-    } else {  // subnormal: normalize
-      int e = -1;
-      std::uint32_t m = man;
-      do {
-        ++e;
-        m <<= 1;
-      } while (!(m & 0x400));
-      bits = sign | static_cast<std::uint32_t>(127 - 15 - e) << 23 | (m & 0x3FF) << 13;
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7F800000u | man << 13;
-  } else {
-    bits = sign | (exp + 112) << 23 | man << 13;
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 // Element size and conversion of one safetensors dtype to float.
 std::vector<float> to_floats(const std::string& dtype, const char* p, std::size_t n,
                              const std::string& where) {
@@ -177,12 +152,8 @@ std::vector<float> to_floats(const std::string& dtype, const char* p, std::size_
     for (std::size_t i = 0; i < n; ++i) {
       std::uint16_t h;
       std::memcpy(&h, p + 2 * i, 2);
-      if (dtype == "F16") {
-        out[i] = half_to_float(h);
-      } else {
-        const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
-        std::memcpy(&out[i], &bits, 4);
-      }
+      out[i] =
+          dtype == "F16" ? stoke::detail::half_to_float(h) : stoke::detail::bfloat16_to_float(h);
     }
   } else {
     throw InvalidArgument(where + ": dtype " + dtype +

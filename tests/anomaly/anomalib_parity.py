@@ -11,7 +11,9 @@ must load, only layer4 and fc are left over).
 - PatchCore, coreset ratio 1.0 (anomalib: the model's forward in training
   mode, then subsample_embedding(1.0), as its Lightning module fits): the
   training embeddings, and per test input the embeddings, the anomaly map and
-  the image score within 1e-4 relative.
+  the image score within 1e-4 relative (the map and the score plus anomalib's
+  own nearest-distance rounding, measured against float64 in the same run:
+  own_distance_error).
 - PaDiM (anomalib's idx buffer set to the channels stoke drew; forward in
   training mode, then fit()): the same within 1e-4 relative, anomalib's own
   float32 arithmetic.
@@ -96,10 +98,26 @@ def run_tool(weights, arch, train, test, extra):
 
 
 def gate(name, checks, failures):
-    for what, d in checks:
-        print(f"{name:22s} {what:20s} max rel diff {d:.2e} (against {REFERENCE})")
-        if not d <= 1e-4:
-            failures.append(f"{name} {what}: {d:.3e} > 1e-4 against {REFERENCE}")
+    """(what, relative difference[, the reference's own measured error]): within 1e-4 (plus it)."""
+    for what, d, *own in checks:
+        bound = 1e-4 + (own[0] if own else 0.0)
+        note = f"; bound 1e-4 + anomalib's own {own[0]:.2e}" if own else ""
+        print(f"{name:22s} {what:20s} max rel diff {d:.2e} (against {REFERENCE}{note})")
+        if not d <= bound:
+            failures.append(f"{name} {what}: {d:.3e} > {bound:.3e} against {REFERENCE}")
+
+
+def own_distance_error(model, e):
+    """anomalib's nearest-patch distances (torch.cdist's |a|^2 + |b|^2 - 2ab form in float32)
+    against the same distances in float64, relative to max(1, the largest): its own rounding,
+    which at Wide-ResNet-50-2's feature norms reaches 1e-4 on some CPUs' GEMM kernels. stoke
+    measures the distances it keeps directly in double (lib/anomaly/knn.hpp), so its maps and
+    scores may differ from anomalib's by that much more than the 1e-4 their definitions allow."""
+    got = model.nearest_neighbors(e, n_neighbors=1)[0].double().numpy().ravel()
+    a, b = e.double().numpy(), model.memory_bank.double().numpy()
+    sq = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T
+    exact = np.sqrt(np.maximum(sq.min(1), 0.0))
+    return float(np.max(np.abs(got - exact)) / max(1.0, float(np.max(exact))))
 
 
 def random_inputs(seed):
@@ -192,7 +210,7 @@ def patchcore_anomalib(net, arch, train, test, ratio, failures, seed=0):
             r = model(test[i : i + 1])
             e = model.reshape_embedding(model.generate_embedding(
                 {k: model.feature_pooler(v) for k, v in model.feature_extractor(test[i : i + 1]).items()}))
-            out.append((e, r.anomaly_map.flatten(), float(r.pred_score)))
+            out.append((e, r.anomaly_map.flatten(), float(r.pred_score), own_distance_error(model, e)))
     if ratio >= 1.0:
         same = torch.equal(model.memory_bank.sort(0).values, bank.sort(0).values)
         print(f"{arch:22s} anomalib's k-center at ratio 1 keeps every patch: {same}")
@@ -210,12 +228,12 @@ def check_patchcore(arch, failures):
     emb = got["test_embeddings"].reshape(NTEST, -1, width)
     maps = got["maps"].reshape(NTEST, -1)
     checks = [("train embeddings", rel(got["train_embeddings"].reshape(-1, width), bank.numpy()))]
-    for i, (e, amap, score) in enumerate(results):
+    for i, (e, amap, score, own) in enumerate(results):
         checks += [(f"test {i} embeddings", rel(emb[i], e.numpy())),
-                   (f"test {i} anomaly map", rel(maps[i], amap.numpy())),
-                   (f"test {i} image score", abs(float(got["scores"][i]) - score) / max(1.0, abs(score)))]
+                   (f"test {i} anomaly map", rel(maps[i], amap.numpy()), own),
+                   (f"test {i} image score", abs(float(got["scores"][i]) - score) / max(1.0, abs(score)), own)]
     gate(f"patchcore {arch}", checks, failures)
-    print(f"patchcore {arch:12s} scores stoke {got['scores'].tolist()} anomalib {[s for _, _, s in results]}")
+    print(f"patchcore {arch:12s} scores stoke {got['scores'].tolist()} anomalib {[r[2] for r in results]}")
     if not got["scores"][1] > got["scores"][0]:
         failures.append(f"patchcore {arch}: the test input with the bright square does not score higher")
     if arch == "resnet18":
@@ -225,7 +243,7 @@ def check_patchcore(arch, failures):
             got = run_tool(weights, arch, train, test, ["patchcore", "0.1", str(seed)])
             ours.append(auroc(got["scores"], labels))
             _, results = patchcore_anomalib(net, arch, train, test, 0.1, failures, seed)
-            theirs.append(auroc(np.asarray([s for _, _, s in results]), labels))
+            theirs.append(auroc(np.asarray([r[2] for r in results]), labels))
         compare_auroc_means(f"patchcore {arch} coreset 0.1", ours, theirs, failures)
     os.remove(weights)
 

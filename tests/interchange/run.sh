@@ -7,7 +7,8 @@
 # segment_export: a segmentation model file through `stoke export` (ARG: the stoke command);
 # deploy_import: `stoke import` of a torchvision export run by `stoke predict`
 # (TOOL is then the stoke command; PyTorch as for torchvision); int8_qdq: an int8
-# model file's QDQ export in ONNX Runtime (TOOL the stoke command, then int8_qdq_tool).
+# model file's QDQ export in ONNX Runtime (TOOL the stoke command, then int8_qdq_tool);
+# fp16: stoke export --fp16 in ONNX Runtime (the same arguments as int8_qdq).
 # The virtual environment is made once and reused: $STOKE_PY_CACHE
 # (default ~/.cache/stoke)/venv-onnx. Exit 77 = skipped, with the reason printed.
 set -euo pipefail

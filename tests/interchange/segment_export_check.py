@@ -78,6 +78,22 @@ def check(name, flags):
 
 model = check("seg", [])
 check("seg_fold", ["--fold-bn", "--softmax"])
+# --fp16: float16 weights and activations, float32 at both ends (Resize's scales stay float32,
+# as ONNX types them); within 1e-2 of the logits' scale (fp16 keeps 11 bits: tests/interchange/
+# fp16_check.py), and the labels stoke's where its top two classes are 2e-2 of the scale apart.
+subprocess.run([stoke, "export", "--model", f"{work}/seg.stoke", "--onnx", f"{work}/seg16.onnx",
+                "--fp16"], check=True)
+half = onnx.load(f"{work}/seg16.onnx")
+onnx.checker.check_model(half, full_check=True)
+got16 = run(half)
+diff16 = float(np.max(np.abs(got16["logits"] - want))) / scale
+top2 = np.sort(want, axis=1)[:, -2:]
+wrong16 = int(np.sum((got16["labels"] != np.argmax(want, axis=1)) & ((top2[:, 1] - top2[:, 0]) > 2e-2 * scale)))
+print(f"seg16     --fp16             batch {n}: max rel |logit diff| {diff16:.2e}, labels differing "
+      f"where clear: {wrong16}")
+if not diff16 <= 1e-2 or wrong16 or got16["logits"].dtype != np.float32:
+    failures.append(f"--fp16: logits differ by {diff16:.2e} relative ({got16['logits'].dtype}), "
+                    f"{wrong16} clear labels differ")
 resizes = [node for node in model.graph.node if node.op_type == "Resize"]
 if len(resizes) != 5:
     failures.append(f"{len(resizes)} Resize nodes, expected 5 (one per decoder block)")

@@ -23,8 +23,10 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: stoke export --model MODEL --onnx OUT [--fold-bn] [--softmax] [--opset N]\n"
-    "                    [--image-size WxH]\n"
+    "                    [--fp16] [--image-size WxH]\n"
     "  --fold-bn   fold batch norm into the convolutions (exact at inference)\n"
+    "  --fp16      float16 weights and computation (for TensorRT --fp16), batch norm\n"
+    "              folded; input and outputs stay float32 (a Cast at each end)\n"
     "  --softmax   add a 'probabilities' output\n"
     "  --opset N   ONNX opset, 13..21 (default 13; an anomaly model: 13)\n"
     "An int8 model file (stoke quantize --precision int8) exports as QDQ int8:\n"
@@ -44,6 +46,7 @@ int export_anomaly(const stoke_cli::Args& args, const std::string& model_path,
                    const std::string& out) {
   if (args.has("softmax"))
     throw stoke_cli::UsageError("--softmax: an anomaly model has no class probabilities");
+  if (args.has("fp16")) throw stoke_cli::UsageError("--fp16: an anomaly model exports in fp32");
   auto core = stoke::anomaly::PatchCore::load(model_path, stoke::cpu_backend());
   stoke::anomaly::AnomalyOnnxOptions o;
   o.fold_batch_norm = args.has("fold-bn");
@@ -75,7 +78,7 @@ int export_anomaly(const stoke_cli::Args& args, const std::string& model_path,
 
 int run(int argc, char** argv) {
   const stoke_cli::Args args(argc, argv, {"model", "onnx", "opset", "image-size"},
-                             {"fold-bn", "softmax"});
+                             {"fold-bn", "softmax", "fp16"});
   const std::string model_path = args.required("model"), out = args.required("onnx");
   std::error_code ec;
   if (std::filesystem::equivalent(out, model_path, ec)) {
@@ -91,6 +94,7 @@ int run(int argc, char** argv) {
   stoke::interchange::OnnxExportOptions o;
   o.fold_batch_norm = args.has("fold-bn");
   o.softmax = args.has("softmax");
+  o.fp16 = args.has("fp16");
   o.opset = args.get_int("opset", 13);
   // The model file's preprocessing goes along under its own keys; class names
   // as a JSON list. A plain checkpoint has neither: the export says so.
@@ -109,15 +113,23 @@ int run(int argc, char** argv) {
   }
   o.metadata.emplace_back("stoke.source", model_path);
   const bool int8 = !o.int8_input_ranges.empty();
+  if (int8 && o.fp16) {
+    throw stoke_cli::UsageError("--fp16: " + model_path +
+                                " is an int8 model file (it exports as QDQ int8); export the fp32 "
+                                "file it was quantized from");
+  }
   if (int8) o.metadata.emplace_back("stoke.precision", "int8");
+  if (o.fp16) o.metadata.emplace_back("stoke.precision", "fp16");
   stoke::interchange::export_onnx(*model, out, o);
   std::printf("wrote %s (%s%s, %d classes, input %dx%dx%d, dynamic batch, opset %d%s%s%s)\n",
               out.c_str(), model->spec().is_segmentation() ? "U-Net on " : "",
               stoke::nn::architecture_name(model->spec().architecture), model->spec().classes,
               model->spec().in_channels, model->spec().height, model->spec().width, o.opset,
-              o.fold_batch_norm || int8 ? ", batch norm folded" : "",
+              o.fold_batch_norm || int8 || o.fp16 ? ", batch norm folded" : "",
               o.softmax ? ", softmax output" : "",
-              int8 ? ", int8 QDQ: stoke's calibrated scales" : "");
+              int8     ? ", int8 QDQ: stoke's calibrated scales"
+              : o.fp16 ? ", float16"
+                       : "");
   return 0;
 }
 
