@@ -53,9 +53,11 @@ STOKE_INTERNAL void to_blocked(Backend& backend, const Tensor& x, void* to, Elem
 STOKE_INTERNAL void to_plain(Backend& backend, const void* from, Tensor& y, Elem elem);
 
 // Max pooling (padding never wins, as Pool2d) from blocked x (`x_shape`) at
-// `from` to blocked y at `to` (pool_blocked.cpp); split as a convolution's forward.
+// `from` to blocked y at `to` (pool_blocked.cpp); split as a convolution's
+// forward. `nhwc`: both in NHWC instead (the int8 program's fp32 activations
+// between its convolutions), split over images only.
 STOKE_INTERNAL void max_pool(Backend& backend, const Shape& x_shape, const void* from, void* to,
-                             const Pool2dParams& params, Elem elem);
+                             const Pool2dParams& params, Elem elem, bool nhwc = false);
 
 // One convolution (groups 1) of eval-mode inference:
 // y = relu?(conv(x, w) + bias + y_before?).

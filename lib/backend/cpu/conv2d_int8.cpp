@@ -149,13 +149,14 @@ int support() noexcept {
 
 namespace {
 
-// One part of a forward: images [n0, n0 + n) or, for one image, output
-// channels [k0, k0 + k) (the split of blocked::Conv). oneDNN 2.6's fast int8
-// kernels (brgconv, jit_int8) read and write dense NHWC only (any blocked side
-// falls to ref_int8). A part writes its NHWC output in place where that is
-// dense (an NHWC output split over images); otherwise into its own buffer,
-// which a reorder moves into the output's view (a residual goes the other way
-// first).
+// One part of a forward: images, or for one image bands of output rows (an
+// NHWC output) or of output channels (a blocked one: the split of
+// blocked::Conv). oneDNN 2.6's fast int8 kernels (brgconv, jit_int8) read and
+// write dense NHWC only (any blocked side falls to ref_int8). In NHWC an
+// image's band of rows is contiguous, in the input as in the output (its
+// padding rows given to the part's convolution), so a part writes its NHWC
+// output in place; a blocked output goes into the part's own buffer, which a
+// reorder moves into the output's view (a residual goes the other way first).
 struct Part {
   dnnl::convolution_forward primitive;
   dnnl::reorder to_out, from_out;  // own buffer -> the output's view; a residual back
@@ -164,6 +165,12 @@ struct Part {
   std::string implementation;
   std::int64_t x_offset = 0, y_offset = 0, k0 = 0;  // bytes into the input codes and the output
   std::size_t weights_index = 0;
+};
+
+// A part's share of the output: images [n0, n0 + n), channels [k0, k0 + k),
+// rows [p0, p1).
+struct Share {
+  std::int64_t n0, n, k0, k, p0, p1;
 };
 
 struct Plan {
@@ -193,8 +200,7 @@ struct Conv::Impl {
     return in.is_unsigned ? memory::data_type::u8 : memory::data_type::s8;
   }
   std::size_t weights_for(std::int64_t k0, std::int64_t k, const memory::desc& desc);
-  Part make_part(const Shape& x, Layout out, bool accumulate, std::int64_t n0, std::int64_t n,
-                 std::int64_t k0, std::int64_t k);
+  Part make_part(const Shape& x, Layout out, bool accumulate, const Share& share);
   Plan make_plan(const Shape& x, Layout out, bool accumulate);
   void quantize_input(CpuBackend& be, const Shape& x, const void* from, Layout layout,
                       void* to) const;
@@ -253,26 +259,35 @@ std::size_t Conv::Impl::weights_for(std::int64_t k0, std::int64_t k, const memor
   return weights.size() - 1;
 }
 
-Part Conv::Impl::make_part(const Shape& x, Layout out, bool accumulate, std::int64_t n0,
-                           std::int64_t n, std::int64_t k0, std::int64_t k) {
+Part Conv::Impl::make_part(const Shape& x, Layout out, bool accumulate, const Share& share) {
   require_address_space(dnnl_conv::kDnnlCreateHeadroom, "creating a oneDNN int8 convolution");
   const Shape y = conv2d_output_shape(x, w_shape, params);
-  const std::int64_t k_total = y[1], pq = y[2] * y[3];
+  const std::int64_t k_total = y[1], pq = y[2] * y[3], n = share.n, k = share.k;
+  const std::int64_t rows = share.p1 - share.p0;
   const bool to_codes = out == Layout::kCodes;
   const auto dst_type = !to_codes            ? kF32
                         : codes->is_unsigned ? memory::data_type::u8
                                              : memory::data_type::s8;
+  // The input rows the band reads, [top, bottom] clamped to the image; the
+  // rest of its window is padding.
+  const std::int64_t reach = (w_shape[2] - 1) * params.dilation_h;
+  const std::int64_t first = share.p0 * params.stride_h - params.pad_h;
+  const std::int64_t last = (share.p1 - 1) * params.stride_h - params.pad_h + reach;
+  const std::int64_t top = std::max<std::int64_t>(first, 0);
+  const std::int64_t bottom = std::min<std::int64_t>(last, x[2] - 1);
   Part part;
-  part.k0 = k0;
-  part.src = memory::desc({n, x[1], x[2], x[3]}, src_type(), Tag::nhwc);
-  part.dst = memory::desc({n, k, y[2], y[3]}, dst_type, Tag::nhwc);
-  if (out == Layout::kBlocked) {
+  part.k0 = share.k0;
+  part.src = memory::desc({n, x[1], bottom - top + 1, x[3]}, src_type(), Tag::nhwc);
+  part.dst = memory::desc({n, k, rows, y[3]}, dst_type, Tag::nhwc);
+  if (out == Layout::kBlocked) {  // all rows: make_plan bands NHWC outputs only
     part.view = memory::desc({n, k, y[2], y[3]}, kF32, blocked_tag());
-    part.y_offset = (n0 * blocked::blocked_floats({1, k_total, y[2], y[3]}) + k0 * pq) * 4;
+    part.y_offset =
+        (share.n0 * blocked::blocked_floats({1, k_total, y[2], y[3]}) + share.k0 * pq) * 4;
   } else {  // NHWC: the part's channels, strided by all of them
     part.view =
-        memory::desc({n, k, y[2], y[3]}, dst_type, {k_total * pq, 1, y[3] * k_total, k_total});
-    part.y_offset = (n0 * k_total * pq + k0) * (to_codes ? 1 : 4);
+        memory::desc({n, k, rows, y[3]}, dst_type, {k_total * pq, 1, y[3] * k_total, k_total});
+    part.y_offset =
+        (share.n0 * k_total * pq + share.p0 * y[3] * k_total + share.k0) * (to_codes ? 1 : 4);
   }
   part.direct = out != Layout::kBlocked && k == k_total;
   if (!part.direct) {
@@ -288,7 +303,7 @@ Part Conv::Impl::make_part(const Shape& x, Layout out, bool accumulate, std::int
   dnnl::post_ops ops;
   if (accumulate) ops.append_sum(1.0f);
   if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-  std::vector<float> scales(out_scale.begin() + k0, out_scale.begin() + k0 + k);
+  std::vector<float> scales(out_scale.begin() + share.k0, out_scale.begin() + share.k0 + k);
   if (to_codes) {  // the next layer's codes: its scale, and quantize_u8 / quantize_s8's clamp
     for (float& v : scales) v /= codes->scale;
     const float hi = codes->is_unsigned && support() == 2 ? 255.0f : 127.0f;
@@ -302,31 +317,37 @@ Part Conv::Impl::make_part(const Shape& x, Layout out, bool accumulate, std::int
   const dnnl::convolution_forward::desc desc(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, part.src, w_any,
       part.bias, part.dst, {params.stride_h, params.stride_w},
-      {params.dilation_h - 1, params.dilation_w - 1}, {params.pad_h, params.pad_w},
-      {params.pad_h, params.pad_w});
+      {params.dilation_h - 1, params.dilation_w - 1}, {top - first, params.pad_w},
+      {last - bottom, params.pad_w});
   const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
   part.primitive = dnnl::convolution_forward(pd);
   part.implementation = pd.impl_info_str();
   part.scratch = pd.scratchpad_desc();
-  part.weights_index = weights_for(k0, k, pd.weights_desc());
-  part.x_offset = n0 * x[1] * x[2] * x[3];
+  part.weights_index = weights_for(share.k0, k, pd.weights_desc());
+  part.x_offset = (share.n0 * x[2] + top) * x[3] * x[1];
   return part;
 }
 
+// Images split over the parts; one image into bands of output rows (an NHWC
+// output) or of channel blocks (a blocked one). Each output element is the
+// same sum whatever the split, so results do not depend on it.
 Plan Conv::Impl::make_plan(const Shape& x, Layout out, bool accumulate) {
   Plan plan;
-  const std::int64_t kb = blocked::block_channels(), k_total = w_shape[0];
+  const Shape y = conv2d_output_shape(x, w_shape, params);
+  const std::int64_t kb = blocked::block_channels(), k_total = w_shape[0], p = y[2];
   const std::int64_t blocks = (k_total + kb - 1) / kb;
-  const bool channels = x[0] == 1;
-  const std::int64_t total = channels ? blocks : x[0];
-  const std::int64_t wide = std::max<std::int64_t>(2, k_total / 32);
-  const int count = dnnl_conv::parts(static_cast<int>(channels ? std::min(blocks, wide) : total));
-  OneOmpThread one;
+  const bool one = x[0] == 1, bands = one && out != Layout::kBlocked;
+  const std::int64_t total = bands ? p : one ? blocks : x[0];
+  const std::int64_t wide =
+      bands ? std::max<std::int64_t>(2, p * y[3] / 256) : std::max<std::int64_t>(2, k_total / 32);
+  const int count = dnnl_conv::parts(static_cast<int>(one ? std::min(total, wide) : total));
+  OneOmpThread one_thread;
   for (int j = 0; j < count; ++j) {
     const std::int64_t b = j * total / count, e = (j + 1) * total / count;
-    Part part =
-        channels ? make_part(x, out, accumulate, 0, 1, b * kb, std::min(e * kb, k_total) - b * kb)
-                 : make_part(x, out, accumulate, b, e - b, 0, k_total);
+    const Share share = bands ? Share{0, 1, 0, k_total, b, e}
+                        : one ? Share{0, 1, b * kb, std::min(e * kb, k_total) - b * kb, 0, p}
+                              : Share{b, e - b, 0, k_total, 0, p};
+    Part part = make_part(x, out, accumulate, share);
     plan.part_bytes =
         std::max(plan.part_bytes, aligned(part.scratch.get_size()) +
                                       (part.direct ? 0 : aligned(part.dst.get_size())));
@@ -339,19 +360,24 @@ Plan Conv::Impl::make_plan(const Shape& x, Layout out, bool accumulate) {
 // fp32 x in `layout` -> u8/s8 NHWC at `to`, split over images.
 void Conv::Impl::quantize_input(CpuBackend& be, const Shape& x, const void* from, Layout layout,
                                 void* to) const {
-  const int count = dnnl_conv::parts(static_cast<int>(x[0]));
+  // Over images; one NHWC image over bands of rows (contiguous on both sides).
+  const bool bands = x[0] == 1 && layout == Layout::kNhwc;
+  const std::int64_t total = bands ? x[2] : x[0];
+  const int count =
+      dnnl_conv::parts(static_cast<int>(bands ? std::min<std::int64_t>(total, 4) : total));
   const bool blocked = layout == Layout::kBlocked;
   const Tag tag = blocked ? blocked_tag() : layout == Layout::kPlain ? Tag::nchw : Tag::nhwc;
-  const std::int64_t in_image =
-      blocked ? blocked::blocked_floats({1, x[1], x[2], x[3]}) : x[1] * x[2] * x[3];
-  const std::int64_t out_image = x[1] * x[2] * x[3];
-  for_chunks(be, static_cast<std::size_t>(x[0]), count, [&](int, std::size_t b, std::size_t e) {
-    const memory::dims part{static_cast<std::int64_t>(e - b), x[1], x[2], x[3]};
-    const auto i = static_cast<std::int64_t>(b);
-    memory src =
-        wrap(memory::desc(part, kF32, tag), static_cast<const float*>(from) + i * in_image);
+  const std::int64_t in_unit = bands     ? x[1] * x[3]
+                               : blocked ? blocked::blocked_floats({1, x[1], x[2], x[3]})
+                                         : x[1] * x[2] * x[3];
+  const std::int64_t out_unit = bands ? x[1] * x[3] : x[1] * x[2] * x[3];
+  for_chunks(be, static_cast<std::size_t>(total), count, [&](int, std::size_t b, std::size_t e) {
+    const auto i = static_cast<std::int64_t>(b), items = static_cast<std::int64_t>(e - b);
+    const memory::dims part =
+        bands ? memory::dims{1, x[1], items, x[3]} : memory::dims{items, x[1], x[2], x[3]};
+    memory src = wrap(memory::desc(part, kF32, tag), static_cast<const float*>(from) + i * in_unit);
     memory dst = wrap(memory::desc(part, src_type(), Tag::nhwc),
-                      static_cast<const void*>(static_cast<char*>(to) + i * out_image));
+                      static_cast<const void*>(static_cast<char*>(to) + i * out_unit));
     dnnl::primitive_attr attr;
     attr.set_output_scales(0, {1.0f / in.scale});
     try {

@@ -15,30 +15,36 @@ namespace stoke::cpu::blocked {
 
 #if !STOKE_HAVE_DNNL
 
-void max_pool(Backend&, const Shape&, const void*, void*, const Pool2dParams&, Elem) {
+void max_pool(Backend&, const Shape&, const void*, void*, const Pool2dParams&, Elem, bool) {
   throw Error(ErrorCode::kInternal, "blocked max pool: stoke was built without oneDNN");
 }
 
 #else
 
 void max_pool(Backend& backend, const Shape& x, const void* from, void* to, const Pool2dParams& prm,
-              Elem elem) {
+              Elem elem, bool nhwc) {
   auto* be = dynamic_cast<CpuBackend*>(&backend);
   if (!be) throw InvalidArgument("blocked max pool: needs the CPU backend, got " + backend.name());
   using dnnl_conv::memory;
   const std::int64_t oh = (x[2] + 2 * prm.pad_h - prm.kernel_h) / prm.stride_h + 1;
   const std::int64_t ow = (x[3] + 2 * prm.pad_w - prm.kernel_w) / prm.stride_w + 1;
   const std::int64_t kb = block_channels(), blocks = (x[1] + kb - 1) / kb;
-  const bool channels = x[0] == 1;  // one image: blocks of channels
+  const bool channels = x[0] == 1 && !nhwc;  // one image: blocks of channels
   const std::int64_t total = channels ? blocks : x[0];
-  const std::int64_t x_unit = channels ? kb * x[2] * x[3] : blocked_floats({1, x[1], x[2], x[3]});
-  const std::int64_t y_unit = channels ? kb * oh * ow : blocked_floats({1, x[1], oh, ow});
+  const std::int64_t x_unit = channels ? kb * x[2] * x[3]
+                              : nhwc   ? x[1] * x[2] * x[3]
+                                       : blocked_floats({1, x[1], x[2], x[3]});
+  const std::int64_t y_unit = channels ? kb * oh * ow
+                              : nhwc   ? x[1] * oh * ow
+                                       : blocked_floats({1, x[1], oh, ow});
   const int count = dnnl_conv::parts(static_cast<int>(total));
   for_chunks(*be, static_cast<std::size_t>(total), count, [&](int, std::size_t b, std::size_t e) {
     const auto first = static_cast<std::int64_t>(b), items = static_cast<std::int64_t>(e - b);
     const std::int64_t n = channels ? 1 : items;
     const std::int64_t c = channels ? std::min(items * kb, x[1] - first * kb) : x[1];
-    const auto tag = block_channels() == 16 ? dnnl_conv::Tag::nChw16c : dnnl_conv::Tag::nChw8c;
+    const auto tag = nhwc                     ? dnnl_conv::Tag::nhwc
+                     : block_channels() == 16 ? dnnl_conv::Tag::nChw16c
+                                              : dnnl_conv::Tag::nChw8c;
     const auto dt = elem == Elem::kF32 ? memory::data_type::f32 : memory::data_type::bf16;
     const memory::desc src({n, c, x[2], x[3]}, dt, tag), dst({n, c, oh, ow}, dt, tag);
     const auto bytes = static_cast<std::int64_t>(elem_size(elem));

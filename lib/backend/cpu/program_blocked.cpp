@@ -14,8 +14,8 @@
 //
 // In int8 (conv2d_int8.hpp) each convolution quantizes a fp32 input with the
 // scale of its calibrated range and computes in int8. Its output is fp32 NHWC
-// where the next step is a convolution step again (the int8 kernels' own
-// layout: no reorder), blocked fp32 before any other step, and the next
+// where a convolution step or a max pool reads it next (the int8 kernels' own
+// layout: no reorder; the pool keeps it), blocked fp32 before any other step, and the next
 // layer's 8-bit codes inside a step's chain, where the next convolution alone
 // reads it. Calibration (record_conv_input_ranges) runs the fp32 program and
 // records the range of every convolution's input.
@@ -155,10 +155,11 @@ class BlockedProgram final : public InferenceProgram {
   }
 
   // The fp32 layout step i's output is written in: NHWC in an int8 program
-  // when a convolution step reads it next, else blocked.
+  // when a convolution step or a max pool reads it next, else blocked.
   Layout output_layout(std::size_t i) const {
-    return int8_ && i + 1 < steps_.size() && is_conv(steps_[i + 1]) ? Layout::kNhwc
-                                                                    : Layout::kBlocked;
+    if (!int8_ || i + 1 >= steps_.size()) return Layout::kBlocked;
+    const InferenceStep& next = steps_[i + 1];
+    return is_conv(next) || next.kind == Kind::kMaxPool ? Layout::kNhwc : Layout::kBlocked;
   }
 
   void record(std::size_t j, const Shape& shape, const void* x, bool plain) {
@@ -219,14 +220,15 @@ class BlockedProgram final : public InferenceProgram {
   void run(std::size_t i, Flow& flow) {
     const InferenceStep& step = steps_[i];
     if (is_conv(step)) return run_convs(i, flow);
-    make_blocked_from_nhwc(flow);
-    if (step.kind == Kind::kMaxPool && flow.slot >= 0) {  // stays blocked
+    if (step.kind == Kind::kMaxPool && flow.slot >= 0) {  // stays blocked (or NHWC)
       const int out = free_slot(1 << flow.slot);
       const Shape shape = step_output_shape(step, flow.shape);
-      blk::max_pool(be_, flow.shape, slot(flow.slot), slot(out), step.pool, elem_);
-      flow = {nullptr, out, shape, Layout::kBlocked};
+      const bool nhwc = flow.layout == Layout::kNhwc;
+      blk::max_pool(be_, flow.shape, slot(flow.slot), slot(out), step.pool, elem_, nhwc);
+      flow = {nullptr, out, shape, nhwc ? Layout::kNhwc : Layout::kBlocked};
       return;
     }
+    make_blocked_from_nhwc(flow);
     if (flow.slot >= 0) {
       detail::ensure_shape(be_, plain_inputs_[i], flow.shape);
       blk::to_plain(be_, slot(flow.slot), plain_inputs_[i], elem_);
