@@ -9,9 +9,10 @@
 #     preprocessed by stoke (int8_ort_bench.py)
 #   stoke export of the int8 file (stoke's own QDQ model, timed in ORT as well)
 # then in interleaved rounds: stoke int8 (stoke_bench_predict, STOKE_PRECISION
-# unset: the file's int8), ORT on its static-quantized model, ORT on stoke's
-# QDQ export and ORT on the fp32 export; the same image and thread count,
-# batch 1 and batch N. Prints medians (minima) over the rounds, the ratios to
+# unset: the file's int8), stoke fp32 (the same file, STOKE_PRECISION=fp32), ORT
+# on its static-quantized model, ORT on stoke's QDQ export and ORT on the fp32
+# export; the same image and thread count, batch 1 and batch N. Prints medians
+# (minima) over the rounds, the ratios to stoke fp32 and to
 # ORT's static QDQ, the load average, and the decision agreement with stoke
 # fp32 on 48 other synthetic images of stoke int8 and of ORT's static QDQ.
 #   bash bench/int8_ort_bench.sh [build dir] [threads] [rounds] [batch] [iterations]
@@ -61,6 +62,9 @@ for ((r = 0; r < rounds; ++r)); do
     "$build/bin/stoke_bench_predict" --model "$work/$model-int8.stoke" --image "$image" \
       --iterations "$iterations" --warmup 2 --concurrent 1 --batch "$batch" \
       | sed "s/^{/{\"model\": \"$model\", /"
+    STOKE_PRECISION=fp32 "$build/bin/stoke_bench_predict" --model "$work/$model-int8.stoke" \
+      --image "$image" --iterations "$iterations" --warmup 2 --concurrent 1 --batch "$batch" \
+      | sed "s/^{/{\"model\": \"$model\", /"
     for onnx in ort-qdq stoke-qdq fp32; do
       file=$work/$model-$onnx.onnx
       [ $onnx = fp32 ] && file=$work/$model.onnx
@@ -78,19 +82,21 @@ for r in runs:
     r.setdefault("impl", "stoke")
     if r["impl"] == "stoke":
         r["impl"] = "stoke " + r["precision"]
-impls = ["stoke int8", "ort ort-qdq", "ort stoke-qdq", "ort fp32"]
+impls = ["stoke int8", "stoke fp32", "ort ort-qdq", "ort stoke-qdq", "ort fp32"]
 keys = [("forward_ms", "b1"), ("forward_batch_ms", "b%d" % runs[0]["batch"])]
 print("| model | batch | " + " | ".join("%s median (min) ms" % i for i in impls) +
-      " | stoke int8 / ORT static QDQ (median, min) |")
-print("| --- | --- | " + " | ".join("---" for _ in impls) + " | --- |")
+      " | stoke int8 / ORT static QDQ (median, min) | stoke int8 / stoke fp32 (median, min) |")
+print("| --- | --- | " + " | ".join("---" for _ in impls) + " | --- | --- |")
 for model in models:
     for key, label in keys:
         v = {i: [r[key] for r in runs if r["model"] == model and r["impl"] == i] for i in impls}
         med = {i: statistics.median(v[i]) for i in impls}
         print("| %s | %s | " % (model, label) +
               " | ".join("%.2f (%.2f)" % (med[i], min(v[i])) for i in impls) +
-              " | %.2f, %.2f |" % (med["stoke int8"] / med["ort ort-qdq"],
-                                   min(v["stoke int8"]) / min(v["ort ort-qdq"])))
+              " | %.2f, %.2f" % (med["stoke int8"] / med["ort ort-qdq"],
+                                 min(v["stoke int8"]) / min(v["ort ort-qdq"])) +
+              " | %.2f, %.2f |" % (med["stoke int8"] / med["stoke fp32"],
+                                   min(v["stoke int8"]) / min(v["stoke fp32"])))
 import numpy as np
 for model in models:
     _, n, c, h, w, k = open("%s/%s-val32.txt" % (work, model)).read().split()

@@ -268,13 +268,17 @@ Part Conv::Impl::make_part(const Shape& x, Layout out, bool accumulate, const Sh
   const auto dst_type = !to_codes            ? kF32
                         : codes->is_unsigned ? memory::data_type::u8
                                              : memory::data_type::s8;
-  // The input rows the band reads, [top, bottom] clamped to the image; the
-  // rest of its window is padding.
+  // A band of rows reads input rows [top, bottom], its window clamped to the
+  // image, the rest of the window padding. All rows: the whole image with
+  // the layer's padding (images after the first start H rows on).
+  const bool all_rows = share.p0 == 0 && share.p1 == y[2];
   const std::int64_t reach = (w_shape[2] - 1) * params.dilation_h;
   const std::int64_t first = share.p0 * params.stride_h - params.pad_h;
   const std::int64_t last = (share.p1 - 1) * params.stride_h - params.pad_h + reach;
-  const std::int64_t top = std::max<std::int64_t>(first, 0);
-  const std::int64_t bottom = std::min<std::int64_t>(last, x[2] - 1);
+  const std::int64_t top = all_rows ? 0 : std::max<std::int64_t>(first, 0);
+  const std::int64_t bottom = all_rows ? x[2] - 1 : std::min<std::int64_t>(last, x[2] - 1);
+  const std::int64_t pad_top = all_rows ? params.pad_h : top - first;
+  const std::int64_t pad_bottom = all_rows ? params.pad_h : last - bottom;
   Part part;
   part.k0 = share.k0;
   part.src = memory::desc({n, x[1], bottom - top + 1, x[3]}, src_type(), Tag::nhwc);
@@ -317,8 +321,8 @@ Part Conv::Impl::make_part(const Shape& x, Layout out, bool accumulate, const Sh
   const dnnl::convolution_forward::desc desc(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, part.src, w_any,
       part.bias, part.dst, {params.stride_h, params.stride_w},
-      {params.dilation_h - 1, params.dilation_w - 1}, {top - first, params.pad_w},
-      {last - bottom, params.pad_w});
+      {params.dilation_h - 1, params.dilation_w - 1}, {pad_top, params.pad_w},
+      {pad_bottom, params.pad_w});
   const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
   part.primitive = dnnl::convolution_forward(pd);
   part.implementation = pd.impl_info_str();
