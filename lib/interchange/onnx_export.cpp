@@ -3,6 +3,7 @@
 #include "core/text.hpp"
 #include "interchange/onnx_graph.hpp"
 #include "interchange/onnx_qdq.hpp"
+#include "interchange/onnx_schema.hpp"
 #include "stoke/error.hpp"
 #include "stoke/interchange.hpp"
 
@@ -21,14 +22,16 @@ std::string onnx_model_bytes(const nn::Model& model, const OnnxExportOptions& op
   detail::OnnxGraph g(model, options.fold_batch_norm || int8 || options.fp16);
   g.fp16 = options.fp16;
   detail::QdqConvolutions qdq(g, options.int8_input_ranges);
-  // fp16: Cast's "to" is a TensorProto.DataType (10 float16, 1 float).
-  const std::string in =
-      options.fp16 ? g.node("Cast", {"input"}, "input.float16", {detail::int_attr("to", 10)})
-                   : "input";
+  // fp16: Cast's "to" is a TensorProto.DataType.
+  const std::string in = options.fp16 ? g.node("Cast", {"input"}, "input.float16",
+                                               {detail::int_attr("to", onnx::tensor::kFloat16)})
+                                      : "input";
   std::string out = g.sequential(model.network(), in);
   qdq.check_all_used();
   if (out == in) throw Unsupported("export_onnx: the model has no layers");
-  if (options.fp16) out = g.node("Cast", {out}, out + ".float32", {detail::int_attr("to", 1)});
+  if (options.fp16) {
+    out = g.node("Cast", {out}, out + ".float32", {detail::int_attr("to", onnx::tensor::kFloat)});
+  }
   g.node("Identity", {out}, "logits");
   // A U-Net's outputs are per pixel: (N, classes, H, W), and its labels (N, H, W).
   std::vector<std::int64_t> dims = {-1, spec.classes};

@@ -15,9 +15,9 @@
 // In int8 (conv2d_int8.hpp) each convolution quantizes a fp32 input with the
 // scale of its calibrated range and computes in int8. Its output is fp32 NHWC
 // where a convolution step or a max pool reads it next (the int8 kernels' own
-// layout: no reorder; the pool keeps it), blocked fp32 before any other step, and the next
-// layer's 8-bit codes inside a step's chain, where the next convolution alone
-// reads it. Calibration (record_conv_input_ranges) runs the fp32 program and
+// layout: no reorder; the pool keeps it), blocked fp32 before any other step,
+// and the next layer's 8-bit codes inside a step's chain, where the next
+// convolution alone reads it. Calibration (record_conv_input_ranges) runs the fp32 program and
 // records the range of every convolution's input.
 #include <algorithm>
 #include <array>
