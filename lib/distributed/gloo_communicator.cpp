@@ -19,6 +19,7 @@
 #include <gloo/rendezvous/redis_store.h>
 #include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -35,6 +36,20 @@ namespace stoke::detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Gloo writes to its sockets without MSG_NOSIGNAL: a write to a peer that has
+// just failed and closed its end raises SIGPIPE, whose default action ends
+// this process before it can name the peer. Where the process left SIGPIPE
+// at its default, it is ignored (the write then fails with EPIPE, which Gloo
+// reports); a handler or an ignore the host installed is kept.
+void ignore_default_sigpipe() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGPIPE, &ignore, nullptr);
+}
 
 // Gloo's FileStore keeps its non-blocking check() protected; RedisStore's is public.
 class CheckedFileStore final : public gloo::rendezvous::FileStore {
@@ -94,6 +109,7 @@ class GlooCommunicator final : public Communicator {
  public:
   explicit GlooCommunicator(const DistributedOptions& o)
       : options_(o), notes_(o), peers_(o.rank, o.world_size) {
+    ignore_default_sigpipe();
     guard("rendezvous", full_mesh_exchange(o.rank, o.world_size), [&] {
       gloo::transport::tcp::attr attr;
       attr.hostname = o.hostname;

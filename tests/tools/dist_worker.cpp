@@ -1,10 +1,12 @@
 // One rank of the distributed tests (tests/unit/distributed_test.cpp starts
 // several). Rank, world and store come from the launcher's environment, as in
 // a real run. argv[1] picks the scenario; exit 0 means it saw what it should.
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -170,6 +172,25 @@ int train(stoke::Communicator& comm, char** argv, int argc, bool fake_gpu = fals
   return 0;
 }
 
+// Gloo's writes to a closed peer raise SIGPIPE: the communicator ignores it
+// where the process left it at its default, and keeps a handler the host set.
+extern "C" void host_sigpipe_handler(int) {}
+
+bool sigpipe_is(void (*expected)(int)) {
+  struct sigaction current {};
+  return sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == expected;
+}
+
+int sigpipe_disposition(stoke::Communicator& comm, bool host_handler) {
+  comm.barrier();
+  if (!sigpipe_is(host_handler ? host_sigpipe_handler : SIG_IGN)) {
+    std::fprintf(stderr, "rank %d: SIGPIPE is not %s\n", comm.rank(),
+                 host_handler ? "the host's handler" : "ignored");
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -177,9 +198,12 @@ int main(int argc, char** argv) {
   try {
     stoke::init();  // the application's entry point: STOKE_* (log level, threads) from the
                     // launcher's environment
+    const std::string scenario = argv[1];
+    if (scenario == "sigpipe-handler") std::signal(SIGPIPE, host_sigpipe_handler);
     const auto options = stoke::DistributedOptions::from_environment();
     auto comm = stoke::make_communicator(options);
-    const std::string scenario = argv[1];
+    if (scenario == "sigpipe-default") return sigpipe_disposition(*comm, false);
+    if (scenario == "sigpipe-handler") return sigpipe_disposition(*comm, true);
     if (scenario == "collectives") return collectives(*comm);
     if (scenario == "group-id") return group_id(*comm);
     if (scenario == "peer-fails") return peer_fails(*comm, true);

@@ -134,6 +134,17 @@ TEST_F(Ranks, AFailingRankStopsTheOthersWithItsReason) {
   EXPECT_LT(results[0].seconds, 25.0) << "bounded by the timeout";
 }
 
+// Without this, a rank writing to a peer that just failed could die of
+// SIGPIPE before naming it (the test above, now and then).
+TEST_F(Ranks, SigpipeIsIgnoredUnlessTheHostHandlesIt) {
+  for (const char* scenario : {"sigpipe-default", "sigpipe-handler"}) {
+    testing::RankGroup group(scratch(scenario), 2);
+    const auto results = group.run(STOKE_DIST_WORKER, {scenario}, std::chrono::seconds(60));
+    for (std::size_t r = 0; r < results.size(); ++r)
+      EXPECT_EQ(results[r].exit_code, 0) << scenario << " rank " << r << ":\n" << results[r].output;
+  }
+}
+
 TEST_F(Ranks, AKilledRankIsNamedByItsConnectionAmongRanksOnOneAddress) {
   testing::RankGroup group(scratch("killed3"), 3);
   const auto results = group.run(STOKE_DIST_WORKER, {"peer-killed"}, std::chrono::seconds(60),
