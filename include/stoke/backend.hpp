@@ -496,10 +496,24 @@ STOKE_API std::vector<std::string> backend_names();
 STOKE_API Backend& default_backend();
 
 // The precision `backend`'s inference runs for `requested`: kAuto is bf16
-// where the backend runs it natively, else fp32; an explicit bf16 or fp16 it
-// cannot run is Unsupported naming the backend and why; an emulated one is
-// run with a warning that it is slower than fp32.
-STOKE_API Precision resolve_precision(const Backend& backend, Precision requested);
+// where the backend runs it natively and measurably faster than fp32
+// (measured_time_ratio at most kAutoTimeRatio), else fp32; an explicit bf16 or
+// fp16 it cannot run is Unsupported naming the backend and why; an emulated
+// one is run with a warning that it is slower than fp32.
+STOKE_API Precision resolve_precision(Backend& backend, Precision requested);
+
+// The time of three 3x3 convolutions on one image in `precision` over their
+// time in fp32 on `backend` (medians of interleaved rounds, a few ms each):
+// measured at the first call for a backend name and precision in a process,
+// then remembered. `precision` must be one the backend's inference runs.
+STOKE_API double measured_time_ratio(Backend& backend, Precision precision);
+// kAuto takes a precision below fp32 only where it takes at most this share
+// of fp32's time.
+inline constexpr double kAutoTimeRatio = 0.9;
+// Whether a model file gated for `gated` (stoke quantize) runs in it here
+// without being asked: where `backend` runs it natively and, for bf16,
+// measurably faster than fp32 (as kAuto decides); int8 needs no measure.
+STOKE_API bool gated_precision_pays(Backend& backend, Precision gated);
 
 // Sets `backend`'s training precision for the scope and restores the previous
 // one after (the model file's fp32 reference logits inside a bf16 fit).

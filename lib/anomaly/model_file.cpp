@@ -266,11 +266,9 @@ PatchCore PatchCore::load(const std::filesystem::path& path, Backend& backend) {
   impl->options.padim_features = padim ? static_cast<int>(impl->channels.size()) : 0;
   PatchCore p(std::move(impl));
   if (checked) p.self_check(path);
-  // A gated precision (stoke quantize) where the backend runs it natively;
-  // set_precision() overrides it.
-  if (info.precision != Precision::kFp32 &&
-      backend.inference_precision(info.precision) == PrecisionSupport::kNative)
-    p.set_precision(info.precision);
+  // A gated precision (stoke quantize) where the backend runs it natively
+  // and faster than fp32; set_precision() overrides it.
+  if (gated_precision_pays(backend, info.precision)) p.set_precision(info.precision);
   return p;
 }
 

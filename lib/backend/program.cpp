@@ -236,9 +236,10 @@ TrainingPrecisionScope::~TrainingPrecisionScope() {
   }
 }
 
-Precision resolve_precision(const Backend& backend, Precision requested) {
+Precision resolve_precision(Backend& backend, Precision requested) {
   if (requested == Precision::kAuto) {
-    return backend.inference_precision(Precision::kBf16) == PrecisionSupport::kNative
+    return backend.inference_precision(Precision::kBf16) == PrecisionSupport::kNative &&
+                   measured_time_ratio(backend, Precision::kBf16) <= kAutoTimeRatio
                ? Precision::kBf16
                : Precision::kFp32;
   }

@@ -122,7 +122,7 @@ const Knob kKnobs[] = {
        return std::to_string(*s.max_image_pixels);
      }},
     {"STOKE_PRECISION", "fp32", "fp32, bf16, fp16, int8 or auto",
-     "compute precision of the convolutions in inference (auto: bf16 where native; int8 "
+     "compute precision of the convolutions in inference (auto: bf16 where native and faster; int8 "
      "needs a model file calibrated by stoke quantize; docs/precision.md)",
      [](Settings& s, std::string_view v) {
        s.precision = detail::parse_precision(v);

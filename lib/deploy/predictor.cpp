@@ -337,7 +337,8 @@ void Predictor::open(const std::filesystem::path& model_file, const PredictorOpt
   impl_->level = default_simd_level();
   impl_->max_pixels = deploy_detail::max_image_pixels(options);
   // STOKE_PRECISION when set, else the model file's (a gated bf16: stoke
-  // quantize) where the backend runs it natively, else fp32.
+  // quantize) where the backend runs it natively and faster than fp32 (as
+  // auto measures it), else fp32.
   const bool asked =
       options.context.config().knob("STOKE_PRECISION").source != ConfigSource::kDefault;
   Precision precision = Precision::kFp32;
@@ -345,8 +346,12 @@ void Predictor::open(const std::filesystem::path& model_file, const PredictorOpt
     precision = resolve_precision(backend, options.context.settings().precision);
   } else if (impl_->loaded.info.precision != Precision::kFp32) {
     const Precision stored = impl_->loaded.info.precision;
-    if (backend.inference_precision(stored) == PrecisionSupport::kNative) {
+    if (gated_precision_pays(backend, stored)) {
       precision = stored;
+    } else if (backend.inference_precision(stored) == PrecisionSupport::kNative) {
+      log_info(std::string("model file: gated for ") + to_string(stored) + ", which is not " +
+               "faster than fp32 on " + backend.name() + " here: predicting in fp32 " +
+               "(STOKE_PRECISION=" + to_string(stored) + " to insist)");
     } else {
       log_info(std::string("model file: gated for ") + to_string(stored) + ", which " +
                backend.name() + " does not run natively: predicting in fp32");

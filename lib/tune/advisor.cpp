@@ -204,22 +204,30 @@ void simd_off(const AdvisorInput& in, std::vector<Advice>& out) {
   }
 }
 
-// Inference in bf16 where the CPU has the instructions for it (docs/precision.md),
-// and back to fp32 where bf16 is emulated.
+// Inference in bf16 where the CPU has the instructions for it and they are
+// measured faster (docs/precision.md), and back to fp32 where bf16 is
+// emulated or measured slower.
 void precision_rule(const AdvisorInput& in, std::vector<Advice>& out) {
   const Precision p = in.config.settings().precision;
+  const double ratio = in.bf16_time_ratio;
+  const bool measured_slower = ratio > kAutoTimeRatio;
   Advice a;
-  if (in.bf16 == PrecisionSupport::kNative && p == Precision::kFp32) {
+  if (in.bf16 == PrecisionSupport::kNative && p == Precision::kFp32 && !measured_slower) {
     a.rule = "bf16-inference";
-    a.diagnosis =
-        "the backend runs bf16 convolutions natively (AVX512-BF16 or AMX) while inference "
-        "(predict, eval, the Predictor) computes in fp32";
+    a.diagnosis = "the backend runs bf16 convolutions natively (AVX512-BF16 or AMX)" +
+                  (ratio > 0 ? " in " + fixed(ratio, 2) + "x fp32's time" : std::string()) +
+                  " while inference (predict, eval, the Predictor) computes in fp32";
     a.exports.push_back("export STOKE_PRECISION=auto");
     a.changes.push_back(
         "compare stoke eval --precision bf16 with fp32 on the validation folder first");
   } else if (in.bf16 == PrecisionSupport::kEmulated && p == Precision::kBf16) {
     a.rule = "bf16-emulated";
     a.diagnosis = "STOKE_PRECISION=bf16 on a backend that emulates bf16: slower than fp32";
+    a.exports.push_back("export STOKE_PRECISION=auto");
+  } else if (in.bf16 == PrecisionSupport::kNative && p == Precision::kBf16 && measured_slower) {
+    a.rule = "bf16-slower";
+    a.diagnosis = "STOKE_PRECISION=bf16 where the backend's bf16 convolutions take " +
+                  fixed(ratio, 2) + "x fp32's time (native kernels, yet slower here)";
     a.exports.push_back("export STOKE_PRECISION=auto");
   } else {
     return;

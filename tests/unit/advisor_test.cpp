@@ -242,6 +242,32 @@ TEST(Advisor, NativeBf16SuggestsAutoAndEmulatedBf16SuggestsLeavingIt) {
   EXPECT_TRUE(has_export(*e, "export STOKE_PRECISION=auto"));
 }
 
+// Native kernels measured slower than fp32 (an Intel Xeon with AVX512-BF16 and
+// no AMX): no suggestion to switch, and bf16 set is advised back to auto.
+TEST(Advisor, NativeBf16MeasuredSlowerIsNotSuggested) {
+  auto in = healthy_gpu_run();
+  in.bf16 = PrecisionSupport::kNative;
+  in.bf16_time_ratio = 0.55;
+  const auto faster = advise(in);
+  const Advice* a = find_rule(faster, "bf16-inference");
+  ASSERT_NE(a, nullptr) << format_advice(faster);
+  EXPECT_NE(a->diagnosis.find("0.55x fp32's time"), std::string::npos) << a->diagnosis;
+  in.bf16_time_ratio = 2.2;
+  EXPECT_EQ(find_rule(advise(in), "bf16-inference"), nullptr);
+  EXPECT_EQ(find_rule(advise(in), "bf16-slower"), nullptr);  // fp32 set: nothing to say
+
+  ConfigLoadOptions options;
+  options.environment =
+      std::vector<std::pair<std::string, std::string>>{{"STOKE_PRECISION", "bf16"}};
+  options.physical_cores = 8;
+  in.config = Config::load(options);
+  const auto slower = advise(in);
+  const Advice* s = find_rule(slower, "bf16-slower");
+  ASSERT_NE(s, nullptr) << format_advice(slower);
+  EXPECT_NE(s->diagnosis.find("2.20x fp32's time"), std::string::npos) << s->diagnosis;
+  EXPECT_TRUE(has_export(*s, "export STOKE_PRECISION=auto"));
+}
+
 TEST(Advisor, FrequentValidationAndLoggingAreInterruptions) {
   auto in = healthy_gpu_run();
   set_stage(in, Stage::kValidation, 12);

@@ -334,6 +334,8 @@ std::vector<Advice> advise_baseline(const Experiment& e, const bench::RunFigures
   in.training_pixels_per_image = static_cast<double>(e.size) * e.size;
   in.class_counts = class_counts(e.data, static_cast<int>(e.data.class_names().size()));
   in.bf16 = model.backend().inference_precision(Precision::kBf16);
+  if (in.bf16 == PrecisionSupport::kNative)
+    in.bf16_time_ratio = measured_time_ratio(model.backend(), Precision::kBf16);
   return advise(in);
 }
 

@@ -32,9 +32,16 @@ std::string stoke_json(const std::string& text) {
 
 // The precision inference runs in (STOKE_PRECISION resolved for the default
 // backend), and whether the backend has bf16: native, emulated or none.
+std::string short_ratio(double r) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", r);
+  return text;
+}
+
 struct PrecisionInfo {
   std::string effective;  // "fp32", "bf16", or "unavailable: <why>"
   const char* bf16 = "none";
+  double bf16_time_ratio = 0;  // native bf16's time over fp32's; 0 = not measured
 };
 
 PrecisionInfo precision_info(const stoke::Settings& settings) {
@@ -45,6 +52,8 @@ PrecisionInfo precision_info(const stoke::Settings& settings) {
            : bf16 == stoke::PrecisionSupport::kEmulated ? "emulated"
                                                         : "none";
   try {
+    if (bf16 == stoke::PrecisionSupport::kNative)
+      p.bf16_time_ratio = stoke::measured_time_ratio(backend, stoke::Precision::kBf16);
     p.effective = stoke::to_string(stoke::resolve_precision(backend, settings.precision));
   } catch (const stoke::Error& e) {
     p.effective = std::string("unavailable: ") + e.what();
@@ -81,8 +90,10 @@ int main(int argc, char** argv) {
       std::cout << "],\"cpu_threads\":" << runtime.cpu_threads << ",\"simd\":\""
                 << stoke::to_string(runtime.simd)
                 << "\"},\"precision\":" << stoke_json(precision.effective) << ",\"bf16\":\""
-                << precision.bf16
-                << "\",\"distributed\":" << (stoke::distributed_available() ? "true" : "false")
+                << precision.bf16 << "\",\"bf16_time_ratio\":"
+                << (precision.bf16_time_ratio > 0 ? short_ratio(precision.bf16_time_ratio)
+                                                  : std::string("null"))
+                << ",\"distributed\":" << (stoke::distributed_available() ? "true" : "false")
                 << ",\"config\":" << config.to_json() << "}\n";
       return 0;
     }
@@ -90,7 +101,11 @@ int main(int argc, char** argv) {
               << stoke::format_system(system) << "\n"
               << stoke::describe(runtime) << "\n"
               << "precision: " << precision.effective
-              << " (bf16 on this backend: " << precision.bf16 << ")\n"
+              << " (bf16 on this backend: " << precision.bf16
+              << (precision.bf16_time_ratio > 0
+                      ? ", " + short_ratio(precision.bf16_time_ratio) + "x fp32's time"
+                      : std::string())
+              << ")\n"
               << "data-parallel training: "
               << (stoke::distributed_available() ? "Gloo (stoke train --nproc N)"
                                                  : "not built (no libgloo-dev)")
