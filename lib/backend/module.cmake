@@ -46,6 +46,7 @@ if(STOKE_WITH_DNNL AND STOKE_DNNL_LIB AND STOKE_DNNL_INC AND STOKE_GOMP_LIB)
                       ${CMAKE_CURRENT_LIST_DIR}/cpu/conv2d_int8.cpp
                       ${CMAKE_CURRENT_LIST_DIR}/cpu/pool_blocked.cpp
                       ${CMAKE_CURRENT_LIST_DIR}/cpu/dnnl_isa.cpp
+                      ${CMAKE_CURRENT_LIST_DIR}/cpu/blas.cpp
                APPEND PROPERTY COMPILE_DEFINITIONS STOKE_HAVE_DNNL=1)
   message(STATUS "stoke: CPU convolutions through oneDNN (${STOKE_DNNL_LIB})")
 else()
