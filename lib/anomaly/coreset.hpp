@@ -27,9 +27,23 @@ STOKE_INTERNAL std::vector<float> sparse_project(std::span<const float> rows, st
 
 // Indices of `select` rows chosen greedily (each the row farthest from those
 // already chosen), the first drawn from `seed`. requires 1 <= select <= count.
-STOKE_INTERNAL std::vector<std::int64_t> k_center_greedy(
-    std::span<const float> rows, std::int64_t count, std::int64_t width, std::int64_t select,
-    std::uint64_t seed, Execution execution = Execution::kParallel);
+//
+// Each row remembers its nearest center so far; a new center c cannot come
+// nearer to row r than its current nearest center a when |c - a| >= 2 |r - a|
+// (the triangle inequality), so such rows are skipped instead of read. The
+// test keeps a margin far above float rounding, so the skipped distances could
+// not have lowered any minimum: the indices are those of the exhaustive
+// search (`prune` false), bit for bit. `distances`, when given, counts the
+// row-to-center distances computed.
+struct KCenterOptions {
+  Execution execution = Execution::kParallel;
+  bool prune = true;
+  std::uint64_t* distances = nullptr;
+};
+STOKE_INTERNAL std::vector<std::int64_t> k_center_greedy(std::span<const float> rows,
+                                                         std::int64_t count, std::int64_t width,
+                                                         std::int64_t select, std::uint64_t seed,
+                                                         KCenterOptions options = {});
 
 // The `keep` grid positions (of `positions`) that image `image` gives the bank
 // under PatchCoreOptions::patches_per_image: a partial Fisher-Yates shuffle on

@@ -79,7 +79,7 @@ TEST(AnomalyCoreset, SameIndicesForAnyThreadCountAndSerial) {
     runs.push_back(k_center_greedy(rows, n, width, 150, 7));
   }
   set_thread_count(threads);
-  runs.push_back(k_center_greedy(rows, n, width, 150, 7, Execution::kSerial));
+  runs.push_back(k_center_greedy(rows, n, width, 150, 7, {Execution::kSerial}));
   for (const auto& r : runs) EXPECT_EQ(r, runs.front());
   EXPECT_NE(k_center_greedy(rows, n, width, 150, 8), runs.front());
   const auto p1 = sparse_project(rows, n, width, 10, 3);
@@ -124,6 +124,34 @@ TEST(AnomalyCoreset, SampledPositionsAreSeededDistinctAndBatchIndependent) {
   }
   EXPECT_THROW(append_sampled_rows(rows, images + 1, positions, width, keep, 0, 9, batch),
                InvalidArgument);
+}
+
+// Rows in tight clusters (as patches of good parts are), where the triangle
+// inequality spares most distances, and uniform noise, where it spares few:
+// the same indices as the exhaustive search either way.
+TEST(AnomalyCoreset, PruningKeepsTheExhaustiveSearchsIndices) {
+  const std::int64_t n = 6000, width = 48, clusters = 40;
+  const auto noise = random_values(static_cast<std::size_t>(n * width), 11);
+  const auto middles = random_values(static_cast<std::size_t>(clusters * width), 12);
+  std::vector<float> clustered(noise.size());
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t c = 0; c < width; ++c)
+      clustered[static_cast<std::size_t>(r * width + c)] =
+          10.0f * middles[static_cast<std::size_t>((r % clusters) * width + c)] +
+          0.05f * noise[static_cast<std::size_t>(r * width + c)];
+  for (const std::vector<float>* rows : {&std::as_const(clustered), &noise}) {
+    std::uint64_t pruned_count = 0, exhaustive_count = 0;
+    const auto pruned =
+        k_center_greedy(*rows, n, width, 300, 3, {Execution::kParallel, true, &pruned_count});
+    const auto exhaustive =
+        k_center_greedy(*rows, n, width, 300, 3, {Execution::kParallel, false, &exhaustive_count});
+    EXPECT_EQ(pruned, exhaustive);
+    EXPECT_EQ(exhaustive_count, static_cast<std::uint64_t>(n) * 299);
+    EXPECT_LE(pruned_count, exhaustive_count);
+    if (rows == &clustered) {
+      EXPECT_LT(pruned_count, exhaustive_count / 4) << "the clusters spare most distances";
+    }
+  }
 }
 
 TEST(AnomalyCoreset, EachPickIsTheFarthestFromThoseBefore) {
