@@ -102,12 +102,62 @@ void CpuBackend::do_max_pool2d_backward(const Tensor& x, const Tensor& y, const 
                   });
 }
 
+namespace {
+
+// Average pooling with stride 1 along rows (PatchCore's 3x3 feature
+// smoothing): each output row's sums are accumulated in a row of floats,
+// window row by window row and tap by tap, so every output gets its terms in
+// the general path's order (the same bits) while the loop over the output
+// row vectorizes.
+void avg_pool_unit_stride_w(const CpuBackend& be, const Tensor& x, Tensor& y,
+                            const Pool2dParams& prm, float inv) {
+  const Shape& ys = y.shape();
+  const Plane g{x.dim(2), x.dim(3), ys[2], ys[3]};
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const std::int64_t pad = prm.pad_w, kw = prm.kernel_w;
+  // Output columns whose window lies inside the row: [qa, qb).
+  const std::int64_t qa = std::min<std::int64_t>(pad, g.q);
+  const std::int64_t qb = std::max<std::int64_t>(qa, std::min(g.q, g.w - kw + pad + 1));
+  over_planes(be, ys, [&](std::int64_t pl) {
+    const float* in = xp + pl * g.h * g.w;
+    float* out = yp + pl * g.p * g.q;
+    for (std::int64_t p = 0; p < g.p; ++p) {
+      std::int64_t h0 = 0, h1 = 0;
+      clip(p, prm.stride_h, prm.pad_h, prm.kernel_h, g.h, h0, h1);
+      float* acc = out + p * g.q;
+      std::fill(acc, acc + g.q, 0.0f);
+      for (std::int64_t ih = h0; ih < h1; ++ih) {
+        const float* row = in + ih * g.w;
+        for (std::int64_t q = 0; q < g.q; ++q) {
+          if (q == qa) q = qb;  // the interior below
+          if (q >= g.q) break;
+          std::int64_t w0 = 0, w1 = 0;
+          clip(q, 1, prm.pad_w, prm.kernel_w, g.w, w0, w1);
+          for (std::int64_t iw = w0; iw < w1; ++iw) acc[q] += row[iw];
+        }
+        for (std::int64_t t = 0; t < kw; ++t) {
+          const float* tap = row + t - pad;
+          for (std::int64_t q = qa; q < qb; ++q) acc[q] += tap[q];
+        }
+      }
+      for (std::int64_t q = 0; q < g.q; ++q) acc[q] *= inv;
+    }
+  });
+}
+
+}  // namespace
+
 void CpuBackend::do_avg_pool2d_forward(const Tensor& x, Tensor& y, const Pool2dParams& prm) {
   const Shape& ys = y.shape();
   const Plane g{x.dim(2), x.dim(3), ys[2], ys[3]};
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const float inv = 1.0f / static_cast<float>(prm.kernel_h * prm.kernel_w);
+  if (prm.stride_w == 1) {
+    avg_pool_unit_stride_w(*this, x, y, prm, inv);
+    return;
+  }
   for_each_window(*this, ys, g, prm, kNoPlaneSetup,
                   [&](std::int64_t pl, std::int64_t o, const Window& win) {
                     const float* in = xp + pl * g.h * g.w;
