@@ -303,7 +303,10 @@ class STOKE_API Trainer {
   void agree_stop();
   void release_fit_resources() noexcept;
   TrainState train_state(int epoch) const;
-  void save_stop_checkpoint(int epoch, const char* why);
+  // `why` goes into the checkpoint's metadata; out of memory, the reference
+  // logits (a forward pass) are not computed for it.
+  enum class StopMemory { kAvailable, kExhausted };
+  void save_stop_checkpoint(int epoch, const char* why, StopMemory memory = StopMemory::kAvailable);
   // Step count, record, on_step callback and the periodic log line.
   void finish_step(int epoch, EpochRecord& record, float lr);
 

@@ -330,14 +330,14 @@ std::optional<EpochRecord> Trainer::run_epoch_with_retries(int epoch, Loaders& l
       release_step_memory();
       if (st.dp) throw;  // ranks change batch together or not at all: the run ends on every rank
       if (!st.oom.retry(e, &st.batch, &st.multiplier)) {
-        save_stop_checkpoint(epoch, "out of memory");
+        save_stop_checkpoint(epoch, "out of memory", StopMemory::kExhausted);
         result.reason = StopReason::kOutOfMemory;
         result.message = e.what();
         return std::nullopt;
       }
       loaders.build(st.batch);
     } catch (const std::bad_alloc&) {
-      save_stop_checkpoint(epoch, "out of host memory");
+      save_stop_checkpoint(epoch, "out of host memory", StopMemory::kExhausted);
       throw OutOfMemory("fit: out of host memory in epoch " + std::to_string(epoch), 0, 0, 0);
     } catch (const Error& e) {
       if (!stop_for_data_error(epoch, e, loaders, result)) throw;
@@ -496,7 +496,7 @@ TrainState Trainer::train_state(int epoch) const {
   return s;
 }
 
-void Trainer::save_stop_checkpoint(int epoch, const char* why) {
+void Trainer::save_stop_checkpoint(int epoch, const char* why, StopMemory memory) {
   if (state_->dp && !state_->dp->writes_files())
     return;  // rank 0 writes the run's one stop checkpoint
   auto metadata = stop_metadata(train_state(epoch), epoch);
@@ -518,7 +518,7 @@ void Trainer::save_stop_checkpoint(int epoch, const char* why) {
     // Out of memory, a forward pass for the reference logits is the next
     // thing to fail, and oneDNN crashes where it cannot map its kernels:
     // the checkpoint goes without them (its predictor skips the self-check).
-    if (std::string_view(why).find("out of") == 0) {
+    if (memory == StopMemory::kExhausted) {
       if (!info.references.empty())
         log_warn("stop checkpoint: no reference logits (it is written because memory ran out)");
       info.references.clear();
