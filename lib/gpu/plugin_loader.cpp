@@ -51,10 +51,10 @@ std::string cuda_libraries_refused(bool check_driver) {
   // only report "no device" after mapping a gigabyte of libraries (a plugin
   // named explicitly is loaded all the same: its own errors are the news).
   if (!check_driver) return {};
-  if (void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
-    dlclose(driver);
-    return {};
-  }
+  // The handle is kept, not closed: the CUDA runtime opens the driver next
+  // anyway, and unloading a driver library that started threads or registered
+  // exit handlers at load is not safe.
+  if (dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) return {};
   const char* why = dlerror();
   return std::string("no CUDA driver: ") + (why ? why : "libcuda.so.1 does not load");
 }
