@@ -16,6 +16,21 @@ namespace stoke::anomaly_detail {
 
 namespace {
 
+// sum_b row[b] * v[b] in double, in 8 lanes summed in a fixed order: the
+// same bits on any thread count, and vectorized by the compiler (one running
+// sum would be a chain of dependent additions it may not reorder).
+double lane_dot(const float* row, const double* v, std::int64_t k) noexcept {
+  constexpr std::int64_t kLanes = 8;
+  double lane[kLanes] = {};
+  std::int64_t b = 0;
+  for (; b + kLanes <= k; b += kLanes)
+    for (std::int64_t l = 0; l < kLanes; ++l) lane[l] += row[b + l] * v[b + l];
+  for (std::int64_t l = 0; b < k; ++b, ++l) lane[l] += row[b] * v[b];
+  double sum = 0.0;
+  for (double x : lane) sum += x;
+  return sum;
+}
+
 // Positions per task: a few, each a whole Cholesky of features^3 / 3 flops.
 constexpr std::size_t kPositionGrain = 4;
 
@@ -186,12 +201,15 @@ std::vector<float> mahalanobis(const Gaussians& g, std::span<const float> rows,
           for (std::int64_t c = 0; c < k; ++c)
             delta[static_cast<std::size_t>(c)] = static_cast<double>(x[c]) - mu[c];
           const float* inv = g.inv_covariance.data() + p * static_cast<std::size_t>(k * k);
+          // The inverse is symmetric (fit_gaussians writes X^T X, both halves
+          // by the same products): each row's diagonal and upper part, the
+          // off-diagonal terms twice, reads half the matrix.
           double sum = 0.0;
           for (std::int64_t a = 0; a < k; ++a) {
             const float* row = inv + a * k;
-            double t = 0.0;
-            for (std::int64_t b = 0; b < k; ++b) t += row[b] * delta[static_cast<std::size_t>(b)];
-            sum += delta[static_cast<std::size_t>(a)] * t;
+            const double da = delta[static_cast<std::size_t>(a)];
+            sum +=
+                da * (row[a] * da + 2.0 * lane_dot(row + a + 1, delta.data() + a + 1, k - a - 1));
           }
           out[p] = static_cast<float>(std::sqrt(std::max(0.0, sum)));
         }
