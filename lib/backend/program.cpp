@@ -238,10 +238,7 @@ TrainingPrecisionScope::~TrainingPrecisionScope() {
 
 Precision resolve_precision(Backend& backend, Precision requested) {
   if (requested == Precision::kAuto) {
-    return backend.inference_precision(Precision::kBf16) == PrecisionSupport::kNative &&
-                   measured_time_ratio(backend, Precision::kBf16) <= kAutoTimeRatio
-               ? Precision::kBf16
-               : Precision::kFp32;
+    return gated_precision_pays(backend, Precision::kBf16) ? Precision::kBf16 : Precision::kFp32;
   }
   switch (backend.inference_precision(requested)) {
     case PrecisionSupport::kNative:
