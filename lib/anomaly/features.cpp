@@ -56,7 +56,8 @@ FeatureExtractor::FeatureExtractor(nn::Model& model, Precision precision,
 
 FeatureExtractor::~FeatureExtractor() = default;
 
-anomaly::Embeddings FeatureExtractor::embed(std::span<const float> inputs, std::int64_t count) {
+anomaly::Embeddings FeatureExtractor::embed(std::span<const float> inputs, std::int64_t count,
+                                            std::span<const std::int64_t> channels) {
   Backend& be = model_->backend();
   const Shape in_shape = model_->input_shape(count);
   if (count < 1 || inputs.size() != static_cast<std::size_t>(shape_numel(in_shape))) {
@@ -66,7 +67,7 @@ anomaly::Embeddings FeatureExtractor::embed(std::span<const float> inputs, std::
   }
   Tensor x(be, in_shape);
   x.copy_from_host(inputs.data());
-  if (method_ == anomaly::AnomalyMethod::kPadim) return embed_padim(x, count);
+  if (method_ == anomaly::AnomalyMethod::kPadim) return embed_padim(x, count, channels);
   const Tensor& f2 = stages_[0]->forward(x);
   const std::vector<float> p2 = pool3x3(be, f2).to_vector();
   const Tensor& f3 = stages_[1]->forward(f2);
@@ -89,29 +90,46 @@ anomaly::Embeddings FeatureExtractor::embed(std::span<const float> inputs, std::
   return e;
 }
 
-anomaly::Embeddings FeatureExtractor::embed_padim(const Tensor& x, std::int64_t count) {
+anomaly::Embeddings FeatureExtractor::embed_padim(const Tensor& x, std::int64_t count,
+                                                  std::span<const std::int64_t> channels) {
   const Tensor& f1 = stages_[0]->forward(x);
   const Tensor& f2 = stages_[1]->forward(f1);
   const Tensor& f3 = stages_[2]->forward(f2);
-  const std::int64_t h = f1.dim(2), w = f1.dim(3);
-  anomaly::Embeddings e{count, h, w, f1.dim(1) + f2.dim(1) + f3.dim(1), {}};
-  e.rows.resize(static_cast<std::size_t>(count * h * w * e.width));
+  const std::int64_t h = f1.dim(2), w = f1.dim(3), positions = h * w;
+  const std::int64_t full = f1.dim(1) + f2.dim(1) + f3.dim(1);
+  std::vector<std::int64_t> all;
+  if (channels.empty()) {
+    all.resize(static_cast<std::size_t>(full));
+    for (std::int64_t c = 0; c < full; ++c) all[static_cast<std::size_t>(c)] = c;
+    channels = all;
+  }
+  const auto kept = static_cast<std::int64_t>(channels.size());
+  anomaly::Embeddings e{count, h, w, kept, {}};
+  e.rows.resize(static_cast<std::size_t>(count * positions * kept));
   std::int64_t offset = 0;  // the channels before this layer's
+  std::size_t i = 0;        // the next kept channel
   for (const Tensor* f : {&f1, &f2, &f3}) {
-    const std::int64_t c = f->dim(1), fh = f->dim(2), fw = f->dim(3);
+    const std::int64_t c = f->dim(1), plane = f->dim(2) * f->dim(3);
+    // F.interpolate(mode="nearest") to layer1's grid: each row's source pixel.
+    const std::vector<std::int64_t> from = nearest_sources(f->dim(2), f->dim(3), h, w);
     const std::vector<float> v = f->to_vector();
-    for (std::int64_t plane = 0; plane < count * c; ++plane) {
-      const std::span<const float> in(v.data() + plane * fh * fw,
-                                      static_cast<std::size_t>(fh * fw));
-      // F.interpolate(mode="nearest") to layer1's grid (layer1 itself as it is).
-      const std::vector<float> up =
-          f == &f1 ? std::vector<float>(in.begin(), in.end()) : resize_nearest(in, fh, fw, h, w);
-      const std::int64_t n = plane / c, channel = offset + plane % c;
-      float* rows = e.rows.data() + n * h * w * e.width + channel;
-      for (std::int64_t pos = 0; pos < h * w; ++pos)
-        rows[pos * e.width] = up[static_cast<std::size_t>(pos)];
+    for (; i < channels.size() && channels[i] < offset + c; ++i) {
+      if (channels[i] < offset || (i > 0 && channels[i] <= channels[i - 1])) {
+        throw InvalidArgument("anomaly: PaDiM channel " + std::to_string(channels[i]) +
+                              " is not ascending within the embedding's " + std::to_string(full));
+      }
+      for (std::int64_t n = 0; n < count; ++n) {
+        const float* src = v.data() + (n * c + channels[i] - offset) * plane;
+        float* out = e.rows.data() + n * positions * kept + static_cast<std::int64_t>(i);
+        for (std::int64_t pos = 0; pos < positions; ++pos)
+          out[pos * kept] = src[from[static_cast<std::size_t>(pos)]];
+      }
     }
     offset += c;
+  }
+  if (i < channels.size()) {
+    throw InvalidArgument("anomaly: PaDiM channel " + std::to_string(channels[i]) +
+                          " is past the embedding's " + std::to_string(full));
   }
   return e;
 }

@@ -26,12 +26,15 @@ class STOKE_INTERNAL FeatureExtractor {
   // (padding counted) of layer2 and layer3, layer3 bilinearly resized to
   // layer2's grid (align_corners false), concatenated on channels. PaDiM:
   // layer1, then layer2 and layer3 resized to layer1's grid by nearest
-  // neighbour, concatenated on channels (the whole width: the channel
-  // subset is the caller's).
-  anomaly::Embeddings embed(std::span<const float> inputs, std::int64_t count);
+  // neighbour, concatenated on channels: the whole width, or only
+  // `channels` of it (ascending; InvalidArgument otherwise), gathered
+  // directly. PatchCore ignores `channels`.
+  anomaly::Embeddings embed(std::span<const float> inputs, std::int64_t count,
+                            std::span<const std::int64_t> channels = {});
 
  private:
-  anomaly::Embeddings embed_padim(const Tensor& x, std::int64_t count);
+  anomaly::Embeddings embed_padim(const Tensor& x, std::int64_t count,
+                                  std::span<const std::int64_t> channels);
   nn::Model* model_;
   anomaly::AnomalyMethod method_;
   // Programs of the same plan over spans of the top-level layers: PatchCore

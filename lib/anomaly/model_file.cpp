@@ -127,7 +127,7 @@ void save_gaussians(const PatchCore::Impl& s, std::map<std::string, std::string>
                     const std::filesystem::path& path) {
   const anomaly_detail::Gaussians& g = s.gaussians->gaussians();
   check_finite(g.mean, "PaDiM's mean", path);
-  check_finite(g.inv_covariance, "PaDiM's inverse covariance", path);
+  check_finite(g.inv_upper, "PaDiM's inverse covariance", path);
   std::string channels;
   for (std::int64_t c : s.channels) {
     if (!channels.empty()) channels += ',';
@@ -138,7 +138,8 @@ void save_gaussians(const PatchCore::Impl& s, std::map<std::string, std::string>
   m["anomaly.padim.grid_h"] = std::to_string(g.grid_h);
   m["anomaly.padim.grid_w"] = std::to_string(g.grid_w);
   m["anomaly.padim.mean"] = raw(g.mean, "anomaly.padim.mean");
-  m["anomaly.padim.inv_covariance"] = raw(g.inv_covariance, "anomaly.padim.inv_covariance");
+  m["anomaly.padim.inv_covariance"] =
+      raw(anomaly_detail::full_inverse(g), "anomaly.padim.inv_covariance");
 }
 
 // The Gaussians as stored; the channels against the backbone's width and the
@@ -163,7 +164,12 @@ void load_gaussians(PatchCore::Impl& impl, const MetaReader& r) {
   }
   impl.channels = r.ascending("anomaly.padim.channels", g.features, full.width);
   g.mean = r.floats("anomaly.padim.mean", positions * g.features);
-  g.inv_covariance = r.floats("anomaly.padim.inv_covariance", positions * g.features * g.features);
+  const std::int64_t asymmetric = anomaly_detail::pack_inverse(
+      r.floats("anomaly.padim.inv_covariance", positions * g.features * g.features), g);
+  if (asymmetric >= 0) {
+    r.fail("anomaly.padim.inv_covariance",
+           "is not symmetric at grid position " + std::to_string(asymmetric));
+  }
   impl.set_gaussians(std::move(g));
 }
 

@@ -3,6 +3,7 @@
 #include "anomaly/padim.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 #include <string>
@@ -16,34 +17,35 @@ namespace stoke::anomaly_detail {
 
 namespace {
 
-// sum_b row[b] * v[b] in double, in 8 lanes summed in a fixed order: the
-// same bits on any thread count, and vectorized by the compiler (one running
-// sum would be a chain of dependent additions it may not reorder).
-double lane_dot(const float* row, const double* v, std::int64_t k) noexcept {
+// sum_b a[b] * b[b] in 8 lanes summed in a fixed order: the same bits on
+// any thread count, and vectorized by the compiler (one running sum would be
+// a chain of dependent additions it may not reorder).
+template <typename T>
+T lane_dot(const T* a, const T* b, std::int64_t k) noexcept {
   constexpr std::int64_t kLanes = 8;
-  double lane[kLanes] = {};
-  std::int64_t b = 0;
-  for (; b + kLanes <= k; b += kLanes)
-    for (std::int64_t l = 0; l < kLanes; ++l) lane[l] += row[b + l] * v[b + l];
-  for (std::int64_t l = 0; b < k; ++b, ++l) lane[l] += row[b] * v[b];
-  double sum = 0.0;
-  for (double x : lane) sum += x;
+  T lane[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= k; i += kLanes)
+    for (std::int64_t l = 0; l < kLanes; ++l) lane[l] += a[i + l] * b[i + l];
+  for (std::int64_t l = 0; i < k; ++i, ++l) lane[l] += a[i] * b[i];
+  T sum = 0;
+  for (T x : lane) sum += x;
   return sum;
 }
 
 // Positions per task: a few, each a whole Cholesky of features^3 / 3 flops.
 constexpr std::size_t kPositionGrain = 4;
 
-// a (k x k, symmetric positive definite, row-major) -> its inverse in `inv`
-// through a = L L^T: X = L^-1 row by row, then inv = X^T X. `x` is scratch.
-// false when a pivot is not positive (a is not positive definite).
-bool invert_spd(std::vector<double>& a, std::vector<double>& x, std::int64_t k, float* inv) {
+// a (k x k, symmetric positive definite, row-major, its lower triangle read)
+// -> the upper triangle of its inverse, packed, in `inv_upper` through
+// a = L L^T: X = L^-1 row by row, then inv = X^T X. `x` is scratch. false
+// when a pivot is not positive (a is not positive definite).
+bool invert_spd(std::vector<double>& a, std::vector<double>& x, std::int64_t k, float* inv_upper) {
   for (std::int64_t j = 0; j < k; ++j) {  // a's lower triangle becomes L
     double* row_j = a.data() + j * k;
     for (std::int64_t i = j; i < k; ++i) {
       double* row_i = a.data() + i * k;
-      double s = row_i[j];
-      for (std::int64_t c = 0; c < j; ++c) s -= row_i[c] * row_j[c];
+      const double s = row_i[j] - lane_dot(row_i, row_j, j);
       if (i == j) {
         if (!(s > 0.0)) return false;
         row_j[j] = std::sqrt(s);
@@ -65,17 +67,18 @@ bool invert_spd(std::vector<double>& a, std::vector<double>& x, std::int64_t k, 
     const double d = 1.0 / li[i];
     for (std::int64_t j = 0; j <= i; ++j) xi[j] *= d;
   }
-  std::fill(a.begin(), a.end(), 0.0);  // inv = X^T X, X lower triangular
+  std::fill(a.begin(), a.end(), 0.0);  // inv = X^T X's upper triangle, X lower triangular
   for (std::int64_t r = 0; r < k; ++r) {
     const double* xr = x.data() + r * k;
     for (std::int64_t i = 0; i <= r; ++i) {
       double* ai = a.data() + i * k;
       const double f = xr[i];
-      for (std::int64_t j = 0; j <= r; ++j) ai[j] += f * xr[j];
+      for (std::int64_t j = i; j <= r; ++j) ai[j] += f * xr[j];
     }
   }
-  for (std::int64_t i = 0; i < k * k; ++i)
-    inv[i] = static_cast<float>(a[static_cast<std::size_t>(i)]);
+  for (std::int64_t i = 0; i < k; ++i)
+    for (std::int64_t j = i; j < k; ++j)
+      *inv_upper++ = static_cast<float>(a[static_cast<std::size_t>(i * k + j)]);
   return true;
 }
 
@@ -120,6 +123,37 @@ void select_channels(anomaly::Embeddings& e, std::span<const std::int64_t> chann
   e.width = kept;
 }
 
+std::vector<float> full_inverse(const Gaussians& g) {
+  const std::int64_t k = g.features;
+  std::vector<float> full(static_cast<std::size_t>(g.positions() * k * k));
+  const float* q = g.inv_upper.data();
+  for (std::int64_t p = 0; p < g.positions(); ++p) {
+    float* m = full.data() + p * k * k;
+    for (std::int64_t a = 0; a < k; ++a)
+      for (std::int64_t b = a; b < k; ++b) m[a * k + b] = m[b * k + a] = *q++;
+  }
+  return full;
+}
+
+std::int64_t pack_inverse(std::span<const float> full, Gaussians& g) {
+  const std::int64_t k = g.features;
+  std::vector<float> packed(static_cast<std::size_t>(g.positions() * g.packed()));
+  float* q = packed.data();
+  for (std::int64_t p = 0; p < g.positions(); ++p) {
+    const float* m = full.data() + p * k * k;
+    for (std::int64_t a = 0; a < k; ++a) {
+      for (std::int64_t b = a; b < k; ++b) {
+        if (std::bit_cast<std::uint32_t>(m[a * k + b]) !=
+            std::bit_cast<std::uint32_t>(m[b * k + a]))
+          return p;
+        *q++ = m[a * k + b];
+      }
+    }
+  }
+  g.inv_upper = std::move(packed);
+  return -1;
+}
+
 Gaussians fit_gaussians(const anomaly::Embeddings& e, Execution execution) {
   if (e.count < 2) {
     throw InvalidArgument(
@@ -134,7 +168,7 @@ Gaussians fit_gaussians(const anomaly::Embeddings& e, Execution execution) {
                           std::to_string(k));
   Gaussians g{e.grid_h, e.grid_w, k, {}, {}};
   g.mean.resize(static_cast<std::size_t>(positions * k));
-  g.inv_covariance.resize(static_cast<std::size_t>(positions * k * k));
+  g.inv_upper.resize(static_cast<std::size_t>(positions * g.packed()));
   const auto kk = static_cast<std::size_t>(k * k);
   parallel_for(
       0, static_cast<std::size_t>(positions), kPositionGrain,
@@ -157,12 +191,12 @@ Gaussians fit_gaussians(const anomaly::Embeddings& e, Execution execution) {
                   x[c] - mean[static_cast<std::size_t>(c)];
           }
           std::fill(cov.begin(), cov.end(), 0.0);
-          for (std::int64_t i = 0; i < n; ++i) {
+          for (std::int64_t i = 0; i < n; ++i) {  // the lower triangle, what invert_spd reads
             const double* d = centered.data() + i * k;
             for (std::int64_t a = 0; a < k; ++a) {
               double* row = cov.data() + a * k;
               const double f = d[a];
-              for (std::int64_t b = 0; b < k; ++b) row[b] += f * d[b];
+              for (std::int64_t b = 0; b <= a; ++b) row[b] += f * d[b];
             }
           }
           const double scale = 1.0 / static_cast<double>(n - 1);
@@ -172,7 +206,7 @@ Gaussians fit_gaussians(const anomaly::Embeddings& e, Execution execution) {
           for (std::int64_t c = 0; c < k; ++c)
             g.mean[static_cast<std::size_t>(pos * k + c)] =
                 static_cast<float>(mean[static_cast<std::size_t>(c)]);
-          if (!invert_spd(cov, scratch, k, g.inv_covariance.data() + p * kk)) {
+          if (!invert_spd(cov, scratch, k, g.inv_upper.data() + pos * g.packed())) {
             throw InvalidArgument("anomaly: PaDiM's covariance at grid position " +
                                   std::to_string(p) +
                                   " is not positive definite (non-finite features?)");
@@ -194,22 +228,20 @@ std::vector<float> mahalanobis(const Gaussians& g, std::span<const float> rows,
   parallel_for(
       0, static_cast<std::size_t>(positions), 16,
       [&](std::size_t lo, std::size_t hi) {
-        std::vector<double> delta(static_cast<std::size_t>(k));
+        std::vector<float> delta(static_cast<std::size_t>(k));
         for (std::size_t p = lo; p < hi; ++p) {
           const float* x = rows.data() + p * static_cast<std::size_t>(k);
           const float* mu = g.mean.data() + p * static_cast<std::size_t>(k);
-          for (std::int64_t c = 0; c < k; ++c)
-            delta[static_cast<std::size_t>(c)] = static_cast<double>(x[c]) - mu[c];
-          const float* inv = g.inv_covariance.data() + p * static_cast<std::size_t>(k * k);
-          // The inverse is symmetric (fit_gaussians writes X^T X, both halves
-          // by the same products): each row's diagonal and upper part, the
-          // off-diagonal terms twice, reads half the matrix.
+          for (std::int64_t c = 0; c < k; ++c) delta[static_cast<std::size_t>(c)] = x[c] - mu[c];
+          // Row a of the upper triangle: the diagonal term once, the
+          // off-diagonal ones twice (the lower triangle's mirror).
+          const float* row = g.inv_upper.data() + static_cast<std::int64_t>(p) * g.packed();
           double sum = 0.0;
-          for (std::int64_t a = 0; a < k; ++a) {
-            const float* row = inv + a * k;
-            const double da = delta[static_cast<std::size_t>(a)];
-            sum +=
-                da * (row[a] * da + 2.0 * lane_dot(row + a + 1, delta.data() + a + 1, k - a - 1));
+          for (std::int64_t a = 0; a < k; row += k - a, ++a) {
+            const float* d = delta.data() + a;
+            const double terms =
+                static_cast<double>(row[0]) * d[0] + 2.0 * lane_dot(row + 1, d + 1, k - a - 1);
+            sum += d[0] * terms;
           }
           out[p] = static_cast<float>(std::sqrt(std::max(0.0, sum)));
         }

@@ -217,14 +217,14 @@ Precision PatchCore::precision() const noexcept {
 }
 
 Embeddings PatchCore::embed(std::span<const float> inputs, std::int64_t count) {
+  if (impl_->options.method != AnomalyMethod::kPadim || !impl_->channels.empty())
+    return impl_->features().embed(inputs, count, impl_->channels);
+  // PaDiM's first embedding: the whole width, then the seeded subset of it.
   Embeddings e = impl_->features().embed(inputs, count);
-  if (impl_->options.method != AnomalyMethod::kPadim) return e;
-  if (impl_->channels.empty()) {
-    const int asked = impl_->options.padim_features;
-    const std::int64_t kept =
-        asked > 0 ? asked : padim_default_features(impl_->model->spec().architecture, e.width);
-    impl_->channels = anomaly_detail::padim_channels(e.width, kept, impl_->options.seed);
-  }
+  const int asked = impl_->options.padim_features;
+  const std::int64_t kept =
+      asked > 0 ? asked : padim_default_features(impl_->model->spec().architecture, e.width);
+  impl_->channels = anomaly_detail::padim_channels(e.width, kept, impl_->options.seed);
   anomaly_detail::select_channels(e, impl_->channels);
   return e;
 }

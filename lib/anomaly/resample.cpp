@@ -52,9 +52,9 @@ std::vector<float> resize_bilinear(std::span<const float> in, std::int64_t plane
   return out;
 }
 
-std::vector<float> resize_nearest(std::span<const float> in, std::int64_t in_h, std::int64_t in_w,
-                                  std::int64_t out_h, std::int64_t out_w) {
-  std::vector<float> out(static_cast<std::size_t>(out_h * out_w));
+std::vector<std::int64_t> nearest_sources(std::int64_t in_h, std::int64_t in_w, std::int64_t out_h,
+                                          std::int64_t out_w) {
+  std::vector<std::int64_t> from(static_cast<std::size_t>(out_h * out_w));
   const float sy = static_cast<float>(in_h) / static_cast<float>(out_h);
   const float sx = static_cast<float>(in_w) / static_cast<float>(out_w);
   for (std::int64_t y = 0; y < out_h; ++y) {
@@ -63,9 +63,17 @@ std::vector<float> resize_nearest(std::span<const float> in, std::int64_t in_h, 
     for (std::int64_t x = 0; x < out_w; ++x) {
       const std::int64_t ix =
           std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(x) * sx)), in_w - 1);
-      out[static_cast<std::size_t>(y * out_w + x)] = in[static_cast<std::size_t>(iy * in_w + ix)];
+      from[static_cast<std::size_t>(y * out_w + x)] = iy * in_w + ix;
     }
   }
+  return from;
+}
+
+std::vector<float> resize_nearest(std::span<const float> in, std::int64_t in_h, std::int64_t in_w,
+                                  std::int64_t out_h, std::int64_t out_w) {
+  const std::vector<std::int64_t> from = nearest_sources(in_h, in_w, out_h, out_w);
+  std::vector<float> out(from.size());
+  for (std::size_t i = 0; i < from.size(); ++i) out[i] = in[static_cast<std::size_t>(from[i])];
   return out;
 }
 

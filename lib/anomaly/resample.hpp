@@ -16,7 +16,13 @@ STOKE_INTERNAL std::vector<float> resize_bilinear(std::span<const float> in, std
                                                   std::int64_t in_h, std::int64_t in_w,
                                                   std::int64_t out_h, std::int64_t out_w);
 
-// F.interpolate(mode="nearest") of one plane: source floor(dst x in / out).
+// F.interpolate(mode="nearest"): for each destination pixel of out_h x out_w
+// (row-major) the index of its source in in_h x in_w, floor(dst x in / out)
+// on each axis.
+STOKE_INTERNAL std::vector<std::int64_t> nearest_sources(std::int64_t in_h, std::int64_t in_w,
+                                                         std::int64_t out_h, std::int64_t out_w);
+
+// F.interpolate(mode="nearest") of one plane (nearest_sources' pixels).
 STOKE_INTERNAL std::vector<float> resize_nearest(std::span<const float> in, std::int64_t in_h,
                                                  std::int64_t in_w, std::int64_t out_h,
                                                  std::int64_t out_w);

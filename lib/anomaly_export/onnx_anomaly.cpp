@@ -318,10 +318,10 @@ std::string padim(Builder& b, const PatchCore::Impl& impl, std::int64_t& grid_h,
                      "anomaly.centered"),
               g.int64_initializer("anomaly.row_shape", {4}, {n, positions, 1, f})},
              "anomaly.centered_rows");  // (N, P, 1, F)
-  const std::string q =
-      g.node("MatMul",
-             {diff, g.initializer("anomaly.inv_covariance", {positions, f, f}, gs.inv_covariance)},
-             "anomaly.mahalanobis_left");
+  const std::string q = g.node("MatMul",
+                               {diff, g.initializer("anomaly.inv_covariance", {positions, f, f},
+                                                    anomaly_detail::full_inverse(gs))},
+                               "anomaly.mahalanobis_left");
   const std::string sq = g.node("ReduceSum",
                                 {g.node("Mul", {q, diff}, "anomaly.mahalanobis_terms"),
                                  g.int64_initializer("anomaly.mahalanobis_axes", {2}, {2, 3})},
@@ -424,7 +424,9 @@ std::string onnx_model_bytes(const PatchCore& model, const AnomalyOnnxOptions& o
   if (!impl.scorer) throw InvalidArgument(std::string(kWhat) + ": the model has fitted nothing");
   const std::uint64_t constants =
       o.method == AnomalyMethod::kPadim
-          ? floats_bytes(impl.gaussians->gaussians().inv_covariance.size() * 2)
+          ? floats_bytes(static_cast<std::size_t>(impl.gaussians->gaussians().positions() *
+                                                  impl.gaussians->gaussians().features *
+                                                  impl.gaussians->gaussians().features * 2))
           : floats_bytes(impl.bank->bank().size() * 3);
   if (constants > (std::uint64_t{2} << 30) - (std::uint64_t{256} << 20)) {
     throw Unsupported(std::string(kWhat) + ": the " + method + " model's constants need " +

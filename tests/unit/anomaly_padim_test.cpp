@@ -108,6 +108,7 @@ TEST(AnomalyPadim, GaussiansAndDistancesMatchANaiveDoubleReference) {
     ASSERT_EQ(g.features, width);
     const anomaly::Embeddings query = random_embeddings(1, 3, 4, width, 12);
     const std::vector<float> got = mahalanobis(g, query.rows);
+    const std::vector<float> inv = full_inverse(g);
     for (std::int64_t p = 0; p < 12; ++p) {
       const NaiveGaussian ref = naive_fit(e, p);
       double scale = 0.0;  // the inverse's largest entry: float rounding is relative to it
@@ -117,7 +118,7 @@ TEST(AnomalyPadim, GaussiansAndDistancesMatchANaiveDoubleReference) {
                     ref.mean[static_cast<std::size_t>(c)], 4 * FLT_EPSILON * 3.0)
             << "position " << p;
       for (std::int64_t i = 0; i < width * width; ++i)
-        EXPECT_NEAR(g.inv_covariance[static_cast<std::size_t>(p * width * width + i)],
+        EXPECT_NEAR(inv[static_cast<std::size_t>(p * width * width + i)],
                     ref.inv[static_cast<std::size_t>(i)], 8 * FLT_EPSILON * scale)
             << "position " << p << " entry " << i << " (" << count << " images)";
       const double want = naive_distance(ref, query.rows.data() + p * width, width);
@@ -143,7 +144,7 @@ TEST(AnomalyPadim, SameBitsForAnyThreadCountAndSerial) {
   distances.push_back(mahalanobis(fits.back(), query.rows, Execution::kSerial));
   for (std::size_t i = 1; i < fits.size(); ++i) {
     EXPECT_EQ(fits[i].mean, fits[0].mean);
-    EXPECT_EQ(fits[i].inv_covariance, fits[0].inv_covariance);
+    EXPECT_EQ(fits[i].inv_upper, fits[0].inv_upper);
     EXPECT_EQ(distances[i], distances[0]);
   }
 }
@@ -225,6 +226,25 @@ TEST_F(AnomalyPadimModel, SpottedPartsScoreAboveThemselvesAndTheMapFindsTheSpot)
   }
 }
 
+// The first embedding draws the subset from the whole width; later ones
+// gather only those channels from the layers: the same rows.
+TEST_F(AnomalyPadimModel, GatheredChannelsAreTheSubsetOfTheWholeEmbedding) {
+  anomaly::PatchCore core(anomaly_backbone(1), anomaly_preprocess(), padim_options());
+  std::vector<float> two = core.preprocess_file(good_[0]);
+  const std::vector<float> second = core.preprocess_file(good_[1]);
+  two.insert(two.end(), second.begin(), second.end());
+  const anomaly::Embeddings first = core.embed(two, 2);  // whole, then select_channels
+  ASSERT_EQ(first.width, 50);
+  const std::vector<std::int64_t>& kept = core.padim_channels();
+  // Channels from all three layers (32 + 64 + 128): each layer's gather runs.
+  EXPECT_LT(kept.front(), 32);
+  EXPECT_GE(kept.back(), 96);
+  const anomaly::Embeddings gathered = core.embed(two, 2);
+  EXPECT_EQ(gathered.count, 2);
+  EXPECT_EQ(gathered.width, first.width);
+  EXPECT_EQ(gathered.rows, first.rows);
+}
+
 TEST_F(AnomalyPadimModel, GaussiansOverTheMemoryCapNameTheOption) {
   anomaly::PatchCoreOptions o = padim_options();
   o.max_bank_bytes = 1 << 20;  // the Gaussians: 576 x 50^2 x 4 = 5.5 MiB
@@ -291,6 +311,16 @@ TEST_F(AnomalyPadimModel, SavedModelScoresBitIdenticallyAndCraftedFilesAreRefuse
   cut.resize(cut.size() - 4);
   expect_refused(crafted(path, dir_ / "a.stoke", "anomaly.padim.inv_covariance", cut),
                  "anomaly.padim.inv_covariance");
+  std::string skew = info.metadata["anomaly.padim.inv_covariance"];
+  skew[4] = static_cast<char>(skew[4] ^ 1);  // entry (0, 1) of position 0, not (1, 0)
+  try {
+    anomaly::PatchCore::load(crafted(path, dir_ / "s.stoke", "anomaly.padim.inv_covariance", skew),
+                             cpu_backend());
+    ADD_FAILURE() << "an asymmetric inverse accepted";
+  } catch (const CorruptFile& e) {
+    EXPECT_NE(std::string(e.what()).find("not symmetric at grid position 0"), std::string::npos)
+        << e.what();
+  }
   std::string mean = info.metadata["anomaly.padim.mean"];
   mean.resize(mean.size() / 2);
   expect_refused(crafted(path, dir_ / "b.stoke", "anomaly.padim.mean", mean), "anomaly.padim.mean");
