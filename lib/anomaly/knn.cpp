@@ -93,15 +93,6 @@ Neighbours BankSearch::nearest(std::span<const float> queries, std::int64_t coun
     const std::int64_t qn = std::min(q_chunk, count - q0);
     Tensor q(*backend_, {qn, width_});
     q.copy_from_host(queries.data() + q0 * width_);
-    std::vector<double> qnorm(static_cast<std::size_t>(qn));
-    for (std::int64_t i = 0; i < qn; ++i) {
-      double n = 0.0;
-      for (std::int64_t c = 0; c < width_; ++c) {
-        const float v = queries[static_cast<std::size_t>((q0 + i) * width_ + c)];
-        n += static_cast<double>(v) * v;
-      }
-      qnorm[static_cast<std::size_t>(i)] = n;
-    }
     for (std::int64_t b0 = 0; b0 < rows_; b0 += b_chunk) {
       const std::int64_t bn = std::min(b_chunk, rows_ - b0);
       Tensor y(*backend_, {qn, bn});
@@ -113,14 +104,12 @@ Neighbours BankSearch::nearest(std::span<const float> queries, std::int64_t coun
         for (std::size_t i = lo; i < hi; ++i) {
           float* dist = out.distances.data() + (q0 + static_cast<std::int64_t>(i)) * k;
           std::int64_t* idx = out.indices.data() + (q0 + static_cast<std::int64_t>(i)) * k;
-          // Ranked by the squared distance (the root is monotone); refine()
-          // replaces the k kept with their exact distances.
-          for (std::int64_t j = 0; j < bn; ++j) {
-            const double sq =
-                qnorm[i] + block[i * static_cast<std::size_t>(bn) + static_cast<std::size_t>(j)];
-            offer(static_cast<float>(std::max(0.0, sq)), b0 + j, k, dist, idx,
-                  filled[static_cast<std::size_t>(q0) + i]);
-          }
+          // Ranked by ||b||^2 - 2 q.b, the squared distance less the query's
+          // own ||q||^2 (the same for all its rows); refine() replaces the k
+          // kept with their exact distances.
+          const float* row = block.data() + i * static_cast<std::size_t>(bn);
+          for (std::int64_t j = 0; j < bn; ++j)
+            offer(row[j], b0 + j, k, dist, idx, filled[static_cast<std::size_t>(q0) + i]);
         }
       });
     }
