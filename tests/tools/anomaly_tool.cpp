@@ -3,6 +3,7 @@
 // ratio 1 (or CORESET, drawn from SEED, default 0; or PaDiM: its channel
 // subset written to channels.bin as int64) on raw float inputs, then per test
 // input its embeddings, anomaly map and image score, written as float32 files
+// (PatchCore: its bank too, bank.bin)
 // (tests/anomaly/parity.py and tests/anomaly/anomalib_parity.py).
 //   anomaly_tool WEIGHTS ARCH SIZE TRAIN.bin NTRAIN TEST.bin NTEST OUTDIR [patchcore|padim
 //   [CORESET [SEED]]]
@@ -85,6 +86,8 @@ int main(int argc, char** argv) {
     write_floats(out + "/test_embeddings.bin", emb);
     write_floats(out + "/maps.bin", maps);
     write_floats(out + "/scores.bin", scores);
+    if (o.method == stoke::anomaly::AnomalyMethod::kPatchCore)
+      write_floats(out + "/bank.bin", core.bank());  // the coreset's rows
     if (o.method == stoke::anomaly::AnomalyMethod::kPadim) {
       const auto& channels = core.padim_channels();
       std::ofstream f(out + "/channels.bin", std::ios::binary);
