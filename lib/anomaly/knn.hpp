@@ -1,11 +1,12 @@
 // Internal: exact nearest-neighbour search against a memory bank as chunked
 // GEMM on the backend: |q - b|^2 = |q|^2 + |b|^2 - 2 q.b, the product and the
 // bank's norms through linear_forward (y = q (-2 B)^T + |b|^2), the smallest
-// y per query kept on the host (|q|^2 is the same for all its rows). Distances are Euclidean (the square root of
-// the clamped square), as anomalib's euclidean_dist; the k found per query are
-// then measured again directly (in double, from a host copy of the bank), so
-// the distances returned carry no cancellation error of the GEMM form, which
-// at large feature norms (Wide-ResNet: distances ~100) reaches 1e-5 relative.
+// y per query kept on the host (|q|^2 is the same for all its rows).
+// Distances are Euclidean (the square root of the clamped square), as
+// anomalib's euclidean_dist; the k found per query are then measured again
+// directly (in double, from a host copy of the bank), so the distances
+// returned carry no cancellation error of the GEMM form, which at large
+// feature norms (Wide-ResNet: distances ~100) reaches 1e-5 relative.
 #pragma once
 
 #include <cstdint>
