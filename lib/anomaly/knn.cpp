@@ -98,18 +98,31 @@ Neighbours BankSearch::nearest(std::span<const float> queries, std::int64_t coun
       Tensor y(*backend_, {qn, bn});
       backend_->linear_forward(q, minus2_bank_.view(b0 * width_, {bn, width_}),
                                bank_norms_.view(b0, {bn}), y);
-      block.resize(static_cast<std::size_t>(qn * bn));
-      y.copy_to_host(block.data());
+      const float* ys = nullptr;  // the block on the host: the tensor itself where it lives there
+      if (backend_->is_host()) {
+        ys = y.data<float>();
+      } else {
+        block.resize(static_cast<std::size_t>(qn * bn));
+        y.copy_to_host(block.data());
+        ys = block.data();
+      }
       parallel_for(0, static_cast<std::size_t>(qn), 64, [&](std::size_t lo, std::size_t hi) {
         for (std::size_t i = lo; i < hi; ++i) {
           float* dist = out.distances.data() + (q0 + static_cast<std::int64_t>(i)) * k;
           std::int64_t* idx = out.indices.data() + (q0 + static_cast<std::int64_t>(i)) * k;
           // Ranked by ||b||^2 - 2 q.b, the squared distance less the query's
           // own ||q||^2 (the same for all its rows); refine() replaces the k
-          // kept with their exact distances.
-          const float* row = block.data() + i * static_cast<std::size_t>(bn);
-          for (std::int64_t j = 0; j < bn; ++j)
-            offer(row[j], b0 + j, k, dist, idx, filled[static_cast<std::size_t>(q0) + i]);
+          // kept with their exact distances. Once k are kept, a row not below
+          // the k-th is passed over without a call.
+          const float* row = ys + i * static_cast<std::size_t>(bn);
+          std::int64_t kept = filled[static_cast<std::size_t>(q0) + i];
+          float worst = dist[k - 1];
+          for (std::int64_t j = 0; j < bn; ++j) {
+            if (kept == k && !(row[j] < worst)) continue;
+            offer(row[j], b0 + j, k, dist, idx, kept);
+            worst = dist[k - 1];
+          }
+          filled[static_cast<std::size_t>(q0) + i] = kept;
         }
       });
     }
