@@ -142,11 +142,13 @@ ModelSpec ModelSpec::from_map(const std::map<std::string, std::string>& m) {
   return s;
 }
 
-std::unique_ptr<Model> build_model(Backend& backend, const ModelSpec& spec, std::uint64_t seed) {
+std::unique_ptr<Model> build_model(Backend& backend, const ModelSpec& spec, std::uint64_t seed,
+                                   Initialization init) {
   check_activation(spec);
-  if (spec.is_segmentation()) return std::make_unique<Model>(spec, build_unet(backend, spec), seed);
+  if (spec.is_segmentation())
+    return std::make_unique<Model>(spec, build_unet(backend, spec), seed, init);
   if (is_torchvision_resnet(spec.architecture))
-    return std::make_unique<Model>(spec, build_torchvision_resnet(backend, spec, seed), seed);
+    return std::make_unique<Model>(spec, build_torchvision_resnet(backend, spec, seed), seed, init);
   if (spec.widths.empty() || spec.classes < 1 || spec.in_channels < 1) {
     throw InvalidArgument("build_model: need at least one width, one class and one input channel");
   }
@@ -185,7 +187,7 @@ std::unique_ptr<Model> build_model(Backend& backend, const ModelSpec& spec, std:
     net->add(std::make_unique<Dropout>(backend, "dropout", spec.dropout, seed ^ 0xD40Full));
   net->add(std::make_unique<Linear>(backend, "fc", channels, spec.classes));
   net->output_shape({1, spec.in_channels, spec.height, spec.width});  // validates the spatial sizes
-  return std::make_unique<Model>(spec, std::move(net), seed);
+  return std::make_unique<Model>(spec, std::move(net), seed, init);
 }
 
 }  // namespace stoke::nn

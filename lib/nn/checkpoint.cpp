@@ -349,7 +349,7 @@ CheckpointInfo load_checkpoint(const std::string& path, Model& model, Optimizer*
 
 std::unique_ptr<Model> load_model(const std::string& path, Backend& backend, CheckpointInfo* info) {
   const CheckpointInfo header = read_checkpoint_info(path);
-  auto model = build_model(backend, header.spec, 0);
+  auto model = build_model(backend, header.spec, 0, Initialization::kNone);  // all loaded below
   CheckpointInfo loaded = load_checkpoint(path, *model, nullptr);
   if (info) *info = std::move(loaded);
   return model;

@@ -17,7 +17,8 @@ std::int64_t aligned(std::int64_t n) {
 }
 }  // namespace
 
-Model::Model(ModelSpec spec, std::unique_ptr<Sequential> net, std::uint64_t seed)
+Model::Model(ModelSpec spec, std::unique_ptr<Sequential> net, std::uint64_t seed,
+             Initialization init)
     : spec_(std::move(spec)), net_(std::move(net)) {
   if (!net_) throw InvalidArgument("Model: null network");
   net_->set_input_grad(false);  // nothing upstream of the input needs its gradient
@@ -46,7 +47,11 @@ Model::Model(ModelSpec spec, std::unique_ptr<Sequential> net, std::uint64_t seed
     slots += mine.size();
     layer_slot_end_.push_back(slots);
   }
-  initialize(seed);
+  if (init == Initialization::kRandom) {
+    initialize(seed);
+  } else {
+    reset_buffers();  // the parameters stay the zeros written above
+  }
 }
 
 Model::~Model() = default;
@@ -69,6 +74,10 @@ void Model::initialize(std::uint64_t seed) {
     offset += aligned(n);
   }
   params_.copy_from_host(host.data());
+  reset_buffers();
+}
+
+void Model::reset_buffers() {
   Backend& be = net_->backend();
   for (const BufferSlot& b : buffers_) {
     be.fill(*b.value, b.name.ends_with("running_var") ? 1.0f : 0.0f);

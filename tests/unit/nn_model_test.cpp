@@ -60,6 +60,22 @@ TEST(Model, InitializationIsSeededAndHeScaled) {
   }
 }
 
+// A model built to be loaded skips the draw: zero parameters, the buffers'
+// defaults (running variance 1), and the same layout as a drawn one.
+TEST(Model, UninitializedModelIsZerosWithDefaultBuffers) {
+  auto drawn = nn::build_model(cpu_backend(), tiny_resnet(), 7);
+  auto bare = nn::build_model(cpu_backend(), tiny_resnet(), 7, nn::Initialization::kNone);
+  ASSERT_EQ(bare->parameter_count(), drawn->parameter_count());
+  for (float x : bare->parameters().to_vector()) ASSERT_EQ(x, 0.0f);
+  bool saw_var = false;
+  for (const auto& b : bare->named_buffers()) {
+    const float want = b.name.ends_with("running_var") ? 1.0f : 0.0f;
+    saw_var |= want == 1.0f;
+    for (float x : b.tensor.to_vector()) ASSERT_EQ(x, want) << b.name;
+  }
+  EXPECT_TRUE(saw_var);
+}
+
 TEST(Model, GradientsMatchFiniteDifferences) {
   Backend& be = cpu_backend();
   for (auto arch : {nn::Architecture::kResNet, nn::Architecture::kPlainCnn}) {

@@ -102,11 +102,17 @@ struct NamedTensor {
   Tensor tensor;
 };
 
+// What a new model's parameters start as: initialize(seed)'s draw, or (kNone)
+// zeros and the buffers' defaults, for a model whose every parameter and
+// buffer is about to be loaded (the draw costs ~1 s for Wide-ResNet-50-2).
+enum class Initialization { kRandom, kNone };
+
 class STOKE_API Model {
  public:
   // Takes the network; allocates the flat parameter and gradient blocks on
-  // the network's backend and initializes them with `seed`.
-  Model(ModelSpec spec, std::unique_ptr<Sequential> net, std::uint64_t seed);
+  // the network's backend and initializes them with `seed` (see Initialization).
+  Model(ModelSpec spec, std::unique_ptr<Sequential> net, std::uint64_t seed,
+        Initialization init = Initialization::kRandom);
   ~Model();
 
   const ModelSpec& spec() const noexcept { return spec_; }
@@ -195,6 +201,7 @@ class STOKE_API Model {
   const Sequential& network() const noexcept { return *net_; }
 
  private:
+  void reset_buffers();  // running means 0, running variances 1
   ModelSpec spec_;
   std::unique_ptr<Sequential> net_;
   std::vector<ParamSlot> slots_;
@@ -215,8 +222,10 @@ class STOKE_API Model {
   mutable bool inference_stale_ = true;
 };
 
-// Builds the network a spec describes on `backend`, initialized with `seed`.
+// Builds the network a spec describes on `backend`, initialized with `seed`
+// (kNone: left for a checkpoint to fill; the seed still seeds dropout).
 STOKE_API std::unique_ptr<Model> build_model(Backend& backend, const ModelSpec& spec,
-                                             std::uint64_t seed);
+                                             std::uint64_t seed,
+                                             Initialization init = Initialization::kRandom);
 
 }  // namespace stoke::nn
