@@ -18,7 +18,7 @@ int to_int(std::int64_t v) {
 }  // namespace
 
 ConvSetup::ConvSetup(const char* op, const Shape& x, const Shape& w, const Conv2dParams& p,
-                     bool strict) {
+                     bool strict, bool bf16) {
   y_shape_ = conv2d_output_shape(x, w, p);
   check_cudnn_elements(op, "x", x);
   check_cudnn_elements(op, "w", w);
@@ -27,23 +27,25 @@ ConvSetup::ConvSetup(const char* op, const Shape& x, const Shape& w, const Conv2
          std::to_string(p.stride_w) + " p" + std::to_string(p.pad_h) + "," +
          std::to_string(p.pad_w) + " d" + std::to_string(p.dilation_h) + "," +
          std::to_string(p.dilation_w) + " g" + std::to_string(p.groups) +
-         (strict ? " fp32" : " tf32");
+         (bf16     ? " bf16"
+          : strict ? " fp32"
+                   : " tf32");
   for (int pass = 0; pass < 3; ++pass)
     pass_keys_[pass] = std::string(kConvPassNames[pass]) + " " + key_;
-  x_ = std::make_unique<TensorDesc>(x);
-  y_ = std::make_unique<TensorDesc>(y_shape_);
+  const cudnnDataType_t type = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  x_ = std::make_unique<TensorDesc>(x, type);
+  y_ = std::make_unique<TensorDesc>(y_shape_, type);
   STOKE_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_));
-  STOKE_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                               to_int(w[0]), to_int(w[1]), to_int(w[2]),
-                                               to_int(w[3])));
+  STOKE_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, type, CUDNN_TENSOR_NCHW, to_int(w[0]),
+                                               to_int(w[1]), to_int(w[2]), to_int(w[3])));
   STOKE_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_));
   STOKE_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
                                                     p.dilation_h, p.dilation_w,
                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   STOKE_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_, p.groups));
   // Strict FP32 asks the heuristics for FMA-only algorithms; otherwise cuDNN
-  // may pick TF32 tensor-core ones.
-  set_math(strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH);
+  // may pick TF32 tensor-core ones (bf16: tensor cores).
+  set_math(bf16 ? CUDNN_TENSOR_OP_MATH : strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH);
 }
 
 ConvSetup::~ConvSetup() {
@@ -55,7 +57,8 @@ void ConvSetup::set_math(int math_type) const {
   STOKE_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, static_cast<cudnnMathType_t>(math_type)));
 }
 
-ConvShapeKey conv_shape_key(const Shape& x, const Shape& w, const Conv2dParams& p, bool strict) {
+ConvShapeKey conv_shape_key(const Shape& x, const Shape& w, const Conv2dParams& p, bool strict,
+                            bool bf16) {
   ConvShapeKey k{};
   for (std::size_t i = 0; i < 4; ++i) {
     k[i] = i < x.size() ? x[i] : -1;
@@ -68,7 +71,7 @@ ConvShapeKey conv_shape_key(const Shape& x, const Shape& w, const Conv2dParams& 
   k[12] = p.dilation_h;
   k[13] = p.dilation_w;
   k[14] = p.groups;
-  k[15] = strict ? 1 : 0;
+  k[15] = bf16 ? 2 : strict ? 1 : 0;
   return k;
 }
 
@@ -78,12 +81,13 @@ ConvShapeKey conv_shape_key(const Shape& x, const Shape& w, const Conv2dParams& 
 // setup another thread still uses lives on in its shared_ptr.
 std::shared_ptr<const ConvSetup> CudaBackend::conv_setup(const char* op, const Shape& x,
                                                          const Shape& w, const Conv2dParams& p) {
-  const ConvShapeKey key = conv_shape_key(x, w, p, options_.strict_fp32);
+  const bool bf16 = convolutions_in_bf16();
+  const ConvShapeKey key = conv_shape_key(x, w, p, options_.strict_fp32, bf16);
   std::lock_guard lock(conv_setups_mutex_);
   auto it = conv_setups_.find(key);
   if (it != conv_setups_.end()) return it->second;
   if (conv_setups_.size() >= kMaxConvSetups) conv_setups_.clear();
-  auto setup = std::make_shared<const ConvSetup>(op, x, w, p, options_.strict_fp32);
+  auto setup = std::make_shared<const ConvSetup>(op, x, w, p, options_.strict_fp32, bf16);
   return conv_setups_.emplace(key, std::move(setup)).first->second;
 }
 
@@ -94,7 +98,8 @@ std::size_t CudaBackend::conv_setups_cached() const {
 
 std::size_t CudaBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
                                                 const Conv2dParams& params) const {
-  const ConvSetup setup("conv2d_workspace_bytes", x, w, params, options_.strict_fp32);
+  const ConvSetup setup("conv2d_workspace_bytes", x, w, params, options_.strict_fp32,
+                        convolutions_in_bf16());
   std::size_t most = 0;
   for (int pass : {kConvForward, kConvBackwardData, kConvBackwardFilter}) {
     most = std::max(most, choose_conv_algo(pass, ConvCall{setup}).workspace_bytes);
@@ -104,6 +109,7 @@ std::size_t CudaBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
 
 void CudaBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
                                     const Conv2dParams& params) {
+  if (convolutions_in_bf16()) return conv2d_forward_bf16(x, w, bias, y, params);
   const auto lock = workspace_lock();
   const auto setup = conv_setup("conv2d_forward", x.shape(), w.shape(), params);
   const ConvSetup& s = *setup;
@@ -123,6 +129,9 @@ void CudaBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tens
 
 void CudaBackend::do_conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                                      Tensor& dw, Tensor& db, const Conv2dParams& params) {
+  if (convolutions_in_bf16()) {
+    return conv2d_backward_bf16(x, w, dy, dx, dw, db, params);
+  }
   const auto lock = workspace_lock();
   const auto setup = conv_setup("conv2d_backward", x.shape(), w.shape(), params);
   const ConvSetup& s = *setup;

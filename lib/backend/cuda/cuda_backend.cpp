@@ -45,16 +45,15 @@ void expect_defined(const char* op, const char* name, const Tensor& t) {
   }
 }
 
-TensorDesc::TensorDesc(int n, int c, int h, int w) {
+TensorDesc::TensorDesc(int n, int c, int h, int w, cudnnDataType_t type) {
   STOKE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&desc_));
-  STOKE_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+  STOKE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, type, n, c, h, w));
 }
 
-TensorDesc::TensorDesc(const Shape& s)
+TensorDesc::TensorDesc(const Shape& s, cudnnDataType_t type)
     : TensorDesc(static_cast<int>(s.at(0)), s.size() > 1 ? static_cast<int>(s[1]) : 1,
                  s.size() > 2 ? static_cast<int>(s[2]) : 1,
-                 s.size() > 3 ? static_cast<int>(s[3]) : 1) {}
+                 s.size() > 3 ? static_cast<int>(s[3]) : 1, type) {}
 
 TensorDesc::~TensorDesc() {
   if (desc_) STOKE_CUDNN_WARN(cudnnDestroyTensorDescriptor(desc_));
@@ -66,6 +65,10 @@ CudaBackend::CudaBackend(int device, std::shared_ptr<MemoryPool> pool, CudaBacke
     throw InvalidArgument("CudaBackend: no device pool for cuda:" + std::to_string(device));
   make_current();
   STOKE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  int major = 0, minor = 0;
+  STOKE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  STOKE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  compute_capability_ = major * 10 + minor;
 }
 
 CudaBackend::~CudaBackend() {
@@ -75,6 +78,7 @@ CudaBackend::~CudaBackend() {
   try {
     for (void* p : retired_workspaces_) pool_->deallocate(p, nullptr);
     if (workspace_) pool_->deallocate(workspace_, nullptr);
+    if (staging_) pool_->deallocate(staging_, nullptr);
     if (cublas_workspace_) pool_->deallocate(cublas_workspace_, nullptr);
   } catch (const std::exception& e) {
     log_error(std::string("cuda backend teardown: ") + e.what());
@@ -148,16 +152,22 @@ void CudaBackend::release_workspace() {
 
 // The current block goes back to the pool in stream order, or waits in
 // retired_workspaces_ while a graph (live, or being captured) may use it.
-void CudaBackend::drop_workspace() {
-  if (workspace_) {
-    if (live_graphs_ > 0 || capturing_) {
-      retired_workspaces_.push_back(workspace_);
-    } else {
-      pool_->deallocate(workspace_, stream_);
-    }
+void CudaBackend::retire(void* block) {
+  if (!block) return;
+  if (live_graphs_ > 0 || capturing_) {
+    retired_workspaces_.push_back(block);
+  } else {
+    pool_->deallocate(block, stream_);
   }
+}
+
+void CudaBackend::drop_workspace() {
+  retire(workspace_);
   workspace_ = nullptr;
   workspace_bytes_ = 0;
+  retire(staging_);
+  staging_ = nullptr;
+  staging_bytes_ = 0;
 }
 
 void CudaBackend::graph_destroyed() {
@@ -171,15 +181,26 @@ void CudaBackend::release_retired_workspaces() {
   retired_workspaces_.clear();
 }
 
-void* CudaBackend::workspace(std::size_t bytes) {
+// Grown, never shrunk between ops: the largest convolution sets the size; the
+// old block is retired.
+void* CudaBackend::grown(void*& block, std::size_t& size, std::size_t bytes) {
   if (bytes == 0) return nullptr;
-  if (bytes > workspace_bytes_) {
-    // Grown, never shrunk between ops: the largest convolution sets the size.
-    drop_workspace();
-    workspace_ = pool_->allocate(bytes, stream_);
-    workspace_bytes_ = bytes;
+  if (bytes > size) {
+    retire(block);
+    block = nullptr;
+    size = 0;
+    block = pool_->allocate(bytes, stream_);
+    size = bytes;
   }
-  return workspace_;
+  return block;
+}
+
+void* CudaBackend::workspace(std::size_t bytes) {
+  return grown(workspace_, workspace_bytes_, bytes);
+}
+
+void* CudaBackend::staging(std::size_t bytes) {
+  return grown(staging_, staging_bytes_, bytes);
 }
 
 void CudaBackend::copy(void* dst, const void* src, std::size_t bytes, CopyKind kind) {

@@ -64,6 +64,17 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   // GpuBackend
   int device() const noexcept override { return device_; }
   StreamHandle compute_stream() const noexcept override { return stream_; }
+  // bf16 training convolutions (conv2d_bf16.cpp): natively on compute
+  // capability 8.0 and later (bf16 tensor cores), none before.
+  PrecisionSupport training_precision_support(Precision precision) const noexcept override;
+  void set_training_precision(Precision precision) override;
+  Precision training_precision() const noexcept override { return training_precision_; }
+  // bf16 inference (the plain program, its convolutions in bf16): where
+  // training_precision_support(bf16) is native.
+  PrecisionSupport inference_precision(Precision precision) const noexcept override;
+  std::unique_ptr<InferenceProgram> compile_inference(std::vector<InferenceStep> steps,
+                                                      ProgramLayout layout,
+                                                      Precision precision) override;
   void set_strict_fp32(bool strict) override;
   bool strict_fp32() const noexcept override { return options_.strict_fp32; }
   void set_conv_benchmark(bool on) override { options_.conv_benchmark = on; }
@@ -111,6 +122,9 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   // Requires: the caller holds workspace_lock() until its work using the
   // block is enqueued (another thread's growth would free it first).
   void* workspace(std::size_t bytes);
+  // A second such block for the bf16 copies of a convolution's operands
+  // (kept apart: choosing an algorithm may grow the workspace).
+  void* staging(std::size_t bytes);
   std::unique_lock<std::recursive_mutex> workspace_lock() const {
     return std::unique_lock(workspace_mutex_);
   }
@@ -150,11 +164,26 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   std::mutex kernels_mutex_;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
+  void* staging_ = nullptr;
+  std::size_t staging_bytes_ = 0;
+  Precision training_precision_ = Precision::kFp32;
+  int compute_capability_ = 0;  // major * 10 + minor
+  // Whether convolutions now run in bf16: training precision bf16, or a bf16
+  // inference program running on the calling thread.
+  bool convolutions_in_bf16() const noexcept;
+  void conv2d_forward_bf16(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+                           const Conv2dParams& params);
+  void conv2d_backward_bf16(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+                            Tensor& dw, Tensor& db, const Conv2dParams& params);
+  void to_bf16(const Tensor& x, void* bf16);
+  void from_bf16(const void* bf16, Tensor& y);
   // Graphs captured on this backend and not yet destroyed, and the workspace
   // blocks they may still point into (freed when the count drops to 0).
   int live_graphs_ = 0;
   std::vector<void*> retired_workspaces_;
   void drop_workspace();
+  void retire(void* block);  // to the pool in stream order, or kept while a graph may use it
+  void* grown(void*& block, std::size_t& size, std::size_t bytes);  // workspace(), staging()
   void graph_destroyed();
   void release_retired_workspaces();
   void* cublas_workspace_ = nullptr;
@@ -189,8 +218,9 @@ STOKE_INTERNAL void expect_defined(const char* op, const char* name, const Tenso
 // RAII cuDNN descriptors.
 class STOKE_INTERNAL TensorDesc {
  public:
-  TensorDesc(int n, int c, int h, int w);
-  explicit TensorDesc(const Shape& nchw);  // rank 2 (N, C) is (N, C, 1, 1)
+  TensorDesc(int n, int c, int h, int w, cudnnDataType_t type = CUDNN_DATA_FLOAT);
+  // rank 2 (N, C) is (N, C, 1, 1)
+  explicit TensorDesc(const Shape& nchw, cudnnDataType_t type = CUDNN_DATA_FLOAT);
   ~TensorDesc();
   TensorDesc(const TensorDesc&) = delete;
   TensorDesc& operator=(const TensorDesc&) = delete;

@@ -34,7 +34,8 @@ class ReluDesc {
 void CudaBackend::do_conv2d_fused_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
                                           const Tensor& residual, Tensor& y,
                                           const Conv2dParams& params, Activation activation) {
-  if (activation != Activation::kRelu || !bias.defined()) {
+  // bf16 training: the bf16 convolution, then the bias, residual and ReLU in fp32.
+  if (activation != Activation::kRelu || !bias.defined() || convolutions_in_bf16()) {
     do_conv2d_forward(x, w, bias, y, params);
     if (residual.defined() && activation == Activation::kRelu) return do_add_relu(y, residual, y);
     if (residual.defined()) return do_add(y, residual, y);

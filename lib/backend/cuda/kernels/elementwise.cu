@@ -61,3 +61,23 @@ extern "C" __global__ void stoke_all_finite(const float* x, float* flag, long lo
     if ((__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u) *flag = 0.0f;
   }
 }
+
+// float -> bfloat16 bits, rounded to nearest even (a NaN stays a quiet NaN):
+// the mixed-precision convolutions' operands (conv2d_bf16.cpp).
+extern "C" __global__ void stoke_to_bf16(const float* x, unsigned short* y, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const unsigned int u = __float_as_uint(x[i]);
+    y[i] = (u & 0x7fffffffu) > 0x7f800000u
+               ? (unsigned short)((u >> 16) | 0x40u)
+               : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+}
+
+// bfloat16 bits -> float (exact).
+extern "C" __global__ void stoke_from_bf16(const unsigned short* x, float* y, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    y[i] = __uint_as_float(((unsigned int)x[i]) << 16);
+  }
+}
