@@ -109,8 +109,8 @@ struct TrainerOptions {
   // and epoch) instead of a plain shuffle.
   bool balanced_sampler = false;
   // Loss scaling (stoke/loss_scale.hpp, docs/precision.md): the mode (auto:
-  // dynamic when the step computes in fp16, off otherwise, so off today, the
-  // trainer computing in fp32), the initial scale and the clean steps before
+  // dynamic when the step computes in fp16, off otherwise), the initial
+  // scale and the clean steps before
   // a growth. Enabled, the loss gradient is scaled before backward, a step
   // with NaN or infinite gradients is skipped (counted in
   // EpochRecord::skipped_steps) and the others are unscaled before the
@@ -122,12 +122,14 @@ struct TrainerOptions {
   // dy) rounded to bf16 with fp32 accumulation and fp32 outputs, while the
   // weights, their gradients, the optimizer state, batch norm, the loss and
   // the reductions stay fp32 (the model file is an ordinary fp32 one). Only
-  // where the backend runs bf16 natively (the CPU: AVX512-BF16 or AMX);
-  // elsewhere Unsupported naming what is missing (emulated bf16 is slower
-  // than fp32). kAuto trains in fp32: whether bf16 reaches fp32's accuracy
-  // is the caller's decision, not the machine's. kFp16: Unsupported (no fast
-  // fp16 on CPUs; GPU mixed precision is not built). Validation inside fit()
-  // runs in the same precision; the model file's reference logits in fp32.
+  // where the backend runs bf16 natively (the CPU: AVX512-BF16 or AMX; CUDA:
+  // compute capability 8.0 and later); elsewhere Unsupported naming what is
+  // missing (emulated bf16 is slower than fp32). kFp16 the same way with fp16
+  // and the loss scaled (auto: dynamic), on CUDA only (compute capability 7.0
+  // and later); Unsupported on CPUs. kAuto trains in fp32: whether a lower
+  // precision reaches fp32's accuracy is the caller's decision, not the
+  // machine's. Validation inside fit() runs in the same precision; the model
+  // file's reference logits in fp32.
   Precision precision = Precision::kFp32;
 };
 

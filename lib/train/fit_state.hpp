@@ -30,7 +30,7 @@ struct Trainer::State {
       : schedule(o.schedule),
         oom(o.batch_size == 0),
         stopping(o.early_stopping_patience),
-        scaler(o.loss_scale) {}
+        scaler(o.loss_scale, o.precision) {}
   std::unique_ptr<detail::AsyncLogger> logger;
   Settings settings;
   int batch = 0;       // the device batch
@@ -38,7 +38,7 @@ struct Trainer::State {
   nn::LrSchedule schedule;
   detail::OutOfMemoryPolicy oom;
   detail::EarlyStopping stopping;
-  // Loss scaling; the trainer computes in fp32, so kAuto resolves to off.
+  // Loss scaling: kAuto is dynamic for fp16 training (TrainerOptions::precision), else off.
   LossScaler scaler;
   std::unique_ptr<detail::StepRunner> runner;  // its graphs replay across epochs
   // The rings' slots (pinned staging, device buffers at fixed addresses,

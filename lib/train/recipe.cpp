@@ -149,16 +149,15 @@ TrainerOptions trainer_options(const Options& args, std::uint64_t seed) {
   o.balanced_sampler = get_bool(args, "balanced-sampler");
   if (args.count("loss-scale"))
     o.loss_scale = parse_loss_scale(get(args, "loss-scale"), o.loss_scale, "loss-scale");
-  // Mixed precision (TrainerOptions::precision): auto trains in fp32.
+  // Mixed precision (TrainerOptions::precision): auto trains in fp32; the
+  // backend refuses what it cannot run (fp16: CUDA only) when training starts.
   const std::string precision = get(args, "precision", "fp32");
   if (precision == "bf16") {
     o.precision = Precision::kBf16;
   } else if (precision == "fp16") {
-    throw InvalidArgument(
-        "precision: fp16 training is not available (CPUs have no fast fp16; GPU mixed precision "
-        "is not built); use bf16 or fp32");
+    o.precision = Precision::kFp16;
   } else if (precision != "fp32" && precision != "auto") {
-    throw InvalidArgument("precision must be fp32, bf16 or auto, got '" + precision + "'");
+    throw InvalidArgument("precision must be fp32, bf16, fp16 or auto, got '" + precision + "'");
   }
   const std::string weights = get(args, "class-weights", "");
   if (weights == "balanced")

@@ -3,7 +3,8 @@
 # effective precision; predict and eval run bf16 where oneDNN has bf16
 # kernels and refuse it with the reason where it has none (ONEDNN_MAX_CPU_ISA=AVX2
 # stands for a CPU without AVX-512); train runs bf16 mixed precision where the
-# CPU has native bf16 and refuses it with the reason elsewhere, refuses fp16;
+# CPU has native bf16 and refuses it with the reason elsewhere, refuses fp16 on
+# the CPU with its reason;
 # the anomaly commands refuse a reduced precision by name; a value outside the
 # list is a usage error.
 #   stoke_cli_precision.sh <stoke binary>
@@ -41,11 +42,12 @@ test $? -eq 1 && grep -q 'training in bf16' "$work/err" && grep -q 'AVX-512' "$w
 test ! -e "$work/x.stoke" || fail "a refused train --precision bf16 wrote a model"
 "$stoke" train --data "$work/d" --out "$work/x.stoke" --epochs 1 --size 16 --precision fp16 \
   --loss-scale dynamic >/dev/null 2>"$work/err"
-test $? -eq 2 && grep -q 'fp16 training is not available' "$work/err" \
-  || { cat "$work/err"; fail "train --precision fp16 not refused"; }
+test $? -eq 1 && grep -q 'training in fp16 is not available on the CPU' "$work/err" \
+  || { cat "$work/err"; fail "train --precision fp16 on the CPU not refused with its reason"; }
+test ! -e "$work/x.stoke" || fail "a refused train --precision fp16 wrote a model"
 "$stoke" train --data "$work/d" --out "$work/x.stoke" --epochs 1 --size 16 --precision int8 \
   >/dev/null 2>"$work/err"
-test $? -eq 2 && grep -q 'expected fp32, bf16 or auto' "$work/err" \
+test $? -eq 2 && grep -q 'expected fp32, bf16, fp16 or auto' "$work/err" \
   || { cat "$work/err"; fail "train --precision int8 not a usage error"; }
 test ! -e "$work/x.stoke" || fail "a refused --precision wrote a model"
 

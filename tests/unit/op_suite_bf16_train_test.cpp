@@ -3,7 +3,8 @@
 // bias gradient against the fp32 naive reference within the bf16 row of the
 // tolerance table, and not the fp32 kernels' bits. Backends without bf16
 // training (the im2col build, the fake GPU, a CPU capped at AVX2 by CTest's
-// CpuConv.Avx2Fallback) must refuse it with Unsupported.
+// CpuConv.Avx2Fallback) must refuse it with Unsupported. fp16 the same way
+// where a backend runs it (CUDA), refused everywhere else.
 #include <cstdlib>
 
 #include "unit/op_suite.hpp"
@@ -53,6 +54,35 @@ Outputs run(OpSuite& t, const Bf16Case& c, const OpSuite::Pair& x, const OpSuite
   return {y.to_vector(), dx.to_vector(), dw.to_vector(), db.to_vector()};
 }
 
+// The cases in `precision` against the naive fp32 reference within the row
+// of `dtype` in the tolerance table, and not the fp32 kernels' bits.
+void expect_low_precision_matches(OpSuite& t, Precision precision, DType dtype) {
+  std::uint32_t seed = 5100;
+  for (const Bf16Case& c : bf16_cases()) {
+    const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
+    const auto x = t.both(c.x, ++seed), w = t.both(c.w, ++seed), b = t.both({c.w[0]}, ++seed);
+    const auto dy = t.both(ys, ++seed);
+    const Outputs low = run(t, c, x, w, b, dy, precision);
+    const Outputs full = run(t, c, x, w, b, dy, Precision::kFp32);
+    Tensor y(t.ref(), ys), dx(t.ref(), c.x), dw(t.ref(), c.w), db(t.ref(), {c.w[0]});
+    cpu::naive::conv2d_forward(x.ref, w.ref, b.ref, y, c.p);
+    cpu::naive::conv2d_backward(x.ref, w.ref, dy.ref, dx, dw, db, c.p);
+    // Rounded inputs, fp32 sums: the dtype's row (its error relative to the
+    // output's scale does not grow with the reduction length).
+    const Tolerance tol = tolerance(Accuracy::kRoundedInputs, 1, dtype);
+    const std::string what = std::string(to_string(precision)) + " " + describe(c);
+    EXPECT_TRUE(close(low.y, y.to_vector(), tol, "y " + what));
+    EXPECT_TRUE(close(low.dx, dx.to_vector(), tol, "dx " + what));
+    EXPECT_TRUE(close(low.dw, dw.to_vector(), tol, "dw " + what));
+    // db sums dy as oneDNN's bf16 kernel reads it, rounded to bf16: the same row.
+    EXPECT_TRUE(close(low.db, db.to_vector(), tol, "db " + what));
+    EXPECT_NE(low.y, full.y) << what << ": the low-precision forward gave the fp32 kernel's bits";
+    EXPECT_NE(low.dx, full.dx) << what << ": the low-precision input gradient gave fp32's bits";
+    EXPECT_NE(low.dw, full.dw) << what << ": the low-precision weight gradient gave fp32's bits";
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 }  // namespace
 
 TEST_P(OpSuite, Bf16TrainingConvolutionMatchesTheFp32Reference) {
@@ -69,31 +99,18 @@ TEST_P(OpSuite, Bf16TrainingConvolutionMatchesTheFp32Reference) {
     EXPECT_EQ(be().training_precision(), Precision::kFp32);
     GTEST_SKIP() << GetParam().name << " has no bf16 training convolutions on this machine";
   }
-  EXPECT_THROW(be().set_training_precision(Precision::kFp16), Unsupported);  // no fp16 on CPUs
-  std::uint32_t seed = 5100;
-  for (const Bf16Case& c : bf16_cases()) {
-    const Shape ys = conv2d_output_shape(c.x, c.w, c.p);
-    const auto x = both(c.x, ++seed), w = both(c.w, ++seed), b = both({c.w[0]}, ++seed);
-    const auto dy = both(ys, ++seed);
-    const Outputs low = run(*this, c, x, w, b, dy, Precision::kBf16);
-    const Outputs full = run(*this, c, x, w, b, dy, Precision::kFp32);
-    Tensor y(ref(), ys), dx(ref(), c.x), dw(ref(), c.w), db(ref(), {c.w[0]});
-    cpu::naive::conv2d_forward(x.ref, w.ref, b.ref, y, c.p);
-    cpu::naive::conv2d_backward(x.ref, w.ref, dy.ref, dx, dw, db, c.p);
-    // Rounded inputs, fp32 sums: the bf16 row (its error relative to the
-    // output's scale does not grow with the reduction length).
-    const Tolerance tol = tolerance(Accuracy::kRoundedInputs, 1, DType::kBFloat16);
-    const std::string what = describe(c);
-    EXPECT_TRUE(close(low.y, y.to_vector(), tol, "y " + what));
-    EXPECT_TRUE(close(low.dx, dx.to_vector(), tol, "dx " + what));
-    EXPECT_TRUE(close(low.dw, dw.to_vector(), tol, "dw " + what));
-    // db sums dy as oneDNN's bf16 kernel reads it, rounded to bf16: the same row.
-    EXPECT_TRUE(close(low.db, db.to_vector(), tol, "db " + what));
-    EXPECT_NE(low.y, full.y) << what << ": the bf16 forward gave the fp32 kernel's bits";
-    EXPECT_NE(low.dx, full.dx) << what << ": the bf16 input gradient gave fp32's bits";
-    EXPECT_NE(low.dw, full.dw) << what << ": the bf16 weight gradient gave fp32's bits";
-    if (HasFailure()) return;
+  expect_low_precision_matches(*this, Precision::kBf16, DType::kBFloat16);
+}
+
+// fp16 training convolutions: CUDA only (compute capability 7.0 and later);
+// every CPU backend refuses them.
+TEST_P(OpSuite, Fp16TrainingConvolutionMatchesTheFp32Reference) {
+  if (be().training_precision_support(Precision::kFp16) == PrecisionSupport::kNone) {
+    EXPECT_THROW(be().set_training_precision(Precision::kFp16), Unsupported);
+    EXPECT_EQ(be().training_precision(), Precision::kFp32);
+    GTEST_SKIP() << GetParam().name << " has no fp16 training convolutions";
   }
+  expect_low_precision_matches(*this, Precision::kFp16, DType::kFloat16);
 }
 
 }  // namespace stoke::testing

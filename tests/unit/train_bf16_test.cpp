@@ -12,7 +12,7 @@ namespace {
 TEST_F(Bf16Training, ReachesFp32ValidationAccuracyWithinOnePoint) {
   if (cpu_backend().training_precision_support(Precision::kBf16) != PrecisionSupport::kNative)
     GTEST_SKIP() << "this CPU has no native bf16 (AVX512-BF16 or AMX)";
-  expect_bf16_matches_fp32(cpu_backend());
+  expect_matches_fp32(cpu_backend(), Precision::kBf16);
 }
 
 TEST_F(Bf16Training, RefusesFp16AndBf16WithoutNativeKernels) {

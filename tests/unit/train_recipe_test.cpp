@@ -94,6 +94,8 @@ TEST(TrainRecipe, EveryOptionReachesItsField) {
   EXPECT_EQ(r.trainer.loss_scale.init_scale, 512.0f);
   EXPECT_EQ(r.trainer.precision, stoke::Precision::kBf16);
   EXPECT_EQ(parse({{"precision", "auto"}}).trainer.precision, stoke::Precision::kFp32);
+  // fp16 parses; the backend refuses it where it cannot run it (the CPU).
+  EXPECT_EQ(parse({{"precision", "fp16"}}).trainer.precision, stoke::Precision::kFp16);
   const auto& n = r.loader.preprocess.normalization;
   EXPECT_EQ(n.kind, stoke::Normalization::Kind::kMeanStd);
   for (int c = 0; c < 3; ++c) {  // one value each is repeated
@@ -124,8 +126,7 @@ TEST(TrainRecipe, BadValuesAndUnknownNamesAreRefusedByName) {
       {"batch '-1' is not a count", {{"batch", "-1"}}},
       {"accumulate must be at least 1", {{"accumulate", "0"}}},
       {"loss-scale is dynamic, off, auto", {{"loss-scale", "0"}}},
-      {"precision: fp16 training is not available", {{"precision", "fp16"}}},
-      {"precision must be fp32, bf16 or auto", {{"precision", "int8"}}},
+      {"precision must be fp32, bf16, fp16 or auto", {{"precision", "int8"}}},
       {"weight-decay must be", {{"weight-decay", "-1"}}},
       {"decay-norm-and-bias 'x'", {{"decay-norm-and-bias", "x"}}},
       {"optimizer is", {{"optimizer", "rmsprop"}}},

@@ -31,7 +31,7 @@ constexpr const char* kUsage =
                    [--resume CHECKPOINT [--force]] [--class-weights balanced|w0,w1,...]
                    [--balanced-sampler] [--skip-corrupt] [--no-reference-images]
                    [--nproc N [--bucket-kb K]] [--init FILE --arch resnet18|resnet34|resnet50 [--width-mult M]
-                   [--freeze K]] [--precision fp32|bf16|auto] [--loss-scale off|dynamic|auto|S]
+                   [--freeze K]] [--precision fp32|bf16|fp16|auto] [--loss-scale off|dynamic|auto|S]
        stoke train --task anomaly ... (stoke train --task anomaly --help)
   Writes the best model (by validation accuracy) to MODEL, or the final one without validation;
   Ctrl-C writes MODEL.stop and exits. --accumulate N accumulates the gradients of N batches
@@ -58,8 +58,9 @@ constexpr const char* kUsage =
   --freeze K keeps the stem and the first K stages fixed. --precision bf16 trains in mixed
   precision: convolutions on bf16 inputs with fp32 accumulation, fp32 weights, optimizer state,
   batch norm and loss; MODEL is an ordinary fp32 model. Only on CPUs with AVX512-BF16 or AMX
-  (elsewhere refused, naming what is missing: emulated bf16 is slower than fp32); fp16 is
-  refused (no fast fp16 on CPUs; GPU mixed precision is not built). fp32 is the default and
+  (elsewhere refused, naming what is missing: emulated bf16 is slower than fp32) and on CUDA
+  GPUs of compute capability 8.0 and later; fp16 (with dynamic loss scaling) only on CUDA GPUs
+  of compute capability 7.0 and later, refused on CPUs. fp32 is the default and
   auto trains in fp32: whether bf16 keeps your accuracy is your call (docs/precision.md).
   --loss-scale: dynamic loss scaling as PyTorch's GradScaler (from 65536, halved on NaN or
   infinite gradients, whose step is skipped, doubled after 2000 clean steps), a fixed scale S,
@@ -208,7 +209,9 @@ stoke::TrainerOptions trainer_options(const stoke_cli::Args& args, std::uint64_t
                                 "bucket-kb", static_cast<int>(o.gradient_bucket_bytes >> 10)))
                             << 10;
   const std::string precision = args.get("precision", "fp32");
-  o.precision = precision == "bf16" ? stoke::Precision::kBf16 : stoke::Precision::kFp32;
+  o.precision = precision == "bf16"   ? stoke::Precision::kBf16
+                : precision == "fp16" ? stoke::Precision::kFp16
+                                      : stoke::Precision::kFp32;
   if (args.has("loss-scale")) {
     try {
       o.loss_scale = stoke::parse_loss_scale(args.get("loss-scale"), o.loss_scale, "--loss-scale");
@@ -602,13 +605,9 @@ int run(int argc, char** argv) {
   args.required("data");
   refuse_outputs_onto_inputs(args);
   if (const std::string precision = args.get("precision");
-      !precision.empty() && precision != "fp32" && precision != "auto" && precision != "bf16") {
-    throw stoke_cli::UsageError(
-        "--precision " + precision +
-        (precision == "fp16"
-             ? ": fp16 training is not available (CPUs have no fast fp16; GPU mixed precision is "
-               "not built); use bf16 or fp32 (docs/precision.md)"
-             : ": expected fp32, bf16 or auto"));
+      !precision.empty() && precision != "fp32" && precision != "auto" && precision != "bf16" &&
+      precision != "fp16") {
+    throw stoke_cli::UsageError("--precision " + precision + ": expected fp32, bf16, fp16 or auto");
   }
   const Plan p = plan(args);
   // Every output proven writable before the first epoch, and one run per --out.

@@ -340,7 +340,8 @@ void CpuBackend::set_training_precision(Precision precision) {
   }
   throw Unsupported(std::string("cpu: training in ") + to_string(precision) +
                     (precision == Precision::kFp16
-                         ? " is not available on the CPU (CPUs have no fast fp16 arithmetic); "
+                         ? " is not available on the CPU (CPUs have no fast fp16 arithmetic; "
+                           "CUDA GPUs of compute capability 7.0 and later train in fp16); "
                            "use bf16 or fp32"
                          : " is not a training precision (resolve auto first)"));
 }

@@ -18,7 +18,8 @@ int to_int(std::int64_t v) {
 }  // namespace
 
 ConvSetup::ConvSetup(const char* op, const Shape& x, const Shape& w, const Conv2dParams& p,
-                     bool strict, bool bf16) {
+                     bool strict, Precision precision) {
+  const bool low = precision == Precision::kBf16 || precision == Precision::kFp16;
   y_shape_ = conv2d_output_shape(x, w, p);
   check_cudnn_elements(op, "x", x);
   check_cudnn_elements(op, "w", w);
@@ -27,12 +28,14 @@ ConvSetup::ConvSetup(const char* op, const Shape& x, const Shape& w, const Conv2
          std::to_string(p.stride_w) + " p" + std::to_string(p.pad_h) + "," +
          std::to_string(p.pad_w) + " d" + std::to_string(p.dilation_h) + "," +
          std::to_string(p.dilation_w) + " g" + std::to_string(p.groups) +
-         (bf16     ? " bf16"
+         (low      ? std::string(" ") + to_string(precision)
           : strict ? " fp32"
                    : " tf32");
   for (int pass = 0; pass < 3; ++pass)
     pass_keys_[pass] = std::string(kConvPassNames[pass]) + " " + key_;
-  const cudnnDataType_t type = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  const cudnnDataType_t type = precision == Precision::kBf16   ? CUDNN_DATA_BFLOAT16
+                               : precision == Precision::kFp16 ? CUDNN_DATA_HALF
+                                                               : CUDNN_DATA_FLOAT;
   x_ = std::make_unique<TensorDesc>(x, type);
   y_ = std::make_unique<TensorDesc>(y_shape_, type);
   STOKE_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_));
@@ -44,8 +47,8 @@ ConvSetup::ConvSetup(const char* op, const Shape& x, const Shape& w, const Conv2
                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   STOKE_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_, p.groups));
   // Strict FP32 asks the heuristics for FMA-only algorithms; otherwise cuDNN
-  // may pick TF32 tensor-core ones (bf16: tensor cores).
-  set_math(bf16 ? CUDNN_TENSOR_OP_MATH : strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH);
+  // may pick TF32 tensor-core ones (bf16, fp16: tensor cores).
+  set_math(low ? CUDNN_TENSOR_OP_MATH : strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH);
 }
 
 ConvSetup::~ConvSetup() {
@@ -58,7 +61,7 @@ void ConvSetup::set_math(int math_type) const {
 }
 
 ConvShapeKey conv_shape_key(const Shape& x, const Shape& w, const Conv2dParams& p, bool strict,
-                            bool bf16) {
+                            Precision precision) {
   ConvShapeKey k{};
   for (std::size_t i = 0; i < 4; ++i) {
     k[i] = i < x.size() ? x[i] : -1;
@@ -71,7 +74,7 @@ ConvShapeKey conv_shape_key(const Shape& x, const Shape& w, const Conv2dParams& 
   k[12] = p.dilation_h;
   k[13] = p.dilation_w;
   k[14] = p.groups;
-  k[15] = bf16 ? 2 : strict ? 1 : 0;
+  k[15] = precision == Precision::kBf16 ? 2 : precision == Precision::kFp16 ? 3 : strict ? 1 : 0;
   return k;
 }
 
@@ -81,13 +84,13 @@ ConvShapeKey conv_shape_key(const Shape& x, const Shape& w, const Conv2dParams& 
 // setup another thread still uses lives on in its shared_ptr.
 std::shared_ptr<const ConvSetup> CudaBackend::conv_setup(const char* op, const Shape& x,
                                                          const Shape& w, const Conv2dParams& p) {
-  const bool bf16 = convolutions_in_bf16();
-  const ConvShapeKey key = conv_shape_key(x, w, p, options_.strict_fp32, bf16);
+  const Precision precision = convolution_precision();
+  const ConvShapeKey key = conv_shape_key(x, w, p, options_.strict_fp32, precision);
   std::lock_guard lock(conv_setups_mutex_);
   auto it = conv_setups_.find(key);
   if (it != conv_setups_.end()) return it->second;
   if (conv_setups_.size() >= kMaxConvSetups) conv_setups_.clear();
-  auto setup = std::make_shared<const ConvSetup>(op, x, w, p, options_.strict_fp32, bf16);
+  auto setup = std::make_shared<const ConvSetup>(op, x, w, p, options_.strict_fp32, precision);
   return conv_setups_.emplace(key, std::move(setup)).first->second;
 }
 
@@ -99,7 +102,7 @@ std::size_t CudaBackend::conv_setups_cached() const {
 std::size_t CudaBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
                                                 const Conv2dParams& params) const {
   const ConvSetup setup("conv2d_workspace_bytes", x, w, params, options_.strict_fp32,
-                        convolutions_in_bf16());
+                        convolution_precision());
   std::size_t most = 0;
   for (int pass : {kConvForward, kConvBackwardData, kConvBackwardFilter}) {
     most = std::max(most, choose_conv_algo(pass, ConvCall{setup}).workspace_bytes);
@@ -109,7 +112,9 @@ std::size_t CudaBackend::conv2d_workspace_bytes(const Shape& x, const Shape& w,
 
 void CudaBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
                                     const Conv2dParams& params) {
-  if (convolutions_in_bf16()) return conv2d_forward_bf16(x, w, bias, y, params);
+  if (convolution_precision() != Precision::kFp32) {
+    return conv2d_forward_low(x, w, bias, y, params);
+  }
   const auto lock = workspace_lock();
   const auto setup = conv_setup("conv2d_forward", x.shape(), w.shape(), params);
   const ConvSetup& s = *setup;
@@ -129,8 +134,8 @@ void CudaBackend::do_conv2d_forward(const Tensor& x, const Tensor& w, const Tens
 
 void CudaBackend::do_conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                                      Tensor& dw, Tensor& db, const Conv2dParams& params) {
-  if (convolutions_in_bf16()) {
-    return conv2d_backward_bf16(x, w, dy, dx, dw, db, params);
+  if (convolution_precision() != Precision::kFp32) {
+    return conv2d_backward_low(x, w, dy, dx, dw, db, params);
   }
   const auto lock = workspace_lock();
   const auto setup = conv_setup("conv2d_backward", x.shape(), w.shape(), params);

@@ -16,10 +16,11 @@ namespace stoke::cuda {
 // cache key naming them. InvalidArgument for inconsistent shapes.
 class STOKE_INTERNAL ConvSetup {
  public:
-  // bf16: x, w and y (and their gradients) as bfloat16, fp32 accumulation
-  // (cuDNN's pseudo-bf16 configuration; the key says "bf16").
+  // `precision` bf16 or fp16: x, w and y (and their gradients) in that
+  // type, fp32 accumulation (cuDNN's pseudo-bf16 / pseudo-half
+  // configurations; the key says "bf16" or "fp16"); fp32 otherwise.
   ConvSetup(const char* op, const Shape& x, const Shape& w, const Conv2dParams& p, bool strict,
-            bool bf16 = false);
+            Precision precision = Precision::kFp32);
   ~ConvSetup();
   ConvSetup(const ConvSetup&) = delete;
   ConvSetup& operator=(const ConvSetup&) = delete;
@@ -57,9 +58,9 @@ enum ConvPass : int { kConvForward = 0, kConvBackwardData = 1, kConvBackwardFilt
 inline constexpr const char* kConvPassNames[] = {"forward", "backward_data", "backward_filter"};
 
 // What identifies a convolution's descriptors: x and w shapes, the params and
-// the math mode (TF32, strict FP32 or bf16).
+// the math mode (TF32, strict FP32, bf16 or fp16).
 using ConvShapeKey = std::array<std::int64_t, 16>;
 ConvShapeKey conv_shape_key(const Shape& x, const Shape& w, const Conv2dParams& p, bool strict,
-                            bool bf16);
+                            Precision precision);
 
 }  // namespace stoke::cuda

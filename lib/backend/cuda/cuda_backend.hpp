@@ -64,8 +64,9 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   // GpuBackend
   int device() const noexcept override { return device_; }
   StreamHandle compute_stream() const noexcept override { return stream_; }
-  // bf16 training convolutions (conv2d_bf16.cpp): natively on compute
-  // capability 8.0 and later (bf16 tensor cores), none before.
+  // Mixed-precision training convolutions (conv2d_low.cpp): bf16 natively on
+  // compute capability 8.0 and later (bf16 tensor cores), fp16 on 7.0 and
+  // later (the trainer scales the loss for fp16); none before.
   PrecisionSupport training_precision_support(Precision precision) const noexcept override;
   void set_training_precision(Precision precision) override;
   Precision training_precision() const noexcept override { return training_precision_; }
@@ -168,15 +169,16 @@ class STOKE_INTERNAL CudaBackend final : public GpuBackend {
   std::size_t staging_bytes_ = 0;
   Precision training_precision_ = Precision::kFp32;
   int compute_capability_ = 0;  // major * 10 + minor
-  // Whether convolutions now run in bf16: training precision bf16, or a bf16
-  // inference program running on the calling thread.
-  bool convolutions_in_bf16() const noexcept;
-  void conv2d_forward_bf16(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
-                           const Conv2dParams& params);
-  void conv2d_backward_bf16(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
-                            Tensor& dw, Tensor& db, const Conv2dParams& params);
-  void to_bf16(const Tensor& x, void* bf16);
-  void from_bf16(const void* bf16, Tensor& y);
+  // What convolutions now run in: a bf16 inference program running on the
+  // calling thread makes it bf16, else the training precision.
+  Precision convolution_precision() const noexcept;
+  void conv2d_forward_low(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+                          const Conv2dParams& params);
+  void conv2d_backward_low(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+                           Tensor& dw, Tensor& db, const Conv2dParams& params);
+  // fp32 <-> the 16-bit type of `precision` (bf16 or fp16).
+  void narrow(const Tensor& x, void* low, Precision precision);
+  void widen(const void* low, Tensor& y, Precision precision);
   // Graphs captured on this backend and not yet destroyed, and the workspace
   // blocks they may still point into (freed when the count drops to 0).
   int live_graphs_ = 0;

@@ -34,8 +34,9 @@ class ReluDesc {
 void CudaBackend::do_conv2d_fused_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
                                           const Tensor& residual, Tensor& y,
                                           const Conv2dParams& params, Activation activation) {
-  // bf16 training: the bf16 convolution, then the bias, residual and ReLU in fp32.
-  if (activation != Activation::kRelu || !bias.defined() || convolutions_in_bf16()) {
+  // bf16 or fp16: the low-precision convolution, then the bias, residual and ReLU in fp32.
+  if (activation != Activation::kRelu || !bias.defined() ||
+      convolution_precision() != Precision::kFp32) {
     do_conv2d_forward(x, w, bias, y, params);
     if (residual.defined() && activation == Activation::kRelu) return do_add_relu(y, residual, y);
     if (residual.defined()) return do_add(y, residual, y);

@@ -81,3 +81,24 @@ extern "C" __global__ void stoke_from_bf16(const unsigned short* x, float* y, lo
     y[i] = __uint_as_float(((unsigned int)x[i]) << 16);
   }
 }
+
+// float -> IEEE half bits, rounded to nearest even (PTX cvt.rn: no header
+// needed): the fp16 training convolutions' operands.
+extern "C" __global__ void stoke_to_f16(const float* x, unsigned short* y, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x[i]));
+    y[i] = h;
+  }
+}
+
+// IEEE half bits -> float (exact).
+extern "C" __global__ void stoke_from_f16(const unsigned short* x, float* y, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x[i]));
+    y[i] = f;
+  }
+}

@@ -1,9 +1,11 @@
 // Mixed-precision training convolutions (Backend::set_training_precision
-// bf16) with cuDNN: the operands rounded to bfloat16 into the staging block,
-// each pass in cuDNN's pseudo-bf16 configuration (bf16 tensors, fp32
-// accumulation, tensor cores), its result widened back into the caller's
-// fp32 tensor; the bias and its gradient stay fp32. The same contract as the
-// CPU's oneDNN bf16 path (tests/unit/op_suite_bf16_train_test.cpp runs both).
+// bf16 or fp16) with cuDNN: the operands rounded to the 16-bit type into the
+// staging block, each pass in cuDNN's pseudo-bf16 / pseudo-half configuration
+// (16-bit tensors, fp32 accumulation, tensor cores), its result widened back
+// into the caller's fp32 tensor; the bias and its gradient stay fp32. bf16 has
+// the same contract as the CPU's oneDNN bf16 path
+// (tests/unit/op_suite_bf16_train_test.cpp runs both); fp16 needs the
+// trainer's loss scaling (its range ends at 65504).
 // bf16 inference programs run the plain program with this thread's
 // convolutions in bf16 (op_suite_fused_test.cpp's bf16 case).
 #include <algorithm>
@@ -46,7 +48,7 @@ class Bf16Program final : public InferenceProgram {
   std::unique_ptr<InferenceProgram> plain_;
 };
 
-// bf16 elements per staged operand, rounded up to 256 bytes (cuDNN's
+// 16-bit elements per staged operand, rounded up to 256 bytes (cuDNN's
 // alignment for tensor-core algorithms is 16).
 std::size_t staged(std::int64_t elements) {
   constexpr std::size_t kAlign = 128;  // elements of 2 bytes
@@ -74,12 +76,13 @@ std::size_t staged_bytes(const std::array<std::int64_t, N>& elements) {
 
 }  // namespace
 
-bool CudaBackend::convolutions_in_bf16() const noexcept {
-  return training_precision_ == Precision::kBf16 || bf16_programs_running > 0;
+Precision CudaBackend::convolution_precision() const noexcept {
+  return bf16_programs_running > 0 ? Precision::kBf16 : training_precision_;
 }
 
 PrecisionSupport CudaBackend::inference_precision(Precision precision) const noexcept {
-  if (precision == Precision::kBf16) return training_precision_support(precision);
+  if (precision == Precision::kBf16)
+    return compute_capability_ >= 80 ? PrecisionSupport::kNative : PrecisionSupport::kNone;
   return Backend::inference_precision(precision);
 }
 
@@ -95,45 +98,51 @@ std::unique_ptr<InferenceProgram> CudaBackend::compile_inference(std::vector<Inf
 PrecisionSupport CudaBackend::training_precision_support(Precision precision) const noexcept {
   if (precision == Precision::kBf16)
     return compute_capability_ >= 80 ? PrecisionSupport::kNative : PrecisionSupport::kNone;
+  if (precision == Precision::kFp16)
+    return compute_capability_ >= 70 ? PrecisionSupport::kNative : PrecisionSupport::kNone;
   return Backend::training_precision_support(precision);
 }
 
 void CudaBackend::set_training_precision(Precision precision) {
   if (precision == Precision::kFp32 ||
-      (precision == Precision::kBf16 &&
+      ((precision == Precision::kBf16 || precision == Precision::kFp16) &&
        training_precision_support(precision) != PrecisionSupport::kNone)) {
     training_precision_ = precision;
     return;
   }
-  if (precision == Precision::kBf16) {
-    throw Unsupported(name() + ": training in bf16 needs bf16 tensor cores (compute capability " +
-                      "8.0 or later); this device is " + std::to_string(compute_capability_ / 10) +
+  if (precision == Precision::kBf16 || precision == Precision::kFp16) {
+    throw Unsupported(name() + ": training in " + to_string(precision) + " needs " +
+                      to_string(precision) + " tensor cores (compute capability " +
+                      (precision == Precision::kBf16 ? "8.0" : "7.0") +
+                      " or later); this device is " + std::to_string(compute_capability_ / 10) +
                       "." + std::to_string(compute_capability_ % 10) + "; train in fp32");
   }
   Backend::set_training_precision(precision);
 }
 
-void CudaBackend::to_bf16(const Tensor& x, void* bf16) {
+void CudaBackend::narrow(const Tensor& x, void* low, Precision precision) {
   const float* xp = x.data<float>();
   const long long n = x.numel();
-  launch_n("stoke_to_bf16", n, {&xp, &bf16, &n});
+  launch_n(precision == Precision::kBf16 ? "stoke_to_bf16" : "stoke_to_f16", n, {&xp, &low, &n});
 }
 
-void CudaBackend::from_bf16(const void* bf16, Tensor& y) {
+void CudaBackend::widen(const void* low, Tensor& y, Precision precision) {
   float* yp = y.data<float>();
   const long long n = y.numel();
-  launch_n("stoke_from_bf16", n, {&bf16, &yp, &n});
+  launch_n(precision == Precision::kBf16 ? "stoke_from_bf16" : "stoke_from_f16", n,
+           {&low, &yp, &n});
 }
 
-void CudaBackend::conv2d_forward_bf16(const Tensor& x, const Tensor& w, const Tensor& bias,
-                                      Tensor& y, const Conv2dParams& params) {
+void CudaBackend::conv2d_forward_low(const Tensor& x, const Tensor& w, const Tensor& bias,
+                                     Tensor& y, const Conv2dParams& params) {
   const auto lock = workspace_lock();
+  const Precision low = convolution_precision();
   const auto setup = conv_setup("conv2d_forward", x.shape(), w.shape(), params);
   const ConvSetup& s = *setup;
   const std::array<std::int64_t, 3> sizes{x.numel(), w.numel(), y.numel()};
   const auto [x16, w16, y16] = carve(staging(staged_bytes(sizes)), sizes);
-  to_bf16(x, x16);
-  to_bf16(w, w16);
+  narrow(x, x16, low);
+  narrow(w, w16, low);
   const ConvAlgoChoice c = choose_conv_algo(kConvForward, ConvCall{s, x16, w16, y16});
   s.set_math(c.math_type);
   void* ws = workspace(c.workspace_bytes);
@@ -142,7 +151,7 @@ void CudaBackend::conv2d_forward_bf16(const Tensor& x, const Tensor& w, const Te
   STOKE_CUDNN_CHECK(cudnnConvolutionForward(h, &one, s.x(), x16, s.w(), w16, s.conv(),
                                             static_cast<cudnnConvolutionFwdAlgo_t>(c.algorithm), ws,
                                             c.workspace_bytes, &zero, s.y(), y16));
-  from_bf16(y16, y);
+  widen(y16, y, low);
   if (bias.defined()) {
     const TensorDesc b(1, static_cast<int>(w.dim(0)), 1, 1);
     const TensorDesc yd(y.shape());
@@ -150,10 +159,11 @@ void CudaBackend::conv2d_forward_bf16(const Tensor& x, const Tensor& w, const Te
   }
 }
 
-void CudaBackend::conv2d_backward_bf16(const Tensor& x, const Tensor& w, const Tensor& dy,
-                                       Tensor& dx, Tensor& dw, Tensor& db,
-                                       const Conv2dParams& params) {
+void CudaBackend::conv2d_backward_low(const Tensor& x, const Tensor& w, const Tensor& dy,
+                                      Tensor& dx, Tensor& dw, Tensor& db,
+                                      const Conv2dParams& params) {
   const auto lock = workspace_lock();
+  const Precision low = convolution_precision();
   const auto setup = conv_setup("conv2d_backward", x.shape(), w.shape(), params);
   const ConvSetup& s = *setup;
   const float one = 1.0f, zero = 0.0f;
@@ -165,9 +175,9 @@ void CudaBackend::conv2d_backward_bf16(const Tensor& x, const Tensor& w, const T
   }
   const std::array<std::int64_t, 5> sizes{x.numel(), w.numel(), dy.numel(), w.numel(), x.numel()};
   const auto [x16, w16, dy16, dw16, dx16] = carve(staging(staged_bytes(sizes)), sizes);
-  to_bf16(x, x16);
-  to_bf16(w, w16);
-  to_bf16(dy, dy16);
+  narrow(x, x16, low);
+  narrow(w, w16, low);
+  narrow(dy, dy16, low);
   {
     const ConvAlgoChoice c = choose_conv_algo(kConvBackwardFilter, ConvCall{s, x16, dy16, dw16});
     s.set_math(c.math_type);
@@ -176,7 +186,7 @@ void CudaBackend::conv2d_backward_bf16(const Tensor& x, const Tensor& w, const T
         cudnnConvolutionBackwardFilter(cudnn(), &one, s.x(), x16, s.y(), dy16, s.conv(),
                                        static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algorithm),
                                        ws, c.workspace_bytes, &zero, s.w(), dw16));
-    from_bf16(dw16, dw);
+    widen(dw16, dw, low);
   }
   if (dx.defined()) {
     const ConvAlgoChoice c = choose_conv_algo(kConvBackwardData, ConvCall{s, w16, dy16, dx16});
@@ -186,7 +196,7 @@ void CudaBackend::conv2d_backward_bf16(const Tensor& x, const Tensor& w, const T
         cudnnConvolutionBackwardData(cudnn(), &one, s.w(), w16, s.y(), dy16, s.conv(),
                                      static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algorithm), ws,
                                      c.workspace_bytes, &zero, s.x(), dx16));
-    from_bf16(dx16, dx);
+    widen(dx16, dx, low);
   }
 }
 
