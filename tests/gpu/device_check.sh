@@ -290,7 +290,8 @@ for path in \
   'ring pageable fallback=DeviceStreams.PageableFallback*' \
   'custom kernels past 2^31 elements=GpuLargeTensors.*' \
   'conv cache: two threads, eviction=GpuConvCache.*' \
-  'prefetch event order=Streams/DevicePrefetchOrder.*'; do
+  'prefetch event order=Streams/DevicePrefetchOrder.*' \
+  'bf16 and fp16 training convolutions, bf16 programs=Gpu/OpSuite.Bf16*:Gpu/OpSuite.Fp16*:Bf16Training.*'; do
   note "  path $(gtest_path_line "${path%%=*}" "${path#*=}" "$scratch/all-gpu.status" "${gpu_logs[@]}")"
 done
 # The paths added since (one line each in the summary; absent ones say so).
