@@ -7,7 +7,7 @@
 //
 //   stoke_bench_cuda_step [--batches 64,256] [--steps 20] [--warmup 3]
 //                         [--modes eager,graph] [--strict] [--heuristic]
-//                         [--workspace-mb N] [--json FILE]
+//                         [--workspace-mb N] [--precision fp32|bf16|fp16] [--json FILE]
 // --workspace-mb: the convolution workspace limit (0, the default: the
 // backend's automatic limit), for an A/B of the limit in one run.
 // Exits 0 with a "skipped" line where no CUDA device is usable.
@@ -36,6 +36,7 @@ struct Args {
   bool strict = false;
   bool benchmark_algos = true;
   std::size_t workspace_mb = 0;
+  Precision precision = Precision::kFp32;  // the convolutions' (set_training_precision)
   std::string json;
 };
 
@@ -71,12 +72,20 @@ Args parse(int argc, char** argv) {
       a.benchmark_algos = false;
     } else if (k == "--workspace-mb") {
       a.workspace_mb = std::stoul(value());
+    } else if (k == "--precision") {
+      const std::string p = value();
+      if (p != "fp32" && p != "bf16" && p != "fp16")
+        throw InvalidArgument("--precision " + p + ": expected fp32, bf16 or fp16");
+      a.precision = p == "bf16"   ? Precision::kBf16
+                    : p == "fp16" ? Precision::kFp16
+                                  : Precision::kFp32;
     } else if (k == "--json") {
       a.json = value();
     } else {
-      throw InvalidArgument(
-          "unknown argument " + k +
-          " (use --batches --steps --warmup --modes --strict --heuristic --workspace-mb --json)");
+      throw InvalidArgument("unknown argument " + k +
+                            " (use --batches --steps --warmup --modes --strict --heuristic "
+                            "--workspace-mb --precision "
+                            "--json)");
     }
   }
   return a;
@@ -119,8 +128,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     const Config config = Config::load();
-    std::printf("device: %s, cuDNN %d, %s, conv algorithms by %s\n", sys.cuda.gpus[0].name.c_str(),
-                sys.cuda.cudnn_version, args.strict ? "strict FP32" : "TF32 allowed",
+    std::printf("device: %s, cuDNN %d, %s, convolutions in %s, conv algorithms by %s\n",
+                sys.cuda.gpus[0].name.c_str(), sys.cuda.cudnn_version,
+                args.strict ? "strict FP32" : "TF32 allowed", to_string(args.precision),
                 args.benchmark_algos ? "benchmark (cudnnFind)" : "heuristics");
     const nn::ModelSpec spec = resnet224();
     std::vector<Result> results;
@@ -136,6 +146,9 @@ int main(int argc, char** argv) {
         // A fresh backend (and pool) per batch size: the larger batch does not
         // inherit the smaller one's fragmentation.
         auto gpu = create_cuda_backend(0, config.settings(), options);
+        // bf16/fp16: the convolutions' passes in that type, fp32 elsewhere
+        // (no loss scaling here: a fixed net on fixed data, timed).
+        gpu->set_training_precision(args.precision);
         auto model = nn::build_model(*gpu, spec, 1);
         nn::SgdOptions sgd_options;
         nn::Sgd sgd(*model, sgd_options);
@@ -207,7 +220,8 @@ int main(int argc, char** argv) {
       }
     }
     // The summary last: the device-check script keeps the tail of the output.
-    std::printf("summary (stoke, %s):\n", args.strict ? "strict FP32" : "TF32 allowed");
+    std::printf("summary (stoke, %s, convolutions in %s):\n",
+                args.strict ? "strict FP32" : "TF32 allowed", to_string(args.precision));
     for (const Result& r : results) {
       std::printf("  batch %4d %-5s %9.3f ms/step %9.1f img/s%s\n", r.batch, r.mode.c_str(),
                   r.ms_per_step, r.images_per_s, r.note.empty() ? "" : "  (capture failed, eager)");

@@ -46,6 +46,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--modes", default="eager,graph")
     ap.add_argument("--strict", action="store_true", help="no TF32")
+    ap.add_argument("--amp", choices=["off", "bf16", "fp16"], default="off",
+                    help="torch.autocast on the forward and the loss (fp16: with GradScaler)")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     if not torch.cuda.is_available():
@@ -56,7 +58,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = not a.strict
     dev = torch.device("cuda:0")
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
-          f"{'strict FP32' if a.strict else 'TF32 allowed'}")
+          f"{'strict FP32' if a.strict else 'TF32 allowed'}, autocast {a.amp}")
     results = []
     for batch in [int(b) for b in a.batches.split(",") if b]:
         torch.manual_seed(1)
@@ -69,13 +71,22 @@ def main():
         x = torch.empty_like(slot_x)
         y = torch.empty_like(slot_y)
 
+        amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
+        scaler = torch.cuda.amp.GradScaler() if a.amp == "fp16" else None
+
         def step():
             x.copy_(slot_x)
             y.copy_(slot_y)
             opt.zero_grad(set_to_none=False)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
+            with torch.autocast("cuda", dtype=amp_dtype, enabled=amp_dtype is not None):
+                loss = loss_fn(model(x), y)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
             return loss
 
         for mode in [m for m in a.modes.split(",") if m]:

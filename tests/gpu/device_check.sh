@@ -311,6 +311,14 @@ tail -6 "$scratch/step-bench.txt" 2>/dev/null | cut -c1-200 >>"$summary"
 bench pytorch-step 75 python3 bench/pytorch_gpu_step.py --batches 64,256 \
   --steps 10 --warmup 3 --json "$scratch/pytorch-step.json"
 tail -12 "$scratch/pytorch-step.txt" 2>/dev/null | cut -c1-200 >>"$summary"
+# Mixed precision: stoke's bf16 convolutions beside PyTorch's bf16 autocast
+# (issue 28's GPU target; eager steps, batch 256).
+bench step-bench-bf16 45 "${stoke[@]}" "$bundle/bin/stoke_bench_cuda_step" --batches 256 \
+  --modes eager --steps 10 --warmup 2 --precision bf16
+tail -3 "$scratch/step-bench-bf16.txt" 2>/dev/null | cut -c1-200 >>"$summary"
+bench pytorch-step-bf16 60 python3 bench/pytorch_gpu_step.py --batches 256 --modes eager \
+  --steps 10 --warmup 2 --amp bf16
+tail -3 "$scratch/pytorch-step-bf16.txt" 2>/dev/null | cut -c1-200 >>"$summary"
 # A/B of the convolution workspace limit: the old fixed 512 MiB beside the
 # automatic limit of step-bench (batch 256, where it decides the algorithms).
 bench step-bench-ws512 45 "${stoke[@]}" "$bundle/bin/stoke_bench_cuda_step" --batches 256 \
