@@ -201,7 +201,7 @@ struct Conv::Impl {
   }
   std::size_t weights_for(std::int64_t k0, std::int64_t k, const memory::desc& desc);
   Part make_part(const Shape& x, Layout out, bool accumulate, const Share& share);
-  Plan make_plan(const Shape& x, Layout out, bool accumulate);
+  Plan make_plan(const Shape& x, Layout out, bool accumulate, int threads);
   void quantize_input(CpuBackend& be, const Shape& x, const void* from, Layout layout,
                       void* to) const;
 };
@@ -334,8 +334,11 @@ Part Conv::Impl::make_part(const Shape& x, Layout out, bool accumulate, const Sh
 
 // Images split over the parts; one image into bands of output rows (an NHWC
 // output) or of channel blocks (a blocked one). Each output element is the
-// same sum whatever the split, so results do not depend on it.
-Plan Conv::Impl::make_plan(const Shape& x, Layout out, bool accumulate) {
+// same sum whatever the split, so results do not depend on it. At most one
+// part per thread of the arena: each part is a primitive call of its own, and
+// more parts than threads cost more than they balance (ResNet-18 at 224² on 2
+// threads: batch 1 4.48 -> 4.13 ms, batch 32 112-122 -> 106-109 ms).
+Plan Conv::Impl::make_plan(const Shape& x, Layout out, bool accumulate, int threads) {
   Plan plan;
   const Shape y = conv2d_output_shape(x, w_shape, params);
   const std::int64_t kb = blocked::block_channels(), k_total = w_shape[0], p = y[2];
@@ -344,7 +347,9 @@ Plan Conv::Impl::make_plan(const Shape& x, Layout out, bool accumulate) {
   const std::int64_t total = bands ? p : one ? blocks : x[0];
   const std::int64_t wide =
       bands ? std::max<std::int64_t>(2, p * y[3] / 256) : std::max<std::int64_t>(2, k_total / 32);
-  const int count = dnnl_conv::parts(static_cast<int>(one ? std::min(total, wide) : total));
+  const int count =
+      std::min(dnnl_conv::parts(static_cast<int>(one ? std::min(total, wide) : total)),
+               std::max(threads, 1));
   OneOmpThread one_thread;
   for (int j = 0; j < count; ++j) {
     const std::int64_t b = j * total / count, e = (j + 1) * total / count;
@@ -408,7 +413,8 @@ void Conv::forward(Backend& backend, const Shape& x, const void* xp, Layout in, 
   auto it = im.plans.find(key);
   if (it == im.plans.end()) {
     try {
-      it = im.plans.emplace(key, im.make_plan(x, out, accumulate)).first;
+      it =
+          im.plans.emplace(key, im.make_plan(x, out, accumulate, be.context().cpu_threads())).first;
     } catch (const dnnl::error& e) {
       throw Error(ErrorCode::kInternal,
                   std::string("int8 conv2d: oneDNN has no int8 convolution for input ") +
