@@ -343,7 +343,12 @@ Plan Conv::Impl::make_plan(const Shape& x, Layout out, bool accumulate, int thre
   const Shape y = conv2d_output_shape(x, w_shape, params);
   const std::int64_t kb = blocked::block_channels(), k_total = w_shape[0], p = y[2];
   const std::int64_t blocks = (k_total + kb - 1) / kb;
-  const bool one = x[0] == 1, bands = one && out != Layout::kBlocked;
+  // One image whose weights outweigh its input 4 times (ResNet's later
+  // stages: 2.4 MB of 3x3 512 -> 512 weights for a 7x7 image) splits over
+  // output channels: a band of rows would read every weight on every thread.
+  const bool weights_heavy =
+      w_shape[0] * w_shape[1] * w_shape[2] * w_shape[3] > 4 * x[1] * x[2] * x[3];
+  const bool one = x[0] == 1, bands = one && out != Layout::kBlocked && !weights_heavy;
   const std::int64_t total = bands ? p : one ? blocks : x[0];
   const std::int64_t wide =
       bands ? std::max<std::int64_t>(2, p * y[3] / 256) : std::max<std::int64_t>(2, k_total / 32);
@@ -372,8 +377,10 @@ void Conv::Impl::quantize_input(CpuBackend& be, const Shape& x, const void* from
   // Over images; one NHWC image over bands of rows (contiguous on both sides).
   const bool bands = x[0] == 1 && layout == Layout::kNhwc;
   const std::int64_t total = bands ? x[2] : x[0];
+  // One reorder per arena thread at most, as make_plan's parts.
   const int count =
-      dnnl_conv::parts(static_cast<int>(bands ? std::min<std::int64_t>(total, 4) : total));
+      std::min(dnnl_conv::parts(static_cast<int>(bands ? std::min<std::int64_t>(total, 4) : total)),
+               std::max(be.context().cpu_threads(), 1));
   const bool blocked = layout == Layout::kBlocked;
   const Tag tag = blocked ? blocked_tag() : layout == Layout::kPlain ? Tag::nchw : Tag::nhwc;
   const std::int64_t in_unit = bands     ? x[1] * x[3]
