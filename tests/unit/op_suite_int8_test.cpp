@@ -87,7 +87,8 @@ TEST_P(OpSuite, Int8FusedConvolutionMatchesTheInt8AndFp32References) {
 // with an identity residual, a block with a strided 1x1 shortcut and a
 // block of one convolution adding its own input, so that every hand-over
 // between layers runs: codes inside a chain, fp32 NHWC between convolution
-// steps, blocked before the pool and at the end. Against the int8 reference
+// steps, blocked at the end; the stem writes the first block's codes, max
+// pooled as codes. Against the int8 reference
 // applied layer by layer with the same calibrated ranges (the chained codes
 // are quantize_u8 of the fp32 output: equal but for a rounding tie, which
 // may move one code by one step), at batch 1 (bands of output rows) and 10
@@ -158,7 +159,17 @@ TEST_P(OpSuite, Int8ProgramChainsLayersAsTheReferenceLayerByLayer) {
     const Tensor s = conv(in, stem, ranges[0], nullptr);
     Tensor p(ref(), step_output_shape(steps[1], s.shape()));
     ref().max_pool2d_forward(s, p, steps[1].pool);
-    const Tensor a = conv(conv(p, a1, ranges[1], nullptr), a2, ranges[2], &p);
+    // The stem writes the pool's input as a1's codes: the identity shortcut
+    // adds the pool's output quantized and dequantized (a1 quantizes it anyway).
+    const auto q = cpu::int8::input_quantization(ranges[1], reduce);
+    std::vector<float> pv = p.to_vector();
+    for (float& v : pv) {
+      v = q.scale * (q.is_unsigned ? static_cast<float>(cpu::int8::quantize_u8(v, 1 / q.scale))
+                                   : static_cast<float>(cpu::int8::quantize_s8(v, 1 / q.scale)));
+    }
+    Tensor pq(ref(), p.shape());
+    pq.copy_from_host(pv.data());
+    const Tensor a = conv(conv(p, a1, ranges[1], nullptr), a2, ranges[2], &pq);
     const Tensor sc = conv(a, bs, ranges[5], nullptr);
     const Tensor b = conv(conv(a, b1, ranges[3], nullptr), b2, ranges[4], &sc);
     return conv(b, c1, ranges[6], &b);

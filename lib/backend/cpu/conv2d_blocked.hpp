@@ -55,9 +55,13 @@ STOKE_INTERNAL void to_plain(Backend& backend, const void* from, Tensor& y, Elem
 // Max pooling (padding never wins, as Pool2d) from blocked x (`x_shape`) at
 // `from` to blocked y at `to` (pool_blocked.cpp); split as a convolution's
 // forward. `nhwc`: both in NHWC instead (the int8 program's fp32 activations
-// between its convolutions), split over images only.
+// between its convolutions), split over images or one image's rows.
 STOKE_INTERNAL void max_pool(Backend& backend, const Shape& x_shape, const void* from, void* to,
                              const Pool2dParams& params, Elem elem, bool nhwc = false);
+// The same over NHWC 8-bit codes (u8 or s8): the maximum commutes with the
+// quantizer, so pooling an int8 program's codes gives the codes of the pool.
+STOKE_INTERNAL void max_pool_codes(Backend& backend, const Shape& x_shape, const void* from,
+                                   void* to, const Pool2dParams& params, bool is_unsigned);
 
 // One convolution (groups 1) of eval-mode inference:
 // y = relu?(conv(x, w) + bias + y_before?).

@@ -100,6 +100,9 @@ std::string Conv::implementations() const {
 void nhwc_to_blocked(Backend&, const Shape&, const void*, void*) {
   throw Error(ErrorCode::kInternal, "int8 conv2d: stoke was built without oneDNN");
 }
+void dequantize_codes(Backend&, const Shape&, const void*, const InputQuantization&, void*) {
+  throw Error(ErrorCode::kInternal, "int8 conv2d: stoke was built without oneDNN");
+}
 
 #else
 
@@ -498,6 +501,23 @@ void nhwc_to_blocked(Backend& backend, const Shape& x, const void* from, void* t
                } catch (const dnnl::error& err) {
                  throw Error(ErrorCode::kInternal,
                              std::string("int8: NHWC to blocked: oneDNN failed: ") + err.what());
+               }
+             });
+}
+
+void dequantize_codes(Backend& backend, const Shape& shape, const void* from,
+                      const InputQuantization& q, void* to) {
+  const auto n = static_cast<std::size_t>(shape_numel(shape));
+  float* y = static_cast<float*>(to);
+  const float scale = q.scale;
+  for_chunks(cpu(backend), n, cpu(backend).context().cpu_threads(),
+             [&](int, std::size_t b, std::size_t e) {
+               if (q.is_unsigned) {
+                 const auto* c = static_cast<const std::uint8_t*>(from);
+                 for (std::size_t i = b; i < e; ++i) y[i] = static_cast<float>(c[i]) * scale;
+               } else {
+                 const auto* c = static_cast<const std::int8_t*>(from);
+                 for (std::size_t i = b; i < e; ++i) y[i] = static_cast<float>(c[i]) * scale;
                }
              });
 }

@@ -107,6 +107,11 @@ class STOKE_INTERNAL Conv {
   std::unique_ptr<Impl> impl_;
 };
 
+// NHWC codes (`shape`, quantized as `q`) at `from` -> fp32 NHWC at `to`:
+// code x q.scale (a residual an int8 block adds from its input's codes).
+STOKE_INTERNAL void dequantize_codes(Backend& backend, const Shape& shape, const void* from,
+                                     const InputQuantization& q, void* to);
+
 // fp32 NHWC x (`shape`) at `from` -> the blocked layout at `to`.
 STOKE_INTERNAL void nhwc_to_blocked(Backend& backend, const Shape& shape, const void* from,
                                     void* to);

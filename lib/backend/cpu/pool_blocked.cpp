@@ -21,14 +21,20 @@ namespace stoke::cpu::blocked {
 void max_pool(Backend&, const Shape&, const void*, void*, const Pool2dParams&, Elem, bool) {
   throw Error(ErrorCode::kInternal, "blocked max pool: stoke was built without oneDNN");
 }
+void max_pool_codes(Backend&, const Shape&, const void*, void*, const Pool2dParams&, bool) {
+  throw Error(ErrorCode::kInternal, "blocked max pool: stoke was built without oneDNN");
+}
 
 #else
 
-void max_pool(Backend& backend, const Shape& x, const void* from, void* to, const Pool2dParams& prm,
-              Elem elem, bool nhwc) {
+namespace {
+
+using dnnl_conv::memory;
+
+void pool(Backend& backend, const Shape& x, const void* from, void* to, const Pool2dParams& prm,
+          memory::data_type dt, std::int64_t bytes, bool nhwc) {
   auto* be = dynamic_cast<CpuBackend*>(&backend);
   if (!be) throw InvalidArgument("blocked max pool: needs the CPU backend, got " + backend.name());
-  using dnnl_conv::memory;
   const std::int64_t oh = (x[2] + 2 * prm.pad_h - prm.kernel_h) / prm.stride_h + 1;
   const std::int64_t ow = (x[3] + 2 * prm.pad_w - prm.kernel_w) / prm.stride_w + 1;
   const std::int64_t kb = block_channels(), blocks = (x[1] + kb - 1) / kb;
@@ -60,10 +66,8 @@ void max_pool(Backend& backend, const Shape& x, const void* from, void* to, cons
     const auto tag = nhwc                     ? dnnl_conv::Tag::nhwc
                      : block_channels() == 16 ? dnnl_conv::Tag::nChw16c
                                               : dnnl_conv::Tag::nChw8c;
-    const auto dt = elem == Elem::kF32 ? memory::data_type::f32 : memory::data_type::bf16;
     const memory::desc src({n, c, bottom - top + 1, x[3]}, dt, tag),
         dst({n, c, rows ? items : oh, ow}, dt, tag);
-    const auto bytes = static_cast<std::int64_t>(elem_size(elem));
     const std::int64_t x_at = rows ? top * x_unit : first * x_unit;
     try {
       dnnl_conv::OneOmpThread one;
@@ -83,6 +87,21 @@ void max_pool(Backend& backend, const Shape& x, const void* from, void* to, cons
                   std::string("blocked max pool: oneDNN failed: ") + e.what());
     }
   });
+}
+
+}  // namespace
+
+void max_pool(Backend& backend, const Shape& x, const void* from, void* to, const Pool2dParams& prm,
+              Elem elem, bool nhwc) {
+  pool(backend, x, from, to, prm,
+       elem == Elem::kF32 ? memory::data_type::f32 : memory::data_type::bf16,
+       static_cast<std::int64_t>(elem_size(elem)), nhwc);
+}
+
+void max_pool_codes(Backend& backend, const Shape& x, const void* from, void* to,
+                    const Pool2dParams& prm, bool is_unsigned) {
+  pool(backend, x, from, to, prm, is_unsigned ? memory::data_type::u8 : memory::data_type::s8, 1,
+       true);
 }
 
 #endif  // STOKE_HAVE_DNNL

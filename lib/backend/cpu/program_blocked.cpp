@@ -17,8 +17,10 @@
 // where a convolution step or a max pool reads it next (the int8 kernels' own
 // layout: no reorder; the pool keeps it), blocked fp32 before any other step,
 // and the next layer's 8-bit codes inside a step's chain, where the next
-// convolution alone reads it. Calibration (record_conv_input_ranges) runs the fp32 program and
-// records the range of every convolution's input.
+// convolution alone reads it. A stem convolution followed by a max pool writes
+// the next step's codes, pooled as codes (codes_through_pool_). Calibration
+// (record_conv_input_ranges) runs the fp32 program and records the range of
+// every convolution's input.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -83,6 +85,7 @@ class BlockedProgram final : public InferenceProgram {
   }
 
   void weights_changed() override {
+    codes_through_pool_.assign(steps_.size(), false);
     for (std::size_t i = 0; i < steps_.size(); ++i) {
       const std::size_t n = int8_ ? int8_convs_[i].size() : convs_[i].size();
       for (std::size_t c = 0; c < n; ++c) {
@@ -97,6 +100,25 @@ class BlockedProgram final : public InferenceProgram {
           convs_[i][c].set_weights(fc.w, fc.bias, fc.params, relu, elem_);
         }
       }
+    }
+    if (!int8_) return;
+    // A lone convolution, a max pool, then convolutions reading the pool (a
+    // ResNet's stem): the convolution writes their 8-bit codes, pooled as
+    // codes (the maximum commutes with the quantizer) and read as they are;
+    // a block's identity shortcut adds them dequantized, as ONNX Runtime's
+    // QLinearAdd adds its 8-bit inputs.
+    for (std::size_t i = 0; i + 2 < steps_.size(); ++i) {
+      const InferenceStep &first = steps_[i], &pool = steps_[i + 1], &next = steps_[i + 2];
+      if (first.kind != Kind::kConv || first.chain.size() != 1 || pool.kind != Kind::kMaxPool ||
+          !is_conv(next))
+        continue;
+      const int8::InputQuantization q = int8_convs_[i + 2][0].input();
+      if (next.shortcut) {
+        const int8::InputQuantization sq = int8_convs_[i + 2].back().input();
+        if (sq.scale != q.scale || sq.is_unsigned != q.is_unsigned) continue;
+      }
+      int8_convs_[i][0].set_output_codes(q);
+      codes_through_pool_[i] = true;
     }
   }
 
@@ -158,6 +180,7 @@ class BlockedProgram final : public InferenceProgram {
   // when a convolution step or a max pool reads it next, else blocked.
   Layout output_layout(std::size_t i) const {
     if (!int8_ || i + 1 >= steps_.size()) return Layout::kBlocked;
+    if (codes_through_pool_[i]) return Layout::kCodes;
     const InferenceStep& next = steps_[i + 1];
     return is_conv(next) || next.kind == Kind::kMaxPool ? Layout::kNhwc : Layout::kBlocked;
   }
@@ -220,9 +243,15 @@ class BlockedProgram final : public InferenceProgram {
   void run(std::size_t i, Flow& flow) {
     const InferenceStep& step = steps_[i];
     if (is_conv(step)) return run_convs(i, flow);
-    if (step.kind == Kind::kMaxPool && flow.slot >= 0) {  // stays blocked (or NHWC)
+    if (step.kind == Kind::kMaxPool && flow.slot >= 0) {  // stays blocked (or NHWC, or codes)
       const int out = free_slot(1 << flow.slot);
       const Shape shape = step_output_shape(step, flow.shape);
+      if (flow.layout == Layout::kCodes) {  // codes_through_pool_: the next step's codes
+        blk::max_pool_codes(be_, flow.shape, slot(flow.slot), slot(out), step.pool,
+                            int8_convs_[i + 1][0].input().is_unsigned);
+        flow = {nullptr, out, shape, Layout::kCodes};
+        return;
+      }
       const bool nhwc = flow.layout == Layout::kNhwc;
       blk::max_pool(be_, flow.shape, slot(flow.slot), slot(out), step.pool, elem_, nhwc);
       flow = {nullptr, out, shape, nhwc ? Layout::kNhwc : Layout::kBlocked};
@@ -249,6 +278,11 @@ class BlockedProgram final : public InferenceProgram {
       const int r = free_slot(in);
       conv(i, step.chain.size(), flow.shape, x, flow.layout, slot(r), output_layout(i), false);
       return {r, output_layout(i)};
+    }
+    if (flow.layout == Layout::kCodes) {  // the identity shortcut from codes: dequantized
+      const int r = free_slot(in);
+      int8::dequantize_codes(be_, flow.shape, x, int8_convs_[i][0].input(), slot(r));
+      return {r, Layout::kNhwc};
     }
     // The input is read by the first convolution only.
     if (step.chain.size() > 1) return {flow.slot, flow.layout};
@@ -297,7 +331,8 @@ class BlockedProgram final : public InferenceProgram {
   std::vector<InferenceStep> steps_;
   std::vector<std::vector<blk::Conv>> convs_;        // per step: the chain's, then the shortcut's
   std::vector<std::vector<int8::Conv>> int8_convs_;  // the same in int8 (convs_ empty then)
-  std::vector<std::size_t> first_conv_;              // per step: its first convolution's index
+  std::vector<bool> codes_through_pool_;  // per step: it writes codes a max pool passes on
+  std::vector<std::size_t> first_conv_;   // per step: its first convolution's index
   std::size_t conv_count_ = 0;
   std::vector<ActivationRange>* ranges_ = nullptr;  // calibrating: the inputs' ranges
   std::vector<bool> seen_;                          // per convolution: a range recorded
