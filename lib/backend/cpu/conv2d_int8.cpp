@@ -97,6 +97,9 @@ void Conv::forward(Backend&, const Shape&, const void*, Layout, void*, Layout, b
 std::string Conv::implementations() const {
   return {};
 }
+void Conv::quantize(Backend&, const Shape&, const void*, Layout, void*) const {
+  throw Error(ErrorCode::kInternal, "int8 conv2d: stoke was built without oneDNN");
+}
 void nhwc_to_blocked(Backend&, const Shape&, const void*, void*) {
   throw Error(ErrorCode::kInternal, "int8 conv2d: stoke was built without oneDNN");
 }
@@ -372,6 +375,10 @@ Plan Conv::Impl::make_plan(const Shape& x, Layout out, bool accumulate, int thre
   }
   plan.input_bytes = aligned(static_cast<std::size_t>(shape_numel(x)));
   return plan;
+}
+
+void Conv::quantize(Backend& backend, const Shape& x, const void* from, Layout in, void* to) const {
+  impl_->quantize_input(cpu(backend), x, from, in, to);
 }
 
 // fp32 x in `layout` -> u8/s8 NHWC at `to`, split over images.

@@ -100,6 +100,11 @@ class STOKE_INTERNAL Conv {
   // fp32 contents (the residual) before the ReLU.
   void forward(Backend& backend, const Shape& x_shape, const void* x, Layout in, void* y,
                Layout out, bool accumulate);
+  // x (`x_shape`, fp32 in layout `in`) -> its NHWC codes in this
+  // convolution's input quantization at `to` (what forward does first): for
+  // two convolutions of one input quantized alike, a block's first and its
+  // shortcut, to quantize once.
+  void quantize(Backend& backend, const Shape& x_shape, const void* x, Layout in, void* to) const;
   std::string implementations() const;
 
  private:

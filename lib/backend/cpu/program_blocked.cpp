@@ -102,6 +102,15 @@ class BlockedProgram final : public InferenceProgram {
       }
     }
     if (!int8_) return;
+    // A block whose first convolution and shortcut quantize its input alike
+    // quantizes it once (run_convs).
+    shared_codes_.assign(steps_.size(), false);
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+      if (!steps_[i].shortcut) continue;
+      const int8::InputQuantization a = int8_convs_[i][0].input(),
+                                    b = int8_convs_[i].back().input();
+      shared_codes_[i] = a.scale == b.scale && a.is_unsigned == b.is_unsigned;
+    }
     // A lone convolution, a max pool, then convolutions reading the pool (a
     // ResNet's stem): the convolution writes their 8-bit codes, pooled as
     // codes (the maximum commutes with the quantizer) and read as they are;
@@ -305,8 +314,15 @@ class BlockedProgram final : public InferenceProgram {
       blk::to_blocked(be_, *flow.plain, slot(0), elem_, true);
       flow = {nullptr, 0, flow.shape, Layout::kPlain};
     }
-    const int in = flow.slot < 0 ? 0 : 1 << flow.slot;
+    int in = flow.slot < 0 ? 0 : 1 << flow.slot;
     const void* x = read_plain && flow.slot < 0 ? flow.plain->data<float>() : slot(flow.slot);
+    if (int8_ && shared_codes_[i] && flow.slot >= 0 && flow.layout != Layout::kCodes) {
+      const int q = free_slot(in);  // the first convolution's and the shortcut's codes, once
+      int8_convs_[i][0].quantize(be_, flow.shape, x, flow.layout, slot(q));
+      flow = {nullptr, q, flow.shape, Layout::kCodes};
+      in = 1 << q;
+      x = slot(q);
+    }
     const auto [residual, residual_layout] = residual_slot(i, flow, x);
     const int keep = in | (residual >= 0 ? 1 << residual : 0);
     Shape shape = flow.shape;
@@ -332,7 +348,8 @@ class BlockedProgram final : public InferenceProgram {
   std::vector<std::vector<blk::Conv>> convs_;        // per step: the chain's, then the shortcut's
   std::vector<std::vector<int8::Conv>> int8_convs_;  // the same in int8 (convs_ empty then)
   std::vector<bool> codes_through_pool_;  // per step: it writes codes a max pool passes on
-  std::vector<std::size_t> first_conv_;   // per step: its first convolution's index
+  std::vector<bool> shared_codes_;       // per step: its first convolution and shortcut share codes
+  std::vector<std::size_t> first_conv_;  // per step: its first convolution's index
   std::size_t conv_count_ = 0;
   std::vector<ActivationRange>* ranges_ = nullptr;  // calibrating: the inputs' ranges
   std::vector<bool> seen_;                          // per convolution: a range recorded
