@@ -517,16 +517,17 @@ void dequantize_codes(Backend& backend, const Shape& shape, const void* from,
   const auto n = static_cast<std::size_t>(shape_numel(shape));
   float* y = static_cast<float*>(to);
   const float scale = q.scale;
-  for_chunks(cpu(backend), n, cpu(backend).context().cpu_threads(),
-             [&](int, std::size_t b, std::size_t e) {
-               if (q.is_unsigned) {
-                 const auto* c = static_cast<const std::uint8_t*>(from);
+  const auto widen = [&](const auto* c) {
+    for_chunks(cpu(backend), n, cpu(backend).context().cpu_threads(),
+               [&](int, std::size_t b, std::size_t e) {
                  for (std::size_t i = b; i < e; ++i) y[i] = static_cast<float>(c[i]) * scale;
-               } else {
-                 const auto* c = static_cast<const std::int8_t*>(from);
-                 for (std::size_t i = b; i < e; ++i) y[i] = static_cast<float>(c[i]) * scale;
-               }
-             });
+               });
+  };
+  if (q.is_unsigned) {
+    widen(static_cast<const std::uint8_t*>(from));
+  } else {
+    widen(static_cast<const std::int8_t*>(from));
+  }
 }
 
 #endif  // STOKE_HAVE_DNNL

@@ -35,6 +35,8 @@ namespace stoke::cpu::int8 {
 struct InputQuantization {
   float scale = 1.0f;  // s_x: one step of the 8-bit code, in x's units
   bool is_unsigned = false;
+  // The same codes for the same input: one quantization serves both readers.
+  bool operator==(const InputQuantization&) const = default;
 };
 // From a calibrated range: u8 over [0, max] when min >= 0, else s8 over
 // [-max|.|, max|.|]; a range of zero width gets scale 1. `reduce_range`

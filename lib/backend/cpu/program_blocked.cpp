@@ -106,10 +106,8 @@ class BlockedProgram final : public InferenceProgram {
     // quantizes it once (run_convs).
     shared_codes_.assign(steps_.size(), false);
     for (std::size_t i = 0; i < steps_.size(); ++i) {
-      if (!steps_[i].shortcut) continue;
-      const int8::InputQuantization a = int8_convs_[i][0].input(),
-                                    b = int8_convs_[i].back().input();
-      shared_codes_[i] = a.scale == b.scale && a.is_unsigned == b.is_unsigned;
+      shared_codes_[i] =
+          steps_[i].shortcut && int8_convs_[i][0].input() == int8_convs_[i].back().input();
     }
     // A lone convolution, a max pool, then convolutions reading the pool (a
     // ResNet's stem): the convolution writes their 8-bit codes, pooled as
@@ -121,12 +119,8 @@ class BlockedProgram final : public InferenceProgram {
       if (first.kind != Kind::kConv || first.chain.size() != 1 || pool.kind != Kind::kMaxPool ||
           !is_conv(next))
         continue;
-      const int8::InputQuantization q = int8_convs_[i + 2][0].input();
-      if (next.shortcut) {
-        const int8::InputQuantization sq = int8_convs_[i + 2].back().input();
-        if (sq.scale != q.scale || sq.is_unsigned != q.is_unsigned) continue;
-      }
-      int8_convs_[i][0].set_output_codes(q);
+      if (next.shortcut && !shared_codes_[i + 2]) continue;  // its shortcut reads them too
+      int8_convs_[i][0].set_output_codes(int8_convs_[i + 2][0].input());
       codes_through_pool_[i] = true;
     }
   }

@@ -31,15 +31,11 @@ class Bf16Program final : public InferenceProgram {
   Bf16Program(Backend& backend, std::vector<InferenceStep> steps)
       : InferenceProgram(steps), plain_(make_plain_program(backend, std::move(steps))) {}
   const Tensor& forward(const Tensor& x) override {
-    ++bf16_programs_running;
-    try {
-      const Tensor& y = plain_->forward(x);
-      --bf16_programs_running;
-      return y;
-    } catch (...) {
-      --bf16_programs_running;
-      throw;
-    }
+    struct Running {  // counted for the forward, an exception's unwinding included
+      Running() { ++bf16_programs_running; }
+      ~Running() { --bf16_programs_running; }
+    } running;
+    return plain_->forward(x);
   }
   void weights_changed() override { plain_->weights_changed(); }
   std::string implementations() const override { return "cuDNN bf16 (tensor cores)"; }
