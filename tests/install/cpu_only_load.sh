@@ -52,7 +52,10 @@ grep -q "selected device: CPU" <<<"$out" || fail "CPU not selected with no visib
 #    address-space limit that leaves no room for the CUDA libraries (their
 #    loaders crash when a mapping fails) and without a driver it says why.
 # (Not under AddressSanitizer: its shadow memory needs terabytes of address space.)
-if (ulimit -v 2000000) 2>/dev/null && ! ldd "$info" 2>/dev/null | grep -q libasan; then
+# ldd's output read whole first: `ldd | grep -q` under pipefail fails when grep
+# stops at the match and ldd takes SIGPIPE, which ran this under ASan.
+libs=$(ldd "$info" 2>/dev/null || true)
+if (ulimit -v 2000000) 2>/dev/null && ! grep -q libasan <<<"$libs"; then
   out=$( (ulimit -v 2000000 && "$info") ) || fail "stoke-info failed under ulimit -v 2000000"
   if ! grep -q "libstoke was built without" <<<"$out"; then
     grep -q "not loaded: the address-space limit (ulimit -v 2000000 KiB" <<<"$out" ||
