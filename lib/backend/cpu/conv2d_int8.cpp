@@ -384,8 +384,11 @@ void Conv::quantize(Backend& backend, const Shape& x, const void* from, Layout i
 // fp32 x in `layout` -> u8/s8 NHWC at `to`, split over images.
 void Conv::Impl::quantize_input(CpuBackend& be, const Shape& x, const void* from, Layout layout,
                                 void* to) const {
-  // Over images; one NHWC image over bands of rows (contiguous on both sides).
-  const bool bands = x[0] == 1 && layout == Layout::kNhwc;
+  // Over images; one NHWC or NCHW image over bands of rows (a network's input
+  // on one thread took 0.14 ms of ResNet-18's 3.3 at 224²): contiguous on both
+  // sides in NHWC, a strided view of each channel plane in NCHW.
+  const bool plain = layout == Layout::kPlain;
+  const bool bands = x[0] == 1 && (layout == Layout::kNhwc || plain);
   const std::int64_t total = bands ? x[2] : x[0];
   // One reorder per arena thread at most, as make_plan's parts.
   const int count =
@@ -393,7 +396,7 @@ void Conv::Impl::quantize_input(CpuBackend& be, const Shape& x, const void* from
                std::max(be.context().cpu_threads(), 1));
   const bool blocked = layout == Layout::kBlocked;
   const Tag tag = blocked ? blocked_tag() : layout == Layout::kPlain ? Tag::nchw : Tag::nhwc;
-  const std::int64_t in_unit = bands     ? x[1] * x[3]
+  const std::int64_t in_unit = bands     ? (plain ? x[3] : x[1] * x[3])
                                : blocked ? blocked::blocked_floats({1, x[1], x[2], x[3]})
                                          : x[1] * x[2] * x[3];
   const std::int64_t out_unit = bands ? x[1] * x[3] : x[1] * x[2] * x[3];
@@ -401,7 +404,10 @@ void Conv::Impl::quantize_input(CpuBackend& be, const Shape& x, const void* from
     const auto i = static_cast<std::int64_t>(b), items = static_cast<std::int64_t>(e - b);
     const memory::dims part =
         bands ? memory::dims{1, x[1], items, x[3]} : memory::dims{items, x[1], x[2], x[3]};
-    memory src = wrap(memory::desc(part, kF32, tag), static_cast<const float*>(from) + i * in_unit);
+    const memory::desc src_desc =
+        bands && plain ? memory::desc(part, kF32, {x[1] * x[2] * x[3], x[2] * x[3], x[3], 1})
+                       : memory::desc(part, kF32, tag);
+    memory src = wrap(src_desc, static_cast<const float*>(from) + i * in_unit);
     memory dst = wrap(memory::desc(part, src_type(), Tag::nhwc),
                       static_cast<const void*>(static_cast<char*>(to) + i * out_unit));
     dnnl::primitive_attr attr;
