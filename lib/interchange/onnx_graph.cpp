@@ -133,6 +133,7 @@ std::string OnnxGraph::conv(const nn::Conv2d& c, const nn::BatchNorm2d* bn, cons
   if (quantize_conv) {
     const auto [qx, qw] = quantize_conv(c.name(), x, {o, i, k, k}, w);
     in = {qx, qw};
+    dequantized_.emplace(x, qx);
   } else {
     in = {x, initializer(c.name() + ".weight", {o, i, k, k}, w)};
   }
@@ -167,7 +168,11 @@ std::string OnnxGraph::layers(const nn::Sequential& seq, std::size_t first, std:
 std::string OnnxGraph::residual(const std::string& name, const nn::Sequential& main,
                                 const nn::Sequential* shortcut, const std::string& x) {
   const std::string m = sequential(main, x);
-  const std::string s = shortcut ? sequential(*shortcut, x) : x;
+  // int8: an identity shortcut adds the block's first convolution's codes.
+  const auto codes = dequantized_.find(x);
+  const std::string s = shortcut                      ? sequential(*shortcut, x)
+                        : codes != dequantized_.end() ? codes->second
+                                                      : x;
   return node("Relu", {node("Add", {m, s}, name + ".add")}, name + ".out");
 }
 

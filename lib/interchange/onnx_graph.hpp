@@ -87,6 +87,9 @@ class STOKE_INTERNAL OnnxGraph {
   std::string conv(const nn::Conv2d& c, const nn::BatchNorm2d* folded, const std::string& x);
 
   bool fold_batch_norm_;
+  // quantize_conv: a value -> its dequantized codes, which an identity
+  // shortcut adds as stoke's int8 program does.
+  std::map<std::string, std::string> dequantized_;
   std::map<std::string, std::vector<float>> values_;
   pb::Writer graph_, nodes_;
 };

@@ -6,7 +6,9 @@
 //   w_q (int8 initializer) -> DequantizeLinear(s_w, 0, axis 0) -> Conv
 // with s_x from the calibrated range (uint8 over [0, max] when the range has
 // no negatives, else int8 over [-m, m], m = max |range|) and s_w per output
-// channel; the bias stays fp32 (stoke adds it in fp32 too).
+// channel; the bias stays fp32 (stoke adds it in fp32 too). A block's
+// identity shortcut adds the dequantized codes of its first convolution's
+// input, as stoke's int8 program adds them.
 #pragma once
 
 #include <cstddef>

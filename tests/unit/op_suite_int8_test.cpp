@@ -31,13 +31,27 @@ Tolerance int8_reference_tolerance() {
                                    : tolerance(Accuracy::kQuantized, 1, DType::kUInt8);
 }
 
+// t quantized as a convolution with input range r reads it, and dequantized:
+// what a block's identity shortcut adds in int8 (its input's codes).
+Tensor dequantized_codes(const Tensor& t, const ActivationRange& r) {
+  const auto q = cpu::int8::input_quantization(r, cpu::int8::support() < 2);
+  std::vector<float> v = t.to_vector();
+  for (float& e : v) {
+    e = q.scale * (q.is_unsigned ? static_cast<float>(cpu::int8::quantize_u8(e, 1 / q.scale))
+                                 : static_cast<float>(cpu::int8::quantize_s8(e, 1 / q.scale)));
+  }
+  Tensor out(t.backend(), t.shape());
+  out.copy_from_host(v.data());
+  return out;
+}
+
 TEST_P(OpSuite, Int8FusedConvolutionMatchesTheInt8AndFp32References) {
   if (be().inference_precision(Precision::kInt8) == PrecisionSupport::kNone)
     GTEST_SKIP() << GetParam().name << " runs no int8 inference on this machine";
   struct Case {
     Shape x, w;
     Conv2dParams p;
-    bool residual = false;     // a block: y = relu(conv(x) + b + x)
+    bool residual = false;     // a block: y = relu(conv(x) + b + x), x added as its codes
     bool nonnegative = false;  // x >= 0: u8 inputs
   };
   const std::vector<Case> cases = {
@@ -66,7 +80,8 @@ TEST_P(OpSuite, Int8FusedConvolutionMatchesTheInt8AndFp32References) {
     const auto got = int8->forward(x.dut).to_vector();
     const auto full = fp32->forward(x.dut).to_vector();
     Tensor want8(ref(), ys), want(ref(), ys);
-    cpu::int8::conv2d_reference(x.ref, w.ref, b.ref, c.residual ? &x.ref : nullptr, want8, c.p,
+    const Tensor residual8 = dequantized_codes(x.ref, range);
+    cpu::int8::conv2d_reference(x.ref, w.ref, b.ref, c.residual ? &residual8 : nullptr, want8, c.p,
                                 true, range, cpu::int8::support() < 2);
     cpu::naive::conv2d_forward(x.ref, w.ref, b.ref, want, c.p);
     if (c.residual) cpu::naive::add(want, x.ref, want);
@@ -83,12 +98,13 @@ TEST_P(OpSuite, Int8FusedConvolutionMatchesTheInt8AndFp32References) {
   }
 }
 
-// A small residual network in one int8 program: a stem, a max pool, a block
-// with an identity residual, a block with a strided 1x1 shortcut and a
-// block of one convolution adding its own input, so that every hand-over
-// between layers runs: codes inside a chain, fp32 NHWC between convolution
-// steps, blocked at the end; the stem writes the first block's codes, max
-// pooled as codes. Against the int8 reference
+// A small residual network in one int8 program: a stem, a max pool (and,
+// the second time, none), a block with an identity residual, a block with a
+// strided 1x1 shortcut and a block of one convolution adding its own input,
+// so that every hand-over between layers runs: codes inside a chain and
+// between steps (the stem's max pooled as codes), an identity shortcut
+// adding its input's codes, a shortcut's fp32 output added to a codes
+// output, NHWC and then blocked at the end. Against the int8 reference
 // applied layer by layer with the same calibrated ranges (the chained codes
 // are quantize_u8 of the fp32 output: equal but for a rounding tie, which
 // may move one code by one step), at batch 1 (bands of output rows) and 10
@@ -113,90 +129,93 @@ TEST_P(OpSuite, Int8ProgramChainsLayersAsTheReferenceLayerByLayer) {
   const auto fused = [](const Layer& l) {
     return FusedConv{l.w.dut, l.b.dut, l.p, l.relu ? Activation::kRelu : Activation::kIdentity};
   };
-  std::vector<InferenceStep> steps(5);
-  steps[0].kind = InferenceStep::Kind::kConv;
-  steps[0].chain = {fused(stem)};
-  steps[1].kind = InferenceStep::Kind::kMaxPool;
-  steps[1].pool = Pool2dParams{3, 3, 2, 2, 1, 1};
-  steps[2].kind = steps[3].kind = steps[4].kind = InferenceStep::Kind::kBlock;
-  steps[2].chain = {fused(a1), fused(a2)};
-  steps[3].chain = {fused(b1), fused(b2)};
-  steps[3].shortcut = fused(bs);
-  steps[4].chain = {fused(c1)};
-  for (std::size_t i = 0; i < steps.size(); ++i) steps[i].name = "step" + std::to_string(i);
+  for (const bool pooled : {true, false}) {
+    SCOPED_TRACE(pooled ? "stem, max pool, blocks" : "stem, blocks");
+    std::vector<InferenceStep> steps(5);
+    steps[0].kind = InferenceStep::Kind::kConv;
+    steps[0].chain = {fused(stem)};
+    steps[1].kind = InferenceStep::Kind::kMaxPool;
+    steps[1].pool = Pool2dParams{3, 3, 2, 2, 1, 1};
+    steps[2].kind = steps[3].kind = steps[4].kind = InferenceStep::Kind::kBlock;
+    steps[2].chain = {fused(a1), fused(a2)};
+    steps[3].chain = {fused(b1), fused(b2)};
+    steps[3].shortcut = fused(bs);
+    steps[4].chain = {fused(c1)};
+    if (!pooled) steps.erase(steps.begin() + 1);
+    const std::size_t a_step = pooled ? 2 : 1;
+    for (std::size_t i = 0; i < steps.size(); ++i) steps[i].name = "step" + std::to_string(i);
 
-  // 16 x 16: the strided block's 1x1 shortcut reads 7 of its input's 8 rows
-  // (an image's last row unused), and one image splits into two bands of rows.
-  const Shape x1{1, 3, 16, 16}, x10{10, 3, 16, 16};
-  const auto x = both(x10, ++seed);
-  Tensor first(be(), x1);  // image 0 alone
-  first.copy_from_host(x.dut.to_vector().data());
-  std::vector<ActivationRange> ranges;
-  {
-    auto fp32 = be().compile_inference(steps, ProgramLayout::kBackend, Precision::kFp32);
-    ASSERT_TRUE(fp32->record_conv_input_ranges(&ranges));
-    fp32->forward(x.dut);
-  }
-  ASSERT_EQ(ranges.size(), 7u);  // stem, a1, a2, b1, b2, the shortcut, c1
-  steps[0].chain[0].input_range = ranges[0];
-  steps[2].chain[0].input_range = ranges[1];
-  steps[2].chain[1].input_range = ranges[2];
-  steps[3].chain[0].input_range = ranges[3];
-  steps[3].chain[1].input_range = ranges[4];
-  steps[3].shortcut->input_range = ranges[5];
-  steps[4].chain[0].input_range = ranges[6];
-  const auto int8 = be().compile_inference(steps, ProgramLayout::kBackend, Precision::kInt8);
+    // 16 x 16: the strided block's 1x1 shortcut reads 7 of its input's 8 rows
+    // (an image's last row unused), and one image splits into two bands of rows.
+    const Shape x1{1, 3, 16, 16}, x10{10, 3, 16, 16};
+    const auto x = both(x10, ++seed);
+    Tensor first(be(), x1);  // image 0 alone
+    first.copy_from_host(x.dut.to_vector().data());
+    std::vector<ActivationRange> ranges;
+    {
+      auto fp32 = be().compile_inference(steps, ProgramLayout::kBackend, Precision::kFp32);
+      ASSERT_TRUE(fp32->record_conv_input_ranges(&ranges));
+      fp32->forward(x.dut);
+    }
+    ASSERT_EQ(ranges.size(), 7u);  // stem, a1, a2, b1, b2, the shortcut, c1
+    steps[0].chain[0].input_range = ranges[0];
+    steps[a_step].chain[0].input_range = ranges[1];
+    steps[a_step].chain[1].input_range = ranges[2];
+    steps[a_step + 1].chain[0].input_range = ranges[3];
+    steps[a_step + 1].chain[1].input_range = ranges[4];
+    steps[a_step + 1].shortcut->input_range = ranges[5];
+    steps[a_step + 2].chain[0].input_range = ranges[6];
+    const auto int8 = be().compile_inference(steps, ProgramLayout::kBackend, Precision::kInt8);
 
-  const bool reduce = cpu::int8::support() < 2;
-  const auto conv = [&](const Tensor& in, const Layer& l, const ActivationRange& r,
-                        const Tensor* residual) {
-    Tensor y(ref(), conv2d_output_shape(in.shape(), l.w.ref.shape(), l.p));
-    cpu::int8::conv2d_reference(in, l.w.ref, l.b.ref, residual, y, l.p, l.relu || residual, r,
-                                reduce);
-    return y;
-  };
-  const auto reference = [&](const Tensor& in) {
-    const Tensor s = conv(in, stem, ranges[0], nullptr);
-    Tensor p(ref(), step_output_shape(steps[1], s.shape()));
-    ref().max_pool2d_forward(s, p, steps[1].pool);
-    // The stem writes the pool's input as a1's codes: the identity shortcut
-    // adds the pool's output quantized and dequantized (a1 quantizes it anyway).
-    const auto q = cpu::int8::input_quantization(ranges[1], reduce);
-    std::vector<float> pv = p.to_vector();
-    for (float& v : pv) {
-      v = q.scale * (q.is_unsigned ? static_cast<float>(cpu::int8::quantize_u8(v, 1 / q.scale))
-                                   : static_cast<float>(cpu::int8::quantize_s8(v, 1 / q.scale)));
+    const bool reduce = cpu::int8::support() < 2;
+    const auto conv = [&](const Tensor& in, const Layer& l, const ActivationRange& r,
+                          const Tensor* residual) {
+      Tensor y(ref(), conv2d_output_shape(in.shape(), l.w.ref.shape(), l.p));
+      cpu::int8::conv2d_reference(in, l.w.ref, l.b.ref, residual, y, l.p, l.relu || residual, r,
+                                  reduce);
+      return y;
+    };
+    // An identity shortcut adds its block's input as the block's first
+    // convolution reads it: quantized and dequantized.
+    const auto codes = dequantized_codes;
+    const auto reference = [&](const Tensor& in) {
+      Tensor p = conv(in, stem, ranges[0], nullptr);
+      if (pooled) {
+        Tensor pool(ref(), step_output_shape(steps[1], p.shape()));
+        ref().max_pool2d_forward(p, pool, steps[1].pool);
+        p = std::move(pool);
+      }
+      const Tensor pq = codes(p, ranges[1]);
+      const Tensor a = conv(conv(p, a1, ranges[1], nullptr), a2, ranges[2], &pq);
+      const Tensor sc = conv(a, bs, ranges[5], nullptr);
+      const Tensor b = conv(conv(a, b1, ranges[3], nullptr), b2, ranges[4], &sc);
+      const Tensor bq = codes(b, ranges[6]);
+      return conv(b, c1, ranges[6], &bq);
+    };
+    for (const Tensor* in : {static_cast<const Tensor*>(&first), &x.dut}) {
+      Tensor in_ref(ref(), in->shape());
+      in_ref.copy_from_host(in->to_vector().data());
+      const auto want = reference(in_ref).to_vector();
+      const auto got = int8->forward(*in).to_vector();
+      const std::string what = "int8 program, batch " + std::to_string(in->shape()[0]);
+      ASSERT_EQ(got.size(), want.size()) << what;
+      // Without VNNI each layer is only within the quantization bound of its
+      // reference (the test above), and those errors compound over the six
+      // layers in series (stem, a1, a2, b1, b2, c1).
+      Tolerance bound = tolerance(Accuracy::kQuantized, 1, DType::kUInt8);
+      if (reduce) bound.max_error *= 6;
+      EXPECT_TRUE(close(got, want, bound, what));
+      if (!reduce) {  // VNNI: exact sums, so all but a rounding tie's few outputs agree closely
+        const float scale = *std::max_element(want.begin(), want.end());
+        std::size_t far = 0;
+        for (std::size_t e = 0; e < got.size(); ++e)
+          far += std::fabs(got[e] - want[e]) > 1e-4f * scale;
+        EXPECT_LE(far, got.size() / 100) << what << ": " << far << " of " << got.size()
+                                         << " outputs differ from the layer-by-layer reference";
+      }
     }
-    Tensor pq(ref(), p.shape());
-    pq.copy_from_host(pv.data());
-    const Tensor a = conv(conv(p, a1, ranges[1], nullptr), a2, ranges[2], &pq);
-    const Tensor sc = conv(a, bs, ranges[5], nullptr);
-    const Tensor b = conv(conv(a, b1, ranges[3], nullptr), b2, ranges[4], &sc);
-    return conv(b, c1, ranges[6], &b);
-  };
-  for (const Tensor* in : {static_cast<const Tensor*>(&first), &x.dut}) {
-    Tensor in_ref(ref(), in->shape());
-    in_ref.copy_from_host(in->to_vector().data());
-    const auto want = reference(in_ref).to_vector();
-    const auto got = int8->forward(*in).to_vector();
-    const std::string what = "int8 program, batch " + std::to_string(in->shape()[0]);
-    ASSERT_EQ(got.size(), want.size()) << what;
-    // Without VNNI each layer is only within the quantization bound of its
-    // reference (the test above), and those errors compound over the six
-    // layers in series (stem, a1, a2, b1, b2, c1).
-    Tolerance bound = tolerance(Accuracy::kQuantized, 1, DType::kUInt8);
-    if (reduce) bound.max_error *= 6;
-    EXPECT_TRUE(close(got, want, bound, what));
-    if (!reduce) {  // VNNI: exact sums, so all but a rounding tie's few outputs agree closely
-      const float scale = *std::max_element(want.begin(), want.end());
-      std::size_t far = 0;
-      for (std::size_t e = 0; e < got.size(); ++e)
-        far += std::fabs(got[e] - want[e]) > 1e-4f * scale;
-      EXPECT_LE(far, got.size() / 100) << what << ": " << far << " of " << got.size()
-                                       << " outputs differ from the layer-by-layer reference";
-    }
+    EXPECT_EQ(int8->implementations().find("ref"), std::string::npos) << int8->implementations();
   }
-  EXPECT_EQ(int8->implementations().find("ref"), std::string::npos) << int8->implementations();
 }
 
 // The reference itself: codes at the ends of the range are the extreme codes,

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <optional>
 
@@ -91,7 +92,8 @@ InputQuantization Conv::input() const noexcept {
 void Conv::set_output_codes(const InputQuantization&) {
   throw Error(ErrorCode::kInternal, "int8 conv2d: stoke was built without oneDNN");
 }
-void Conv::forward(Backend&, const Shape&, const void*, Layout, void*, Layout, bool) {
+void Conv::forward(Backend&, const Shape&, const void*, Layout, void*, Layout, bool,
+                   const Residual*) {
   throw Error(ErrorCode::kInternal, "int8 conv2d: stoke was built without oneDNN");
 }
 std::string Conv::implementations() const {
@@ -101,9 +103,6 @@ void Conv::quantize(Backend&, const Shape&, const void*, Layout, void*) const {
   throw Error(ErrorCode::kInternal, "int8 conv2d: stoke was built without oneDNN");
 }
 void nhwc_to_blocked(Backend&, const Shape&, const void*, void*) {
-  throw Error(ErrorCode::kInternal, "int8 conv2d: stoke was built without oneDNN");
-}
-void dequantize_codes(Backend&, const Shape&, const void*, const InputQuantization&, void*) {
   throw Error(ErrorCode::kInternal, "int8 conv2d: stoke was built without oneDNN");
 }
 
@@ -166,12 +165,18 @@ namespace {
 struct Part {
   dnnl::convolution_forward primitive;
   dnnl::reorder to_out, from_out;  // own buffer -> the output's view; a residual back
+  dnnl::reorder gather;            // a Residual's view -> the part's own copy (not direct)
   memory::desc src, dst, view, bias, scratch;
-  bool direct = false;  // dst is the output's view itself
+  memory::desc src1, src1_view;  // a Residual: as the part reads it; its view in the buffer
+  bool direct = false;           // dst is the output's view itself (and src1 the residual's)
   std::string implementation;
   std::int64_t x_offset = 0, y_offset = 0, k0 = 0;  // bytes into the input codes and the output
+  std::int64_t r_offset = 0;                        // bytes into a Residual's buffer
   std::size_t weights_index = 0;
 };
+
+// The post-op argument of a Residual: the first post-op.
+constexpr int kResidualArg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
 
 // A part's share of the output: images [n0, n0 + n), channels [k0, k0 + k),
 // rows [p0, p1).
@@ -181,7 +186,8 @@ struct Share {
 
 struct Plan {
   std::vector<Part> parts;
-  std::size_t part_bytes = 0;   // per part, aligned: its scratchpad, then its own output
+  // per part, aligned: its scratchpad, its own output, its own residual copy
+  std::size_t part_bytes = 0;
   std::size_t input_bytes = 0;  // the quantized input, aligned
 };
 
@@ -194,7 +200,8 @@ struct Conv::Impl {
   InputQuantization in;
   std::optional<InputQuantization> codes;    // a kCodes output's quantization
   std::vector<float> wq, out_scale, bias_q;  // w_q; s_x * s_w[k]; bias[k] / that
-  std::map<std::array<std::int64_t, 6>, Plan> plans;
+  // input shape, output layout, accumulate, the Residual's kind and scale
+  std::map<std::array<std::int64_t, 8>, Plan> plans;
   struct Weights {
     std::int64_t k0, k;
     memory::desc desc;
@@ -206,8 +213,10 @@ struct Conv::Impl {
     return in.is_unsigned ? memory::data_type::u8 : memory::data_type::s8;
   }
   std::size_t weights_for(std::int64_t k0, std::int64_t k, const memory::desc& desc);
-  Part make_part(const Shape& x, Layout out, bool accumulate, const Share& share);
-  Plan make_plan(const Shape& x, Layout out, bool accumulate, int threads);
+  Part make_part(const Shape& x, Layout out, bool accumulate, const Residual* residual,
+                 const Share& share);
+  Plan make_plan(const Shape& x, Layout out, bool accumulate, const Residual* residual,
+                 int threads);
   void quantize_input(CpuBackend& be, const Shape& x, const void* from, Layout layout,
                       void* to) const;
 };
@@ -265,7 +274,8 @@ std::size_t Conv::Impl::weights_for(std::int64_t k0, std::int64_t k, const memor
   return weights.size() - 1;
 }
 
-Part Conv::Impl::make_part(const Shape& x, Layout out, bool accumulate, const Share& share) {
+Part Conv::Impl::make_part(const Shape& x, Layout out, bool accumulate, const Residual* residual,
+                           const Share& share) {
   require_address_space(dnnl_conv::kDnnlCreateHeadroom, "creating a oneDNN int8 convolution");
   const Shape y = conv2d_output_shape(x, w_shape, params);
   const std::int64_t k_total = y[1], pq = y[2] * y[3], n = share.n, k = share.k;
@@ -300,6 +310,21 @@ Part Conv::Impl::make_part(const Shape& x, Layout out, bool accumulate, const Sh
         (share.n0 * k_total * pq + share.p0 * y[3] * k_total + share.k0) * (to_codes ? 1 : 4);
   }
   part.direct = out != Layout::kBlocked && k == k_total;
+  if (residual) {  // NHWC like the output: the same offset and view, in its own type
+    const bool codes_in = residual->codes.has_value();
+    const auto type = !codes_in                      ? kF32
+                      : residual->codes->is_unsigned ? memory::data_type::u8
+                                                     : memory::data_type::s8;
+    part.src1 = memory::desc({n, k, rows, y[3]}, type, Tag::nhwc);
+    part.src1_view =
+        memory::desc({n, k, rows, y[3]}, type, {k_total * pq, 1, y[3] * k_total, k_total});
+    part.r_offset =
+        (share.n0 * k_total * pq + share.p0 * y[3] * k_total + share.k0) * (codes_in ? 1 : 4);
+    if (!part.direct) {
+      part.gather = dnnl::reorder(
+          dnnl::reorder::primitive_desc(engine(), part.src1_view, engine(), part.src1));
+    }
+  }
   if (!part.direct) {
     part.to_out =
         dnnl::reorder(dnnl::reorder::primitive_desc(engine(), part.dst, engine(), part.view));
@@ -310,12 +335,20 @@ Part Conv::Impl::make_part(const Shape& x, Layout out, bool accumulate, const Sh
   }
   part.bias = memory::desc({k}, kF32, Tag::x);
   const memory::desc w_any({k, x[1], w_shape[2], w_shape[3]}, memory::data_type::s8, Tag::any);
+  // The sum is scaled into the unit of what is added to it (a Residual's
+  // codes: their scale), then into the output's (the next layer's codes:
+  // their scale, and quantize_u8 / quantize_s8's clamp; fp32: 1).
+  const float out_unit = to_codes ? codes->scale : 1.0f;
+  const float unit = !residual ? out_unit : residual->codes ? residual->codes->scale : 1.0f;
   dnnl::post_ops ops;
+  if (residual) ops.append_binary(dnnl::algorithm::binary_add, part.src1);  // kResidualArg
   if (accumulate) ops.append_sum(1.0f);
+  if (unit != out_unit)
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, unit / out_unit, 0.0f);
   if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
   std::vector<float> scales(out_scale.begin() + share.k0, out_scale.begin() + share.k0 + k);
-  if (to_codes) {  // the next layer's codes: its scale, and quantize_u8 / quantize_s8's clamp
-    for (float& v : scales) v /= codes->scale;
+  for (float& v : scales) v /= unit;
+  if (to_codes) {
     const float hi = codes->is_unsigned && support() == 2 ? 255.0f : 127.0f;
     ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, codes->is_unsigned ? 0.0f : -127.0f,
                        hi);
@@ -344,7 +377,8 @@ Part Conv::Impl::make_part(const Shape& x, Layout out, bool accumulate, const Sh
 // part per thread of the arena: each part is a primitive call of its own, and
 // more parts than threads cost more than they balance (ResNet-18 at 224² on 2
 // threads: batch 1 4.48 -> 4.13 ms, batch 32 112-122 -> 106-109 ms).
-Plan Conv::Impl::make_plan(const Shape& x, Layout out, bool accumulate, int threads) {
+Plan Conv::Impl::make_plan(const Shape& x, Layout out, bool accumulate, const Residual* residual,
+                           int threads) {
   Plan plan;
   const Shape y = conv2d_output_shape(x, w_shape, params);
   const std::int64_t kb = blocked::block_channels(), k_total = w_shape[0], p = y[2];
@@ -367,10 +401,11 @@ Plan Conv::Impl::make_plan(const Shape& x, Layout out, bool accumulate, int thre
     const Share share = bands ? Share{0, 1, 0, k_total, b, e}
                         : one ? Share{0, 1, b * kb, std::min(e * kb, k_total) - b * kb, 0, p}
                               : Share{b, e - b, 0, k_total, 0, p};
-    Part part = make_part(x, out, accumulate, share);
-    plan.part_bytes =
-        std::max(plan.part_bytes, aligned(part.scratch.get_size()) +
-                                      (part.direct ? 0 : aligned(part.dst.get_size())));
+    Part part = make_part(x, out, accumulate, residual, share);
+    const std::size_t own =
+        part.direct ? 0
+                    : aligned(part.dst.get_size()) + (residual ? aligned(part.src1.get_size()) : 0);
+    plan.part_bytes = std::max(plan.part_bytes, aligned(part.scratch.get_size()) + own);
     plan.parts.push_back(std::move(part));
   }
   plan.input_bytes = aligned(static_cast<std::size_t>(shape_numel(x)));
@@ -423,21 +458,30 @@ void Conv::Impl::quantize_input(CpuBackend& be, const Shape& x, const void* from
 }
 
 void Conv::forward(Backend& backend, const Shape& x, const void* xp, Layout in, void* yp,
-                   Layout out, bool accumulate) {
+                   Layout out, bool accumulate, const Residual* residual) {
   CpuBackend& be = cpu(backend);
   Impl& im = *impl_;
-  if (out == Layout::kPlain || (out == Layout::kCodes && (accumulate || !im.codes))) {
+  if (out == Layout::kPlain || (out == Layout::kCodes && (accumulate || !im.codes)) ||
+      (residual && (accumulate || out == Layout::kBlocked))) {
     throw Error(ErrorCode::kInternal,
-                "int8 conv2d: no such output (kPlain, or kCodes without set_output_codes or "
-                "with a residual)");
+                "int8 conv2d: no such output (kPlain, kCodes without set_output_codes or with "
+                "accumulate, or a Residual with accumulate or a blocked output)");
   }
-  const std::array<std::int64_t, 6> key{x[0],      x[1], x[2], x[3], static_cast<std::int64_t>(out),
-                                        accumulate};
+  std::int32_t residual_scale = 0;
+  if (residual && residual->codes) std::memcpy(&residual_scale, &residual->codes->scale, 4);
+  const std::int64_t residual_kind = !residual                      ? 0
+                                     : !residual->codes             ? 1
+                                     : residual->codes->is_unsigned ? 2
+                                                                    : 3;
+  const std::array<std::int64_t, 8> key{
+      x[0],       x[1],          x[2],          x[3], static_cast<std::int64_t>(out),
+      accumulate, residual_kind, residual_scale};
   auto it = im.plans.find(key);
   if (it == im.plans.end()) {
     try {
-      it =
-          im.plans.emplace(key, im.make_plan(x, out, accumulate, be.context().cpu_threads())).first;
+      it = im.plans
+               .emplace(key, im.make_plan(x, out, accumulate, residual, be.context().cpu_threads()))
+               .first;
     } catch (const dnnl::error& e) {
       throw Error(ErrorCode::kInternal,
                   std::string("int8 conv2d: oneDNN has no int8 convolution for input ") +
@@ -471,9 +515,21 @@ void Conv::forward(Backend& backend, const Shape& x, const void* xp, Layout in, 
           {DNNL_ARG_BIAS, wrap(part.bias, im.bias_q.data() + part.k0)},
           {DNNL_ARG_DST, dst},
           {DNNL_ARG_SCRATCHPAD, wrap(part.scratch, static_cast<const void*>(own))}};
+      memory residual_view;
+      if (residual) {
+        const void* at = static_cast<const char*>(residual->data) + part.r_offset;
+        residual_view = wrap(part.direct ? part.src1 : part.src1_view, at);
+        args[kResidualArg] =
+            part.direct
+                ? residual_view
+                : wrap(part.src1, static_cast<const void*>(own + aligned(part.scratch.get_size()) +
+                                                           aligned(part.dst.get_size())));
+      }
       try {
         OneOmpThread one;
         if (accumulate && !part.direct) part.from_out.execute(dnnl_conv::stream(), view, dst);
+        if (residual && !part.direct)
+          part.gather.execute(dnnl_conv::stream(), residual_view, args[kResidualArg]);
         part.primitive.execute(dnnl_conv::stream(), args);
         if (!part.direct) part.to_out.execute(dnnl_conv::stream(), dst, view);
         dnnl_conv::stream().wait();
@@ -516,24 +572,6 @@ void nhwc_to_blocked(Backend& backend, const Shape& x, const void* from, void* t
                              std::string("int8: NHWC to blocked: oneDNN failed: ") + err.what());
                }
              });
-}
-
-void dequantize_codes(Backend& backend, const Shape& shape, const void* from,
-                      const InputQuantization& q, void* to) {
-  const auto n = static_cast<std::size_t>(shape_numel(shape));
-  float* y = static_cast<float*>(to);
-  const float scale = q.scale;
-  const auto widen = [&](const auto* c) {
-    for_chunks(cpu(backend), n, cpu(backend).context().cpu_threads(),
-               [&](int, std::size_t b, std::size_t e) {
-                 for (std::size_t i = b; i < e; ++i) y[i] = static_cast<float>(c[i]) * scale;
-               });
-  };
-  if (q.is_unsigned) {
-    widen(static_cast<const std::uint8_t*>(from));
-  } else {
-    widen(static_cast<const std::int8_t*>(from));
-  }
 }
 
 #endif  // STOKE_HAVE_DNNL

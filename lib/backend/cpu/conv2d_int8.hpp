@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,17 @@ enum class Layout : std::uint8_t {
              // (set_output_codes): the two layers chain without fp32 between them
 };
 
+// A residual a convolution adds from a buffer of its own (NHWC, shaped like
+// its output; oneDNN's binary post-op) rather than from its output's fp32
+// contents: 8-bit codes quantized as `codes` (a block's identity shortcut
+// reading the block's input codes, added as ONNX Runtime's QLinearAdd adds
+// its 8-bit inputs), or fp32 (`codes` empty: a shortcut convolution's
+// output). Unlike `accumulate` it lets the output be codes.
+struct Residual {
+  const void* data = nullptr;
+  std::optional<InputQuantization> codes;
+};
+
 // One convolution (groups 1) of int8 inference:
 // y = relu?(deq(conv(q(x), w_q)) + bias + y_before?), written as fp32 or, as
 // kCodes, quantized again for the one convolution that reads it.
@@ -99,9 +111,10 @@ class STOKE_INTERNAL Conv {
   void set_output_codes(const InputQuantization& next);
   // x (`x_shape`) in layout `in` -> y in layout `out` (not kPlain; kCodes
   // after set_output_codes and without `accumulate`); `accumulate` adds y's
-  // fp32 contents (the residual) before the ReLU.
+  // fp32 contents (the residual) before the ReLU, `residual` (not with
+  // `accumulate`; kNhwc or kCodes outputs) adds its buffer's.
   void forward(Backend& backend, const Shape& x_shape, const void* x, Layout in, void* y,
-               Layout out, bool accumulate);
+               Layout out, bool accumulate, const Residual* residual = nullptr);
   // x (`x_shape`, fp32 in layout `in`) -> its NHWC codes in this
   // convolution's input quantization at `to` (what forward does first): for
   // two convolutions of one input quantized alike, a block's first and its
@@ -113,11 +126,6 @@ class STOKE_INTERNAL Conv {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// NHWC codes (`shape`, quantized as `q`) at `from` -> fp32 NHWC at `to`:
-// code x q.scale (a residual an int8 block adds from its input's codes).
-STOKE_INTERNAL void dequantize_codes(Backend& backend, const Shape& shape, const void* from,
-                                     const InputQuantization& q, void* to);
 
 // fp32 NHWC x (`shape`) at `from` -> the blocked layout at `to`.
 STOKE_INTERNAL void nhwc_to_blocked(Backend& backend, const Shape& shape, const void* from,

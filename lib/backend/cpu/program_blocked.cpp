@@ -12,13 +12,17 @@
 // bf16 kernels); a network input is converted once, steps outside the
 // convolutions and max pools (global pool, linear) get fp32 NCHW back.
 //
-// In int8 (conv2d_int8.hpp) each convolution quantizes a fp32 input with the
-// scale of its calibrated range and computes in int8. Its output is fp32 NHWC
-// where a convolution step or a max pool reads it next (the int8 kernels' own
-// layout: no reorder; the pool keeps it), blocked fp32 before any other step,
-// and the next layer's 8-bit codes inside a step's chain, where the next
-// convolution alone reads it. A stem convolution followed by a max pool writes
-// the next step's codes, pooled as codes (codes_through_pool_). Calibration
+// In int8 (conv2d_int8.hpp) each convolution computes in int8 from 8-bit
+// codes of its input, quantized with the scale of its calibrated range. A
+// step writes the next step's codes where the next step reads them in one
+// quantization (a block whose first convolution and shortcut share it, or
+// a lone convolution; a stem's codes pass a max pool as codes): writes_codes_.
+// A block's identity shortcut adds its first convolution's input codes,
+// dequantized in the last convolution's output pass (int8::Residual, as
+// ONNX Runtime's QLinearAdd adds 8-bit inputs).
+// Elsewhere a step's output is fp32 NHWC where a convolution step or a max
+// pool reads it next (the int8 kernels' own layout), blocked fp32 before any
+// other step; inside a step's chain the next layer's codes. Calibration
 // (record_conv_input_ranges) runs the fp32 program and records the range of
 // every convolution's input.
 #include <algorithm>
@@ -85,7 +89,7 @@ class BlockedProgram final : public InferenceProgram {
   }
 
   void weights_changed() override {
-    codes_through_pool_.assign(steps_.size(), false);
+    writes_codes_.assign(steps_.size(), false);
     for (std::size_t i = 0; i < steps_.size(); ++i) {
       const std::size_t n = int8_ ? int8_convs_[i].size() : convs_[i].size();
       for (std::size_t c = 0; c < n; ++c) {
@@ -103,25 +107,24 @@ class BlockedProgram final : public InferenceProgram {
     }
     if (!int8_) return;
     // A block whose first convolution and shortcut quantize its input alike
-    // quantizes it once (run_convs).
+    // quantizes it once (run_convs); an identity shortcut adds the first
+    // convolution's codes.
     shared_codes_.assign(steps_.size(), false);
     for (std::size_t i = 0; i < steps_.size(); ++i) {
       shared_codes_[i] =
-          steps_[i].shortcut && int8_convs_[i][0].input() == int8_convs_[i].back().input();
+          steps_[i].kind == Kind::kBlock &&
+          (!steps_[i].shortcut || int8_convs_[i][0].input() == int8_convs_[i].back().input());
     }
-    // A lone convolution, a max pool, then convolutions reading the pool (a
-    // ResNet's stem): the convolution writes their 8-bit codes, pooled as
-    // codes (the maximum commutes with the quantizer) and read as they are;
-    // a block's identity shortcut adds them dequantized, as ONNX Runtime's
-    // QLinearAdd adds its 8-bit inputs.
-    for (std::size_t i = 0; i + 2 < steps_.size(); ++i) {
-      const InferenceStep &first = steps_[i], &pool = steps_[i + 1], &next = steps_[i + 2];
-      if (first.kind != Kind::kConv || first.chain.size() != 1 || pool.kind != Kind::kMaxPool ||
-          !is_conv(next))
-        continue;
-      if (next.shortcut && !shared_codes_[i + 2]) continue;  // its shortcut reads them too
-      int8_convs_[i][0].set_output_codes(int8_convs_[i + 2][0].input());
-      codes_through_pool_[i] = true;
+    // A step whose next convolution step reads one quantization of its
+    // output writes those codes; a lone convolution (a ResNet's stem) also
+    // through a max pool (the maximum commutes with the quantizer).
+    for (std::size_t i = 0; i + 1 < steps_.size(); ++i) {
+      const bool lone = steps_[i].kind == Kind::kConv && steps_[i].chain.size() == 1;
+      const std::size_t reader = lone && steps_[i + 1].kind == Kind::kMaxPool ? i + 2 : i + 1;
+      if (!is_conv(steps_[i]) || reader >= steps_.size() || !is_conv(steps_[reader])) continue;
+      if (steps_[reader].shortcut && !shared_codes_[reader]) continue;  // two quantizations
+      int8_convs_[i][steps_[i].chain.size() - 1].set_output_codes(int8_convs_[reader][0].input());
+      writes_codes_[i] = true;
     }
   }
 
@@ -172,10 +175,10 @@ class BlockedProgram final : public InferenceProgram {
   // range recorded first when calibrating. `in` and `out`: int8 programs'
   // layouts (the others read blocked or plain and write blocked).
   void conv(std::size_t i, std::size_t c, const Shape& shape, const void* x, Layout in, void* y,
-            Layout out, bool accumulate) {
+            Layout out, bool accumulate, const int8::Residual* residual = nullptr) {
     const bool plain = in == Layout::kPlain;
     if (ranges_) record(first_conv_[i] + c, shape, x, plain);
-    if (int8_) return int8_convs_[i][c].forward(be_, shape, x, in, y, out, accumulate);
+    if (int8_) return int8_convs_[i][c].forward(be_, shape, x, in, y, out, accumulate, residual);
     convs_[i][c].forward(be_, shape, x, plain, y, accumulate);
   }
 
@@ -183,7 +186,7 @@ class BlockedProgram final : public InferenceProgram {
   // when a convolution step or a max pool reads it next, else blocked.
   Layout output_layout(std::size_t i) const {
     if (!int8_ || i + 1 >= steps_.size()) return Layout::kBlocked;
-    if (codes_through_pool_[i]) return Layout::kCodes;
+    if (writes_codes_[i]) return Layout::kCodes;
     const InferenceStep& next = steps_[i + 1];
     return is_conv(next) || next.kind == Kind::kMaxPool ? Layout::kNhwc : Layout::kBlocked;
   }
@@ -249,7 +252,7 @@ class BlockedProgram final : public InferenceProgram {
     if (step.kind == Kind::kMaxPool && flow.slot >= 0) {  // stays blocked (or NHWC, or codes)
       const int out = free_slot(1 << flow.slot);
       const Shape shape = step_output_shape(step, flow.shape);
-      if (flow.layout == Layout::kCodes) {  // codes_through_pool_: the next step's codes
+      if (flow.layout == Layout::kCodes) {  // writes_codes_: the next step's codes
         blk::max_pool_codes(be_, flow.shape, slot(flow.slot), slot(out), step.pool,
                             int8_convs_[i + 1][0].input().is_unsigned);
         flow = {nullptr, out, shape, Layout::kCodes};
@@ -270,23 +273,21 @@ class BlockedProgram final : public InferenceProgram {
     flow = {&y, -1, y.shape(), Layout::kPlain};
   }
 
-  // The slot a block's last convolution accumulates into (-1: not a block)
-  // and its layout (the step's output layout), from the shortcut or the
-  // block's input.
+  // The slot of what a block's last convolution adds (-1: not a block) and
+  // its layout: the shortcut's output or the block's input. The last
+  // convolution accumulates into it in the step's output layout, or reads
+  // it as an int8::Residual (int8: codes, or a codes output).
   std::pair<int, Layout> residual_slot(std::size_t i, const Flow& flow, const void* x) {
     const InferenceStep& step = steps_[i];
     if (step.kind != Kind::kBlock) return {-1, Layout::kBlocked};
     const int in = flow.slot < 0 ? 0 : 1 << flow.slot;
     if (step.shortcut) {
       const int r = free_slot(in);
-      conv(i, step.chain.size(), flow.shape, x, flow.layout, slot(r), output_layout(i), false);
-      return {r, output_layout(i)};
+      const Layout layout = writes_codes_[i] ? Layout::kNhwc : output_layout(i);
+      conv(i, step.chain.size(), flow.shape, x, flow.layout, slot(r), layout, false);
+      return {r, layout};
     }
-    if (flow.layout == Layout::kCodes) {  // the identity shortcut from codes: dequantized
-      const int r = free_slot(in);
-      int8::dequantize_codes(be_, flow.shape, x, int8_convs_[i][0].input(), slot(r));
-      return {r, Layout::kNhwc};
-    }
+    if (flow.layout == Layout::kCodes) return {flow.slot, Layout::kCodes};  // read, not written
     // The input is read by the first convolution only.
     if (step.chain.size() > 1) return {flow.slot, flow.layout};
     const int r = free_slot(in);  // one convolution reading its own residual: copy it
@@ -319,18 +320,29 @@ class BlockedProgram final : public InferenceProgram {
     }
     const auto [residual, residual_layout] = residual_slot(i, flow, x);
     const int keep = in | (residual >= 0 ? 1 << residual : 0);
+    // int8: the residual read from its own slot where it is codes or the
+    // output is (an int8::Residual), else added in place.
+    const bool separate =
+        residual >= 0 && (residual_layout == Layout::kCodes || output_layout(i) == Layout::kCodes);
+    int8::Residual from;
+    if (separate) {
+      from.data = slot(residual);
+      if (residual_layout == Layout::kCodes) from.codes = int8_convs_[i][0].input();
+    }
     Shape shape = flow.shape;
     Layout layout = flow.layout;
     int prev = 0;  // the previous convolution's output slot (bit)
     for (std::size_t c = 0; c < step.chain.size(); ++c) {
       const bool last = c + 1 == step.chain.size();
-      const bool accumulate = last && residual >= 0;
+      const bool accumulate = last && residual >= 0 && !separate;
       const int out = accumulate ? residual : free_slot(keep | prev);
+      const Layout step_out =
+          separate && output_layout(i) == Layout::kBlocked ? Layout::kNhwc : output_layout(i);
       const Layout out_layout = !last        ? (int8_ ? Layout::kCodes : Layout::kBlocked)
                                 : accumulate ? residual_layout
-                                             : output_layout(i);
+                                             : step_out;
       void* y = slot(out);
-      conv(i, c, shape, x, layout, y, out_layout, accumulate);
+      conv(i, c, shape, x, layout, y, out_layout, accumulate, last && separate ? &from : nullptr);
       shape = conv2d_output_shape(shape, step.chain[c].w.shape(), step.chain[c].params);
       x = y, layout = out_layout, prev = 1 << out;
       flow = {nullptr, out, shape, out_layout};
@@ -341,7 +353,7 @@ class BlockedProgram final : public InferenceProgram {
   std::vector<InferenceStep> steps_;
   std::vector<std::vector<blk::Conv>> convs_;        // per step: the chain's, then the shortcut's
   std::vector<std::vector<int8::Conv>> int8_convs_;  // the same in int8 (convs_ empty then)
-  std::vector<bool> codes_through_pool_;  // per step: it writes codes a max pool passes on
+  std::vector<bool> writes_codes_;       // per step: it writes the next convolution step's codes
   std::vector<bool> shared_codes_;       // per step: its first convolution and shortcut share codes
   std::vector<std::size_t> first_conv_;  // per step: its first convolution's index
   std::size_t conv_count_ = 0;
