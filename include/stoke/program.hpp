@@ -110,6 +110,9 @@ class STOKE_API InferenceProgram {
   // Runs f(), adding its wall time under `name` when recording.
   void timed(const std::string& name, const std::function<void()>& f);
   void clear_step_times() { step_times_.clear(); }
+  // A program that runs another inside (a precision wrapper): the inner one
+  // records when this one does, and its times become this one's.
+  void record_through(InferenceProgram& inner, const std::function<void()>& forward);
 
  private:
   bool concurrent_ = true;

@@ -84,6 +84,8 @@ double measure(Backend& backend, Precision low) {
 }  // namespace
 
 double measured_time_ratio(Backend& backend, Precision precision) {
+  // Held while measuring, on purpose: two measures at once (two backends,
+  // or two threads resolving `auto`) would time each other's load.
   static std::mutex mutex;
   static std::map<std::pair<std::string, Precision>, double> measured;
   std::lock_guard lock(mutex);

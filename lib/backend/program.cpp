@@ -92,6 +92,13 @@ void InferenceProgram::timed(const std::string& name, const std::function<void()
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
 }
 
+void InferenceProgram::record_through(InferenceProgram& inner,
+                                      const std::function<void()>& forward) {
+  inner.record_step_times(record_);
+  forward();
+  if (record_) step_times_ = inner.step_times_;
+}
+
 namespace {
 
 constexpr int kSlots = 4;

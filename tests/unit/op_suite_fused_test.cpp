@@ -131,7 +131,7 @@ TEST_P(OpSuite, BatchNormReluMatchesNaiveForwardAndBackward) {
 // The low-precision ops: a fused convolution (bias, ReLU) computed in bf16 by
 // the backend's inference program, where it has bf16 kernels, against the
 // fp32 naive reference within the bf16 row of the tolerance table; and not
-// the fp32 program's bits (it did run in bf16).
+// the fp32 program's bits (it did run in bf16); its profile records each step.
 TEST_P(OpSuite, Bf16FusedConvolutionMatchesTheFp32Reference) {
   if (be().inference_precision(Precision::kBf16) == PrecisionSupport::kNone)
     GTEST_SKIP() << GetParam().name << " runs no bf16 inference on this machine";
@@ -167,6 +167,9 @@ TEST_P(OpSuite, Bf16FusedConvolutionMatchesTheFp32Reference) {
     EXPECT_TRUE(close(got, want.to_vector(),
                       tolerance(Accuracy::kRoundedInputs, 1, DType::kBFloat16), what));
     EXPECT_NE(got, full) << what << ": the bf16 program gave the fp32 program's bits";
+    low->record_step_times(true);  // the bench's profile reaches through a precision's program
+    (void)low->forward(x.dut);
+    EXPECT_FALSE(low->step_times().empty()) << what << ": no step times recorded";
     if (HasFailure()) return;
   }
 }

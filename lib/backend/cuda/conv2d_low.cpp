@@ -35,7 +35,9 @@ class Bf16Program final : public InferenceProgram {
       Running() { ++bf16_programs_running; }
       ~Running() { --bf16_programs_running; }
     } running;
-    return plain_->forward(x);
+    const Tensor* y = nullptr;
+    record_through(*plain_, [&] { y = &plain_->forward(x); });
+    return *y;
   }
   void weights_changed() override { plain_->weights_changed(); }
   std::string implementations() const override { return "cuDNN bf16 (tensor cores)"; }
