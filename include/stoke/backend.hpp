@@ -478,6 +478,11 @@ class STOKE_API Backend {
 using BackendFactory = std::function<std::unique_ptr<Backend>(const Context&)>;
 
 STOKE_API Backend& cpu_backend();
+// How the CPU backend's matrix products run in this process (stoke info):
+// "OpenBLAS (Haswell kernels)", or oneDNN's sgemm where OpenBLAS chose
+// kernels older than the CPU ("oneDNN sgemm (OpenBLAS chose its Prescott
+// kernels on a CPU with AVX-512: ...)").
+STOKE_API std::string cpu_matrix_route();
 // The shared backend of that name; nullptr if there is none.
 STOKE_API Backend* find_backend(const std::string& name);
 // A backend made by the application, shared under its name() (no factory:

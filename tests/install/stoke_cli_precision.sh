@@ -29,6 +29,10 @@ test "$(STOKE_PRECISION=auto "$stoke" info --json 2>/dev/null | json_field preci
 STOKE_PRECISION=bf16 ONEDNN_MAX_CPU_ISA=AVX2 "$stoke" info --json 2>/dev/null | json_field precision \
   | grep -q '^unavailable: .*bf16' || fail "info under AVX2 does not say bf16 is unavailable"
 "$stoke" info 2>/dev/null | grep -q '^precision: fp32' || fail "info text has no precision line"
+# The CPU's matrix products: OpenBLAS's kernels, or oneDNN's sgemm where OpenBLAS lags the CPU.
+json_field matrix_route <"$work/info.json" | grep -Eq '^(OpenBLAS .*kernels\)|oneDNN sgemm \()' \
+  || fail "info --json has no matrix_route"
+"$stoke" info 2>/dev/null | grep -q '^cpu matrix products: ' || fail "info text has no matrix line"
 
 "$stoke" dataset --out "$work/d" --count 24 --size 32x32 >/dev/null 2>&1 || fail "dataset"
 "$stoke" train --data "$work/d" --out "$work/m.stoke" --epochs 1 --size 16 --batch 4 --precision fp32 \

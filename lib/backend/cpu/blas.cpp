@@ -132,3 +132,11 @@ void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const f
 }
 
 }  // namespace stoke::cpu
+
+namespace stoke {
+
+std::string cpu_matrix_route() {
+  return cpu::blas_description();
+}
+
+}  // namespace stoke

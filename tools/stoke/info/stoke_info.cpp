@@ -93,6 +93,7 @@ int main(int argc, char** argv) {
                 << precision.bf16 << "\",\"bf16_time_ratio\":"
                 << (precision.bf16_time_ratio > 0 ? short_ratio(precision.bf16_time_ratio)
                                                   : std::string("null"))
+                << ",\"matrix_route\":" << stoke_json(stoke::cpu_matrix_route())
                 << ",\"distributed\":" << (stoke::distributed_available() ? "true" : "false")
                 << ",\"config\":" << config.to_json() << "}\n";
       return 0;
@@ -106,6 +107,7 @@ int main(int argc, char** argv) {
                       ? ", " + short_ratio(precision.bf16_time_ratio) + "x fp32's time"
                       : std::string())
               << ")\n"
+              << "cpu matrix products: " << stoke::cpu_matrix_route() << "\n"
               << "data-parallel training: "
               << (stoke::distributed_available() ? "Gloo (stoke train --nproc N)"
                                                  : "not built (no libgloo-dev)")
