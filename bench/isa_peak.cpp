@@ -44,12 +44,16 @@ double seconds_since(Clock::time_point t0) {
      " %%" b ", %%" a ", %%" reg "9\n\t" op " %%" b ", %%" a ", %%" reg "10\n\t" op " %%" b   \
      ", %%" a ", %%" reg "11\n\t"
 
-#define STOKE_ZMM_LOOP(op)                                                                     \
+// `op` on accumulators reg0-reg11 from the operands a and b (zmm30, zmm31; the
+// VEX forms reach ymm0-15 only: ymm14, ymm15).
+#define STOKE_LOOP(op, reg, a, b)                                                              \
   for (long i = 0; i < instructions / 12; ++i) {                                               \
-    asm volatile(STOKE_TWELVE(op, "zmm", "zmm30", "zmm31")::                                   \
+    asm volatile(STOKE_TWELVE(op, reg, a, b)::                                                 \
                      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", \
                        "xmm9", "xmm10", "xmm11");                                              \
   }
+#define STOKE_ZMM_LOOP(op) STOKE_LOOP(op, "zmm", "zmm30", "zmm31")
+#define STOKE_YMM_LOOP(op) STOKE_LOOP(op, "ymm", "ymm14", "ymm15")
 
 __attribute__((target("avx512f"))) void fma_zmm(long instructions) {
   STOKE_ZMM_LOOP("vfmadd231ps")
@@ -60,15 +64,6 @@ __attribute__((target("avx512f,avx512bf16"))) void dpbf16_zmm(long instructions)
 __attribute__((target("avx512f,avx512vnni"))) void dpbusd_zmm(long instructions) {
   STOKE_ZMM_LOOP("vpdpbusd")
 }
-
-// The VEX forms reach ymm0-15 only: the operands in ymm14 and ymm15.
-#define STOKE_YMM_LOOP(op)                                                                     \
-  for (long i = 0; i < instructions / 12; ++i) {                                               \
-    asm volatile(STOKE_TWELVE(op, "ymm", "ymm14", "ymm15")::                                   \
-                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", \
-                       "xmm9", "xmm10", "xmm11");                                              \
-  }
-
 __attribute__((target("avx2,fma"))) void fma_ymm(long instructions) {
   STOKE_YMM_LOOP("vfmadd231ps")
 }
