@@ -182,8 +182,9 @@ class BlockedProgram final : public InferenceProgram {
     convs_[i][c].forward(be_, shape, x, plain, y, accumulate);
   }
 
-  // The fp32 layout step i's output is written in: NHWC in an int8 program
-  // when a convolution step or a max pool reads it next, else blocked.
+  // The layout step i's output is written in: in an int8 program the next
+  // step's codes (writes_codes_), else fp32 NHWC when a convolution step or
+  // a max pool reads it next; else fp32 blocked.
   Layout output_layout(std::size_t i) const {
     if (!int8_ || i + 1 >= steps_.size()) return Layout::kBlocked;
     if (writes_codes_[i]) return Layout::kCodes;
