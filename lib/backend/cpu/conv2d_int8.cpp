@@ -299,15 +299,17 @@ Part Conv::Impl::make_part(const Shape& x, Layout out, bool accumulate, const Re
   part.k0 = share.k0;
   part.src = memory::desc({n, x[1], bottom - top + 1, x[3]}, src_type(), Tag::nhwc);
   part.dst = memory::desc({n, k, rows, y[3]}, dst_type, Tag::nhwc);
+  // In an NHWC tensor like the output: the part's first element, and the
+  // strides of its channels among all of them.
+  const std::int64_t nhwc_first = share.n0 * k_total * pq + share.p0 * y[3] * k_total + share.k0;
+  const memory::dims nhwc_strides{k_total * pq, 1, y[3] * k_total, k_total};
   if (out == Layout::kBlocked) {  // all rows: make_plan bands NHWC outputs only
     part.view = memory::desc({n, k, y[2], y[3]}, kF32, blocked_tag());
     part.y_offset =
         (share.n0 * blocked::blocked_floats({1, k_total, y[2], y[3]}) + share.k0 * pq) * 4;
-  } else {  // NHWC: the part's channels, strided by all of them
-    part.view =
-        memory::desc({n, k, rows, y[3]}, dst_type, {k_total * pq, 1, y[3] * k_total, k_total});
-    part.y_offset =
-        (share.n0 * k_total * pq + share.p0 * y[3] * k_total + share.k0) * (to_codes ? 1 : 4);
+  } else {
+    part.view = memory::desc({n, k, rows, y[3]}, dst_type, nhwc_strides);
+    part.y_offset = nhwc_first * (to_codes ? 1 : 4);
   }
   part.direct = out != Layout::kBlocked && k == k_total;
   if (residual) {  // NHWC like the output: the same offset and view, in its own type
@@ -316,10 +318,8 @@ Part Conv::Impl::make_part(const Shape& x, Layout out, bool accumulate, const Re
                       : residual->codes->is_unsigned ? memory::data_type::u8
                                                      : memory::data_type::s8;
     part.src1 = memory::desc({n, k, rows, y[3]}, type, Tag::nhwc);
-    part.src1_view =
-        memory::desc({n, k, rows, y[3]}, type, {k_total * pq, 1, y[3] * k_total, k_total});
-    part.r_offset =
-        (share.n0 * k_total * pq + share.p0 * y[3] * k_total + share.k0) * (codes_in ? 1 : 4);
+    part.src1_view = memory::desc({n, k, rows, y[3]}, type, nhwc_strides);
+    part.r_offset = nhwc_first * (codes_in ? 1 : 4);
     if (!part.direct) {
       part.gather = dnnl::reorder(
           dnnl::reorder::primitive_desc(engine(), part.src1_view, engine(), part.src1));
